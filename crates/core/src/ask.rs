@@ -1,0 +1,156 @@
+//! What an ask is: one question to the person, who asks it, and how it ended.
+//!
+//! These are plain data types shared by the broker, the audit log, the shell's IPC and the
+//! tests; the broker (`broker.rs`) owns their lifecycle.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::schema::{FieldError, FormSchema};
+
+/// Unique within one process run; also the key the UI answers with.
+pub type AskId = u64;
+
+/// How Countersign reaches the server that asks, for the person to recognise it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Endpoint {
+    /// A child process: the command line as configured.
+    Stdio { command: String },
+    /// Streamable HTTP: the host (and port) the person should recognise, and the full URL.
+    Http { host: String, url: String },
+}
+
+/// Who asks: the configured server, and the agent whose call the ask belongs to, when known.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Asker {
+    pub server: String,
+    pub endpoint: Endpoint,
+    /// The agent's `clientInfo.name`, when the ask belongs to an agent's call through the gateway.
+    pub agent: Option<String>,
+}
+
+/// What the person is asked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum AskKind {
+    /// Form-mode elicitation: fill a form built from `schema`.
+    Form { message: String, schema: FormSchema },
+    /// URL-mode elicitation: consent to opening `url`. Accept means consent, not completion.
+    Url {
+        message: String,
+        url: String,
+        elicitation_id: String,
+    },
+}
+
+/// One question to the person, as the UI and the audit log see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ask {
+    pub id: AskId,
+    pub asker: Asker,
+    #[serde(flatten)]
+    pub kind: AskKind,
+    /// The request's params as received from the server, for the record.
+    pub request: Value,
+    /// Milliseconds since the Unix epoch.
+    pub received_at_ms: u64,
+    /// Milliseconds since the Unix epoch after which the ask is withdrawn as `timeout`.
+    pub deadline_ms: Option<u64>,
+}
+
+/// What the person chose. Only `Accept` can ever produce an `accept` on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "action", rename_all = "camelCase")]
+pub enum Answer {
+    /// Submit. Form asks carry the content; URL asks carry none (consent).
+    Accept {
+        #[serde(default)]
+        content: Option<Map<String, Value>>,
+    },
+    Decline,
+    /// Escape or closing the dialog.
+    Cancel,
+}
+
+/// Why an ask ended without the person's Submit or Decline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CancelReason {
+    /// The person pressed Escape or closed the dialog.
+    Person,
+    /// The ask's deadline passed.
+    Timeout,
+    /// The server sent `notifications/cancelled` for the request.
+    Server,
+    /// The agent cancelled the call the ask belongs to.
+    Agent,
+    /// The session to the server died.
+    Disconnect,
+    /// Countersign is quitting.
+    Shutdown,
+}
+
+impl CancelReason {
+    /// A short notice for the person, e.g. when a dialog is torn down.
+    pub fn notice(self) -> &'static str {
+        match self {
+            CancelReason::Person => "You cancelled this question.",
+            CancelReason::Timeout => "This question timed out.",
+            CancelReason::Server => "The server withdrew this question.",
+            CancelReason::Agent => "The agent cancelled the call this question belonged to.",
+            CancelReason::Disconnect => "The server disconnected.",
+            CancelReason::Shutdown => "Countersign is quitting.",
+        }
+    }
+}
+
+/// How an ask ended. Exactly one per ask.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "camelCase")]
+pub enum Outcome {
+    /// Validated content (form) or consent (URL, `content` is `None`).
+    Accepted { content: Option<Map<String, Value>> },
+    Declined,
+    Cancelled { reason: CancelReason },
+}
+
+impl Outcome {
+    /// The MCP `ElicitResult` this outcome is answered with.
+    pub fn to_elicit_result(&self) -> Value {
+        match self {
+            Outcome::Accepted { content: Some(c) } => {
+                serde_json::json!({"action": "accept", "content": c})
+            }
+            Outcome::Accepted { content: None } => serde_json::json!({"action": "accept"}),
+            Outcome::Declined => serde_json::json!({"action": "decline"}),
+            Outcome::Cancelled { .. } => serde_json::json!({"action": "cancel"}),
+        }
+    }
+}
+
+/// Why an answer from the person was not taken.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum AnswerError {
+    /// No such ask, or it has already ended (answered, withdrawn); the late answer is dropped.
+    #[error("this question is no longer open")]
+    NotPending,
+    /// The content does not satisfy the requested schema; nothing was sent.
+    #[error("the answer does not fit the form")]
+    Invalid { errors: Vec<FieldError> },
+    /// A form accept without content, or a URL accept with content.
+    #[error("{message}")]
+    Malformed { message: String },
+}
+
+/// Notifications to subscribers (the shell, the gateway, tests).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "event", rename_all = "camelCase")]
+pub enum AskEvent {
+    Added { ask: Ask },
+    /// The ask ended; `outcome` says how (answered by the person or withdrawn).
+    Resolved { id: AskId, outcome: Outcome },
+}

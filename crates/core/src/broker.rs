@@ -1,0 +1,320 @@
+//! The ask broker: the one place where questions to the person wait and end.
+//!
+//! It is an injected object (no global), so the shell, the gateway and tests each hold a
+//! handle to the same broker. Every ask resolves exactly once: the pending entry is removed
+//! under the lock by whoever ends it (the person's answer, a withdrawal, the deadline,
+//! shutdown), and only that caller writes the outcome to the audit log and hands it to the
+//! waiting requester. A late second answer finds nothing and is refused.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tokio::sync::{broadcast, oneshot};
+
+use crate::ask::{Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Outcome};
+use crate::audit::AuditLog;
+use crate::schema;
+
+/// Events are broadcast; a subscriber that falls this far behind gets `Lagged` and should
+/// re-read `pending()`, which is always the truth.
+const EVENT_CAPACITY: usize = 4096;
+
+/// A question about to be asked, before the broker gives it an id.
+#[derive(Debug, Clone)]
+pub struct NewAsk {
+    pub asker: Asker,
+    pub kind: AskKind,
+    pub request: Value,
+    /// How long the person has; `None` waits until withdrawn.
+    pub timeout: Option<Duration>,
+    /// Which session it came through, so a dying session withdraws only its own asks.
+    pub session: u64,
+}
+
+struct Pending {
+    ask: Ask,
+    session: u64,
+    tx: oneshot::Sender<Outcome>,
+}
+
+struct State {
+    pending: HashMap<AskId, Pending>,
+    shut_down: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    next_id: AtomicU64,
+    events: broadcast::Sender<AskEvent>,
+    audit: AuditLog,
+}
+
+/// Cheap to clone; all clones are the same broker.
+#[derive(Clone)]
+pub struct Broker {
+    inner: Arc<Inner>,
+}
+
+/// An open ask, held by whoever waits for its outcome. Dropping it withdraws the ask as
+/// `disconnect`, so a requester that goes away never leaves a dialog open.
+pub struct PendingAsk {
+    id: AskId,
+    deadline: Option<tokio::time::Instant>,
+    rx: Option<oneshot::Receiver<Outcome>>,
+    broker: Broker,
+}
+
+impl Broker {
+    pub fn new(audit: AuditLog) -> Self {
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        Broker {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    pending: HashMap::new(),
+                    shut_down: false,
+                }),
+                next_id: AtomicU64::new(1),
+                events,
+                audit,
+            }),
+        }
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<AskEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Every open ask, oldest first.
+    pub fn pending(&self) -> Vec<Ask> {
+        let state = self.lock();
+        let mut asks: Vec<Ask> = state.pending.values().map(|p| p.ask.clone()).collect();
+        asks.sort_by_key(|a| a.id);
+        asks
+    }
+
+    pub fn audit(&self) -> &AuditLog {
+        &self.inner.audit
+    }
+
+    /// Opens an ask and announces it. After shutdown the ask ends at once as cancelled.
+    pub fn open(&self, new: NewAsk) -> PendingAsk {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        let now_ms = unix_ms();
+        let ask = Ask {
+            id,
+            asker: new.asker,
+            kind: new.kind,
+            request: new.request,
+            received_at_ms: now_ms,
+            deadline_ms: new.timeout.map(|t| now_ms + t.as_millis() as u64),
+        };
+        let deadline = new.timeout.map(|t| tokio::time::Instant::now() + t);
+        let (tx, rx) = oneshot::channel();
+        self.inner.audit.record_asked(&ask);
+        let shut_down = {
+            let mut state = self.lock();
+            if state.shut_down {
+                true
+            } else {
+                let _ = self.inner.events.send(AskEvent::Added { ask: ask.clone() });
+                state.pending.insert(
+                    id,
+                    Pending {
+                        ask,
+                        session: new.session,
+                        tx,
+                    },
+                );
+                false
+            }
+        };
+        let pending = PendingAsk {
+            id,
+            deadline,
+            rx: Some(rx),
+            broker: self.clone(),
+        };
+        if shut_down {
+            // Nothing was registered; record the end so the log shows every ask closed.
+            let outcome = Outcome::Cancelled {
+                reason: CancelReason::Shutdown,
+            };
+            self.inner.audit.record_resolved(id, &outcome);
+            let _ = self.inner.events.send(AskEvent::Resolved { id, outcome });
+        }
+        pending
+    }
+
+    /// The person's answer. An accept's content is validated against the schema as received;
+    /// an invalid one leaves the ask open and comes back as per-field errors.
+    pub fn answer(&self, id: AskId, answer: Answer) -> Result<Outcome, AnswerError> {
+        let outcome = match answer {
+            Answer::Decline => Outcome::Declined,
+            Answer::Cancel => Outcome::Cancelled {
+                reason: CancelReason::Person,
+            },
+            Answer::Accept { content } => {
+                let (kind, raw_schema) = {
+                    let state = self.lock();
+                    match state.pending.get(&id) {
+                        Some(p) => (
+                            p.ask.kind.clone(),
+                            p.ask.request.get("requestedSchema").cloned().unwrap_or_default(),
+                        ),
+                        None => return Err(AnswerError::NotPending),
+                    }
+                };
+                match (kind, content) {
+                    (AskKind::Form { schema, .. }, Some(content)) => {
+                        let content =
+                            schema::validate_answer(&schema, &raw_schema, &Value::Object(content))
+                            .map_err(|errors| AnswerError::Invalid { errors })?;
+                        Outcome::Accepted {
+                            content: Some(content),
+                        }
+                    }
+                    (AskKind::Form { .. }, None) => {
+                        return Err(AnswerError::Malformed {
+                            message: "a form is accepted with its content".into(),
+                        });
+                    }
+                    (AskKind::Url { .. }, None) => Outcome::Accepted { content: None },
+                    (AskKind::Url { .. }, Some(_)) => {
+                        return Err(AnswerError::Malformed {
+                            message: "a URL question is accepted without content".into(),
+                        });
+                    }
+                }
+            }
+        };
+        if self.resolve(id, outcome.clone()) {
+            Ok(outcome)
+        } else {
+            Err(AnswerError::NotPending)
+        }
+    }
+
+    /// Withdraws an open ask; false if it had already ended.
+    pub fn withdraw(&self, id: AskId, reason: CancelReason) -> bool {
+        self.resolve(id, Outcome::Cancelled { reason })
+    }
+
+    /// Withdraws every open ask that came through `session` (it died or was stopped).
+    pub fn withdraw_session(&self, session: u64, reason: CancelReason) -> usize {
+        let ids: Vec<AskId> = {
+            let state = self.lock();
+            state
+                .pending
+                .iter()
+                .filter(|(_, p)| p.session == session)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        ids.into_iter().filter(|id| self.withdraw(*id, reason)).count()
+    }
+
+    /// Answers every open ask `cancel` (reason shutdown) and refuses new ones. Returns how
+    /// many were open. Call before the process exits.
+    pub fn shutdown(&self) -> usize {
+        let ids: Vec<AskId> = {
+            let mut state = self.lock();
+            state.shut_down = true;
+            state.pending.keys().copied().collect()
+        };
+        ids.into_iter()
+            .filter(|id| self.withdraw(*id, CancelReason::Shutdown))
+            .count()
+    }
+
+    fn resolve(&self, id: AskId, outcome: Outcome) -> bool {
+        let Some(pending) = self.lock().pending.remove(&id) else {
+            return false;
+        };
+        // The record is on disk before the outcome can reach the server.
+        self.inner.audit.record_resolved(id, &outcome);
+        let _ = self.inner.events.send(AskEvent::Resolved {
+            id,
+            outcome: outcome.clone(),
+        });
+        let _ = pending.tx.send(outcome);
+        true
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the map half-updated (single inserts and
+        // removes), so a poisoned lock is still safe to use.
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl PendingAsk {
+    pub fn id(&self) -> AskId {
+        self.id
+    }
+
+    /// Waits for the outcome; the deadline passing withdraws the ask as `timeout`.
+    pub async fn outcome(mut self) -> Outcome {
+        let outcome = self.wait().await;
+        // Resolved: nothing left for Drop to withdraw.
+        self.rx = None;
+        outcome
+    }
+
+    async fn wait(&mut self) -> Outcome {
+        // A closed channel means the broker went away without resolving: fail closed.
+        let closed = Outcome::Cancelled {
+            reason: CancelReason::Shutdown,
+        };
+        let Some(rx) = self.rx.as_mut() else {
+            return closed;
+        };
+        if let Some(deadline) = self.deadline {
+            tokio::select! {
+                outcome = &mut *rx => return outcome.unwrap_or(closed),
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.broker.withdraw(self.id, CancelReason::Timeout);
+                }
+            }
+        }
+        // Either no deadline, or the deadline passed and the (possibly racing) outcome is in
+        // the channel now: exactly one resolve happened.
+        rx.await.unwrap_or(closed)
+    }
+
+    /// Waits for the outcome, withdrawing the ask with `reason` if `cancel` fires first.
+    pub async fn outcome_or_withdraw(
+        self,
+        cancel: &tokio_util::sync::CancellationToken,
+        reason: CancelReason,
+    ) -> Outcome {
+        let id = self.id;
+        let broker = self.broker.clone();
+        let outcome = self.outcome();
+        tokio::pin!(outcome);
+        tokio::select! {
+            o = &mut outcome => o,
+            _ = cancel.cancelled() => {
+                broker.withdraw(id, reason);
+                outcome.await
+            }
+        }
+    }
+}
+
+impl Drop for PendingAsk {
+    fn drop(&mut self) {
+        if self.rx.is_some() {
+            self.broker.withdraw(self.id, CancelReason::Disconnect);
+        }
+    }
+}
+
+pub(crate) fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

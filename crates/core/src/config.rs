@@ -1,0 +1,463 @@
+//! The person's configuration: which MCP servers to hold sessions to.
+//!
+//! JSON in the `mcpServers` shape agents already use, so an existing block can be pasted in,
+//! plus Countersign's own keys per server. A broken entry is reported with file, line and
+//! column and skipped; the other servers still load. Keys we do not know (other clients'
+//! settings) are ignored.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// The environment variable that names the config file when `--config` is not given.
+pub const CONFIG_ENV: &str = "COUNTERSIGN_CONFIG";
+
+/// How long the person has to answer, unless a server's entry says otherwise.
+pub const DEFAULT_ANSWER_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// How long any request to a server may take (person's think time excluded).
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum TransportConfig {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Which protocol lifecycle to use with a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ProtocolChoice {
+    /// Probe with `server/discover` (2026-07-28, multi round-trip requests) and fall back
+    /// to `initialize` (2025-11-25) for servers that do not speak it.
+    #[default]
+    Auto,
+    /// Only `initialize`, offering 2025-11-25.
+    Legacy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: TransportConfig,
+    /// Whether this server's tool annotations count for approval policy.
+    pub trusted: bool,
+    pub answer_timeout: Duration,
+    pub request_timeout: Duration,
+    pub protocol: ProtocolChoice,
+}
+
+impl ServerConfig {
+    /// A stdio server with default settings.
+    pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
+        ServerConfig {
+            name: name.into(),
+            transport: TransportConfig::Stdio {
+                command: command.into(),
+                args: args.iter().map(|a| (*a).to_owned()).collect(),
+                env: BTreeMap::new(),
+                cwd: None,
+            },
+            trusted: false,
+            answer_timeout: DEFAULT_ANSWER_TIMEOUT,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            protocol: ProtocolChoice::Auto,
+        }
+    }
+
+    /// A Streamable HTTP server with default settings.
+    pub fn http(name: &str, url: &str) -> Self {
+        ServerConfig {
+            transport: TransportConfig::Http {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            },
+            ..Self::stdio(name, "", &[])
+        }
+    }
+}
+
+/// A problem in the config file, located for the person to fix.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(rename_all = "camelCase")]
+#[error("{}:{line}:{column}: {}{message}", file.display(), server.as_ref().map(|s| format!("server \"{s}\": ")).unwrap_or_default())]
+pub struct ConfigError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub column: usize,
+    /// The server entry at fault; `None` when the file as a whole is.
+    pub server: Option<String>,
+    pub message: String,
+}
+
+/// What was read: the servers that loaded and the errors for the ones (or file) that did not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LoadedConfig {
+    pub path: PathBuf,
+    pub servers: Vec<ServerConfig>,
+    pub errors: Vec<ConfigError>,
+}
+
+/// Where the config comes from, in order: `--config PATH`, `$COUNTERSIGN_CONFIG`, the platform
+/// config dir. The flag wins over the variable so one launch can be pointed elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ConfigSource {
+    Flag(PathBuf),
+    Env(PathBuf),
+    Platform(PathBuf),
+}
+
+impl ConfigSource {
+    pub fn path(&self) -> &Path {
+        match self {
+            ConfigSource::Flag(p) | ConfigSource::Env(p) | ConfigSource::Platform(p) => p,
+        }
+    }
+}
+
+/// Picks the config file from the command-line flag, the environment and the platform dirs.
+/// `None` only when there is no flag, no variable and no home directory.
+pub fn locate(flag: Option<PathBuf>) -> Option<ConfigSource> {
+    if let Some(path) = flag {
+        return Some(ConfigSource::Flag(path));
+    }
+    if let Some(path) = std::env::var_os(CONFIG_ENV).filter(|v| !v.is_empty()) {
+        return Some(ConfigSource::Env(PathBuf::from(path)));
+    }
+    crate::dirs::config_dir().map(|d| ConfigSource::Platform(d.join("config.json")))
+}
+
+/// The first-run config: one server, the demo ticket desk, launched with `demo_command`.
+pub fn default_config_json(demo_command: &str) -> String {
+    let value = serde_json::json!({
+        "mcpServers": {
+            "demo": {
+                "command": demo_command,
+                "args": [],
+                "trusted": false,
+            }
+        }
+    });
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// Loads the config from `source`. A missing file at the platform location is created with
+/// the demo server (first run); a missing file the person named is an error.
+pub fn load_or_create(source: &ConfigSource, demo_command: &str) -> LoadedConfig {
+    let path = source.path();
+    if matches!(source, ConfigSource::Platform(_)) && !path.exists() {
+        let text = default_config_json(demo_command);
+        let written = path
+            .parent()
+            .map_or(Ok(()), std::fs::create_dir_all)
+            .and_then(|()| std::fs::write(path, &text));
+        if let Err(e) = written {
+            // Still run with the demo server; tell the person why nothing was saved.
+            let mut loaded = parse(path, &text);
+            loaded.errors.push(ConfigError {
+                file: path.to_owned(),
+                line: 0,
+                column: 0,
+                server: None,
+                message: format!("could not create the default config: {e}"),
+            });
+            return loaded;
+        }
+    }
+    load(path)
+}
+
+/// Loads the config at `path`.
+pub fn load(path: &Path) -> LoadedConfig {
+    match std::fs::read_to_string(path) {
+        Ok(text) => parse(path, &text),
+        Err(e) => LoadedConfig {
+            path: path.to_owned(),
+            servers: Vec::new(),
+            errors: vec![ConfigError {
+                file: path.to_owned(),
+                line: 0,
+                column: 0,
+                server: None,
+                message: format!("cannot read the config: {e}"),
+            }],
+        },
+    }
+}
+
+#[derive(Deserialize)]
+struct RawFile<'a> {
+    #[serde(rename = "mcpServers", borrow, default)]
+    mcp_servers: BTreeMap<String, &'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RawServer {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    trusted: bool,
+    answer_timeout_secs: Option<u64>,
+    request_timeout_secs: Option<u64>,
+    #[serde(default)]
+    protocol: ProtocolChoice,
+    /// Other clients' switch for an entry; honoured so a pasted block behaves the same.
+    #[serde(default)]
+    disabled: bool,
+}
+
+/// Parses config text; `path` is only used to name the file in errors.
+pub fn parse(path: &Path, text: &str) -> LoadedConfig {
+    let mut loaded = LoadedConfig {
+        path: path.to_owned(),
+        ..Default::default()
+    };
+    let file: RawFile = match serde_json::from_str(text) {
+        Ok(f) => f,
+        Err(e) => {
+            loaded.errors.push(ConfigError {
+                file: path.to_owned(),
+                line: e.line(),
+                column: e.column(),
+                server: None,
+                message: e.to_string(),
+            });
+            return loaded;
+        }
+    };
+    for (name, raw) in file.mcp_servers {
+        // The entry's text is a slice of `text`, so its offset locates errors inside it.
+        let offset = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+        let locate_at = |inner_offset: usize| line_col(text, offset + inner_offset);
+        let entry_error = |inner_offset: usize, message: String| {
+            let (line, column) = locate_at(inner_offset);
+            ConfigError {
+                file: path.to_owned(),
+                line,
+                column,
+                server: Some(name.clone()),
+                message,
+            }
+        };
+        let server: RawServer = match serde_json::from_str(raw.get()) {
+            Ok(s) => s,
+            Err(e) => {
+                let inner = offset_of(raw.get(), e.line(), e.column());
+                loaded.errors.push(entry_error(inner, strip_position(&e)));
+                continue;
+            }
+        };
+        if server.disabled {
+            continue;
+        }
+        match build_server(&name, server) {
+            Ok(s) => loaded.servers.push(s),
+            Err(message) => loaded.errors.push(entry_error(0, message)),
+        }
+    }
+    loaded
+}
+
+fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
+    if name.trim().is_empty() {
+        return Err("a server needs a non-empty name".into());
+    }
+    let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
+    let transport = match (kind.as_deref(), raw.command, raw.url) {
+        (None | Some("stdio"), Some(command), None) => {
+            if command.trim().is_empty() {
+                return Err("\"command\" is empty".into());
+            }
+            TransportConfig::Stdio {
+                command,
+                args: raw.args,
+                env: raw.env,
+                cwd: raw.cwd,
+            }
+        }
+        (None | Some("http") | Some("streamable-http") | Some("streamablehttp"), None, Some(url)) => {
+            let parsed = url::Url::parse(&url).map_err(|e| format!("\"url\" is not a URL: {e}"))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(format!("\"url\" must be http or https, not {}", parsed.scheme()));
+            }
+            for (key, value) in &raw.headers {
+                if reqwest::header::HeaderName::from_bytes(key.as_bytes()).is_err()
+                    || reqwest::header::HeaderValue::from_str(value).is_err()
+                {
+                    return Err(format!("header \"{key}\" is not a valid HTTP header"));
+                }
+            }
+            TransportConfig::Http {
+                url,
+                headers: raw.headers,
+            }
+        }
+        (Some("sse"), _, _) => {
+            return Err("the old SSE transport is not supported; use \"type\": \"http\" (Streamable HTTP)".into());
+        }
+        (Some(other), _, _) if !matches!(other, "stdio" | "http" | "streamable-http" | "streamablehttp") => {
+            return Err(format!("unknown \"type\": \"{other}\" (use \"stdio\" or \"http\")"));
+        }
+        (_, Some(_), Some(_)) => return Err("give either \"command\" or \"url\", not both".into()),
+        _ => return Err("a server needs \"command\" (stdio) or \"url\" (http)".into()),
+    };
+    let secs = |v: Option<u64>, default: Duration| -> Result<Duration, String> {
+        match v {
+            None => Ok(default),
+            Some(0) => Err("timeouts must be at least one second".into()),
+            Some(s) => Ok(Duration::from_secs(s)),
+        }
+    };
+    Ok(ServerConfig {
+        name: name.to_owned(),
+        transport,
+        trusted: raw.trusted,
+        answer_timeout: secs(raw.answer_timeout_secs, DEFAULT_ANSWER_TIMEOUT)?,
+        request_timeout: secs(raw.request_timeout_secs, DEFAULT_REQUEST_TIMEOUT)?,
+        protocol: raw.protocol,
+    })
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// Byte offset of serde_json's 1-based (line, column) in `text`.
+fn offset_of(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    let col_bytes: usize = text[line_start..]
+        .chars()
+        .take(column.saturating_sub(1))
+        .map(char::len_utf8)
+        .sum();
+    line_start + col_bytes
+}
+
+/// serde_json appends " at line L column C" relative to the entry; we report our own.
+fn strip_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p() -> PathBuf {
+        PathBuf::from("/tmp/c.json")
+    }
+
+    #[test]
+    fn reads_stdio_and_http_entries_with_own_keys() {
+        let text = r#"{
+  "mcpServers": {
+    "desk": {"command": "desk", "args": ["--x"], "env": {"A": "1"}, "cwd": "/tmp", "trusted": true, "answerTimeoutSecs": 30},
+    "remote": {"type": "http", "url": "https://mcp.example.com/mcp", "headers": {"Authorization": "Bearer x"}, "autoApprove": []}
+  }
+}"#;
+        let loaded = parse(&p(), text);
+        assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+        assert_eq!(loaded.servers.len(), 2);
+        let desk = &loaded.servers[0];
+        assert_eq!(desk.name, "desk");
+        assert!(desk.trusted);
+        assert_eq!(desk.answer_timeout, Duration::from_secs(30));
+        assert!(matches!(&desk.transport, TransportConfig::Stdio { command, args, .. } if command == "desk" && args == &["--x"]));
+        let remote = &loaded.servers[1];
+        assert!(matches!(&remote.transport, TransportConfig::Http { url, headers } if url.ends_with("/mcp") && headers.len() == 1));
+        assert_eq!(remote.answer_timeout, DEFAULT_ANSWER_TIMEOUT);
+    }
+
+    #[test]
+    fn a_broken_entry_is_located_and_the_rest_load() {
+        let text = "{\n  \"mcpServers\": {\n    \"good\": {\"command\": \"ok\"},\n    \"bad\": {\"command\": 42},\n    \"worse\": {\"args\": []}\n  }\n}\n";
+        let loaded = parse(&p(), text);
+        assert_eq!(loaded.servers.len(), 1);
+        assert_eq!(loaded.servers[0].name, "good");
+        assert_eq!(loaded.errors.len(), 2);
+        let bad = loaded.errors.iter().find(|e| e.server.as_deref() == Some("bad")).unwrap();
+        assert_eq!(bad.line, 4);
+        assert!(bad.column > 12, "column {}", bad.column);
+        assert!(bad.message.contains("invalid type"), "{}", bad.message);
+        let worse = loaded.errors.iter().find(|e| e.server.as_deref() == Some("worse")).unwrap();
+        assert_eq!((worse.line, worse.column), (5, 14));
+        assert!(worse.to_string().starts_with("/tmp/c.json:5:14: server \"worse\": "));
+    }
+
+    #[test]
+    fn a_broken_file_names_line_and_column() {
+        let loaded = parse(&p(), "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"\n  }\n");
+        assert!(loaded.servers.is_empty());
+        assert_eq!(loaded.errors.len(), 1);
+        assert!(loaded.errors[0].line >= 4);
+        assert!(loaded.errors[0].server.is_none());
+    }
+
+    #[test]
+    fn rejects_ambiguous_and_unsupported_entries() {
+        let text = r#"{"mcpServers": {
+            "both": {"command": "x", "url": "http://a"},
+            "sse": {"type": "sse", "url": "http://a/sse"},
+            "ftp": {"type": "http", "url": "ftp://a"},
+            "zero": {"command": "x", "answerTimeoutSecs": 0},
+            "off": {"command": "x", "disabled": true}
+        }}"#;
+        let loaded = parse(&p(), text);
+        assert!(loaded.servers.is_empty());
+        let names: Vec<_> = loaded.errors.iter().filter_map(|e| e.server.clone()).collect();
+        assert_eq!(names, ["both", "ftp", "sse", "zero"]);
+    }
+
+    #[test]
+    fn first_run_writes_the_demo_config() {
+        let dir = std::env::temp_dir().join(format!("cs-config-{}", std::process::id()));
+        let path = dir.join("nested/config.json");
+        let _ = std::fs::remove_dir_all(&dir);
+        let loaded = load_or_create(&ConfigSource::Platform(path.clone()), "/opt/demo");
+        assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+        assert_eq!(loaded.servers.len(), 1);
+        assert_eq!(loaded.servers[0].name, "demo");
+        assert!(path.exists());
+        // A named file that is missing is an error, not a silent default.
+        let missing = load_or_create(&ConfigSource::Flag(dir.join("nope.json")), "/opt/demo");
+        assert!(missing.servers.is_empty());
+        assert_eq!(missing.errors.len(), 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,25 @@
+//! Where Countersign keeps its files, per platform conventions.
+//!
+//! `directories` is the field's standard for XDG (Linux), Known Folders (Windows) and
+//! Application Support (macOS); hand-rolling `$XDG_CONFIG_HOME` fallbacks gets edge cases wrong.
+
+use std::path::PathBuf;
+
+fn project() -> Option<directories::ProjectDirs> {
+    directories::ProjectDirs::from("", "", "countersign")
+}
+
+/// `~/.config/countersign` on Linux.
+pub fn config_dir() -> Option<PathBuf> {
+    project().map(|p| p.config_dir().to_owned())
+}
+
+/// `~/.local/share/countersign` on Linux: the audit log lives here.
+pub fn data_dir() -> Option<PathBuf> {
+    project().map(|p| p.data_dir().to_owned())
+}
+
+/// The audit log's default place.
+pub fn audit_log_path() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("audit.jsonl"))
+}

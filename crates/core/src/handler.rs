@@ -1,0 +1,313 @@
+//! The MCP client side of one session: what Countersign declares and how a server's
+//! questions reach the broker.
+//!
+//! Legacy `elicitation/create` (2025-06-18, 2025-11-25), the same request parsed by rmcp as a
+//! custom request (schemas outside rmcp's model), and multi round-trip input requests
+//! (2026-07-28) all go through [`Elicitor::elicit`]. A server's `notifications/cancelled`
+//! is caught by [`Tapped`], a transport wrapper, because rmcp drops cancellations on
+//! sessions negotiated through `server/discover` and never tells the handler otherwise.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CustomRequest, CustomResult, ElicitRequestParams,
+    ElicitResult, ElicitationCapability, FormElicitationCapability, Implementation, JsonRpcMessage,
+    ProtocolVersion, RequestId, ServerNotification, UrlElicitationCapability,
+};
+use rmcp::service::{RequestContext, RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::ClientHandler;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::ask::{AskId, AskKind, Asker, CancelReason};
+use crate::broker::{Broker, NewAsk};
+use crate::schema;
+
+/// The method name of a server-to-client elicitation.
+const ELICITATION_CREATE: &str = "elicitation/create";
+
+/// What Countersign tells servers about itself.
+pub fn client_config(protocol_version: ProtocolVersion) -> ClientConfig {
+    let mut capabilities = ClientCapabilities::default();
+    let mut elicitation = ElicitationCapability::default();
+    // Countersign validates every answer against the schema before sending it.
+    elicitation.form = Some(FormElicitationCapability::new().with_schema_validation(true));
+    elicitation.url = Some(UrlElicitationCapability::new());
+    capabilities.elicitation = Some(elicitation);
+    let mut info = Implementation::default();
+    info.name = "countersign".into();
+    info.title = Some("Countersign".into());
+    info.version = env!("CARGO_PKG_VERSION").into();
+    let mut config = ClientConfig::default();
+    config.protocol_version = protocol_version;
+    config.capabilities = capabilities;
+    config.client_info = info;
+    config
+}
+
+/// Turns a server's question into an ask and the person's outcome into the reply.
+#[derive(Clone)]
+pub struct Elicitor {
+    pub broker: Broker,
+    pub asker: Asker,
+    pub answer_timeout: Duration,
+    pub session: u64,
+}
+
+impl Elicitor {
+    /// Asks the person. `params` are the request's params as received (JSON);
+    /// `withdraw` fires when the server (or the agent) no longer wants the answer.
+    /// Returns the `ElicitResult` as JSON, or -32602 for a request outside the supported
+    /// schema subset, which is recorded and never shown.
+    pub async fn elicit(
+        &self,
+        params: Value,
+        withdraw: &CancellationToken,
+        withdraw_reason: CancelReason,
+        on_open: impl FnOnce(AskId),
+    ) -> Result<Value, McpError> {
+        let kind = match self.parse(&params) {
+            Ok(kind) => kind,
+            Err(reason) => {
+                self.broker
+                    .audit()
+                    .record_refused(&self.asker.server, &reason, &params);
+                return Err(McpError::invalid_params(reason, None));
+            }
+        };
+        let pending = self.broker.open(NewAsk {
+            asker: self.asker.clone(),
+            kind,
+            request: params,
+            timeout: Some(self.answer_timeout),
+            session: self.session,
+        });
+        on_open(pending.id());
+        Ok(pending
+            .outcome_or_withdraw(withdraw, withdraw_reason)
+            .await
+            .to_elicit_result())
+    }
+
+    fn parse(&self, params: &Value) -> Result<AskKind, String> {
+        let Some(obj) = params.as_object() else {
+            return Err("elicitation params must be an object".into());
+        };
+        let message = match obj.get("message") {
+            Some(Value::String(m)) => m.clone(),
+            _ => return Err("elicitation needs a string \"message\"".into()),
+        };
+        match obj.get("mode").and_then(Value::as_str).unwrap_or("form") {
+            "form" => {
+                let raw = obj
+                    .get("requestedSchema")
+                    .ok_or("form elicitation needs \"requestedSchema\"")?;
+                let schema = schema::parse_form_schema(raw)
+                    .map_err(|e| format!("unsupported requestedSchema: {e}"))?;
+                Ok(AskKind::Form { message, schema })
+            }
+            "url" => {
+                let url = match obj.get("url") {
+                    Some(Value::String(u)) => u.clone(),
+                    _ => return Err("URL elicitation needs a string \"url\"".into()),
+                };
+                let elicitation_id = obj
+                    .get("elicitationId")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                Ok(AskKind::Url {
+                    message,
+                    url,
+                    elicitation_id,
+                })
+            }
+            other => Err(format!("unknown elicitation mode \"{other}\"")),
+        }
+    }
+}
+
+/// The rmcp client handler for one session.
+pub struct Handler {
+    pub elicitor: Elicitor,
+    pub tap: Arc<Tap>,
+    pub config: ClientConfig,
+}
+
+impl Handler {
+    async fn elicit_request(
+        &self,
+        params: Value,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<Value, McpError> {
+        // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions).
+        let withdraw = context.ct.clone();
+        let tap = self.tap.clone();
+        let request_id = context.id.clone();
+        let result = self
+            .elicitor
+            .elicit(params, &withdraw, CancelReason::Server, |ask| {
+                tap.link(&request_id, ask)
+            })
+            .await;
+        self.tap.unlink(&context.id);
+        result
+    }
+}
+
+impl ClientHandler for Handler {
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let params = serde_json::to_value(&request)
+            .map_err(|e| McpError::internal_error(format!("cannot read the request: {e}"), None))?;
+        let result = self.elicit_request(params, &context).await?;
+        serde_json::from_value(result)
+            .map_err(|e| McpError::internal_error(format!("cannot build the reply: {e}"), None))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CustomResult, McpError> {
+        if request.method != ELICITATION_CREATE {
+            return Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("Countersign does not handle {}", request.method),
+                None,
+            ));
+        }
+        // rmcp could not model this request (e.g. a schema outside the subset): it arrives raw.
+        let params = request.params.unwrap_or(Value::Null);
+        let result = self.elicit_request(params, &context).await?;
+        Ok(CustomResult::new(result))
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.config.clone()
+    }
+}
+
+enum Slot {
+    /// The request is being handled; the ask once opened.
+    Open(Option<AskId>),
+    /// The server cancelled it before an ask was opened.
+    Cancelled,
+}
+
+/// Per-session bookkeeping of server requests, so a `notifications/cancelled` seen on the wire
+/// withdraws the ask it names, whatever rmcp does with it.
+pub struct Tap {
+    slots: Mutex<HashMap<RequestId, Slot>>,
+    broker: Broker,
+    /// Fires when the transport stops delivering messages (process gone, stream closed).
+    pub closed: CancellationToken,
+}
+
+impl Tap {
+    pub fn new(broker: Broker) -> Arc<Self> {
+        Arc::new(Tap {
+            slots: Mutex::default(),
+            broker,
+            closed: CancellationToken::new(),
+        })
+    }
+
+    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Slot>> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn request_seen(&self, id: &RequestId) {
+        self.slots().insert(id.clone(), Slot::Open(None));
+    }
+
+    fn server_cancelled(&self, id: &RequestId) {
+        let ask = {
+            let mut slots = self.slots();
+            match slots.get_mut(id) {
+                Some(Slot::Open(Some(ask))) => Some(*ask),
+                Some(slot) => {
+                    *slot = Slot::Cancelled;
+                    None
+                }
+                None => None,
+            }
+        };
+        if let Some(ask) = ask {
+            self.broker.withdraw(ask, CancelReason::Server);
+        }
+    }
+
+    fn link(&self, id: &RequestId, ask: AskId) {
+        let cancelled_already = {
+            let mut slots = self.slots();
+            match slots.get(id) {
+                Some(Slot::Cancelled) => true,
+                _ => {
+                    slots.insert(id.clone(), Slot::Open(Some(ask)));
+                    false
+                }
+            }
+        };
+        if cancelled_already {
+            self.broker.withdraw(ask, CancelReason::Server);
+        }
+    }
+
+    fn unlink(&self, id: &RequestId) {
+        self.slots().remove(id);
+    }
+}
+
+/// A transport that reports to a [`Tap`] what it receives.
+pub struct Tapped<T> {
+    pub inner: T,
+    pub tap: Arc<Tap>,
+}
+
+impl<T> Transport<RoleClient> for Tapped<T>
+where
+    T: Transport<RoleClient>,
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        let tap = self.tap.clone();
+        let next = self.inner.receive();
+        async move {
+            let message = next.await;
+            match &message {
+                None => tap.closed.cancel(),
+                Some(JsonRpcMessage::Request(request)) => tap.request_seen(&request.id),
+                Some(JsonRpcMessage::Notification(n)) => {
+                    if let ServerNotification::CancelledNotification(c) = &n.notification
+                        && let Some(id) = &c.params.request_id
+                    {
+                        tap.server_cancelled(id);
+                    }
+                }
+                Some(_) => {}
+            }
+            message
+        }
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.tap.closed.cancel();
+        self.inner.close()
+    }
+}

@@ -1,0 +1,24 @@
+//! Countersign's core: everything that is not GUI. The Tauri shell and the gateway wire these
+//! pieces together; nothing here knows about windows.
+//!
+//! - [`config`]: which servers to connect to.
+//! - [`session`]: one supervised MCP client session per server.
+//! - [`handler`]: what a session declares and how a server's questions reach the broker.
+//! - [`broker`]: where questions to the person wait and end, exactly once.
+//! - [`schema`]: the elicitation form schema, and the verdict on an answer.
+//! - [`audit`]: every question and outcome, on disk before the answer goes out.
+
+pub mod ask;
+pub mod audit;
+pub mod broker;
+pub mod config;
+pub mod dirs;
+pub mod handler;
+pub mod schema;
+pub mod session;
+
+pub use ask::{Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Endpoint, Outcome};
+pub use audit::AuditLog;
+pub use broker::{Broker, NewAsk, PendingAsk};
+pub use config::{LoadedConfig, ServerConfig};
+pub use session::{SessionError, SessionEvent, SessionManager, SessionState};

@@ -1,0 +1,644 @@
+//! Sessions: one supervised MCP client session per configured server.
+//!
+//! Each server has an explicit state with change events, reconnects with capped exponential
+//! backoff, keeps the tail of its stderr, and is watched for death: a stdio child that exits
+//! closes its pipe, but rmcp's HTTP transport never closes by itself, so idle sessions are
+//! pinged. Every request carries an explicit timeout (rmcp sets none). Asks opened through a
+//! session are withdrawn as `disconnect` when it dies.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputRequest,
+    PingRequest, ProtocolVersion, ServerResult, Tool,
+};
+use rmcp::service::{
+    ClientLifecycleMode, PeerRequestOptions, RunningService, RoleClient, serve_client_with_lifecycle,
+};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::Peer;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use tokio::io::AsyncBufReadExt;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::ask::{Asker, CancelReason, Endpoint};
+use crate::broker::Broker;
+use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
+use crate::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+
+/// Lines of stderr kept per server.
+const STDERR_LINES: usize = 200;
+/// A stderr line longer than this is cut (a server can write anything).
+const STDERR_LINE_MAX: usize = 4096;
+/// How often an otherwise idle session is pinged to notice a dead server.
+const PING_EVERY: Duration = Duration::from_secs(15);
+/// Rounds of multi round-trip input a single call may take before we give up on the server.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+/// Backoff between reconnect attempts: 0.5 s doubling to 30 s.
+#[derive(Debug, Clone, Copy)]
+pub struct Backoff {
+    pub first: Duration,
+    pub max: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            first: Duration::from_millis(500),
+            max: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Backoff {
+    pub fn delay(&self, attempt: u32) -> Duration {
+        let factor = 1u32.checked_shl(attempt.saturating_sub(1).min(20)).unwrap_or(u32::MAX);
+        self.first.saturating_mul(factor).min(self.max)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase")]
+pub enum SessionState {
+    Connecting,
+    #[serde(rename_all = "camelCase")]
+    Ready {
+        protocol_version: String,
+        server_name: Option<String>,
+        server_version: Option<String>,
+    },
+    Failed { reason: String },
+    #[serde(rename_all = "camelCase")]
+    Reconnecting {
+        attempt: u32,
+        next_in_ms: u64,
+        reason: String,
+    },
+    Stopped,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionEvent {
+    pub server: String,
+    pub state: SessionState,
+}
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum SessionError {
+    #[error("no server named \"{server}\" is configured")]
+    UnknownServer { server: String },
+    #[error("server \"{server}\" is not connected ({state})")]
+    NotReady { server: String, state: String },
+    #[error("server \"{server}\" did not answer within {seconds} s")]
+    Timeout { server: String, seconds: u64 },
+    #[error("the call was cancelled")]
+    Cancelled,
+    #[error("server \"{server}\": {message}")]
+    Protocol { server: String, message: String },
+}
+
+struct Live {
+    peer: Peer<RoleClient>,
+    service: Arc<tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>>,
+    elicitor: Elicitor,
+}
+
+struct Entry {
+    config: ServerConfig,
+    state: Mutex<SessionState>,
+    stderr: Mutex<VecDeque<String>>,
+    live: Mutex<Option<Arc<Live>>>,
+    stop: CancellationToken,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+struct Inner {
+    broker: Broker,
+    entries: Mutex<BTreeMap<String, Arc<Entry>>>,
+    events: broadcast::Sender<SessionEvent>,
+    next_session: AtomicU64,
+    backoff: Backoff,
+}
+
+/// All sessions. Cheap to clone.
+#[derive(Clone)]
+pub struct SessionManager {
+    inner: Arc<Inner>,
+}
+
+impl SessionManager {
+    pub fn new(broker: Broker) -> Self {
+        Self::with_backoff(broker, Backoff::default())
+    }
+
+    pub fn with_backoff(broker: Broker, backoff: Backoff) -> Self {
+        let (events, _) = broadcast::channel(1024);
+        SessionManager {
+            inner: Arc::new(Inner {
+                broker,
+                entries: Mutex::default(),
+                events,
+                next_session: AtomicU64::new(1),
+                backoff,
+            }),
+        }
+    }
+
+    pub fn broker(&self) -> &Broker {
+        &self.inner.broker
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Starts a session for each server, all connecting concurrently. A name already running
+    /// is stopped and replaced.
+    pub async fn start(&self, servers: Vec<ServerConfig>) {
+        for config in servers {
+            self.stop(&config.name).await;
+            let entry = Arc::new(Entry {
+                config: config.clone(),
+                state: Mutex::new(SessionState::Connecting),
+                stderr: Mutex::default(),
+                live: Mutex::default(),
+                stop: CancellationToken::new(),
+                task: Mutex::default(),
+            });
+            lock(&self.inner.entries).insert(config.name.clone(), entry.clone());
+            let manager = self.clone();
+            let task = tokio::spawn(manager.supervise(entry.clone()));
+            *lock(&entry.task) = Some(task);
+        }
+    }
+
+    /// The servers and their states, by name.
+    pub fn states(&self) -> Vec<(String, SessionState)> {
+        lock(&self.inner.entries)
+            .iter()
+            .map(|(name, e)| (name.clone(), lock(&e.state).clone()))
+            .collect()
+    }
+
+    pub fn state(&self, server: &str) -> Option<SessionState> {
+        self.entry(server).ok().map(|e| lock(&e.state).clone())
+    }
+
+    pub fn config(&self, server: &str) -> Option<ServerConfig> {
+        self.entry(server).ok().map(|e| e.config.clone())
+    }
+
+    /// The last lines the server wrote to stderr (stdio servers only).
+    pub fn stderr_tail(&self, server: &str) -> Vec<String> {
+        self.entry(server)
+            .map(|e| lock(&e.stderr).iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Waits until the server is ready or `timeout` passes; returns the state then.
+    pub async fn wait_ready(&self, server: &str, timeout: Duration) -> Option<SessionState> {
+        let mut events = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let state = self.state(server)?;
+            if matches!(state, SessionState::Ready { .. }) {
+                return Some(state);
+            }
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) => return self.state(server),
+                Ok(Err(broadcast::error::RecvError::Closed)) => return self.state(server),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    pub async fn list_tools(&self, server: &str) -> Result<Vec<Tool>, SessionError> {
+        let (entry, live) = self.live(server)?;
+        let timeout = entry.config.request_timeout;
+        match tokio::time::timeout(timeout, live.peer.list_all_tools()).await {
+            Err(_) => Err(timeout_error(&entry)),
+            Ok(result) => result.map_err(|e| protocol_error(&entry, e)),
+        }
+    }
+
+    /// Calls a tool, answering the server's questions through the broker, whether it asks
+    /// with `elicitation/create` during the call or with multi round-trip input requests.
+    /// `cancel` aborts the call: open asks are withdrawn as `agent` and the server is told.
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, SessionError> {
+        let (entry, live) = self.live(server)?;
+        // The person's think time is part of a call that asks; the request timeout is not
+        // meant to cut it short.
+        let timeout = entry.config.request_timeout + entry.config.answer_timeout;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        for _round in 0..MAX_INPUT_ROUNDS {
+            // Dropping the request future (timeout, cancel) sends the server a cancellation.
+            let once = live.peer.call_tool_once(params.clone());
+            let response = tokio::select! {
+                r = tokio::time::timeout(timeout, once) => match r {
+                    Err(_) => return Err(timeout_error(&entry)),
+                    Ok(r) => r.map_err(|e| protocol_error(&entry, e))?,
+                },
+                _ = cancel.cancelled() => return Err(SessionError::Cancelled),
+            };
+            match response {
+                CallToolResponse::Complete(result) => return Ok(result),
+                CallToolResponse::InputRequired(required) => {
+                    let requests = required.input_requests.unwrap_or_default();
+                    let answers = futures::future::join_all(requests.into_iter().map(
+                        |(key, request)| {
+                            let elicitor = live.elicitor.clone();
+                            let cancel = cancel.clone();
+                            async move {
+                                let answer = answer_input_request(&elicitor, request, &cancel).await;
+                                (key, answer)
+                            }
+                        },
+                    ))
+                    .await;
+                    if cancel.is_cancelled() {
+                        return Err(SessionError::Cancelled);
+                    }
+                    let mut responses = BTreeMap::new();
+                    for (key, answer) in answers {
+                        match answer {
+                            Ok(value) => {
+                                responses.insert(key, value);
+                            }
+                            Err(message) => {
+                                return Err(SessionError::Protocol {
+                                    server: entry.config.name.clone(),
+                                    message,
+                                });
+                            }
+                        }
+                    }
+                    params.input_responses = Some(responses);
+                    params.request_state = required.request_state;
+                }
+                _ => {
+                    return Err(SessionError::Protocol {
+                        server: entry.config.name.clone(),
+                        message: "the server answered with a task, which Countersign does not poll"
+                            .into(),
+                    });
+                }
+            }
+        }
+        Err(SessionError::Protocol {
+            server: entry.config.name.clone(),
+            message: format!("still asking for input after {MAX_INPUT_ROUNDS} rounds"),
+        })
+    }
+
+    /// Stops one server's session (its asks are withdrawn as `disconnect`).
+    pub async fn stop(&self, server: &str) {
+        let entry = lock(&self.inner.entries).remove(server);
+        if let Some(entry) = entry {
+            entry.stop.cancel();
+            let task = lock(&entry.task).take();
+            if let Some(task) = task {
+                let _ = task.await;
+            }
+        }
+    }
+
+    /// Closes every session and waits for child processes to exit. Open asks are answered
+    /// `cancel` (shutdown) first.
+    pub async fn shutdown(&self) {
+        self.inner.broker.shutdown();
+        let names: Vec<String> = lock(&self.inner.entries).keys().cloned().collect();
+        futures::future::join_all(names.iter().map(|n| self.stop(n))).await;
+    }
+
+    fn entry(&self, server: &str) -> Result<Arc<Entry>, SessionError> {
+        lock(&self.inner.entries)
+            .get(server)
+            .cloned()
+            .ok_or_else(|| SessionError::UnknownServer {
+                server: server.to_owned(),
+            })
+    }
+
+    fn live(&self, server: &str) -> Result<(Arc<Entry>, Arc<Live>), SessionError> {
+        let entry = self.entry(server)?;
+        let live = lock(&entry.live).clone();
+        match live {
+            Some(live) => Ok((entry, live)),
+            None => Err(SessionError::NotReady {
+                server: server.to_owned(),
+                state: describe(&lock(&entry.state)),
+            }),
+        }
+    }
+
+    fn set_state(&self, entry: &Entry, state: SessionState) {
+        *lock(&entry.state) = state.clone();
+        let _ = self.inner.events.send(SessionEvent {
+            server: entry.config.name.clone(),
+            state,
+        });
+    }
+
+    async fn supervise(self, entry: Arc<Entry>) {
+        let mut attempt: u32 = 0;
+        loop {
+            if attempt == 0 {
+                self.set_state(&entry, SessionState::Connecting);
+            }
+            let session = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
+            let reason = match self.connect(&entry, session).await {
+                Ok((live, tap)) => {
+                    attempt = 0;
+                    let why = self.run_until_closed(&entry, live, tap).await;
+                    self.inner
+                        .broker
+                        .withdraw_session(session, CancelReason::Disconnect);
+                    match why {
+                        None => break,
+                        Some(reason) => reason,
+                    }
+                }
+                Err(reason) => reason,
+            };
+            if entry.stop.is_cancelled() {
+                break;
+            }
+            attempt += 1;
+            let delay = self.inner.backoff.delay(attempt);
+            tracing::warn!(server = %entry.config.name, %reason, attempt, ?delay, "session down");
+            self.set_state(
+                &entry,
+                SessionState::Reconnecting {
+                    attempt,
+                    next_in_ms: delay.as_millis() as u64,
+                    reason,
+                },
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = entry.stop.cancelled() => break,
+            }
+        }
+        self.set_state(&entry, SessionState::Stopped);
+    }
+
+    /// Runs a ready session until it dies (returns the reason) or is stopped (`None`).
+    async fn run_until_closed(&self, entry: &Entry, live: Arc<Live>, tap: Arc<Tap>) -> Option<String> {
+        let info = live.peer.peer_info();
+        self.set_state(
+            entry,
+            SessionState::Ready {
+                protocol_version: info
+                    .as_ref()
+                    .map(|i| i.protocol_version.to_string())
+                    .unwrap_or_default(),
+                server_name: info.as_ref().and_then(|i| i.server_info.as_ref()).map(|s| s.name.clone()),
+                server_version: info
+                    .as_ref()
+                    .and_then(|i| i.server_info.as_ref())
+                    .map(|s| s.version.clone()),
+            },
+        );
+        *lock(&entry.live) = Some(live.clone());
+        let reason = loop {
+            tokio::select! {
+                _ = entry.stop.cancelled() => break None,
+                _ = tap.closed.cancelled() => break Some(self.closed_reason(entry)),
+                _ = tokio::time::sleep(PING_EVERY) => {
+                    let mut options = PeerRequestOptions::no_options();
+                    options.timeout = Some(entry.config.request_timeout.min(Duration::from_secs(10)));
+                    let ping = live.peer.send_request_with_option(
+                        ClientRequest::PingRequest(PingRequest::default()),
+                        options,
+                    );
+                    let answered = match ping.await {
+                        Ok(handle) => handle.await_response().await.map(|r| matches!(r, ServerResult::EmptyResult(_))),
+                        Err(e) => Err(e),
+                    };
+                    if let Err(e) = answered {
+                        break Some(format!("the server stopped answering: {e}"));
+                    }
+                }
+            }
+        };
+        *lock(&entry.live) = None;
+        let service = live.service.lock().await.take();
+        if let Some(mut service) = service {
+            // Closes the transport: for a child, stdin is closed, then SIGTERM, then kill.
+            let _ = service.close_with_timeout(Duration::from_secs(5)).await;
+        }
+        reason
+    }
+
+    fn closed_reason(&self, entry: &Entry) -> String {
+        match &entry.config.transport {
+            TransportConfig::Stdio { .. } => {
+                let tail = lock(&entry.stderr).back().cloned();
+                match tail {
+                    Some(line) => format!("the server process exited (last stderr: {line})"),
+                    None => "the server process exited".into(),
+                }
+            }
+            TransportConfig::Http { .. } => "the connection closed".into(),
+        }
+    }
+
+    async fn connect(&self, entry: &Arc<Entry>, session: u64) -> Result<(Arc<Live>, Arc<Tap>), String> {
+        let config = &entry.config;
+        let tap = Tap::new(self.inner.broker.clone());
+        let elicitor = Elicitor {
+            broker: self.inner.broker.clone(),
+            asker: asker_for(config),
+            answer_timeout: config.answer_timeout,
+            session,
+        };
+        let (lifecycle, version) = match config.protocol {
+            ProtocolChoice::Auto => (
+                ClientLifecycleMode::Auto {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
+                },
+                ProtocolVersion::V_2026_07_28,
+            ),
+            ProtocolChoice::Legacy => (ClientLifecycleMode::Initialize, ProtocolVersion::V_2025_11_25),
+        };
+        let handler = Handler {
+            elicitor: elicitor.clone(),
+            tap: tap.clone(),
+            config: client_config(version),
+        };
+        let timeout = config.request_timeout;
+        let service = match &config.transport {
+            TransportConfig::Stdio { command, args, env, cwd } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).envs(env).kill_on_drop(true);
+                if let Some(cwd) = cwd {
+                    cmd.current_dir(cwd);
+                }
+                let (child, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start \"{command}\": {e}"))?;
+                if let Some(stderr) = stderr {
+                    tokio::spawn(collect_stderr(entry.clone(), stderr));
+                }
+                let transport = Tapped { inner: child, tap: tap.clone() };
+                tokio::time::timeout(timeout, serve_client_with_lifecycle(handler, transport, lifecycle)).await
+            }
+            TransportConfig::Http { url, headers } => {
+                let mut transport_config =
+                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
+                for (k, v) in headers {
+                    match (
+                        reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+                        reqwest::header::HeaderValue::from_str(v),
+                    ) {
+                        (Ok(k), Ok(v)) => {
+                            transport_config.custom_headers.insert(k, v);
+                        }
+                        _ => return Err(format!("header \"{k}\" is not a valid HTTP header")),
+                    }
+                }
+                let transport = Tapped {
+                    inner: StreamableHttpClientTransport::from_config(transport_config),
+                    tap: tap.clone(),
+                };
+                tokio::time::timeout(timeout, serve_client_with_lifecycle(handler, transport, lifecycle)).await
+            }
+        };
+        let service = match service {
+            Err(_) => return Err(format!("no answer to the handshake within {} s", timeout.as_secs())),
+            Ok(Err(e)) => return Err(format!("handshake failed: {e}")),
+            Ok(Ok(service)) => service,
+        };
+        let live = Arc::new(Live {
+            peer: service.peer().clone(),
+            service: Arc::new(tokio::sync::Mutex::new(Some(service))),
+            elicitor,
+        });
+        Ok((live, tap))
+    }
+}
+
+/// Fulfils one multi round-trip input request. `cancel` is the originating call's
+/// cancellation: rmcp gives MRTR rounds no token of their own that anything cancels.
+async fn answer_input_request(
+    elicitor: &Elicitor,
+    request: InputRequest,
+    cancel: &CancellationToken,
+) -> Result<Value, String> {
+    match request {
+        InputRequest::Elicitation(request) => {
+            let params = serde_json::to_value(&request.params)
+                .map_err(|e| format!("cannot read the input request: {e}"))?;
+            elicitor
+                .elicit(params, cancel, CancelReason::Agent, |_| {})
+                .await
+                .map_err(|e| format!("unsupported input request: {}", e.message))
+        }
+        InputRequest::ListRoots(_) => Ok(serde_json::json!({ "roots": [] })),
+        InputRequest::CreateMessage(_) => {
+            Err("the server asked for sampling, which Countersign does not offer".into())
+        }
+        _ => Err("the server asked for an unknown kind of input".into()),
+    }
+}
+
+async fn collect_stderr(entry: Arc<Entry>, stderr: tokio::process::ChildStderr) {
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(mut line)) => {
+                if line.len() > STDERR_LINE_MAX {
+                    let mut cut = STDERR_LINE_MAX;
+                    while !line.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    line.truncate(cut);
+                    line.push('…');
+                }
+                let mut tail = lock(&entry.stderr);
+                if tail.len() == STDERR_LINES {
+                    tail.pop_front();
+                }
+                tail.push_back(line);
+            }
+            // Not UTF-8: keep reading; the line is lost but the server is not.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => continue,
+            _ => break,
+        }
+    }
+}
+
+fn asker_for(config: &ServerConfig) -> Asker {
+    let endpoint = match &config.transport {
+        TransportConfig::Stdio { command, args, .. } => Endpoint::Stdio {
+            command: std::iter::once(command.as_str())
+                .chain(args.iter().map(String::as_str))
+                .collect::<Vec<_>>()
+                .join(" "),
+        },
+        TransportConfig::Http { url, .. } => Endpoint::Http {
+            host: url::Url::parse(url)
+                .ok()
+                .and_then(|u| {
+                    u.host_str().map(|h| match u.port() {
+                        Some(p) => format!("{h}:{p}"),
+                        None => h.to_owned(),
+                    })
+                })
+                .unwrap_or_else(|| url.clone()),
+            url: url.clone(),
+        },
+    };
+    Asker {
+        server: config.name.clone(),
+        endpoint,
+        agent: None,
+    }
+}
+
+fn describe(state: &SessionState) -> String {
+    match state {
+        SessionState::Connecting => "connecting".into(),
+        SessionState::Ready { .. } => "ready".into(),
+        SessionState::Failed { reason } => format!("failed: {reason}"),
+        SessionState::Reconnecting { attempt, reason, .. } => {
+            format!("reconnecting, attempt {attempt}: {reason}")
+        }
+        SessionState::Stopped => "stopped".into(),
+    }
+}
+
+fn timeout_error(entry: &Entry) -> SessionError {
+    SessionError::Timeout {
+        server: entry.config.name.clone(),
+        seconds: entry.config.request_timeout.as_secs(),
+    }
+}
+
+fn protocol_error(entry: &Entry, e: rmcp::ServiceError) -> SessionError {
+    SessionError::Protocol {
+        server: entry.config.name.clone(),
+        message: e.to_string(),
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

