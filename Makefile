@@ -11,7 +11,7 @@ SHELL := /bin/bash
 CONFORMANCE_PKG := countersign-conformance-client
 
 deps:
-	scripts/install-deps.sh
+	bash scripts/install-deps.sh
 
 test: unit conformance
 
@@ -28,10 +28,10 @@ unit:
 conformance:
 	@if cargo metadata --no-deps --format-version 1 --offline 2>/dev/null \
 	    | grep -q '"name":"$(CONFORMANCE_PKG)"'; then \
-	  cargo build -p $(CONFORMANCE_PKG) && scripts/conformance.sh; \
+	  cargo build -p $(CONFORMANCE_PKG) && bash scripts/conformance.sh; \
 	else \
 	  echo "conformance: skipped (no $(CONFORMANCE_PKG) package in the workspace yet)"; \
 	fi
 
 smoke-peers:
-	scripts/smoke-peers.sh
+	bash scripts/smoke-peers.sh

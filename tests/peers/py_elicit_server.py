@@ -17,7 +17,8 @@ Tools:
       An accept with no content, or with content that does not match the schema, is refused by
       the SDK; the tool then fails (isError: true) with the SDK's message.
   requested_schema {}
-      Replies with the JSON schema that ask_profile sends, so tests can compare what they showed.
+      Replies with the JSON schema the SDK renders for ask_profile (the copy on the wire lacks
+      the top-level "title": "Profile"; properties and required are the same).
 
 Diagnostics go to stderr, prefixed `py-elicit-server:`.
 """

@@ -318,3 +318,150 @@ pub(crate) fn unix_ms() -> u64 {
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ask::Endpoint;
+    use crate::audit::AuditRecord;
+    use serde_json::json;
+
+    fn broker() -> (Broker, std::path::PathBuf) {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "cs-broker-{}-{}.jsonl",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&path);
+        (Broker::new(AuditLog::open(&path).unwrap()), path)
+    }
+
+    fn confirm_ask(session: u64, timeout: Option<Duration>) -> NewAsk {
+        let schema = json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]});
+        NewAsk {
+            asker: Asker {
+                server: "desk".into(),
+                endpoint: Endpoint::Stdio { command: "desk".into() },
+                agent: None,
+            },
+            kind: AskKind::Form {
+                message: "Delete?".into(),
+                schema: schema::parse_form_schema(&schema).unwrap(),
+            },
+            request: json!({"message": "Delete?", "requestedSchema": schema}),
+            timeout,
+            session,
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ask_resolves_exactly_once_and_is_audited_first() {
+        let (broker, path) = broker();
+        let mut events = broker.subscribe();
+        let pending = broker.open(confirm_ask(1, None));
+        let id = pending.id();
+        assert!(matches!(events.recv().await.unwrap(), AskEvent::Added { ask } if ask.id == id));
+        assert_eq!(broker.pending().len(), 1);
+
+        let content = json!({"confirm": true}).as_object().cloned();
+        let outcome = broker.answer(id, Answer::Accept { content }).unwrap();
+        assert_eq!(outcome, Outcome::Accepted { content: json!({"confirm": true}).as_object().cloned() });
+        // A late second answer, or a withdrawal, finds nothing.
+        assert_eq!(broker.answer(id, Answer::Decline), Err(AnswerError::NotPending));
+        assert!(!broker.withdraw(id, CancelReason::Server));
+        assert_eq!(pending.outcome().await, outcome);
+        assert!(broker.pending().is_empty());
+        assert!(matches!(events.recv().await.unwrap(), AskEvent::Resolved { id: i, .. } if i == id));
+
+        let (records, skipped) = crate::audit::read_history(&path).unwrap();
+        assert_eq!(skipped, 0);
+        assert!(matches!(&records[0], AuditRecord::Asked { ask, .. } if ask.id == id));
+        assert!(matches!(&records[1], AuditRecord::Resolved { id: i, outcome: Outcome::Accepted { .. }, .. } if *i == id));
+        assert_eq!(records.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn invalid_content_comes_back_per_field_and_the_ask_stays_open() {
+        let (broker, _) = broker();
+        let pending = broker.open(confirm_ask(1, None));
+        let id = pending.id();
+        let bad = json!({"confirm": "yes"}).as_object().cloned();
+        match broker.answer(id, Answer::Accept { content: bad }) {
+            Err(AnswerError::Invalid { errors }) => {
+                assert_eq!(errors.len(), 1);
+                assert_eq!(errors[0].field, "confirm");
+            }
+            other => panic!("expected field errors, got {other:?}"),
+        }
+        // Accept without content is never produced.
+        assert!(matches!(broker.answer(id, Answer::Accept { content: None }), Err(AnswerError::Malformed { .. })));
+        assert_eq!(broker.pending().len(), 1);
+        broker.answer(id, Answer::Cancel).unwrap();
+        assert_eq!(pending.outcome().await, Outcome::Cancelled { reason: CancelReason::Person });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_deadline_withdraws_as_timeout() {
+        let (broker, _) = broker();
+        let pending = broker.open(confirm_ask(1, Some(Duration::from_secs(5))));
+        assert_eq!(pending.outcome().await, Outcome::Cancelled { reason: CancelReason::Timeout });
+        assert!(broker.pending().is_empty());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_requester_withdraws_as_disconnect() {
+        let (broker, _) = broker();
+        let mut events = broker.subscribe();
+        let pending = broker.open(confirm_ask(1, None));
+        let id = pending.id();
+        let waiter = tokio::spawn(pending.outcome());
+        let _ = events.recv().await;
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(
+            events.recv().await.unwrap(),
+            AskEvent::Resolved { id, outcome: Outcome::Cancelled { reason: CancelReason::Disconnect } }
+        );
+        assert!(broker.pending().is_empty());
+    }
+
+    #[tokio::test]
+    async fn session_withdrawal_and_shutdown_cancel_only_what_they_should() {
+        let (broker, _) = broker();
+        let a = broker.open(confirm_ask(1, None));
+        let b = broker.open(confirm_ask(2, None));
+        assert_eq!(broker.withdraw_session(1, CancelReason::Disconnect), 1);
+        assert_eq!(a.outcome().await, Outcome::Cancelled { reason: CancelReason::Disconnect });
+        assert_eq!(broker.pending().len(), 1);
+        assert_eq!(broker.shutdown(), 1);
+        assert_eq!(b.outcome().await, Outcome::Cancelled { reason: CancelReason::Shutdown });
+        // After shutdown a new ask ends at once; nothing can accept it.
+        let c = broker.open(confirm_ask(1, None));
+        assert!(broker.pending().is_empty());
+        assert_eq!(c.outcome().await, Outcome::Cancelled { reason: CancelReason::Shutdown });
+    }
+
+    #[tokio::test]
+    async fn racing_answers_resolve_once() {
+        let (broker, _) = broker();
+        for _ in 0..50 {
+            let pending = broker.open(confirm_ask(1, None));
+            let id = pending.id();
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let broker = broker.clone();
+                    std::thread::spawn(move || match i {
+                        0 => broker.answer(id, Answer::Decline).is_ok(),
+                        1 => broker.answer(id, Answer::Cancel).is_ok(),
+                        2 => broker.withdraw(id, CancelReason::Server),
+                        _ => broker.withdraw(id, CancelReason::Timeout),
+                    })
+                })
+                .collect();
+            let wins = handles.into_iter().filter(|_| true).map(|h| h.join().unwrap()).filter(|w| *w).count();
+            assert_eq!(wins, 1);
+            pending.outcome().await;
+        }
+    }
+}

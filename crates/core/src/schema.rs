@@ -88,7 +88,11 @@ pub struct Field {
 
 /// What sort of input a field is, with the constraints the UI should show and enforce.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum FieldKind {
     Text {
         /// In Unicode code points, as JSON Schema counts.
@@ -104,7 +108,9 @@ pub enum FieldKind {
     },
     Boolean,
     /// Exactly one of `options`; the answer is the option's `value`.
-    SingleSelect { options: Vec<Choice> },
+    SingleSelect {
+        options: Vec<Choice>,
+    },
     /// Any number of distinct `options` within `min_items..=max_items`; the answer is a list of values.
     MultiSelect {
         options: Vec<Choice>,

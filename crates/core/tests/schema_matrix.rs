@@ -99,7 +99,11 @@ fn text_fields() {
         case(min3(), json!("abc"), Ok),
         // Lengths count code points, not bytes.
         case(min3(), json!("日本語"), Ok),
-        case(max8(), json!("123456789"), Err(&["Must be at most 8 characters"])),
+        case(
+            max8(),
+            json!("123456789"),
+            Err(&["Must be at most 8 characters"]),
+        ),
         case(max8(), json!("12345678"), Ok),
         case(max8(), json!("éééééééé"), Ok),
         case(max8(), json!("😀😀😀😀😀😀😀😀"), Ok),
@@ -165,7 +169,11 @@ fn text_formats() {
         case(f("date-time"), json!("2025-11-25T14:30:00Z"), Ok),
         case(f("date-time"), json!("2025-11-25T14:30:00.123+01:00"), Ok),
         case(f("date-time"), json!("2025-11-25"), Err(DATE_TIME)),
-        case(f("date-time"), json!("2025-11-25T25:00:00Z"), Err(DATE_TIME)),
+        case(
+            f("date-time"),
+            json!("2025-11-25T25:00:00Z"),
+            Err(DATE_TIME),
+        ),
         case(f("date-time"), json!("2025-11-25T14:30:00"), Err(DATE_TIME)),
         // A format never turns a non-string into an error other than the type.
         case(f("email"), json!(7), Err(&["Must be text"])),
@@ -173,7 +181,10 @@ fn text_formats() {
         case(
             json!({"type": "string", "format": "email", "maxLength": 5}),
             json!("toolong"),
-            Err(&["Must be an email address, like name@example.com", "Must be at most 5 characters"]),
+            Err(&[
+                "Must be an email address, like name@example.com",
+                "Must be at most 5 characters",
+            ]),
         ),
     ]);
 }
@@ -197,10 +208,22 @@ fn number_fields() {
         case(bounded(), json!(9), Err(&["Must be at most 8"])),
         case(bounded(), json!(1), Ok),
         case(bounded(), json!(8), Ok),
-        case(bounded(), json!(8.5), Err(&["Must be a whole number", "Must be at most 8"])),
-        case(json!({"type": "number", "maximum": 2.5}), json!(2.6), Err(&["Must be at most 2.5"])),
+        case(
+            bounded(),
+            json!(8.5),
+            Err(&["Must be a whole number", "Must be at most 8"]),
+        ),
+        case(
+            json!({"type": "number", "maximum": 2.5}),
+            json!(2.6),
+            Err(&["Must be at most 2.5"]),
+        ),
         case(json!({"type": "number", "maximum": 2.5}), json!(2.5), Ok),
-        case(json!({"type": "number", "minimum": -10}), json!(-11), Err(&["Must be at least -10"])),
+        case(
+            json!({"type": "number", "minimum": -10}),
+            json!(-11),
+            Err(&["Must be at least -10"]),
+        ),
         Case {
             prop: i(),
             required: true,
@@ -259,16 +282,23 @@ fn single_select_fields() {
 
 #[test]
 fn multi_select_fields() {
-    let untitled =
-        || json!({"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "enum": ["a", "b", "c"]}});
+    let untitled = || json!({"type": "array", "minItems": 1, "maxItems": 2, "items": {"type": "string", "enum": ["a", "b", "c"]}});
     let titled = || json!({"type": "array", "items": {"anyOf": [{"const": "r", "title": "Red"}, {"const": "g", "title": "Green"}]}});
     const ONLY: &[&str] = &["Choose only from the options"];
     run(vec![
         case(untitled(), json!(["a"]), Ok),
         case(untitled(), json!(["c", "a"]), Ok),
         case(untitled(), json!([]), Err(&["Choose at least 1"])),
-        case(untitled(), json!(["a", "b", "c"]), Err(&["Choose at most 2"])),
-        case(untitled(), json!(["a", "a"]), Err(&["Choose each option only once"])),
+        case(
+            untitled(),
+            json!(["a", "b", "c"]),
+            Err(&["Choose at most 2"]),
+        ),
+        case(
+            untitled(),
+            json!(["a", "a"]),
+            Err(&["Choose each option only once"]),
+        ),
         case(untitled(), json!(["a", "z"]), Err(ONLY)),
         case(untitled(), json!([1]), Err(ONLY)),
         case(untitled(), json!("a"), Err(&["Must be a list of choices"])),
@@ -276,7 +306,11 @@ fn multi_select_fields() {
         case(titled(), json!([]), Ok),
         case(titled(), json!(["r", "g"]), Ok),
         case(titled(), json!(["Red"]), Err(ONLY)),
-        case(titled(), json!(["r", "r"]), Err(&["Choose each option only once"])),
+        case(
+            titled(),
+            json!(["r", "r"]),
+            Err(&["Choose each option only once"]),
+        ),
         Case {
             prop: untitled(),
             required: true,
@@ -359,8 +393,21 @@ fn field_order_is_preserved() {
     assert_eq!(
         names,
         [
-            "fullName", "agree", "motto", "contact", "site", "born", "meet", "lucky", "ratio",
-            "subscribe", "size", "hero", "pet", "tools", "fish"
+            "fullName",
+            "agree",
+            "motto",
+            "contact",
+            "site",
+            "born",
+            "meet",
+            "lucky",
+            "ratio",
+            "subscribe",
+            "size",
+            "hero",
+            "pet",
+            "tools",
+            "fish"
         ]
     );
     // Not alphabetical, not reversed: a second, reversed schema comes out reversed.
@@ -386,31 +433,55 @@ fn every_kind_parses_to_the_right_model() {
     assert!(by("fullName").required);
     assert!(form.fields.iter().filter(|f| f.required).count() == 1);
     assert_eq!(by("fullName").title.as_deref(), Some("Name"));
-    assert_eq!(by("fullName").description.as_deref(), Some("Your legal name"));
+    assert_eq!(
+        by("fullName").description.as_deref(),
+        Some("Your legal name")
+    );
     assert_eq!(
         by("site").kind,
-        FieldKind::Text { min_length: None, max_length: None, format: Some(TextFormat::Uri) }
+        FieldKind::Text {
+            min_length: None,
+            max_length: None,
+            format: Some(TextFormat::Uri)
+        }
     );
     assert_eq!(
         by("meet").kind,
-        FieldKind::Text { min_length: None, max_length: None, format: Some(TextFormat::DateTime) }
+        FieldKind::Text {
+            min_length: None,
+            max_length: None,
+            format: Some(TextFormat::DateTime)
+        }
     );
     assert_eq!(
         by("ratio").kind,
-        FieldKind::Number { integer: false, minimum: Some(0.0), maximum: Some(1.0) }
+        FieldKind::Number {
+            integer: false,
+            minimum: Some(0.0),
+            maximum: Some(1.0)
+        }
     );
-    let c = |v: &str, l: Option<&str>| Choice { value: v.into(), label: l.map(Into::into) };
+    let c = |v: &str, l: Option<&str>| Choice {
+        value: v.into(),
+        label: l.map(Into::into),
+    };
     assert_eq!(
         by("size").kind,
-        FieldKind::SingleSelect { options: vec![c("S", None), c("M", None), c("L", None)] }
+        FieldKind::SingleSelect {
+            options: vec![c("S", None), c("M", None), c("L", None)]
+        }
     );
     assert_eq!(
         by("hero").kind,
-        FieldKind::SingleSelect { options: vec![c("h1", Some("Hawk")), c("h2", Some("Owl"))] }
+        FieldKind::SingleSelect {
+            options: vec![c("h1", Some("Hawk")), c("h2", Some("Owl"))]
+        }
     );
     assert_eq!(
         by("pet").kind,
-        FieldKind::SingleSelect { options: vec![c("p1", Some("Cat")), c("p2", Some("Dog"))] }
+        FieldKind::SingleSelect {
+            options: vec![c("p1", Some("Cat")), c("p2", Some("Dog"))]
+        }
     );
     assert_eq!(
         by("tools").kind,
@@ -456,14 +527,28 @@ fn defaults_are_the_untouched_form() {
     // In field order.
     assert_eq!(
         d.keys().map(String::as_str).collect::<Vec<_>>(),
-        ["motto", "meet", "lucky", "ratio", "subscribe", "size", "hero", "pet", "tools", "fish"]
+        [
+            "motto",
+            "meet",
+            "lucky",
+            "ratio",
+            "subscribe",
+            "size",
+            "hero",
+            "pet",
+            "tools",
+            "fish"
+        ]
     );
     // A person who presses Submit on the untouched form is told only about the required field
     // that has no default.
     let errs = validate_answer(&form, &raw, &Value::Object(d.clone())).unwrap_err();
     assert_eq!(
         errs,
-        vec![FieldError { field: "fullName".into(), message: "Required".into() }]
+        vec![FieldError {
+            field: "fullName".into(),
+            message: "Required".into()
+        }]
     );
     // Filling it in is enough; what is sent is the defaults plus that answer.
     let mut filled = d.clone();
@@ -482,7 +567,10 @@ fn no_defaults_means_empty_content() {
     let form = parse_form_schema(&raw).unwrap();
     let d = defaults(&form);
     assert!(d.is_empty());
-    assert_eq!(validate_answer(&form, &raw, &Value::Object(d)).unwrap(), Map::new());
+    assert_eq!(
+        validate_answer(&form, &raw, &Value::Object(d)).unwrap(),
+        Map::new()
+    );
 }
 
 #[test]
@@ -535,14 +623,25 @@ fn hostile_strings_are_plain_data() {
             form.fields[1].kind,
             FieldKind::SingleSelect {
                 options: vec![
-                    Choice { value: h.into(), label: Some(h.into()) },
-                    Choice { value: "other".into(), label: Some("Other".into()) }
+                    Choice {
+                        value: h.into(),
+                        label: Some(h.into())
+                    },
+                    Choice {
+                        value: "other".into(),
+                        label: Some("Other".into())
+                    }
                 ]
             }
         );
         assert_eq!(
             form.fields[2].kind,
-            FieldKind::SingleSelect { options: vec![Choice { value: h.into(), label: Some(h.into()) }] }
+            FieldKind::SingleSelect {
+                options: vec![Choice {
+                    value: h.into(),
+                    label: Some(h.into())
+                }]
+            }
         );
         let d = defaults(&form);
         let sent = validate_answer(&form, &raw, &Value::Object(d)).unwrap();
@@ -561,11 +660,17 @@ fn hostile_field_name_in_errors_is_the_name() {
     let raw = json!({"type": "object", "properties": {h: {"type": "boolean"}}, "required": [h]});
     assert_eq!(
         judge(&raw, &json!({})).unwrap_err(),
-        vec![FieldError { field: h.into(), message: "Required".into() }]
+        vec![FieldError {
+            field: h.into(),
+            message: "Required".into()
+        }]
     );
     assert_eq!(
         judge(&raw, &json!({h: "yes"})).unwrap_err(),
-        vec![FieldError { field: h.into(), message: "Must be true or false".into() }]
+        vec![FieldError {
+            field: h.into(),
+            message: "Must be true or false".into()
+        }]
     );
 }
 
@@ -577,112 +682,500 @@ fn rejected() -> Vec<(Value, &'static str, &'static str)> {
         (json!([]), "", "must be a JSON object"),
         (json!("object"), "", "must be a JSON object"),
         (json!({"properties": {}}), "type", "must be \"object\""),
-        (json!({"type": "array", "items": {"type": "string"}}), "type", "must be \"object\""),
-        (json!({"type": ["object", "null"], "properties": {}}), "type", "must be \"object\""),
-        (json!({"type": "object", "properties": []}), "properties", "must be an object"),
-        (json!({"type": "object", "$schema": 7, "properties": {}}), "$schema", "must be a string"),
-        (json!({"type": "object", "properties": {}, "allOf": [{}]}), "allOf", "not supported"),
-        (json!({"type": "object", "properties": {}, "$ref": "#/$defs/x"}), "$ref", "references"),
-        (json!({"type": "object", "properties": {}, "$defs": {"x": {"type": "string"}}}), "$defs", "definitions"),
-        (json!({"type": "object", "properties": {}, "additionalProperties": {"type": "string"}}), "additionalProperties", "not supported"),
-        (json!({"type": "object", "properties": {}, "patternProperties": {"^x": {}}}), "patternProperties", "not supported"),
-        (json!({"type": "object", "properties": {}, "minProperties": 1}), "minProperties", "not supported"),
-        (json!({"type": "object", "properties": {}, "if": {}, "then": {}}), "if", "not supported"),
+        (
+            json!({"type": "array", "items": {"type": "string"}}),
+            "type",
+            "must be \"object\"",
+        ),
+        (
+            json!({"type": ["object", "null"], "properties": {}}),
+            "type",
+            "must be \"object\"",
+        ),
+        (
+            json!({"type": "object", "properties": []}),
+            "properties",
+            "must be an object",
+        ),
+        (
+            json!({"type": "object", "$schema": 7, "properties": {}}),
+            "$schema",
+            "must be a string",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "allOf": [{}]}),
+            "allOf",
+            "not supported",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "$ref": "#/$defs/x"}),
+            "$ref",
+            "references",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "$defs": {"x": {"type": "string"}}}),
+            "$defs",
+            "definitions",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "additionalProperties": {"type": "string"}}),
+            "additionalProperties",
+            "not supported",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "patternProperties": {"^x": {}}}),
+            "patternProperties",
+            "not supported",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "minProperties": 1}),
+            "minProperties",
+            "not supported",
+        ),
+        (
+            json!({"type": "object", "properties": {}, "if": {}, "then": {}}),
+            "if",
+            "not supported",
+        ),
         // required.
-        (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": "a"}), "required", "list of field names"),
-        (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": [1]}), "required[0]", "field name"),
-        (json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}), "required[1]", "\"b\", which is not one of the properties"),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": "a"}),
+            "required",
+            "list of field names",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": [1]}),
+            "required[0]",
+            "field name",
+        ),
+        (
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a", "b"]}),
+            "required[1]",
+            "\"b\", which is not one of the properties",
+        ),
         // A field's type.
-        (p(json!({"type": "object", "properties": {"x": {"type": "string"}}})), "properties.f", "nested objects are not supported"),
-        (p(json!({"title": "No type"})), "properties.f", "no \"type\""),
-        (p(json!({"type": ["string", "null"]})), "properties.f", "type unions are not supported"),
-        (p(json!({"type": "null"})), "properties.f", "null fields are not supported"),
-        (p(json!({"type": "date"})), "properties.f", "unknown type \"date\""),
-        (p(json!({"type": 5})), "properties.f.type", "must be a type name"),
+        (
+            p(json!({"type": "object", "properties": {"x": {"type": "string"}}})),
+            "properties.f",
+            "nested objects are not supported",
+        ),
+        (
+            p(json!({"title": "No type"})),
+            "properties.f",
+            "no \"type\"",
+        ),
+        (
+            p(json!({"type": ["string", "null"]})),
+            "properties.f",
+            "type unions are not supported",
+        ),
+        (
+            p(json!({"type": "null"})),
+            "properties.f",
+            "null fields are not supported",
+        ),
+        (
+            p(json!({"type": "date"})),
+            "properties.f",
+            "unknown type \"date\"",
+        ),
+        (
+            p(json!({"type": 5})),
+            "properties.f.type",
+            "must be a type name",
+        ),
         (p(json!(true)), "properties.f", "must be a JSON object"),
         (p(json!("string")), "properties.f", "must be a JSON object"),
-        (p(json!({"$ref": "#/$defs/Color"})), "properties.f", "no \"type\""),
-        (p(json!({"type": "string", "$ref": "#/$defs/Color"})), "properties.f.$ref", "references"),
-        (json!({"type": "object", "properties": {"": {"type": "string"}}}), "properties.", "must not be empty"),
+        (
+            p(json!({"$ref": "#/$defs/Color"})),
+            "properties.f",
+            "no \"type\"",
+        ),
+        (
+            p(json!({"type": "string", "$ref": "#/$defs/Color"})),
+            "properties.f.$ref",
+            "references",
+        ),
+        (
+            json!({"type": "object", "properties": {"": {"type": "string"}}}),
+            "properties.",
+            "must not be empty",
+        ),
         // Arrays other than string choices.
-        (p(json!({"type": "array", "items": {"type": "number", "enum": [1, 2]}})), "properties.f.items", "arrays of number are not supported"),
-        (p(json!({"type": "array", "items": {"type": "integer"}})), "properties.f.items", "arrays of integer are not supported"),
-        (p(json!({"type": "array", "items": {"type": "object"}})), "properties.f.items", "arrays of objects are not supported"),
-        (p(json!({"type": "array", "items": {"type": "array"}})), "properties.f.items", "nested arrays"),
-        (p(json!({"type": "array", "items": {"type": "string"}})), "properties.f.items", "free-form lists are not supported"),
+        (
+            p(json!({"type": "array", "items": {"type": "number", "enum": [1, 2]}})),
+            "properties.f.items",
+            "arrays of number are not supported",
+        ),
+        (
+            p(json!({"type": "array", "items": {"type": "integer"}})),
+            "properties.f.items",
+            "arrays of integer are not supported",
+        ),
+        (
+            p(json!({"type": "array", "items": {"type": "object"}})),
+            "properties.f.items",
+            "arrays of objects are not supported",
+        ),
+        (
+            p(json!({"type": "array", "items": {"type": "array"}})),
+            "properties.f.items",
+            "nested arrays",
+        ),
+        (
+            p(json!({"type": "array", "items": {"type": "string"}})),
+            "properties.f.items",
+            "free-form lists are not supported",
+        ),
         (p(json!({"type": "array"})), "properties.f", "needs items"),
-        (p(json!({"type": "array", "items": [{"type": "string"}]})), "properties.f.items", "must be a schema object"),
-        (p(json!({"type": "array", "items": {"type": ["string"], "enum": ["a"]}})), "properties.f.items", "type unions"),
-        (p(json!({"type": "array", "items": {"enum": ["a"], "anyOf": [{"const": "a"}]}})), "properties.f.items", "not both"),
-        (p(json!({"type": "array", "items": {"oneOf": [{"const": "a"}]}})), "properties.f.items", "free-form"),
-        (p(json!({"type": "array", "items": {"enum": ["a"], "pattern": "a"}})), "properties.f.items.pattern", "not supported"),
-        (p(json!({"type": "array", "items": {"enum": ["a"]}, "contains": {"const": "a"}})), "properties.f.contains", "not supported"),
+        (
+            p(json!({"type": "array", "items": [{"type": "string"}]})),
+            "properties.f.items",
+            "must be a schema object",
+        ),
+        (
+            p(json!({"type": "array", "items": {"type": ["string"], "enum": ["a"]}})),
+            "properties.f.items",
+            "type unions",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a"], "anyOf": [{"const": "a"}]}})),
+            "properties.f.items",
+            "not both",
+        ),
+        (
+            p(json!({"type": "array", "items": {"oneOf": [{"const": "a"}]}})),
+            "properties.f.items",
+            "free-form",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a"], "pattern": "a"}})),
+            "properties.f.items.pattern",
+            "not supported",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a"]}, "contains": {"const": "a"}})),
+            "properties.f.contains",
+            "not supported",
+        ),
         // Formats and string keywords.
-        (p(json!({"type": "string", "format": "ipv4"})), "properties.f.format", "format \"ipv4\" is not supported"),
-        (p(json!({"type": "string", "format": "uuid"})), "properties.f.format", "not supported"),
-        (p(json!({"type": "string", "format": 1})), "properties.f.format", "must be a string"),
-        (p(json!({"type": "string", "pattern": "^a"})), "properties.f.pattern", "pattern is not supported"),
-        (p(json!({"type": "string", "const": "a"})), "properties.f.const", "not supported"),
-        (p(json!({"type": "string", "anyOf": [{"const": "a"}]})), "properties.f.anyOf", "not supported"),
-        (p(json!({"type": "string", "allOf": [{"minLength": 1}]})), "properties.f.allOf", "not supported"),
-        (p(json!({"type": "string", "not": {"const": "x"}})), "properties.f.not", "not supported"),
-        (p(json!({"type": "string", "minimum": 1})), "properties.f.minimum", "not supported on a text field"),
-        (p(json!({"type": "string", "required": true})), "properties.f.required", "top-level required"),
-        (p(json!({"type": "string", "minLength": -1})), "properties.f.minLength", "non-negative whole number"),
-        (p(json!({"type": "string", "maxLength": 1.5})), "properties.f.maxLength", "non-negative whole number"),
-        (p(json!({"type": "string", "maxLength": "8"})), "properties.f.maxLength", "non-negative whole number"),
-        (p(json!({"type": "string", "minLength": 5, "maxLength": 2})), "properties.f", "minLength (5) is greater than maxLength (2)"),
-        (p(json!({"type": "string", "title": 5})), "properties.f.title", "must be a string"),
-        (p(json!({"type": "string", "description": ["x"]})), "properties.f.description", "must be a string"),
-        (p(json!({"type": "string", "examples": "x"})), "properties.f.examples", "not valid JSON Schema"),
+        (
+            p(json!({"type": "string", "format": "ipv4"})),
+            "properties.f.format",
+            "format \"ipv4\" is not supported",
+        ),
+        (
+            p(json!({"type": "string", "format": "uuid"})),
+            "properties.f.format",
+            "not supported",
+        ),
+        (
+            p(json!({"type": "string", "format": 1})),
+            "properties.f.format",
+            "must be a string",
+        ),
+        (
+            p(json!({"type": "string", "pattern": "^a"})),
+            "properties.f.pattern",
+            "pattern is not supported",
+        ),
+        (
+            p(json!({"type": "string", "const": "a"})),
+            "properties.f.const",
+            "not supported",
+        ),
+        (
+            p(json!({"type": "string", "anyOf": [{"const": "a"}]})),
+            "properties.f.anyOf",
+            "not supported",
+        ),
+        (
+            p(json!({"type": "string", "allOf": [{"minLength": 1}]})),
+            "properties.f.allOf",
+            "not supported",
+        ),
+        (
+            p(json!({"type": "string", "not": {"const": "x"}})),
+            "properties.f.not",
+            "not supported",
+        ),
+        (
+            p(json!({"type": "string", "minimum": 1})),
+            "properties.f.minimum",
+            "not supported on a text field",
+        ),
+        (
+            p(json!({"type": "string", "required": true})),
+            "properties.f.required",
+            "top-level required",
+        ),
+        (
+            p(json!({"type": "string", "minLength": -1})),
+            "properties.f.minLength",
+            "non-negative whole number",
+        ),
+        (
+            p(json!({"type": "string", "maxLength": 1.5})),
+            "properties.f.maxLength",
+            "non-negative whole number",
+        ),
+        (
+            p(json!({"type": "string", "maxLength": "8"})),
+            "properties.f.maxLength",
+            "non-negative whole number",
+        ),
+        (
+            p(json!({"type": "string", "minLength": 5, "maxLength": 2})),
+            "properties.f",
+            "minLength (5) is greater than maxLength (2)",
+        ),
+        (
+            p(json!({"type": "string", "title": 5})),
+            "properties.f.title",
+            "must be a string",
+        ),
+        (
+            p(json!({"type": "string", "description": ["x"]})),
+            "properties.f.description",
+            "must be a string",
+        ),
+        (
+            p(json!({"type": "string", "examples": "x"})),
+            "properties.f.examples",
+            "not valid JSON Schema",
+        ),
         // Numbers.
-        (p(json!({"type": "number", "exclusiveMinimum": 0})), "properties.f.exclusiveMinimum", "not supported on a number field"),
-        (p(json!({"type": "integer", "multipleOf": 5})), "properties.f.multipleOf", "not supported on an integer field"),
-        (p(json!({"type": "integer", "enum": [1, 2]})), "properties.f.enum", "not supported on an integer field"),
-        (p(json!({"type": "number", "minimum": "0"})), "properties.f.minimum", "must be a number"),
-        (p(json!({"type": "number", "minimum": 10, "maximum": 1})), "properties.f", "minimum (10) is greater than maximum (1)"),
-        (p(json!({"type": "integer", "minimum": 1.2, "maximum": 1.8})), "properties.f", "no whole number"),
-        (p(json!({"type": "number", "format": "float"})), "properties.f.format", "not supported on a number field"),
-        (p(json!({"type": "boolean", "const": true})), "properties.f.const", "not supported on a boolean field"),
+        (
+            p(json!({"type": "number", "exclusiveMinimum": 0})),
+            "properties.f.exclusiveMinimum",
+            "not supported on a number field",
+        ),
+        (
+            p(json!({"type": "integer", "multipleOf": 5})),
+            "properties.f.multipleOf",
+            "not supported on an integer field",
+        ),
+        (
+            p(json!({"type": "integer", "enum": [1, 2]})),
+            "properties.f.enum",
+            "not supported on an integer field",
+        ),
+        (
+            p(json!({"type": "number", "minimum": "0"})),
+            "properties.f.minimum",
+            "must be a number",
+        ),
+        (
+            p(json!({"type": "number", "minimum": 10, "maximum": 1})),
+            "properties.f",
+            "minimum (10) is greater than maximum (1)",
+        ),
+        (
+            p(json!({"type": "integer", "minimum": 1.2, "maximum": 1.8})),
+            "properties.f",
+            "no whole number",
+        ),
+        (
+            p(json!({"type": "number", "format": "float"})),
+            "properties.f.format",
+            "not supported on a number field",
+        ),
+        (
+            p(json!({"type": "boolean", "const": true})),
+            "properties.f.const",
+            "not supported on a boolean field",
+        ),
         // Selects.
-        (p(json!({"type": "string", "enum": [1, 2]})), "properties.f.enum[0]", "choice values must be strings"),
-        (p(json!({"type": "string", "enum": ["a", null]})), "properties.f.enum[1]", "choice values must be strings"),
-        (p(json!({"type": "string", "enum": []})), "properties.f.enum", "at least one choice"),
-        (p(json!({"type": "string", "enum": "a"})), "properties.f.enum", "list of strings"),
-        (p(json!({"type": "string", "enum": ["a", "a"]})), "properties.f.enum[1]", "listed twice"),
-        (p(json!({"type": "string", "enum": ["a", "b"], "enumNames": ["A"]})), "properties.f.enumNames", "1 names for 2 enum values"),
-        (p(json!({"type": "string", "enum": ["a"], "enumNames": [1]})), "properties.f.enumNames", "list of strings"),
-        (p(json!({"type": "string", "enum": ["a"], "oneOf": [{"const": "a"}]})), "properties.f", "not both"),
-        (p(json!({"type": "string", "oneOf": [{"const": "a"}], "enumNames": ["A"]})), "properties.f.enumNames", "only goes with enum"),
-        (p(json!({"type": "string", "enum": ["a"], "maxLength": 3})), "properties.f.maxLength", "not supported on a single-choice field"),
-        (p(json!({"type": "string", "enum": ["a"], "format": "email"})), "properties.f.format", "not supported on a single-choice field"),
-        (p(json!({"type": "string", "oneOf": []})), "properties.f.oneOf", "at least one choice"),
-        (p(json!({"type": "string", "oneOf": [{"title": "A"}]})), "properties.f.oneOf[0]", "needs a \"const\""),
-        (p(json!({"type": "string", "oneOf": [{"const": 1, "title": "One"}]})), "properties.f.oneOf[0].const", "choice values must be strings"),
-        (p(json!({"type": "string", "oneOf": [{"const": "a"}, {"const": "a"}]})), "properties.f.oneOf[1].const", "listed twice"),
-        (p(json!({"type": "string", "oneOf": ["a"]})), "properties.f.oneOf[0]", "must be a {const, title} object"),
-        (p(json!({"type": "string", "oneOf": [{"const": "a", "title": 1}]})), "properties.f.oneOf[0].title", "must be a string"),
-        (p(json!({"type": "string", "oneOf": [{"const": "a", "type": "number"}]})), "properties.f.oneOf[0].type", "only be of type \"string\""),
-        (p(json!({"type": "string", "oneOf": [{"const": "a", "pattern": "a"}]})), "properties.f.oneOf[0].pattern", "not supported in a choice"),
-        (p(json!({"type": "array", "items": {"anyOf": [{"const": "a"}, {"const": "a"}]}})), "properties.f.items.anyOf[1].const", "listed twice"),
-        (p(json!({"type": "array", "items": {"enum": []}})), "properties.f.items.enum", "at least one choice"),
-        (p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 2, "maxItems": 1})), "properties.f", "minItems (2) is greater than maxItems (1)"),
-        (p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 3})), "properties.f.minItems", "only 2 exist"),
-        (p(json!({"type": "array", "items": {"enum": ["a"]}, "maxItems": -1})), "properties.f.maxItems", "non-negative whole number"),
-        (p(json!({"type": "array", "items": {"enum": ["a"]}, "uniqueItems": "yes"})), "properties.f.uniqueItems", "true or false"),
+        (
+            p(json!({"type": "string", "enum": [1, 2]})),
+            "properties.f.enum[0]",
+            "choice values must be strings",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a", null]})),
+            "properties.f.enum[1]",
+            "choice values must be strings",
+        ),
+        (
+            p(json!({"type": "string", "enum": []})),
+            "properties.f.enum",
+            "at least one choice",
+        ),
+        (
+            p(json!({"type": "string", "enum": "a"})),
+            "properties.f.enum",
+            "list of strings",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a", "a"]})),
+            "properties.f.enum[1]",
+            "listed twice",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a", "b"], "enumNames": ["A"]})),
+            "properties.f.enumNames",
+            "1 names for 2 enum values",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a"], "enumNames": [1]})),
+            "properties.f.enumNames",
+            "list of strings",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a"], "oneOf": [{"const": "a"}]})),
+            "properties.f",
+            "not both",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": "a"}], "enumNames": ["A"]})),
+            "properties.f.enumNames",
+            "only goes with enum",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a"], "maxLength": 3})),
+            "properties.f.maxLength",
+            "not supported on a single-choice field",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a"], "format": "email"})),
+            "properties.f.format",
+            "not supported on a single-choice field",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": []})),
+            "properties.f.oneOf",
+            "at least one choice",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"title": "A"}]})),
+            "properties.f.oneOf[0]",
+            "needs a \"const\"",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": 1, "title": "One"}]})),
+            "properties.f.oneOf[0].const",
+            "choice values must be strings",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": "a"}, {"const": "a"}]})),
+            "properties.f.oneOf[1].const",
+            "listed twice",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": ["a"]})),
+            "properties.f.oneOf[0]",
+            "must be a {const, title} object",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": "a", "title": 1}]})),
+            "properties.f.oneOf[0].title",
+            "must be a string",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": "a", "type": "number"}]})),
+            "properties.f.oneOf[0].type",
+            "only be of type \"string\"",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": "a", "pattern": "a"}]})),
+            "properties.f.oneOf[0].pattern",
+            "not supported in a choice",
+        ),
+        (
+            p(json!({"type": "array", "items": {"anyOf": [{"const": "a"}, {"const": "a"}]}})),
+            "properties.f.items.anyOf[1].const",
+            "listed twice",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": []}})),
+            "properties.f.items.enum",
+            "at least one choice",
+        ),
+        (
+            p(
+                json!({"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 2, "maxItems": 1}),
+            ),
+            "properties.f",
+            "minItems (2) is greater than maxItems (1)",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "minItems": 3})),
+            "properties.f.minItems",
+            "only 2 exist",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a"]}, "maxItems": -1})),
+            "properties.f.maxItems",
+            "non-negative whole number",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a"]}, "uniqueItems": "yes"})),
+            "properties.f.uniqueItems",
+            "true or false",
+        ),
         // Defaults that are not valid answers for their own field.
-        (p(json!({"type": "string", "maxLength": 3, "default": "abcd"})), "properties.f.default", "Must be at most 3 characters"),
-        (p(json!({"type": "string", "format": "email", "default": "nobody"})), "properties.f.default", "Must be an email address"),
-        (p(json!({"type": "string", "default": 5})), "properties.f.default", "Must be text"),
-        (p(json!({"type": "boolean", "default": "yes"})), "properties.f.default", "Must be true or false"),
-        (p(json!({"type": "integer", "default": 1.5})), "properties.f.default", "Must be a whole number"),
-        (p(json!({"type": "number", "minimum": 0, "default": -1})), "properties.f.default", "Must be at least 0"),
-        (p(json!({"type": "string", "enum": ["a", "b"], "default": "c"})), "properties.f.default", "Choose one of the options"),
-        (p(json!({"type": "string", "oneOf": [{"const": "a", "title": "A"}], "default": "A"})), "properties.f.default", "Choose one of the options"),
-        (p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "default": "a"})), "properties.f.default", "Must be a list of choices"),
-        (p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "default": ["c"]})), "properties.f.default", "Choose only from the options"),
-        (p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 1, "default": ["a", "b"]})), "properties.f.default", "Choose at most 1"),
-        (p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "default": ["a", "a"]})), "properties.f.default", "Choose each option only once"),
+        (
+            p(json!({"type": "string", "maxLength": 3, "default": "abcd"})),
+            "properties.f.default",
+            "Must be at most 3 characters",
+        ),
+        (
+            p(json!({"type": "string", "format": "email", "default": "nobody"})),
+            "properties.f.default",
+            "Must be an email address",
+        ),
+        (
+            p(json!({"type": "string", "default": 5})),
+            "properties.f.default",
+            "Must be text",
+        ),
+        (
+            p(json!({"type": "boolean", "default": "yes"})),
+            "properties.f.default",
+            "Must be true or false",
+        ),
+        (
+            p(json!({"type": "integer", "default": 1.5})),
+            "properties.f.default",
+            "Must be a whole number",
+        ),
+        (
+            p(json!({"type": "number", "minimum": 0, "default": -1})),
+            "properties.f.default",
+            "Must be at least 0",
+        ),
+        (
+            p(json!({"type": "string", "enum": ["a", "b"], "default": "c"})),
+            "properties.f.default",
+            "Choose one of the options",
+        ),
+        (
+            p(json!({"type": "string", "oneOf": [{"const": "a", "title": "A"}], "default": "A"})),
+            "properties.f.default",
+            "Choose one of the options",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "default": "a"})),
+            "properties.f.default",
+            "Must be a list of choices",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "default": ["c"]})),
+            "properties.f.default",
+            "Choose only from the options",
+        ),
+        (
+            p(
+                json!({"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 1, "default": ["a", "b"]}),
+            ),
+            "properties.f.default",
+            "Choose at most 1",
+        ),
+        (
+            p(json!({"type": "array", "items": {"enum": ["a", "b"]}, "default": ["a", "a"]})),
+            "properties.f.default",
+            "Choose each option only once",
+        ),
     ]
 }
 
@@ -692,7 +1185,10 @@ fn out_of_subset_schemas_are_rejected_with_path_and_reason() {
     for (raw, path, phrase) in rejected() {
         match parse_form_schema(&raw) {
             Result::Ok(form) => failures.push(format!("{raw}: accepted as {form:?}")),
-            Result::Err(SchemaError { path: got_path, reason }) => {
+            Result::Err(SchemaError {
+                path: got_path,
+                reason,
+            }) => {
                 if got_path != path || !reason.contains(phrase) {
                     failures.push(format!(
                         "{raw}: got {got_path:?}: {reason:?}; want {path:?} containing {phrase:?}"
@@ -708,9 +1204,15 @@ fn out_of_subset_schemas_are_rejected_with_path_and_reason() {
 fn schema_error_text_is_ready_for_json_rpc() {
     let raw = json!({"type": "object", "properties": {"age": {"type": "object"}}});
     let err = parse_form_schema(&raw).unwrap_err();
-    assert_eq!(err.to_string(), "properties.age: nested objects are not supported");
+    assert_eq!(
+        err.to_string(),
+        "properties.age: nested objects are not supported"
+    );
     let err = parse_form_schema(&json!(null)).unwrap_err();
-    assert_eq!(err.to_string(), "the requested schema must be a JSON object");
+    assert_eq!(
+        err.to_string(),
+        "the requested schema must be a JSON object"
+    );
 }
 
 #[test]
@@ -754,7 +1256,12 @@ fn tolerated_variations_parse() {
     let form = parse_form_schema(&json!({"type": "object", "properties": {"a": {"type": "string", "oneOf": [{"const": "x"}]}}})).unwrap();
     assert_eq!(
         form.fields[0].kind,
-        FieldKind::SingleSelect { options: vec![Choice { value: "x".into(), label: None }] }
+        FieldKind::SingleSelect {
+            options: vec![Choice {
+                value: "x".into(),
+                label: None
+            }]
+        }
     );
 }
 

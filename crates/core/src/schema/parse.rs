@@ -82,7 +82,12 @@ pub fn parse_form_schema(raw: &Value) -> Result<FormSchema, SchemaError> {
                 format!("must be \"object\", not {}", short(other)),
             ));
         }
-        None => return Err(SchemaError::new("type", "is missing; it must be \"object\"")),
+        None => {
+            return Err(SchemaError::new(
+                "type",
+                "is missing; it must be \"object\"",
+            ));
+        }
     }
     if let Some(s) = top.get("$schema")
         && !s.is_string()
@@ -196,10 +201,7 @@ fn parse_field(name: &str, prop: &Value, path: &str) -> Result<Field, SchemaErro
         "object" => return Err(SchemaError::new(path, "nested objects are not supported")),
         "null" => return Err(SchemaError::new(path, "null fields are not supported")),
         other => {
-            return Err(SchemaError::new(
-                path,
-                format!("unknown type {other:?}"),
-            ));
+            return Err(SchemaError::new(path, format!("unknown type {other:?}")));
         }
     };
 
@@ -400,7 +402,10 @@ fn parse_multi_select(obj: &Map<String, Value>, path: &str) -> Result<FieldKind,
     match items.get("type") {
         None | Some(Value::String(_)) => {}
         Some(Value::Array(_)) => {
-            return Err(SchemaError::new(items_path, "type unions are not supported"));
+            return Err(SchemaError::new(
+                items_path,
+                "type unions are not supported",
+            ));
         }
         Some(other) => {
             return Err(SchemaError::new(
@@ -412,10 +417,16 @@ fn parse_multi_select(obj: &Map<String, Value>, path: &str) -> Result<FieldKind,
     match items.get("type").and_then(Value::as_str) {
         None | Some("string") => {}
         Some("object") => {
-            return Err(SchemaError::new(items_path, "arrays of objects are not supported"));
+            return Err(SchemaError::new(
+                items_path,
+                "arrays of objects are not supported",
+            ));
         }
         Some("array") => {
-            return Err(SchemaError::new(items_path, "nested arrays are not supported"));
+            return Err(SchemaError::new(
+                items_path,
+                "nested arrays are not supported",
+            ));
         }
         Some(other) => {
             return Err(SchemaError::new(
@@ -432,14 +443,24 @@ fn parse_multi_select(obj: &Map<String, Value>, path: &str) -> Result<FieldKind,
             ));
         }
         (Some(values), None) => {
-            reject_asserting(items, &items_path, &["type", "enum"], "in the items of a multi-choice field")?;
+            reject_asserting(
+                items,
+                &items_path,
+                &["type", "enum"],
+                "in the items of a multi-choice field",
+            )?;
             enum_values(values, &format!("{items_path}.enum"))?
                 .into_iter()
                 .map(|value| Choice { value, label: None })
                 .collect::<Vec<_>>()
         }
         (None, Some(any_of)) => {
-            reject_asserting(items, &items_path, &["type", "anyOf"], "in the items of a multi-choice field")?;
+            reject_asserting(
+                items,
+                &items_path,
+                &["type", "anyOf"],
+                "in the items of a multi-choice field",
+            )?;
             titled_options(any_of, &format!("{items_path}.anyOf"))?
         }
         (None, None) => {
@@ -464,7 +485,10 @@ fn parse_multi_select(obj: &Map<String, Value>, path: &str) -> Result<FieldKind,
     {
         return Err(SchemaError::new(
             format!("{path}.minItems"),
-            format!("asks for at least {min} choices but only {} exist", options.len()),
+            format!(
+                "asks for at least {min} choices but only {} exist",
+                options.len()
+            ),
         ));
     }
     Ok(FieldKind::MultiSelect {
@@ -512,9 +536,9 @@ fn titled_options(list: &Value, path: &str) -> Result<Vec<Choice>, SchemaError> 
     let mut out: Vec<Choice> = Vec::with_capacity(list.len());
     for (i, option) in list.iter().enumerate() {
         let opt_path = format!("{path}[{i}]");
-        let obj = option
-            .as_object()
-            .ok_or_else(|| SchemaError::new(&opt_path, "a choice must be a {const, title} object"))?;
+        let obj = option.as_object().ok_or_else(|| {
+            SchemaError::new(&opt_path, "a choice must be a {const, title} object")
+        })?;
         match obj.get("type") {
             None => {}
             Some(Value::String(t)) if t == "string" => {}
@@ -534,7 +558,12 @@ fn titled_options(list: &Value, path: &str) -> Result<Vec<Choice>, SchemaError> 
                     format!("choice values must be strings, not {}", short(other)),
                 ));
             }
-            None => return Err(SchemaError::new(&opt_path, "a choice needs a \"const\" value")),
+            None => {
+                return Err(SchemaError::new(
+                    &opt_path,
+                    "a choice needs a \"const\" value",
+                ));
+            }
         };
         if out.iter().any(|c| c.value == value) {
             return Err(SchemaError::new(
@@ -566,7 +595,10 @@ fn optional_string(
     match obj.get(key) {
         None => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(SchemaError::new(format!("{path}.{key}"), "must be a string")),
+        Some(_) => Err(SchemaError::new(
+            format!("{path}.{key}"),
+            "must be a string",
+        )),
     }
 }
 
@@ -587,7 +619,10 @@ fn optional_count(
         })
         .map(Some)
         .ok_or_else(|| {
-            SchemaError::new(format!("{path}.{key}"), "must be a non-negative whole number")
+            SchemaError::new(
+                format!("{path}.{key}"),
+                "must be a non-negative whole number",
+            )
         })
 }
 
@@ -704,36 +739,60 @@ mod tests {
         }))
         .unwrap();
         let names: Vec<_> = form.fields.iter().map(|f| f.name.as_str()).collect();
-        assert_eq!(names, ["name", "when", "age", "ratio", "ok", "color", "tags"]);
+        assert_eq!(
+            names,
+            ["name", "when", "age", "ratio", "ok", "color", "tags"]
+        );
         assert!(form.fields[0].required);
         assert!(!form.fields[1].required);
         assert_eq!(form.fields[0].title.as_deref(), Some("Name"));
         assert_eq!(
             form.fields[0].kind,
-            FieldKind::Text { min_length: Some(1), max_length: Some(20), format: None }
+            FieldKind::Text {
+                min_length: Some(1),
+                max_length: Some(20),
+                format: None
+            }
         );
         assert_eq!(
             form.fields[1].kind,
-            FieldKind::Text { min_length: None, max_length: None, format: Some(TextFormat::Date) }
+            FieldKind::Text {
+                min_length: None,
+                max_length: None,
+                format: Some(TextFormat::Date)
+            }
         );
         assert_eq!(
             form.fields[2].kind,
-            FieldKind::Number { integer: true, minimum: Some(0.0), maximum: Some(150.0) }
+            FieldKind::Number {
+                integer: true,
+                minimum: Some(0.0),
+                maximum: Some(150.0)
+            }
         );
         assert_eq!(form.fields[2].default, Some(json!(30)));
         assert_eq!(form.fields[4].kind, FieldKind::Boolean);
         assert_eq!(
             form.fields[5].kind,
             FieldKind::SingleSelect {
-                options: vec![Choice { value: "r".into(), label: Some("Red".into()) }]
+                options: vec![Choice {
+                    value: "r".into(),
+                    label: Some("Red".into())
+                }]
             }
         );
         assert_eq!(
             form.fields[6].kind,
             FieldKind::MultiSelect {
                 options: vec![
-                    Choice { value: "a".into(), label: None },
-                    Choice { value: "b".into(), label: None }
+                    Choice {
+                        value: "a".into(),
+                        label: None
+                    },
+                    Choice {
+                        value: "b".into(),
+                        label: None
+                    }
                 ],
                 min_items: None,
                 max_items: Some(2)
@@ -743,13 +802,20 @@ mod tests {
 
     #[test]
     fn legacy_enum_names_become_labels() {
-        let form = one(json!({"type": "string", "enum": ["x", "y"], "enumNames": ["Ex", "Why"]})).unwrap();
+        let form =
+            one(json!({"type": "string", "enum": ["x", "y"], "enumNames": ["Ex", "Why"]})).unwrap();
         assert_eq!(
             form.fields[0].kind,
             FieldKind::SingleSelect {
                 options: vec![
-                    Choice { value: "x".into(), label: Some("Ex".into()) },
-                    Choice { value: "y".into(), label: Some("Why".into()) }
+                    Choice {
+                        value: "x".into(),
+                        label: Some("Ex".into())
+                    },
+                    Choice {
+                        value: "y".into(),
+                        label: Some("Why".into())
+                    }
                 ]
             }
         );
@@ -776,9 +842,14 @@ mod tests {
 
     #[test]
     fn nested_object_names_its_property() {
-        let e = err(json!({"type": "object", "properties": {"age": {"type": "object", "properties": {}}}}));
+        let e = err(
+            json!({"type": "object", "properties": {"age": {"type": "object", "properties": {}}}}),
+        );
         assert_eq!(e.path, "properties.age");
-        assert_eq!(e.to_string(), "properties.age: nested objects are not supported");
+        assert_eq!(
+            e.to_string(),
+            "properties.age: nested objects are not supported"
+        );
     }
 
     #[test]
@@ -812,7 +883,8 @@ mod tests {
 
     #[test]
     fn min_items_above_option_count_rejected() {
-        let e = one(json!({"type": "array", "minItems": 3, "items": {"enum": ["a", "b"]}})).unwrap_err();
+        let e = one(json!({"type": "array", "minItems": 3, "items": {"enum": ["a", "b"]}}))
+            .unwrap_err();
         assert_eq!(e.path, "properties.f.minItems");
     }
 

@@ -7,8 +7,8 @@
 //! person-readable messages, the mapping of error paths to field names, and normalizing
 //! integral floats (`5.0` -> `5`) in integer fields before sending.
 
-use jsonschema::paths::LocationSegment;
 use jsonschema::error::ValidationErrorKind;
+use jsonschema::paths::LocationSegment;
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::{Map, Value};
 
@@ -128,7 +128,9 @@ fn describe(error: &ValidationError<'_>, schema: &FormSchema) -> Vec<FieldError>
         // The answer as a whole.
         return match kind {
             ValidationErrorKind::Required { property } => {
-                let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+                let name = property
+                    .as_str()
+                    .map_or_else(|| property.to_string(), str::to_owned);
                 vec![FieldError::new(name, "Required")]
             }
             ValidationErrorKind::AdditionalProperties { unexpected } => unexpected
@@ -140,7 +142,10 @@ fn describe(error: &ValidationError<'_>, schema: &FormSchema) -> Vec<FieldError>
     };
     let name = name.as_ref();
     let Some(field) = schema.fields.iter().find(|f| f.name == name) else {
-        return vec![FieldError::new("", format!("{name:?} is not a field of this form"))];
+        return vec![FieldError::new(
+            "",
+            format!("{name:?} is not a field of this form"),
+        )];
     };
     let in_item = segments.len() > 1;
     vec![FieldError::new(name, message(kind, &field.kind, in_item))]
@@ -158,8 +163,12 @@ fn message(kind: &ValidationErrorKind, field: &FieldKind, in_item: bool) -> Stri
             FieldKind::MultiSelect { .. } if in_item => "Choose only from the options".into(),
             FieldKind::MultiSelect { .. } => "Must be a list of choices".into(),
         },
-        K::MinLength { limit } => format!("Must be at least {limit} {}", plural(*limit, "character")),
-        K::MaxLength { limit } => format!("Must be at most {limit} {}", plural(*limit, "character")),
+        K::MinLength { limit } => {
+            format!("Must be at least {limit} {}", plural(*limit, "character"))
+        }
+        K::MaxLength { limit } => {
+            format!("Must be at most {limit} {}", plural(*limit, "character"))
+        }
         K::Minimum { limit } => format!("Must be at least {limit}"),
         K::Maximum { limit } => format!("Must be at most {limit}"),
         K::Format { format } => match format.as_str() {
@@ -226,7 +235,8 @@ mod tests {
 
     #[test]
     fn required_missing_is_on_the_field() {
-        let raw = json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]});
+        let raw =
+            json!({"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]});
         assert_eq!(errs(raw, json!({})), vec![FieldError::new("a", "Required")]);
     }
 
@@ -234,7 +244,10 @@ mod tests {
     fn unknown_key_is_form_level() {
         let raw = json!({"type": "object", "properties": {"a": {"type": "string"}}});
         let e = errs(raw, json!({"a": "x", "evil": 1}));
-        assert_eq!(e, vec![FieldError::new("", "\"evil\" is not a field of this form")]);
+        assert_eq!(
+            e,
+            vec![FieldError::new("", "\"evil\" is not a field of this form")]
+        );
     }
 
     #[test]
@@ -283,7 +296,8 @@ mod tests {
 
     #[test]
     fn field_names_with_pointer_characters_map_back() {
-        let raw = json!({"type": "object", "properties": {"a/b~c": {"type": "integer", "maximum": 1}}});
+        let raw =
+            json!({"type": "object", "properties": {"a/b~c": {"type": "integer", "maximum": 1}}});
         assert_eq!(
             errs(raw, json!({"a/b~c": 2})),
             vec![FieldError::new("a/b~c", "Must be at most 1")]
