@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Reference client for the MCP conformance suite's client scenarios, written with the
 // TypeScript SDK. It shows what each scenario expects of Countersign's own conformance client
-// (crates/conformance-client, binary `countersign-conformance-client`) and lets
+// (tests/conformance-client, binary `countersign-conformance-client`) and lets
 // scripts/conformance.sh be tried without it:
 //
 //   CONFORMANCE_CLIENT="node tests/peers/ts-conformance-client.mjs" scripts/conformance.sh

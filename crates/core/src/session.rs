@@ -400,6 +400,8 @@ impl SessionManager {
     /// Runs a ready session until it dies (returns the reason) or is stopped (`None`).
     async fn run_until_closed(&self, entry: &Entry, live: Arc<Live>, tap: Arc<Tap>) -> Option<String> {
         let info = live.peer.peer_info();
+        // Usable before anyone is told it is ready.
+        *lock(&entry.live) = Some(live.clone());
         self.set_state(
             entry,
             SessionState::Ready {
@@ -414,7 +416,6 @@ impl SessionManager {
                     .map(|s| s.version.clone()),
             },
         );
-        *lock(&entry.live) = Some(live.clone());
         let reason = loop {
             tokio::select! {
                 _ = entry.stop.cancelled() => break None,

@@ -366,3 +366,38 @@ async fn crash_is_disabled_in_process() {
     assert_eq!(text(&result), replies::CRASH_DISABLED);
     assert!(client.asked().is_empty());
 }
+
+#[tokio::test]
+async fn cancelling_the_call_withdraws_the_question() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    let store = TicketStore::seeded();
+    let client = ScriptedClient::new(Reply::AfterCancel(json!({"confirm": true})));
+    let running = connect_legacy(&store, client.clone()).await;
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+        tools::DELETE_TICKET,
+        json!({"id": "t3"}),
+    )));
+    let handle = running
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await
+        .expect("call sent");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while client.asked().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "question never arrived");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    handle
+        .cancel(Some("agent gave up".into()))
+        .await
+        .expect("cancel sent");
+    assert!(
+        client.wait_cancelled(1, Duration::from_secs(5)).await,
+        "the desk withdrew its question"
+    );
+    // The late accept that follows the withdrawal must not delete anything.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(store.contains("t3"));
+}

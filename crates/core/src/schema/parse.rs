@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value};
 
-use super::validate::{build_validator, field_errors};
+use super::validate::{build_validator, field_errors, pointer_segments};
 use super::{Choice, Field, FieldKind, FormSchema, SchemaError, TextFormat};
 
 /// Keywords that take part in validation (or pull in other schemas). Outside the places where
@@ -670,16 +670,11 @@ fn normalize_default(value: &Value, kind: &FieldKind) -> Value {
 /// `examples: 5`), and judges every default as an answer for its own field.
 fn check_with_validator(raw: &Value, form: &FormSchema) -> Result<(), SchemaError> {
     let validator = build_validator(raw, false).map_err(|e| {
-        let at = e
-            .instance_path()
-            .iter()
-            .map(|seg| match seg {
-                jsonschema::paths::LocationSegment::Property(p) => p.into_owned(),
-                jsonschema::paths::LocationSegment::Index(i) => i.to_string(),
-            })
-            .collect::<Vec<_>>()
-            .join(".");
-        SchemaError::new(at, format!("not valid JSON Schema: {e}"))
+        let at = pointer_segments(e.instance_path().as_str()).join(".");
+        SchemaError::new(
+            at,
+            format!("not valid JSON Schema: {}", clip(&e.to_string(), 120)),
+        )
     })?;
     let defaults = super::defaults(form);
     let errors = field_errors(&validator, form, &Value::Object(defaults));
@@ -699,12 +694,15 @@ fn check_with_validator(raw: &Value, form: &FormSchema) -> Result<(), SchemaErro
 
 /// A value in an error message, clipped so a hostile schema cannot flood the reason.
 fn short(v: &Value) -> String {
-    let text = v.to_string();
-    if text.chars().count() > 40 {
-        let clipped: String = text.chars().take(40).collect();
+    clip(&v.to_string(), 40)
+}
+
+fn clip(text: &str, max_chars: usize) -> String {
+    if text.chars().count() > max_chars {
+        let clipped: String = text.chars().take(max_chars).collect();
         format!("{clipped}…")
     } else {
-        text
+        text.to_owned()
     }
 }
 
@@ -897,9 +895,12 @@ mod tests {
     #[test]
     fn long_values_are_clipped_in_reasons() {
         let huge = "x".repeat(10_000);
-        let e = one(json!({"type": "string", "enum": [1, huge]})).unwrap_err();
+        let e = one(json!({"type": {"x": huge.clone()}})).unwrap_err();
         assert!(e.reason.len() < 200, "{e}");
-        let e = one(json!({"type": "string", "enum": ["a", {"k": huge}]})).unwrap_err();
+        let e = one(json!({"type": "string", "enum": ["a", {"k": huge.clone()}]})).unwrap_err();
+        assert!(e.reason.len() < 200, "{e}");
+        let e = one(json!({"type": "string", "examples": huge})).unwrap_err();
+        assert!(e.reason.contains("not valid JSON Schema"), "{e}");
         assert!(e.reason.len() < 200, "{e}");
     }
 }

@@ -8,7 +8,6 @@
 //! integral floats (`5.0` -> `5`) in integer fields before sending.
 
 use jsonschema::error::ValidationErrorKind;
-use jsonschema::paths::LocationSegment;
 use jsonschema::{Draft, ValidationError, Validator};
 use serde_json::{Map, Value};
 
@@ -122,9 +121,9 @@ pub(crate) fn field_errors(
 }
 
 fn describe(error: &ValidationError<'_>, schema: &FormSchema) -> Vec<FieldError> {
-    let segments: Vec<LocationSegment<'_>> = error.instance_path().iter().collect();
+    let segments = pointer_segments(error.instance_path().as_str());
     let kind = error.kind();
-    let Some(LocationSegment::Property(name)) = segments.first() else {
+    let Some(name) = segments.first() else {
         // The answer as a whole.
         return match kind {
             ValidationErrorKind::Required { property } => {
@@ -140,7 +139,7 @@ fn describe(error: &ValidationError<'_>, schema: &FormSchema) -> Vec<FieldError>
             _ => vec![FieldError::new("", "The answer does not fit the form")],
         };
     };
-    let name = name.as_ref();
+    let name = name.as_str();
     let Some(field) = schema.fields.iter().find(|f| f.name == name) else {
         return vec![FieldError::new(
             "",
@@ -149,6 +148,16 @@ fn describe(error: &ValidationError<'_>, schema: &FormSchema) -> Vec<FieldError>
     };
     let in_item = segments.len() > 1;
     vec![FieldError::new(name, message(kind, &field.kind, in_item))]
+}
+
+/// The unescaped segments of a JSON pointer, all as strings: a field may be named `"0"` or
+/// `"01"`, which the library's own segment parser would read as array indices.
+pub(crate) fn pointer_segments(pointer: &str) -> Vec<String> {
+    pointer
+        .split('/')
+        .skip(1)
+        .map(|seg| seg.replace("~1", "/").replace("~0", "~"))
+        .collect()
 }
 
 fn message(kind: &ValidationErrorKind, field: &FieldKind, in_item: bool) -> String {
@@ -309,6 +318,27 @@ mod tests {
         let raw = json!({"$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
             "properties": {"e": {"type": "string", "format": "email"}}});
         assert_eq!(errs(raw, json!({"e": "nope"}))[0].field, "e");
+    }
+
+    #[test]
+    fn numeric_field_names_are_names_not_indices() {
+        let raw = json!({"type": "object", "properties": {
+            "0": {"type": "boolean"}, "01": {"type": "array", "items": {"enum": ["a"]}}
+        }});
+        assert_eq!(
+            errs(raw, json!({"0": "no", "01": ["b"]})),
+            vec![
+                FieldError::new("0", "Must be true or false"),
+                FieldError::new("01", "Choose only from the options")
+            ]
+        );
+    }
+
+    #[test]
+    fn pointer_segments_unescape() {
+        assert_eq!(pointer_segments(""), Vec::<String>::new());
+        assert_eq!(pointer_segments("/a~1b~0c/0"), ["a/b~c", "0"]);
+        assert_eq!(pointer_segments("/"), [""]);
     }
 
     #[test]

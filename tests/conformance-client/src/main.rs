@@ -1,0 +1,99 @@
+//! Test harness for the MCP conformance suite (`scripts/conformance.sh`): the suite starts a
+//! scenario server and runs `countersign-conformance-client <url>` with
+//! `MCP_CONFORMANCE_SCENARIO` set. The session, handler and broker are Countersign's core;
+//! the only thing faked is the person, who presses Submit on the untouched pre-filled form.
+//! This is test code: no product binary answers without a person.
+
+use std::time::Duration;
+
+use countersign_core::config::ProtocolChoice;
+use countersign_core::{Answer, AskEvent, AskKind, AuditLog, Broker, ServerConfig, SessionManager, SessionState};
+use tokio_util::sync::CancellationToken;
+
+const SERVER: &str = "conformance";
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "countersign_core=debug,rmcp=info".into()),
+        )
+        .init();
+    let (Some(url), Ok(scenario)) = (std::env::args().nth(1), std::env::var("MCP_CONFORMANCE_SCENARIO")) else {
+        eprintln!("usage: MCP_CONFORMANCE_SCENARIO=<name> countersign-conformance-client <server-url>");
+        std::process::exit(2);
+    };
+    match run(&url, &scenario).await {
+        Ok(()) => eprintln!("conformance-client: {scenario}: done"),
+        Err(e) => {
+            eprintln!("conformance-client: {scenario}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
+async fn run(url: &str, scenario: &str) -> Result<(), String> {
+    let audit_path = std::env::temp_dir().join(format!("countersign-conformance-{}.jsonl", std::process::id()));
+    let broker = Broker::new(AuditLog::open(&audit_path).map_err(|e| e.to_string())?);
+    let person = tokio::spawn(press_submit_on_defaults(broker.clone()));
+
+    let mut config = ServerConfig::http(SERVER, url);
+    // The 2026-07-28 scenarios start with server/discover; the others expect `initialize`.
+    let modern = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").is_ok_and(|v| v.as_str() >= "2026-07-28")
+        || scenario.starts_with("sep-2322");
+    config.protocol = if modern { ProtocolChoice::Auto } else { ProtocolChoice::Legacy };
+    config.request_timeout = Duration::from_secs(20);
+
+    let sessions = SessionManager::new(broker.clone());
+    sessions.start(vec![config]).await;
+    let state = sessions.wait_ready(SERVER, Duration::from_secs(20)).await;
+    if !matches!(state, Some(SessionState::Ready { .. })) {
+        sessions.shutdown().await;
+        return Err(format!("not connected: {state:?}"));
+    }
+    let result = drive(&sessions, scenario).await;
+    sessions.shutdown().await;
+    person.abort();
+    let _ = std::fs::remove_file(&audit_path);
+    result
+}
+
+async fn drive(sessions: &SessionManager, scenario: &str) -> Result<(), String> {
+    let tools = sessions.list_tools(SERVER).await;
+    if scenario == "initialize" {
+        // The scenario judges the handshake; its server answers everything else with `{}`.
+        return Ok(());
+    }
+    let tools = tools.map_err(|e| e.to_string())?;
+    for tool in tools {
+        let args = match (scenario, tool.name.as_ref()) {
+            ("tools_call", "add_numbers") => Some(serde_json::json!({"a": 5, "b": 3})),
+            ("tools_call", _) => continue,
+            _ => Some(serde_json::json!({})),
+        };
+        let result = sessions
+            .call_tool(SERVER, &tool.name, args.and_then(|a| a.as_object().cloned()), CancellationToken::new())
+            .await
+            .map_err(|e| format!("{}: {e}", tool.name))?;
+        eprintln!("conformance-client: {} -> {}", tool.name, serde_json::to_string(&result.content).unwrap_or_default());
+    }
+    Ok(())
+}
+
+/// The test person: Submit on every form exactly as pre-filled; consent to every URL.
+async fn press_submit_on_defaults(broker: Broker) {
+    let mut events = broker.subscribe();
+    while let Ok(event) = events.recv().await {
+        if let AskEvent::Added { ask } = event {
+            let content = match &ask.kind {
+                AskKind::Form { schema, .. } => Some(countersign_core::schema::defaults(schema)),
+                AskKind::Url { .. } => None,
+            };
+            if let Err(e) = broker.answer(ask.id, Answer::Accept { content }) {
+                eprintln!("conformance-client: answer refused: {e}");
+            }
+        }
+    }
+}
