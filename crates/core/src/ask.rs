@@ -12,7 +12,8 @@ use crate::schema::{FieldError, FormSchema};
 pub type AskId = u64;
 
 /// How Countersign reaches the server that asks, for the person to recognise it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Endpoint {
     /// A child process: the command line as configured.
@@ -22,7 +23,8 @@ pub enum Endpoint {
 }
 
 /// Who asks: the configured server, and the agent whose call the ask belongs to, when known.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct Asker {
     pub server: String,
@@ -32,8 +34,9 @@ pub struct Asker {
 }
 
 /// What the person is asked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum AskKind {
     /// Form-mode elicitation: fill a form built from `schema`.
     Form { message: String, schema: FormSchema },
@@ -46,9 +49,11 @@ pub enum AskKind {
 }
 
 /// One question to the person, as the UI and the audit log see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct Ask {
+    #[ts(type = "number")]
     pub id: AskId,
     pub asker: Asker,
     #[serde(flatten)]
@@ -56,13 +61,16 @@ pub struct Ask {
     /// The request's params as received from the server, for the record.
     pub request: Value,
     /// Milliseconds since the Unix epoch.
+    #[ts(type = "number")]
     pub received_at_ms: u64,
     /// Milliseconds since the Unix epoch after which the ask is withdrawn as `timeout`.
+    #[ts(type = "number | null")]
     pub deadline_ms: Option<u64>,
 }
 
 /// What the person chose. Only `Accept` can ever produce an `accept` on the wire.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "action", rename_all = "camelCase")]
 pub enum Answer {
     /// Submit. Form asks carry the content; URL asks carry none (consent).
@@ -76,7 +84,8 @@ pub enum Answer {
 }
 
 /// Why an ask ended without the person's Submit or Decline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub enum CancelReason {
     /// The person pressed Escape or closed the dialog.
@@ -108,7 +117,8 @@ impl CancelReason {
 }
 
 /// How an ask ended. Exactly one per ask.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "outcome", rename_all = "camelCase")]
 pub enum Outcome {
     /// Validated content (form) or consent (URL, `content` is `None`).
@@ -132,7 +142,8 @@ impl Outcome {
 }
 
 /// Why an answer from the person was not taken.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum AnswerError {
     /// No such ask, or it has already ended (answered, withdrawn); the late answer is dropped.
@@ -147,10 +158,15 @@ pub enum AnswerError {
 }
 
 /// Notifications to subscribers (the shell, the gateway, tests).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "event", rename_all = "camelCase")]
 pub enum AskEvent {
     Added { ask: Ask },
     /// The ask ended; `outcome` says how (answered by the person or withdrawn).
-    Resolved { id: AskId, outcome: Outcome },
+    Resolved {
+        #[ts(type = "number")]
+        id: AskId,
+        outcome: Outcome,
+    },
 }

@@ -90,10 +90,12 @@ impl ServerConfig {
 }
 
 /// A problem in the config file, located for the person to fix.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 #[error("{}:{line}:{column}: {}{message}", file.display(), server.as_ref().map(|s| format!("server \"{s}\": ")).unwrap_or_default())]
 pub struct ConfigError {
+    #[ts(type = "string")]
     pub file: PathBuf,
     pub line: usize,
     pub column: usize,

@@ -8,6 +8,7 @@
 //! - [`schema`]: the elicitation form schema, and the verdict on an answer.
 //! - [`audit`]: every question and outcome, on disk before the answer goes out.
 
+pub mod app;
 pub mod ask;
 pub mod audit;
 pub mod broker;
@@ -17,6 +18,7 @@ pub mod handler;
 pub mod schema;
 pub mod session;
 
+pub use app::{App, AppError};
 pub use ask::{Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Endpoint, Outcome};
 pub use audit::AuditLog;
 pub use broker::{Broker, NewAsk, PendingAsk};

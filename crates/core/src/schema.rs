@@ -61,7 +61,8 @@ pub use parse::parse_form_schema;
 pub use validate::validate_answer;
 
 /// A form to render, derived from an elicitation's `requestedSchema`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct FormSchema {
     /// The fields, in the order the server listed them in `properties`.
@@ -70,7 +71,8 @@ pub struct FormSchema {
 
 /// One question of the form. Serialized flat: the [`FieldKind`]'s `kind` tag and its settings sit
 /// beside `name`, `title`, ... (`{"name": "age", ..., "kind": "number", "integer": true, ...}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct Field {
     /// The property name: the key of the answer. Untrusted text.
@@ -87,7 +89,8 @@ pub struct Field {
 }
 
 /// What sort of input a field is, with the constraints the UI should show and enforce.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(
     tag = "kind",
     rename_all = "camelCase",
@@ -96,7 +99,9 @@ pub struct Field {
 pub enum FieldKind {
     Text {
         /// In Unicode code points, as JSON Schema counts.
+        #[ts(type = "number | null")]
         min_length: Option<u64>,
+        #[ts(type = "number | null")]
         max_length: Option<u64>,
         format: Option<TextFormat>,
     },
@@ -114,13 +119,17 @@ pub enum FieldKind {
     /// Any number of distinct `options` within `min_items..=max_items`; the answer is a list of values.
     MultiSelect {
         options: Vec<Choice>,
+        #[ts(type = "number | null")]
         min_items: Option<u64>,
+        #[ts(type = "number | null")]
         max_items: Option<u64>,
     },
 }
 
 /// The `format`s a text field may carry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "kebab-case")]
 pub enum TextFormat {
     Email,
@@ -134,6 +143,8 @@ pub enum TextFormat {
 
 /// One option of a select.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct Choice {
     /// What goes into the answer.
@@ -173,6 +184,8 @@ impl SchemaError {
 
 /// One reason an answer was refused, for the person filling in the form.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct FieldError {
     /// The field's name; `""` for a problem with the answer as a whole (e.g. an unknown key).

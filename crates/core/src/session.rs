@@ -63,7 +63,8 @@ impl Backoff {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "state", rename_all = "camelCase")]
 pub enum SessionState {
     Connecting,
@@ -77,20 +78,23 @@ pub enum SessionState {
     #[serde(rename_all = "camelCase")]
     Reconnecting {
         attempt: u32,
+        #[ts(type = "number")]
         next_in_ms: u64,
         reason: String,
     },
     Stopped,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct SessionEvent {
     pub server: String,
     pub state: SessionState,
 }
 
-#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum SessionError {
     #[error("no server named \"{server}\" is configured")]
@@ -98,11 +102,22 @@ pub enum SessionError {
     #[error("server \"{server}\" is not connected ({state})")]
     NotReady { server: String, state: String },
     #[error("server \"{server}\" did not answer within {seconds} s")]
-    Timeout { server: String, seconds: u64 },
+    Timeout {
+        server: String,
+        #[ts(type = "number")]
+        seconds: u64,
+    },
     #[error("the call was cancelled")]
     Cancelled,
     #[error("server \"{server}\": {message}")]
     Protocol { server: String, message: String },
+}
+
+enum ConnectError {
+    /// Worth another attempt after a backoff.
+    Retry(String),
+    /// Retrying will not help until the config changes.
+    Fatal(String),
 }
 
 struct Live {
@@ -373,7 +388,13 @@ impl SessionManager {
                         Some(reason) => reason,
                     }
                 }
-                Err(reason) => reason,
+                Err(ConnectError::Retry(reason)) => reason,
+                Err(ConnectError::Fatal(reason)) => {
+                    tracing::warn!(server = %entry.config.name, %reason, "session failed");
+                    self.set_state(&entry, SessionState::Failed { reason });
+                    entry.stop.cancelled().await;
+                    break;
+                }
             };
             if entry.stop.is_cancelled() {
                 break;
@@ -459,7 +480,7 @@ impl SessionManager {
         }
     }
 
-    async fn connect(&self, entry: &Arc<Entry>, session: u64) -> Result<(Arc<Live>, Arc<Tap>), String> {
+    async fn connect(&self, entry: &Arc<Entry>, session: u64) -> Result<(Arc<Live>, Arc<Tap>), ConnectError> {
         let config = &entry.config;
         let tap = Tap::new(self.inner.broker.clone());
         let elicitor = Elicitor {
@@ -494,7 +515,16 @@ impl SessionManager {
                 let (child, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::piped())
                     .spawn()
-                    .map_err(|e| format!("cannot start \"{command}\": {e}"))?;
+                    .map_err(|e| {
+                        let reason = format!("cannot start \"{command}\": {e}");
+                        // Retrying cannot make a missing or forbidden program appear.
+                        match e.kind() {
+                            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                                ConnectError::Fatal(reason)
+                            }
+                            _ => ConnectError::Retry(reason),
+                        }
+                    })?;
                 if let Some(stderr) = stderr {
                     tokio::spawn(collect_stderr(entry.clone(), stderr));
                 }
@@ -512,7 +542,11 @@ impl SessionManager {
                         (Ok(k), Ok(v)) => {
                             transport_config.custom_headers.insert(k, v);
                         }
-                        _ => return Err(format!("header \"{k}\" is not a valid HTTP header")),
+                        _ => {
+                            return Err(ConnectError::Fatal(format!(
+                                "header \"{k}\" is not a valid HTTP header"
+                            )));
+                        }
                     }
                 }
                 let transport = Tapped {
@@ -523,8 +557,13 @@ impl SessionManager {
             }
         };
         let service = match service {
-            Err(_) => return Err(format!("no answer to the handshake within {} s", timeout.as_secs())),
-            Ok(Err(e)) => return Err(format!("handshake failed: {e}")),
+            Err(_) => {
+                return Err(ConnectError::Retry(format!(
+                    "no answer to the handshake within {} s",
+                    timeout.as_secs()
+                )));
+            }
+            Ok(Err(e)) => return Err(ConnectError::Retry(format!("handshake failed: {e}"))),
             Ok(Ok(service)) => service,
         };
         let live = Arc::new(Live {
@@ -586,7 +625,7 @@ async fn collect_stderr(entry: Arc<Entry>, stderr: tokio::process::ChildStderr) 
     }
 }
 
-fn asker_for(config: &ServerConfig) -> Asker {
+pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
     let endpoint = match &config.transport {
         TransportConfig::Stdio { command, args, .. } => Endpoint::Stdio {
             command: std::iter::once(command.as_str())

@@ -127,10 +127,7 @@ fn mrtr_round(store: &TicketStore, call: &CallToolRequestParams, question: Quest
     let Some(state) = call.request_state.as_deref() else {
         return Round::NeedsInput(input_required(store, question));
     };
-    match store
-        .sealer()
-        .open_with(state, question.binding.as_bytes())
-    {
+    match store.sealer().open_with(state, question.binding.as_bytes()) {
         Ok(key) if key == question.key.as_bytes() => {}
         Ok(_) => {
             return Round::Answered(Answer::Failed(

@@ -10,9 +10,9 @@ use std::{sync::Arc, time::Duration};
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, ListToolsResult,
-        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+        ElicitResult, ElicitationAction, Implementation, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -137,7 +137,7 @@ impl TicketDesk {
             tools::CRASH => {
                 let args = Args::new(tools::CRASH, args, &["after_ask"])?;
                 let after_ask = args.bool("after_ask")?.unwrap_or(false);
-                self.crash(after_ask, call, ctx).await
+                self.crash(after_ask, ctx).await
             }
             other => Err(ToolFailure::UnknownTool(other.to_owned())),
         }
@@ -188,15 +188,13 @@ impl TicketDesk {
         };
         let reply = match answer {
             Answer::Replied(result) => match result.action {
-                ElicitationAction::Accept if confirmed(&result) => {
-                    match self.store.remove(id) {
-                        Some(_) => {
-                            tracing::info!(id, "deleted ticket after confirmation");
-                            text(replies::deleted(id))
-                        }
-                        None => error(format!("Not deleted: ticket {id} was already gone.")),
+                ElicitationAction::Accept if confirmed(&result) => match self.store.remove(id) {
+                    Some(_) => {
+                        tracing::info!(id, "deleted ticket after confirmation");
+                        text(replies::deleted(id))
                     }
-                }
+                    None => error(format!("Not deleted: ticket {id} was already gone.")),
+                },
                 ElicitationAction::Accept => text(replies::NOT_CONFIRMED),
                 ElicitationAction::Decline => text(replies::DECLINED),
                 ElicitationAction::Cancel => text(replies::CANCELLED),
@@ -233,7 +231,10 @@ impl TicketDesk {
                 (ElicitationAction::Accept, None) => {
                     error("Not booked: the answer was accept but carried no content.")
                 }
-                (action, _) => text(format!("No meeting booked (action: {}).", action_name(&action))),
+                (action, _) => text(format!(
+                    "No meeting booked (action: {}).",
+                    action_name(&action)
+                )),
             },
             Answer::TimedOut => error("Not booked: nobody answered in time."),
             Answer::Withdrawn => error("Not booked: the call was cancelled."),
@@ -267,9 +268,9 @@ impl TicketDesk {
             Round::Answered(answer) => answer,
         };
         let reply = match answer {
-            Answer::Replied(result) => text(
-                json!({"service": service, "action": action_name(&result.action)}).to_string(),
-            ),
+            Answer::Replied(result) => {
+                text(json!({"service": service, "action": action_name(&result.action)}).to_string())
+            }
             Answer::TimedOut => error("Not connected: nobody answered in time."),
             Answer::Withdrawn => error("Not connected: the call was cancelled."),
             Answer::Failed(reason) => error(format!("Not connected: {reason}.")),
@@ -321,7 +322,6 @@ impl TicketDesk {
     async fn crash(
         &self,
         after_ask: bool,
-        call: &CallToolRequestParams,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ToolFailure> {
         if !self.crash_enabled {
@@ -351,7 +351,7 @@ impl TicketDesk {
                 key: "confirm",
                 params,
                 timeout: ANSWER_TIMEOUT,
-                binding: format!("{}\n{}", tools::CRASH, call.name),
+                binding: tools::CRASH.to_owned(),
             };
             return Ok(ask::input_required(&self.store, question).into());
         }
@@ -359,8 +359,7 @@ impl TicketDesk {
             tracing::warn!(error = %e, "crash tool could not send its question");
         }
         // Never reply: the process is about to exit.
-        std::future::pending::<()>().await;
-        Ok(error("unreachable").into())
+        std::future::pending().await
     }
 }
 
@@ -416,7 +415,10 @@ impl From<String> for ToolFailure {
 }
 
 fn delete_question(ticket: &Ticket) -> Result<ElicitRequestParams, String> {
-    questions::form(questions::delete_message(ticket), questions::delete_schema())
+    questions::form(
+        questions::delete_message(ticket),
+        questions::delete_schema(),
+    )
 }
 
 /// Deletion needs `confirm` to be exactly boolean `true`.

@@ -70,8 +70,8 @@ pub async fn serve_http_with(
     make_desk: impl Fn() -> TicketDesk + Send + Sync + 'static,
 ) -> io::Result<HttpServer> {
     let shutdown = CancellationToken::new();
-    let config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(shutdown.child_token());
+    let config =
+        StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
     let service: StreamableHttpService<TicketDesk, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(make_desk()), Arc::default(), config);
     let router = axum::Router::new().nest_service(MCP_PATH, service);

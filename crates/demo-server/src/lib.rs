@@ -39,14 +39,17 @@ use rmcp::{ServiceExt, service::ServerInitializeError};
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     #[error("the client never completed the MCP handshake: {0}")]
-    Initialize(#[from] ServerInitializeError),
+    Initialize(Box<ServerInitializeError>),
     #[error("the connection task failed: {0}")]
     Join(#[from] tokio::task::JoinError),
 }
 
 /// Serves `desk` on this process's stdin/stdout until the client goes away.
 pub async fn serve_stdio(desk: TicketDesk) -> Result<(), ServeError> {
-    let running = desk.serve(rmcp::transport::stdio()).await?;
+    let running = desk
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| ServeError::Initialize(Box::new(e)))?;
     running.waiting().await?;
     Ok(())
 }

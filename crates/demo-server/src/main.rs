@@ -24,7 +24,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Mode, String> {
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--http" => {
-                let value = args.next().ok_or("--http needs an address, e.g. 127.0.0.1:0")?;
+                let value = args
+                    .next()
+                    .ok_or("--http needs an address, e.g. 127.0.0.1:0")?;
                 let addr = value
                     .parse()
                     .map_err(|e| format!("--http {value}: not a socket address ({e})"))?;

@@ -142,7 +142,10 @@ mod tests {
     fn seeded_store_has_five_tickets() {
         let store = TicketStore::seeded();
         assert_eq!(store.ids(), ["t1", "t2", "t3", "t4", "t5"]);
-        assert_eq!(store.get("t3").map(|t| t.title), Some("Printer on fire".into()));
+        assert_eq!(
+            store.get("t3").map(|t| t.title),
+            Some("Printer on fire".into())
+        );
     }
 
     #[test]

@@ -202,7 +202,11 @@ pub(crate) struct Args<'a> {
 
 impl<'a> Args<'a> {
     /// Checks that only `allowed` argument names are present.
-    pub fn new(tool: &'a str, map: Option<&'a JsonObject>, allowed: &[&str]) -> Result<Self, String> {
+    pub fn new(
+        tool: &'a str,
+        map: Option<&'a JsonObject>,
+        allowed: &[&str],
+    ) -> Result<Self, String> {
         if let Some(unknown) = map
             .into_iter()
             .flat_map(|m| m.keys())
@@ -238,11 +242,7 @@ impl<'a> Args<'a> {
             None => Ok(None),
             Some(value) => match value.as_u64() {
                 Some(n) if (min..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(self.wrong_type(
-                    name,
-                    &format!("an integer from {min} to {max}"),
-                    value,
-                )),
+                _ => Err(self.wrong_type(name, &format!("an integer from {min} to {max}"), value)),
             },
         }
     }

@@ -73,8 +73,11 @@ async fn crash_after_ask_exits_with_status_3_while_the_question_is_open() {
         .serve((stdout, stdin))
         .await
         .expect("initialize over stdio");
+    // rmcp's client fails the pending call only after draining its own
+    // in-flight handlers for up to 5 s, and the scripted handler is still
+    // waiting on the open question; hence the generous timeout.
     let outcome = tokio::time::timeout(
-        Duration::from_secs(10),
+        Duration::from_secs(15),
         client.call_tool(call(tools::CRASH, json!({"after_ask": true}))),
     )
     .await
@@ -122,7 +125,10 @@ async fn spawn_http() -> (Child, String) {
 #[tokio::test]
 async fn http_lists_tickets_and_elicits_on_a_legacy_session() {
     let (_child, url) = spawn_http().await;
-    assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "{url}");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+        "{url}"
+    );
     let scripted = ScriptedClient::new(Reply::Accept(json!({"confirm": true})));
     let client = scripted
         .clone()

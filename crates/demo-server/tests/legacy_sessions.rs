@@ -57,7 +57,11 @@ async fn tools_are_listed_with_their_annotations() {
         info.server_info.as_ref().map(|i| i.name.as_str()),
         Some("countersign-demo")
     );
-    assert!(info.instructions.as_deref().is_some_and(|i| i.contains("ticket desk")));
+    assert!(
+        info.instructions
+            .as_deref()
+            .is_some_and(|i| i.contains("ticket desk"))
+    );
 }
 
 #[tokio::test]
@@ -68,7 +72,10 @@ async fn list_tickets_returns_ids_as_structured_content() {
         .call_tool(CallToolRequestParams::new(tools::LIST_TICKETS))
         .await
         .expect("list_tickets");
-    let structured = result.structured_content.clone().expect("structured content");
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structured content");
     let ids: Vec<&str> = structured["tickets"]
         .as_array()
         .expect("tickets array")
@@ -136,8 +143,16 @@ async fn cancel_keeps_the_ticket() {
 async fn a_client_error_is_a_tool_error_and_deletes_nothing() {
     let (store, _, result) = delete_t3(Reply::Error).await;
     assert!(is_error(&result));
-    assert!(text(&result).starts_with("Not deleted: "), "{}", text(&result));
-    assert!(text(&result).contains("scripted failure"), "{}", text(&result));
+    assert!(
+        text(&result).starts_with("Not deleted: "),
+        "{}",
+        text(&result)
+    );
+    assert!(
+        text(&result).contains("scripted failure"),
+        "{}",
+        text(&result)
+    );
     assert_eq!(store.ids().len(), 5);
 }
 
@@ -229,9 +244,15 @@ async fn book_meeting_sends_every_field_kind_and_echoes_the_answer() {
     // What the client received, after rmcp parsed it into its typed model and
     // this test serialized it back: every keyword made it through.
     let asked = client.asked();
-    assert_eq!(asked[0]["requestedSchema"], questions::book_meeting_schema());
+    assert_eq!(
+        asked[0]["requestedSchema"],
+        questions::book_meeting_schema()
+    );
     let props = &asked[0]["requestedSchema"]["properties"];
-    assert_eq!(props["timezone"]["enumNames"], json!(["UTC", "Paris", "New York"]));
+    assert_eq!(
+        props["timezone"]["enumNames"],
+        json!(["UTC", "Paris", "New York"])
+    );
     assert_eq!(props["catering"]["items"]["anyOf"][2]["const"], "snacks");
     assert_eq!(props["priority"]["oneOf"][0]["title"], "Low");
 }
@@ -283,7 +304,11 @@ async fn connect_account_asks_in_url_mode() {
             .as_str()
             .is_some_and(|id| !id.is_empty())
     );
-    assert!(asked[0]["message"].as_str().is_some_and(|m| m.contains("mail")));
+    assert!(
+        asked[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("mail"))
+    );
 
     client.set_reply(Reply::Decline);
     let result = running
@@ -386,7 +411,10 @@ async fn cancelling_the_call_withdraws_the_question() {
         .expect("call sent");
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while client.asked().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "question never arrived");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "question never arrived"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     handle

@@ -51,7 +51,10 @@ async fn delete_accept_true_deletes_through_an_mrtr_round() {
 #[tokio::test]
 async fn delete_other_answers_keep_the_ticket() {
     for (reply, expected) in [
-        (Reply::Accept(json!({"confirm": false})), replies::NOT_CONFIRMED),
+        (
+            Reply::Accept(json!({"confirm": false})),
+            replies::NOT_CONFIRMED,
+        ),
         (Reply::Decline, replies::DECLINED),
         (Reply::Cancel, replies::CANCELLED),
     ] {
@@ -86,7 +89,10 @@ async fn first_round_carries_the_question_and_a_sealed_state() {
         question["params"]["message"],
         "Delete ticket t3, \"Printer on fire\"? This cannot be undone."
     );
-    assert_eq!(question["params"]["requestedSchema"], questions::delete_schema());
+    assert_eq!(
+        question["params"]["requestedSchema"],
+        questions::delete_schema()
+    );
     let state = round.request_state.clone().expect("requestState");
 
     let mut answers = InputResponses::new();
@@ -103,8 +109,8 @@ async fn first_round_carries_the_question_and_a_sealed_state() {
     assert!(store.contains("t3"));
 
     // A state issued for t3 does not open for t4.
-    let mut wrong_ticket = call(tools::DELETE_TICKET, json!({"id": "t4"}))
-        .with_input_responses(answers.clone());
+    let mut wrong_ticket =
+        call(tools::DELETE_TICKET, json!({"id": "t4"})).with_input_responses(answers.clone());
     wrong_ticket.request_state = Some(state.clone());
     let CallToolResponse::Complete(result) = running
         .call_tool_once(wrong_ticket)
@@ -117,8 +123,8 @@ async fn first_round_carries_the_question_and_a_sealed_state() {
     assert!(store.contains("t4"));
 
     // A tampered state is refused.
-    let mut tampered = call(tools::DELETE_TICKET, json!({"id": "t3"}))
-        .with_input_responses(answers.clone());
+    let mut tampered =
+        call(tools::DELETE_TICKET, json!({"id": "t3"})).with_input_responses(answers.clone());
     tampered.request_state = Some(format!("{state}x"));
     let CallToolResponse::Complete(result) = running
         .call_tool_once(tampered)
@@ -132,11 +138,9 @@ async fn first_round_carries_the_question_and_a_sealed_state() {
     assert!(store.contains("t3"));
 
     // The real retry deletes.
-    let mut retry =
-        call(tools::DELETE_TICKET, json!({"id": "t3"})).with_input_responses(answers);
+    let mut retry = call(tools::DELETE_TICKET, json!({"id": "t3"})).with_input_responses(answers);
     retry.request_state = Some(state);
-    let CallToolResponse::Complete(result) =
-        running.call_tool_once(retry).await.expect("retry")
+    let CallToolResponse::Complete(result) = running.call_tool_once(retry).await.expect("retry")
     else {
         panic!("expected a final result");
     };

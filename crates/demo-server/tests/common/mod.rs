@@ -87,8 +87,11 @@ impl ClientHandler for ScriptedClient {
                 .with_form(FormElicitationCapability::default())
                 .with_url(UrlElicitationCapability::new()),
         );
-        ClientConfig::new(capabilities, Implementation::new("scripted-test-client", "0.0.0"))
-            .with_protocol_version(ProtocolVersion::V_2025_11_25)
+        ClientConfig::new(
+            capabilities,
+            Implementation::new("scripted-test-client", "0.0.0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 
     async fn create_elicitation(
@@ -135,7 +138,10 @@ pub type Client = RunningService<RoleClient, ScriptedClient>;
 pub async fn connect_legacy(store: &TicketStore, client: ScriptedClient) -> Client {
     let (server_io, client_io) = tokio::io::duplex(256 * 1024);
     spawn_desk(TicketDesk::new(store.clone()), server_io);
-    client.serve(client_io).await.expect("legacy client connects")
+    client
+        .serve(client_io)
+        .await
+        .expect("legacy client connects")
 }
 
 /// Same, but through `server/discover` on protocol 2026-07-28, where the desk

@@ -1,0 +1,333 @@
+//! The application as the desktop shell sees it: one object holding the config, the broker
+//! and the sessions, with every operation the UI offers. The shell's commands are one-line
+//! calls into this, so all of it is testable without a window.
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::ask::{Answer, AnswerError, Ask, AskId, Endpoint, Outcome};
+use crate::audit::{AuditLog, AuditRecord};
+use crate::broker::Broker;
+use crate::config::{ConfigError, LoadedConfig};
+use crate::session::{SessionManager, SessionState, asker_for};
+
+/// A configured server as the main window lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerView {
+    pub name: String,
+    pub endpoint: Endpoint,
+    pub trusted: bool,
+    pub state: SessionState,
+}
+
+/// A server's tool, as received (fields rmcp does not model are kept in `raw`).
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolView {
+    pub name: String,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    pub input_schema: Value,
+    pub annotations: Option<Value>,
+}
+
+/// What a tool run returned.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolRun {
+    pub is_error: bool,
+    /// The result's `content` array as received.
+    pub content: Value,
+    pub structured_content: Option<Value>,
+}
+
+/// One ask from the audit log with its outcome, newest first in `history()`.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub run: String,
+    pub ask: Ask,
+    /// `None` while open, or when the run ended without recording it (a crash).
+    pub outcome: Option<Outcome>,
+    #[ts(type = "number | null")]
+    pub resolved_at_ms: Option<u64>,
+}
+
+/// A refused request (e.g. a schema outside the subset) from the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedEntry {
+    pub server: String,
+    pub reason: String,
+    #[ts(type = "number")]
+    pub at_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    pub asks: Vec<HistoryEntry>,
+    pub refused: Vec<RefusedEntry>,
+    /// Lines of the log that could not be read.
+    pub skipped: usize,
+}
+
+/// Errors the UI shows; crosses IPC as `{kind, message, ...}`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum AppError {
+    #[error("{message}")]
+    Session { message: String },
+    #[error("the arguments do not fit the tool's input schema")]
+    InvalidArguments { message: String, errors: Vec<String> },
+    #[error("{message}")]
+    Answer { message: String, error: AnswerError },
+    #[error("{message}")]
+    Audit { message: String },
+}
+
+impl From<crate::session::SessionError> for AppError {
+    fn from(e: crate::session::SessionError) -> Self {
+        AppError::Session {
+            message: e.to_string(),
+        }
+    }
+}
+
+impl From<AnswerError> for AppError {
+    fn from(error: AnswerError) -> Self {
+        AppError::Answer {
+            message: error.to_string(),
+            error,
+        }
+    }
+}
+
+#[derive(Clone)]
+pub struct App {
+    config: LoadedConfig,
+    broker: Broker,
+    sessions: SessionManager,
+}
+
+impl App {
+    /// Starts a session for every configured server (all at once, in the background).
+    pub async fn start(config: LoadedConfig, audit: AuditLog) -> App {
+        let broker = Broker::new(audit);
+        let sessions = SessionManager::new(broker.clone());
+        sessions.start(config.servers.clone()).await;
+        App {
+            config,
+            broker,
+            sessions,
+        }
+    }
+
+    pub fn broker(&self) -> &Broker {
+        &self.broker
+    }
+
+    pub fn sessions(&self) -> &SessionManager {
+        &self.sessions
+    }
+
+    pub fn config_errors(&self) -> Vec<ConfigError> {
+        self.config.errors.clone()
+    }
+
+    pub fn config_path(&self) -> String {
+        self.config.path.display().to_string()
+    }
+
+    pub fn pending(&self) -> Vec<Ask> {
+        self.broker.pending()
+    }
+
+    pub fn answer(&self, id: AskId, answer: Answer) -> Result<Outcome, AppError> {
+        Ok(self.broker.answer(id, answer)?)
+    }
+
+    pub fn servers(&self) -> Vec<ServerView> {
+        self.config
+            .servers
+            .iter()
+            .map(|config| ServerView {
+                name: config.name.clone(),
+                endpoint: asker_for(config).endpoint,
+                trusted: config.trusted,
+                state: self
+                    .sessions
+                    .state(&config.name)
+                    .unwrap_or(SessionState::Stopped),
+            })
+            .collect()
+    }
+
+    pub fn stderr(&self, server: &str) -> Vec<String> {
+        self.sessions.stderr_tail(server)
+    }
+
+    pub async fn tools(&self, server: &str) -> Result<Vec<ToolView>, AppError> {
+        let tools = self.sessions.list_tools(server).await?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| ToolView {
+                name: tool.name.to_string(),
+                title: tool.title.clone(),
+                description: tool.description.as_ref().map(|d| d.to_string()),
+                input_schema: Value::Object((*tool.input_schema).clone()),
+                annotations: tool
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| serde_json::to_value(a).ok()),
+            })
+            .collect())
+    }
+
+    /// Runs a tool for the person. The arguments are checked against the tool's input schema
+    /// first; a question the server asks meanwhile arrives as an ask like any other.
+    pub async fn run_tool(&self, server: &str, tool: &str, arguments: Value) -> Result<ToolRun, AppError> {
+        let tools = self.tools(server).await?;
+        let Some(found) = tools.iter().find(|t| t.name == tool) else {
+            return Err(AppError::Session {
+                message: format!("server \"{server}\" has no tool \"{tool}\""),
+            });
+        };
+        let Value::Object(arguments) = arguments else {
+            return Err(AppError::InvalidArguments {
+                message: "the arguments must be a JSON object".into(),
+                errors: vec!["the arguments must be a JSON object".into()],
+            });
+        };
+        check_arguments(&found.input_schema, &Value::Object(arguments.clone()))?;
+        let result = self
+            .sessions
+            .call_tool(server, tool, Some(arguments), CancellationToken::new())
+            .await?;
+        Ok(ToolRun {
+            is_error: result.is_error.unwrap_or(false),
+            content: serde_json::to_value(&result.content).unwrap_or(Value::Null),
+            structured_content: result.structured_content.clone(),
+        })
+    }
+
+    /// The audit log read back: every ask with its outcome, newest first.
+    pub fn history(&self) -> Result<History, AppError> {
+        let (records, skipped) = self.broker.audit().history().map_err(|e| AppError::Audit {
+            message: e.to_string(),
+        })?;
+        Ok(history_from(records, skipped))
+    }
+
+    /// Cancels every open ask, then closes every session and waits for children to exit.
+    pub async fn shutdown(&self) {
+        self.sessions.shutdown().await;
+    }
+}
+
+fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), AppError> {
+    // A tool's own schema may be anything a server wrote; a broken one is reported, not trusted.
+    let validator = jsonschema::validator_for(schema).map_err(|e| AppError::InvalidArguments {
+        message: format!("the tool's input schema is not valid JSON Schema: {e}"),
+        errors: vec![],
+    })?;
+    let errors: Vec<String> = validator
+        .iter_errors(arguments)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(AppError::InvalidArguments {
+            message: "the arguments do not fit the tool's input schema".into(),
+            errors,
+        })
+    }
+}
+
+fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
+    let mut asks: Vec<HistoryEntry> = Vec::new();
+    let mut refused = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for record in records {
+        match record {
+            AuditRecord::Asked { run, ask, .. } => {
+                index.insert((run.clone(), ask.id), asks.len());
+                asks.push(HistoryEntry {
+                    run,
+                    ask,
+                    outcome: None,
+                    resolved_at_ms: None,
+                });
+            }
+            AuditRecord::Resolved {
+                run,
+                at_ms,
+                id,
+                outcome,
+            } => {
+                if let Some(&i) = index.get(&(run, id)) {
+                    asks[i].outcome = Some(outcome);
+                    asks[i].resolved_at_ms = Some(at_ms);
+                }
+            }
+            AuditRecord::Refused {
+                server,
+                reason,
+                at_ms,
+                ..
+            } => refused.push(RefusedEntry {
+                server,
+                reason,
+                at_ms,
+            }),
+        }
+    }
+    asks.reverse();
+    refused.reverse();
+    History {
+        asks,
+        refused,
+        skipped,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_are_checked_against_the_input_schema() {
+        let schema = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
+        assert!(check_arguments(&schema, &json!({"id": "t3"})).is_ok());
+        match check_arguments(&schema, &json!({"id": 3})) {
+            Err(AppError::InvalidArguments { errors, .. }) => {
+                assert_eq!(errors.len(), 1);
+                assert!(errors[0].starts_with("/id"), "{}", errors[0]);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(check_arguments(&schema, &json!({})), Err(AppError::InvalidArguments { .. })));
+        assert!(matches!(
+            check_arguments(&json!({"type": 12}), &json!({})),
+            Err(AppError::InvalidArguments { errors, .. }) if errors.is_empty()
+        ));
+    }
+}
