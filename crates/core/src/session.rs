@@ -379,10 +379,7 @@ impl SessionManager {
             let reason = match self.connect(&entry, session).await {
                 Ok((live, tap)) => {
                     attempt = 0;
-                    let why = self.run_until_closed(&entry, live, tap).await;
-                    self.inner
-                        .broker
-                        .withdraw_session(session, CancelReason::Disconnect);
+                    let why = self.run_until_closed(&entry, session, live, tap).await;
                     match why {
                         None => break,
                         Some(reason) => reason,
@@ -419,7 +416,13 @@ impl SessionManager {
     }
 
     /// Runs a ready session until it dies (returns the reason) or is stopped (`None`).
-    async fn run_until_closed(&self, entry: &Entry, live: Arc<Live>, tap: Arc<Tap>) -> Option<String> {
+    async fn run_until_closed(
+        &self,
+        entry: &Entry,
+        session: u64,
+        live: Arc<Live>,
+        tap: Arc<Tap>,
+    ) -> Option<String> {
         let info = live.peer.peer_info();
         // Usable before anyone is told it is ready.
         *lock(&entry.live) = Some(live.clone());
@@ -459,6 +462,11 @@ impl SessionManager {
             }
         };
         *lock(&entry.live) = None;
+        // Before closing: rmcp waits for its in-flight handlers (up to 5 s) when the transport
+        // ends, and the person should not stare at a question from a dead server meanwhile.
+        self.inner
+            .broker
+            .withdraw_session(session, CancelReason::Disconnect);
         let service = live.service.lock().await.take();
         if let Some(mut service) = service {
             // Closes the transport: for a child, stdin is closed, then SIGTERM, then kill.

@@ -70,7 +70,17 @@ pub fn everything_script() -> String {
 
 /// The Python peer: (interpreter in the peers' venv, script).
 pub fn py_server() -> (String, String) {
-    (peer_path(".venv/bin/python"), peer_path("py_elicit_server.py"))
+    let python = peer_path(".venv/bin/python");
+    let import = std::process::Command::new(&python)
+        .args(["-c", "import mcp.server.mcpserver"])
+        .output()
+        .expect("run the peers' Python");
+    assert!(
+        import.status.success(),
+        "the Python `mcp` SDK is not installed in {python}: run `make deps`\n{}",
+        String::from_utf8_lossy(&import.stderr)
+    );
+    (python, peer_path("py_elicit_server.py"))
 }
 
 /// A stdio server config for the TS peer, with test timeouts.

@@ -1,0 +1,64 @@
+//! The IPC commands the UI invokes. Each is a call into the core's `App`; errors cross as
+//! `{kind, message, ...}` (`AppError`), never bare strings.
+
+use serde::Serialize;
+use serde_json::Value;
+use tauri::State;
+
+use countersign_core::app::{History, ServerView, ToolRun, ToolView};
+use countersign_core::config::ConfigError;
+use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
+
+#[tauri::command]
+pub fn pending_asks(app: State<'_, App>) -> Vec<Ask> {
+    app.pending()
+}
+
+#[tauri::command]
+pub fn answer_ask(app: State<'_, App>, id: AskId, answer: Answer) -> Result<Outcome, AppError> {
+    app.answer(id, answer)
+}
+
+#[tauri::command]
+pub fn list_servers(app: State<'_, App>) -> Vec<ServerView> {
+    app.servers()
+}
+
+#[tauri::command]
+pub async fn list_tools(app: State<'_, App>, server: String) -> Result<Vec<ToolView>, AppError> {
+    app.tools(&server).await
+}
+
+#[tauri::command]
+pub fn server_stderr(app: State<'_, App>, server: String) -> Vec<String> {
+    app.stderr(&server)
+}
+
+#[tauri::command]
+pub async fn run_tool(
+    app: State<'_, App>,
+    server: String,
+    tool: String,
+    arguments: Value,
+) -> Result<ToolRun, AppError> {
+    app.run_tool(&server, &tool, arguments).await
+}
+
+#[tauri::command]
+pub fn history(app: State<'_, App>) -> Result<History, AppError> {
+    app.history()
+}
+
+#[derive(Serialize)]
+pub struct ConfigInfo {
+    path: String,
+    errors: Vec<ConfigError>,
+}
+
+#[tauri::command]
+pub fn config_info(app: State<'_, App>) -> ConfigInfo {
+    ConfigInfo {
+        path: app.config_path(),
+        errors: app.config_errors(),
+    }
+}

@@ -1,0 +1,56 @@
+//! Start-up: command-line options, where the config and the audit log are, and the core.
+
+use std::path::PathBuf;
+
+use countersign_core::{App, AuditLog, config, dirs};
+
+#[derive(Debug, Default, Clone)]
+pub struct Options {
+    /// `--config PATH`: wins over `$COUNTERSIGN_CONFIG` and the platform config dir.
+    pub config: Option<PathBuf>,
+}
+
+impl Options {
+    pub fn from_args(args: impl Iterator<Item = String>) -> Self {
+        let mut options = Options::default();
+        let mut args = args.peekable();
+        while let Some(arg) = args.next() {
+            if let Some(path) = arg.strip_prefix("--config=") {
+                options.config = Some(PathBuf::from(path));
+            } else if arg == "--config" {
+                options.config = args.next().map(PathBuf::from);
+            }
+        }
+        options
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("no home directory to keep files in; pass --config PATH or set {}", config::CONFIG_ENV)]
+    NoHome,
+    #[error(transparent)]
+    Audit(#[from] countersign_core::audit::AuditError),
+}
+
+/// The demo server shipped beside the app binary; by name on PATH otherwise.
+fn demo_server_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("countersign-demo-server")))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "countersign-demo-server".into())
+}
+
+pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
+    let source = config::locate(options.config.clone()).ok_or(LaunchError::NoHome)?;
+    let loaded = config::load_or_create(&source, &demo_server_command());
+    for error in &loaded.errors {
+        tracing::warn!("{error}");
+    }
+    let audit_path = dirs::audit_log_path().ok_or(LaunchError::NoHome)?;
+    let audit = AuditLog::open(audit_path)?;
+    tracing::info!(config = %source.path().display(), audit = %audit.path().display(), servers = loaded.servers.len(), "starting");
+    Ok(App::start(loaded, audit).await)
+}

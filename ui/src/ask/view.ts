@@ -1,0 +1,216 @@
+//! One ask as the person sees it inside the dialog: who asks (server, how it is reached, for
+//! which agent), the message, and either the form (Submit / Decline) or the URL to open
+//! (Open / Decline). A view only gathers the person's choice and hands it to the desk; it never
+//! talks to the backend itself.
+
+import type { Answer } from "../bindings/Answer";
+import type { Ask } from "../bindings/Ask";
+import type { FieldError } from "../bindings/FieldError";
+import type { JsonValue } from "../bindings/serde_json/JsonValue";
+import { el, append, replace, uid } from "../dom";
+import { clockTime, endpointPhrase } from "../format";
+import { clippedText, inlineText, shortText } from "../untrusted";
+import { buildField, type FieldControl } from "./fields";
+import { describeUrl } from "./url";
+
+export interface AskViewHost {
+  /** The person chose; the desk sends it and reports back through the view's methods. */
+  answer(view: AskView, answer: Answer): void;
+}
+
+export class AskView {
+  readonly ask: Ask;
+  readonly root: HTMLElement;
+  readonly titleId = uid("ask-title");
+  readonly messageId = uid("ask-message");
+  /** True while an answer is on its way to the backend. */
+  busy = false;
+
+  private readonly host: AskViewHost;
+  private readonly controls: FieldControl[] = [];
+  private readonly formErrors = el("div", { class: "form-errors", attrs: { role: "alert", hidden: true } });
+  private readonly buttons: HTMLButtonElement[] = [];
+  private initialFocus: HTMLElement | null = null;
+
+  constructor(ask: Ask, host: AskViewHost) {
+    this.ask = ask;
+    this.host = host;
+    this.root = el("section", {
+      class: "ask",
+      attrs: { "aria-labelledby": this.titleId, "data-ask-id": ask.id },
+    });
+    append(this.root, this.header());
+    append(this.root, clippedText(ask.message, {
+      id: this.messageId, chars: 600, lines: 10, class: "ask-message",
+    }));
+    append(this.root, ask.kind === "form" ? this.form(ask) : this.urlPanel(ask));
+  }
+
+  /** A short name for the switcher: server and the start of the message. */
+  get shortLabel(): string {
+    const what = this.ask.kind === "url" ? "open a page" : this.ask.message;
+    return `${shortText(this.ask.asker.server, 40)}: ${shortText(what || "a question", 60)}`;
+  }
+
+  /** Focus where the person starts: the first field, else Submit (an empty form), else the URL. */
+  focusInitial(): void {
+    this.initialFocus?.focus();
+  }
+
+  /** The person cancels (Escape, the close button). */
+  cancel(): void {
+    this.send({ action: "cancel" });
+  }
+
+  setBusy(busy: boolean): void {
+    this.busy = busy;
+    for (const b of this.buttons) b.disabled = busy;
+    this.root.setAttribute("aria-busy", String(busy));
+  }
+
+  /** The backend refused the answer: each message beside its field, the rest at the top. */
+  showErrors(errors: FieldError[]): void {
+    this.clearErrors();
+    const formLevel: string[] = [];
+    let firstFocus: HTMLElement | null = null;
+    for (const error of errors) {
+      const control = error.field === "" ? undefined : this.controls.find((c) => c.field.name === error.field);
+      if (control) {
+        control.setError(error.message);
+        firstFocus ??= control.focusTarget;
+      } else {
+        formLevel.push(error.field === "" ? error.message : `${shortText(error.field, 80)}: ${error.message}`);
+      }
+    }
+    if (formLevel.length > 0) this.showFormErrors(formLevel);
+    firstFocus?.focus();
+  }
+
+  /** A problem with the answer as a whole (or the IPC call), shown above the form. */
+  showFormErrors(messages: string[]): void {
+    replace(this.formErrors, el("ul", {}, ...messages.map((m) => el("li", {}, inlineText(m)))));
+    this.formErrors.hidden = false;
+  }
+
+  private clearErrors(): void {
+    for (const c of this.controls) c.setError(null);
+    this.formErrors.replaceChildren();
+    this.formErrors.hidden = true;
+  }
+
+  private send(answer: Answer): void {
+    if (this.busy) return;
+    this.host.answer(this, answer);
+  }
+
+  private header(): HTMLElement {
+    const { asker } = this.ask;
+    const close = el("button", {
+      class: "close-button",
+      attrs: { type: "button", "aria-label": "Close", title: "Close (Escape): cancels the question" },
+      on: { click: () => this.cancel() },
+    }, "×");
+    this.buttons.push(close);
+
+    const where = endpointPhrase(asker.endpoint);
+    const meta = el("p", { class: "ask-meta" },
+      el("span", { class: "meta-label" }, `${where.label} `),
+      inlineText(where.value, 120, "endpoint"));
+    if (asker.agent) {
+      append(meta, el("span", { class: "sep", attrs: { "aria-hidden": "true" } }, " · "),
+        el("span", { class: "agent" }, "for agent ", inlineText(asker.agent, 80, "agent-name")));
+    }
+    if (this.ask.deadlineMs !== null) {
+      append(meta, el("span", { class: "sep", attrs: { "aria-hidden": "true" } }, " · "),
+        el("span", { class: "deadline" }, `closes at ${clockTime(this.ask.deadlineMs)}`));
+    }
+    return el("header", { class: "ask-head" },
+      el("div", { class: "ask-title-row" },
+        el("h2", { class: "ask-title", id: this.titleId },
+          inlineText(asker.server, 80, "server-name"), " asks"),
+        close),
+      meta);
+  }
+
+  private form(ask: Extract<Ask, { kind: "form" }>): HTMLElement {
+    const form = el("form", { class: "ask-form", attrs: { novalidate: true, autocomplete: "off" } });
+    append(form, this.formErrors);
+    const fields = ask.schema.fields;
+    if (fields.some((f) => f.required && f.kind !== "boolean")) {
+      append(form, el("p", { class: "req-legend", attrs: { "aria-hidden": "true" } }, "* required"));
+    }
+    for (const field of fields) {
+      const control = buildField(field);
+      this.controls.push(control);
+      append(form, control.root);
+    }
+    const decline = el("button", {
+      class: "button",
+      attrs: { type: "button" },
+      on: { click: () => this.send({ action: "decline" }) },
+    }, "Decline");
+    const submit = el("button", { class: "button primary", attrs: { type: "submit" } }, "Submit");
+    this.buttons.push(decline, submit);
+    append(form, el("div", { class: "actions" }, decline, submit));
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    this.initialFocus = this.controls[0]?.focusTarget ?? submit;
+    return form;
+  }
+
+  private submit(): void {
+    if (this.busy) return;
+    this.clearErrors();
+    // 1. Native constraints (required, lengths, bounds, formats, counts): nothing is sent while any fails.
+    const problems: { control: FieldControl; message: string }[] = [];
+    for (const control of this.controls) {
+      const message = control.check();
+      if (message) {
+        control.setError(message);
+        problems.push({ control, message });
+      }
+    }
+    if (problems.length > 0) {
+      this.showFormErrors(problems.map((p) => p.message));
+      const first = problems[0].control;
+      first.report();
+      first.focusTarget.focus();
+      return;
+    }
+    // 2. The answer: optional fields left empty are left out.
+    const content: { [key: string]: JsonValue } = {};
+    for (const control of this.controls) {
+      const reading = control.read();
+      if (reading.present) content[control.field.name] = reading.value;
+    }
+    this.send({ action: "accept", content });
+  }
+
+  private urlPanel(ask: Extract<Ask, { kind: "url" }>): HTMLElement {
+    const info = describeUrl(ask.url);
+    const box = el("div", { class: "url-box", attrs: { tabindex: "-1" } },
+      el("p", { class: "url-lead" }, "Opens in your browser, on"),
+      el("p", { class: "url-host" }, inlineText(info.host ?? "an address that cannot be read")),
+      el("p", { class: "url-full" }, el("code", {}, inlineText(ask.url))));
+    if (info.warnings.length > 0) {
+      append(box, el("ul", { class: "url-warnings" }, ...info.warnings.map((w) => el("li", {}, w))));
+    }
+    const decline = el("button", {
+      class: "button",
+      attrs: { type: "button" },
+      on: { click: () => this.send({ action: "decline" }) },
+    }, "Decline");
+    const open = el("button", {
+      class: "button primary",
+      attrs: { type: "button", disabled: !info.openable },
+      on: { click: () => this.send({ action: "accept", content: null }) },
+    }, "Open");
+    this.buttons.push(decline);
+    if (info.openable) this.buttons.push(open);
+    // Focus on the address itself, so an Enter typed into another app cannot open it.
+    this.initialFocus = box;
+    return el("div", { class: "url-panel" }, box, this.formErrors, el("div", { class: "actions" }, decline, open));
+  }
+}

@@ -1,0 +1,103 @@
+//! Sentences for the person, made from backend values: endpoints, session states, outcomes,
+//! withdrawal reasons, times. Pure functions, no DOM.
+
+import type { CancelReason } from "./bindings/CancelReason";
+import type { Endpoint } from "./bindings/Endpoint";
+import type { Outcome } from "./bindings/Outcome";
+import type { SessionState } from "./bindings/SessionState";
+
+/** How the server is reached, short: the command it runs, or the host it lives on. */
+export function endpointSummary(endpoint: Endpoint): string {
+  return endpoint.kind === "stdio" ? endpoint.command : endpoint.host;
+}
+
+/** "runs <command>" / "at <host>". */
+export function endpointPhrase(endpoint: Endpoint): { label: string; value: string } {
+  return endpoint.kind === "stdio"
+    ? { label: "runs", value: endpoint.command }
+    : { label: "at", value: endpoint.host };
+}
+
+/** Why an ask went away without the person's answer, as the notice shows it. */
+export function reasonText(reason: CancelReason): string {
+  switch (reason) {
+    case "server":
+      return "The server withdrew this question.";
+    case "timeout":
+      return "This question timed out.";
+    case "agent":
+      return "The agent cancelled the call this question belonged to.";
+    case "disconnect":
+      return "The server disconnected.";
+    case "shutdown":
+      return "Countersign is quitting.";
+    case "person":
+      return "The question was cancelled.";
+  }
+}
+
+/** An outcome in a few words, for history rows and notices about answers given elsewhere. */
+export function outcomeText(outcome: Outcome | null): string {
+  if (outcome === null) return "No outcome recorded";
+  switch (outcome.outcome) {
+    case "accepted":
+      return "Accepted";
+    case "declined":
+      return "Declined";
+    case "cancelled":
+      return outcome.reason === "person" ? "Cancelled" : `Cancelled: ${reasonText(outcome.reason)}`;
+  }
+}
+
+export function stateLabel(state: SessionState): string {
+  switch (state.state) {
+    case "connecting":
+      return "Connecting…";
+    case "ready":
+      return "Ready";
+    case "failed":
+      return "Failed";
+    case "reconnecting":
+      return `Reconnecting (attempt ${state.attempt})`;
+    case "stopped":
+      return "Stopped";
+  }
+}
+
+/** The longer explanation shown beside the label, when there is one. */
+export function stateDetail(state: SessionState): string | null {
+  switch (state.state) {
+    case "ready": {
+      const who = [state.serverName, state.serverVersion].filter((s) => s).join(" ");
+      return `${who ? `${who}, ` : ""}protocol ${state.protocolVersion}`;
+    }
+    case "failed":
+      return state.reason;
+    case "reconnecting":
+      return `${state.reason} — next try in ${seconds(state.nextInMs)}`;
+    default:
+      return null;
+  }
+}
+
+function seconds(ms: number): string {
+  const s = Math.max(0, Math.round(ms / 1000));
+  return s < 60 ? `${s} s` : `${Math.round(s / 60)} min`;
+}
+
+const timeFormat = new Intl.DateTimeFormat(undefined, { timeStyle: "medium" });
+const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+/** Local time of day for a Unix-epoch millisecond timestamp. */
+export function clockTime(ms: number): string {
+  return timeFormat.format(new Date(ms));
+}
+
+/** Local date and time for a Unix-epoch millisecond timestamp. */
+export function dateTime(ms: number): string {
+  return dateTimeFormat.format(new Date(ms));
+}
+
+export function plural(n: number, one: string, many: string): string {
+  return `${n} ${n === 1 ? one : many}`;
+}

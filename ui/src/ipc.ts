@@ -1,0 +1,68 @@
+//! The webview's whole contract with the shell: command names, their arguments and results, and
+//! the two events. Types come from ui/src/bindings (generated from the Rust types by ts-rs), so a
+//! change on one side shows up as a type error on the other.
+
+import { invoke } from "@tauri-apps/api/core";
+import { listen, type UnlistenFn } from "@tauri-apps/api/event";
+
+import type { Answer } from "./bindings/Answer";
+import type { AppError } from "./bindings/AppError";
+import type { Ask } from "./bindings/Ask";
+import type { AskEvent } from "./bindings/AskEvent";
+import type { ConfigError } from "./bindings/ConfigError";
+import type { History } from "./bindings/History";
+import type { Outcome } from "./bindings/Outcome";
+import type { ServerView } from "./bindings/ServerView";
+import type { SessionEvent } from "./bindings/SessionEvent";
+import type { ToolRun } from "./bindings/ToolRun";
+import type { ToolView } from "./bindings/ToolView";
+import type { JsonValue } from "./bindings/serde_json/JsonValue";
+
+export interface ConfigInfo {
+  path: string;
+  errors: ConfigError[];
+}
+
+export const commands = {
+  pendingAsks: () => invoke<Ask[]>("pending_asks"),
+  answerAsk: (id: number, answer: Answer) => invoke<Outcome>("answer_ask", { id, answer }),
+  listServers: () => invoke<ServerView[]>("list_servers"),
+  listTools: (server: string) => invoke<ToolView[]>("list_tools", { server }),
+  serverStderr: (server: string) => invoke<string[]>("server_stderr", { server }),
+  runTool: (server: string, tool: string, args: JsonValue) =>
+    invoke<ToolRun>("run_tool", { server, tool, arguments: args }),
+  history: () => invoke<History>("history"),
+  configInfo: () => invoke<ConfigInfo>("config_info"),
+};
+
+export const events = {
+  ask: (handler: (event: AskEvent) => void): Promise<UnlistenFn> =>
+    listen<AskEvent>("ask-event", (e) => handler(e.payload)),
+  session: (handler: (event: SessionEvent) => void): Promise<UnlistenFn> =>
+    listen<SessionEvent>("session-event", (e) => handler(e.payload)),
+};
+
+/** The rejection as an `AppError` when it is one (`{kind, message, ...}`), else `null`. */
+export function asAppError(error: unknown): AppError | null {
+  if (
+    typeof error === "object" && error !== null &&
+    typeof (error as { kind?: unknown }).kind === "string" &&
+    typeof (error as { message?: unknown }).message === "string"
+  ) {
+    return error as AppError;
+  }
+  return null;
+}
+
+/** A sentence for any rejection: the AppError's message, or the value as text. */
+export function errorText(error: unknown): string {
+  const app = asAppError(error);
+  if (app) return app.message;
+  if (error instanceof Error) return error.message;
+  if (typeof error === "string") return error;
+  try {
+    return JSON.stringify(error);
+  } catch {
+    return String(error);
+  }
+}

@@ -1,0 +1,112 @@
+//! Showing text a server or an agent wrote: messages, titles, descriptions, option labels, tool
+//! output, URLs. It is always text (see dom.ts), its direction is isolated so it cannot reorder
+//! what surrounds it, bidi control characters are made visible (a U+202E can make "exe.txt" read
+//! "txt.exe"), and long text is clipped with a button to see all of it.
+
+import { el, append, replace } from "./dom";
+
+/** Bidi embedding, override, isolate and mark characters. */
+const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+
+/** `⟨U+202E⟩` for one character. */
+export function codePointName(ch: string): string {
+  const cp = ch.codePointAt(0) ?? 0;
+  return `⟨U+${cp.toString(16).toUpperCase().padStart(4, "0")}⟩`;
+}
+
+/** The text as a plain string with bidi controls replaced by their names (for `title`, options). */
+export function visibleString(text: string): string {
+  return text.replace(BIDI_CONTROLS, codePointName);
+}
+
+/** The text as DOM: text nodes, with each bidi control shown as a marked-up `⟨U+202E⟩`. */
+export function visibleText(text: string): DocumentFragment {
+  const frag = document.createDocumentFragment();
+  let last = 0;
+  for (const match of text.matchAll(BIDI_CONTROLS)) {
+    const at = match.index ?? 0;
+    append(frag, text.slice(last, at));
+    append(
+      frag,
+      el("span", { class: "ctrl", attrs: { title: "invisible bidi control character" } },
+        codePointName(match[0])),
+    );
+    last = at + match[0].length;
+  }
+  append(frag, text.slice(last));
+  return frag;
+}
+
+/** Cuts to at most `max` code points, adding "…" when cut. Bidi controls are made visible first. */
+export function shortText(text: string, max: number): string {
+  const shown = visibleString(text);
+  const points = Array.from(shown);
+  return points.length <= max ? shown : `${points.slice(0, max - 1).join("")}…`;
+}
+
+export interface ClipOptions {
+  /** Code points shown before "Show all". */
+  chars?: number;
+  /** Lines shown before "Show all". */
+  lines?: number;
+  /** Element for the text itself; `p` by default, `pre` keeps line breaks and spaces. */
+  tag?: "p" | "div" | "pre";
+  id?: string;
+  class?: string;
+}
+
+/**
+ * A block of untrusted text, clipped when long, with a "Show all" / "Show less" button.
+ * The text element gets `id` so a dialog can point `aria-describedby` at it.
+ */
+export function clippedText(text: string, options: ClipOptions = {}): HTMLElement {
+  const chars = options.chars ?? 600;
+  const lines = options.lines ?? 10;
+  const body = el(options.tag ?? "p", {
+    class: `untrusted ${options.class ?? ""}`.trim(),
+    id: options.id,
+    attrs: { dir: "auto" },
+  });
+  const wrap = el("div", { class: "clip" }, body);
+
+  const points = Array.from(text);
+  const lineBreaks = text.split("\n");
+  let cut = text;
+  if (lineBreaks.length > lines) cut = lineBreaks.slice(0, lines).join("\n");
+  if (Array.from(cut).length > chars) cut = points.slice(0, chars).join("");
+  if (cut === text) {
+    append(body, visibleText(text));
+    return wrap;
+  }
+
+  let expanded = false;
+  const toggle = el("button", {
+    class: "link-button",
+    attrs: { type: "button", "aria-expanded": "false" },
+  }, "Show all");
+  const render = () => {
+    replace(body, visibleText(expanded ? text : cut), expanded ? null : "…");
+    body.classList.toggle("expanded", expanded);
+    toggle.textContent = expanded ? "Show less" : `Show all (${points.length} characters)`;
+    toggle.setAttribute("aria-expanded", String(expanded));
+  };
+  toggle.addEventListener("click", () => {
+    expanded = !expanded;
+    render();
+  });
+  render();
+  append(wrap, toggle);
+  return wrap;
+}
+
+/** An inline span of untrusted text, isolated and with visible bidi controls. */
+export function inlineText(text: string, max?: number, cls?: string): HTMLSpanElement {
+  const span = el("span", { class: `untrusted ${cls ?? ""}`.trim(), attrs: { dir: "auto" } });
+  if (max !== undefined && Array.from(text).length > max) {
+    span.textContent = shortText(text, max);
+    span.setAttribute("title", visibleString(text));
+  } else {
+    append(span, visibleText(text));
+  }
+  return span;
+}
