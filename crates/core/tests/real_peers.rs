@@ -49,8 +49,8 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
     let mut person = Person::new(&h.broker);
 
     // Accept.
-    let call = h.spawn_call("ts", "confirm_action", json!({"action": "deploy"}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("ts", "confirm_action", json!({"action": "deploy"}));
+    let ask = person.ask_from(&mut call, &h, "ts").await;
     assert_eq!(ask.asker.server, "ts");
     assert_eq!(
         ask.asker.endpoint,
@@ -79,8 +79,8 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
     assert!(h.broker.pending().is_empty());
 
     // Decline, on the same session.
-    let call = h.spawn_call("ts", "confirm_action", json!({"action": "drop the table"}));
-    let ask2 = person.next_ask().await;
+    let mut call = h.spawn_call("ts", "confirm_action", json!({"action": "drop the table"}));
+    let ask2 = person.ask_from(&mut call, &h, "ts").await;
     assert_ne!(ask2.id, ask.id);
     assert_eq!(form_of(&ask2).0, "Confirm: drop the table");
     assert_eq!(h.broker.answer(ask2.id, Answer::Decline), Ok(Outcome::Declined));
@@ -126,8 +126,8 @@ async fn ts_http_confirm_action_accept_is_echoed() {
     h.start(with_test_timeouts(ServerConfig::http("ts-http", &peer.url))).await;
     let mut person = Person::new(&h.broker);
 
-    let call = h.spawn_call("ts-http", "confirm_action", json!({"action": "ship it"}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("ts-http", "confirm_action", json!({"action": "ship it"}));
+    let ask = person.ask_from(&mut call, &h, "ts-http").await;
     assert_eq!(ask.asker.server, "ts-http");
     let port = peer.url.trim_start_matches("http://").trim_end_matches("/mcp");
     assert_eq!(
@@ -171,8 +171,8 @@ impl Logs<'_> {
 /// must see its own timeout, and no answer may reach the server afterwards.
 async fn server_cancellation_withdraws_the_ask(h: &Harness, server: &str, logs: Logs<'_>) {
     let mut person = Person::new(&h.broker);
-    let call = h.spawn_call(server, "ask_with_timeout", json!({"timeout_ms": 1000}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call(server, "ask_with_timeout", json!({"timeout_ms": 1000}));
+    let ask = person.ask_from(&mut call, &h, server).await;
     assert_eq!(form_of(&ask).0, "Answer within 1000 ms");
     assert_eq!(field_names(&ask), ["ok"]);
     // The first server-to-client request of the session: id 0, a falsy id some clients mishandle.
@@ -298,8 +298,8 @@ async fn everything_form_with_the_prefilled_defaults_is_echoed() {
     h.wait_for_tool("everything", "trigger-elicitation-request").await;
     let mut person = Person::new(&h.broker);
 
-    let call = h.spawn_call("everything", "trigger-elicitation-request", json!({}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("everything", "trigger-elicitation-request", json!({}));
+    let ask = person.ask_from(&mut call, &h, "everything").await;
     assert_eq!(form_of(&ask).0, "Please provide inputs for the following fields:");
     assert_eq!(field_names(&ask), EVERYTHING_FIELDS, "fields in the order sent");
     let schema = form_of(&ask).1;
@@ -351,8 +351,8 @@ async fn everything_form_with_edited_values_is_echoed() {
     h.wait_for_tool("everything", "trigger-elicitation-request").await;
     let mut person = Person::new(&h.broker);
 
-    let call = h.spawn_call("everything", "trigger-elicitation-request", json!({}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("everything", "trigger-elicitation-request", json!({}));
+    let ask = person.ask_from(&mut call, &h, "everything").await;
     assert_eq!(field_names(&ask), EVERYTHING_FIELDS);
     let edited = json!({
         "name": "Grace Hopper",
@@ -396,12 +396,11 @@ async fn everything_url_elicitation_consent_is_an_accept() {
     let mut person = Person::new(&h.broker);
 
     let url = "https://example.com/authorize?client=countersign&state=x1";
-    let call = h.spawn_call(
-        "everything",
+    let mut call = h.spawn_call("everything",
         "trigger-url-elicitation",
         json!({"url": url, "message": "Sign in to continue", "elicitationId": "cs-url-1"}),
     );
-    let ask = person.next_ask().await;
+    let ask = person.ask_from(&mut call, &h, "everything").await;
     match &ask.kind {
         AskKind::Url { message, url: asked, elicitation_id } => {
             assert_eq!(message, "Sign in to continue");
@@ -441,8 +440,8 @@ async fn py_ask_profile_accept_and_decline_are_echoed() {
         .await;
     let mut person = Person::new(&h.broker);
 
-    let call = h.spawn_call("py", "ask_profile", json!({"prompt": "Who are you?"}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("py", "ask_profile", json!({"prompt": "Who are you?"}));
+    let ask = person.ask_from(&mut call, &h, "py").await;
     assert_eq!(ask.asker.server, "py");
     assert_eq!(
         ask.asker.endpoint,
@@ -466,8 +465,8 @@ async fn py_ask_profile_accept_and_decline_are_echoed() {
         json!({"action": "accept", "data": {"name": "Ada", "subscribe": true}})
     );
 
-    let call = h.spawn_call("py", "ask_profile", json!({}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("py", "ask_profile", json!({}));
+    let ask = person.ask_from(&mut call, &h, "py").await;
     assert_eq!(form_of(&ask).0, "Tell us who you are");
     assert_eq!(h.broker.answer(ask.id, Answer::Decline), Ok(Outcome::Declined));
     let reply = finish(call, "ask_profile decline").await;
@@ -486,8 +485,8 @@ async fn ts_invalid_answer_is_refused_and_never_sent() {
     h.start(common::ts_stdio_config("ts")).await;
     let mut person = Person::new(&h.broker);
 
-    let call = h.spawn_call("ts", "confirm_action", json!({"action": "format the disk"}));
-    let ask = person.next_ask().await;
+    let mut call = h.spawn_call("ts", "confirm_action", json!({"action": "format the disk"}));
+    let ask = person.ask_from(&mut call, &h, "ts").await;
 
     match h.broker.answer(ask.id, accept(json!({"confirm": "yes"}))) {
         Err(AnswerError::Invalid { errors }) => {

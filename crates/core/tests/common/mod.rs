@@ -28,7 +28,8 @@ pub const WAIT: Duration = Duration::from_secs(30);
 
 /// `tests/peers` at the workspace root.
 pub fn peers_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers")
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers");
+    dir.canonicalize().unwrap_or(dir)
 }
 
 /// The absolute path of a file under `tests/peers`, which must exist.
@@ -39,10 +40,9 @@ pub fn peer_path(relative: &str) -> String {
         "test peer {} is not installed: run `make deps` (scripts/install-deps.sh) at the repository root",
         path.display()
     );
-    path.canonicalize()
-        .unwrap_or(path)
-        .to_string_lossy()
-        .into_owned()
+    // Not canonicalized: that would resolve the venv's `python` symlink to the base
+    // interpreter, which does not see the venv's packages.
+    path.to_string_lossy().into_owned()
 }
 
 /// `node`, checked to be on PATH.
@@ -137,7 +137,7 @@ impl Harness {
         server: &str,
         tool: &str,
         args: Value,
-    ) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, SessionError>> {
+    ) -> Call {
         let sessions = self.sessions.clone();
         let (server, tool) = (server.to_owned(), tool.to_owned());
         let args = as_object(args);
@@ -204,6 +204,9 @@ impl Drop for Harness {
     }
 }
 
+/// A tool call running in the background.
+pub type Call = tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, SessionError>>;
+
 /// A tool's reply, reduced to what the tests check.
 #[derive(Debug, Clone)]
 pub struct Reply {
@@ -244,7 +247,7 @@ impl Reply {
 
 /// Waits for a background call and returns its reply; fails on an error or a hang.
 pub async fn finish(
-    call: tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, SessionError>>,
+    call: Call,
     what: &str,
 ) -> Reply {
     let result = tokio::time::timeout(WAIT, call)
@@ -301,6 +304,24 @@ impl Person {
                 AskEvent::Added { ask } => return ask,
                 other => self.backlog.push(other),
             }
+        }
+    }
+
+    /// The next question, which `call` should cause; if the call ends first, fails with what it
+    /// returned (and the server's stderr, when `harness` has it).
+    pub async fn ask_from(&mut self, call: &mut Call, harness: &Harness, server: &str) -> Ask {
+        tokio::select! {
+            ask = self.next_ask() => ask,
+            result = call => panic!(
+                "the call ended without asking anything: {:?}\nstderr of {server}:\n{}",
+                result.map(|r| r.map(|r| Reply::from_result(&r))),
+                harness.sessions.stderr_tail(server).join("\n")
+            ),
+            _ = tokio::time::sleep(WAIT - Duration::from_secs(1)) => panic!(
+                "no question and no reply from {server} within {WAIT:?}; session {:?}\nstderr:\n{}",
+                harness.sessions.state(server),
+                harness.sessions.stderr_tail(server).join("\n")
+            ),
         }
     }
 

@@ -1,0 +1,127 @@
+//! The window: a top bar with the Servers / History tabs, the config banner, the views, the status
+//! line, and the ask dialog. `start` subscribes to the backend's events first and then draws
+//! everything from the backend's state, so a reload at any moment shows the same thing.
+
+import { el, append, replace } from "./dom";
+import { commands, errorText, events } from "./ipc";
+import { AskDesk } from "./ask/desk";
+import { HistoryPane } from "./history";
+import { Notice } from "./notice";
+import { ServersPane } from "./servers";
+import { inlineText } from "./untrusted";
+
+export async function start(root: HTMLElement): Promise<void> {
+  const noticeRegion = el("div", { class: "notice toast", attrs: { role: "status" } });
+  const notice = new Notice(noticeRegion);
+  const desk = new AskDesk(notice);
+  const servers = new ServersPane();
+  const history = new HistoryPane();
+  const banner = el("div", { class: "banners" });
+
+  const tabs = new Tabs([
+    { id: "servers", label: "Servers", content: servers.root },
+    { id: "history", label: "History", content: history.root, onShow: () => void history.reload() },
+  ]);
+
+  replace(root,
+    el("header", { class: "topbar" },
+      el("h1", { class: "brand" }, "Countersign"),
+      tabs.list),
+    banner,
+    el("main", { class: "content" }, ...tabs.panels),
+    noticeRegion,
+    desk.dialog);
+
+  // Subscribe before reading state, so nothing that happens in between is missed; the desk
+  // ignores an `added` it already has and a `resolved` for an ask it never saw.
+  try {
+    await Promise.all([
+      events.ask((e) => desk.onEvent(e)),
+      events.session((e) => servers.onSessionEvent(e)),
+    ]);
+  } catch (error) {
+    showLoadError(banner, `Could not subscribe to events: ${errorText(error)}`);
+  }
+
+  await Promise.all([
+    commands.pendingAsks().then(
+      (asks) => desk.sync(asks),
+      (error: unknown) => showLoadError(banner, `Could not read the waiting questions: ${errorText(error)}`),
+    ),
+    servers.reload(),
+    commands.configInfo().then(
+      (info) => {
+        if (info.errors.length === 0) return;
+        append(banner, el("section", { class: "banner warning", attrs: { "aria-label": "Config problems" } },
+          el("p", { class: "banner-title" },
+            "Problems in the config file ", el("code", {}, inlineText(info.path, 200)),
+            ". Countersign started with what it could read."),
+          el("ul", {}, ...info.errors.map((e) => el("li", {},
+            el("code", {}, inlineText(`${e.file}:${e.line}:${e.column}`, 200)),
+            e.server ? el("span", {}, " (server ", inlineText(e.server, 60), ")") : null,
+            ": ", inlineText(e.message, 400))))));
+      },
+      (error: unknown) => showLoadError(banner, `Could not read the config info: ${errorText(error)}`),
+    ),
+  ]);
+  root.setAttribute("data-ready", "true");
+}
+
+function showLoadError(banner: HTMLElement, message: string): void {
+  append(banner, el("section", { class: "banner error", attrs: { role: "alert" } },
+    el("p", {}, inlineText(message)),
+    el("button", {
+      class: "button small",
+      attrs: { type: "button" },
+      on: { click: () => location.reload() },
+    }, "Reload")));
+}
+
+interface TabSpec {
+  id: string;
+  label: string;
+  content: HTMLElement;
+  onShow?: () => void;
+}
+
+/** ARIA tabs: Left/Right/Home/End move between them, the selected one is in the tab order. */
+class Tabs {
+  readonly list: HTMLElement;
+  readonly panels: HTMLElement[];
+  private readonly buttons: HTMLButtonElement[];
+
+  constructor(private readonly specs: TabSpec[]) {
+    this.buttons = specs.map((spec, i) => el("button", {
+      id: `tab-${spec.id}`,
+      class: "tab",
+      attrs: { type: "button", role: "tab", "aria-controls": `panel-${spec.id}` },
+      on: { click: () => this.select(i) },
+    }, spec.label));
+    this.list = el("div", { class: "tabs", attrs: { role: "tablist", "aria-label": "Views" } }, ...this.buttons);
+    this.list.addEventListener("keydown", (event) => {
+      const at = this.buttons.indexOf(document.activeElement as HTMLButtonElement);
+      if (at < 0) return;
+      const n = this.buttons.length;
+      const to = { ArrowRight: (at + 1) % n, ArrowLeft: (at - 1 + n) % n, Home: 0, End: n - 1 }[event.key];
+      if (to === undefined) return;
+      event.preventDefault();
+      this.select(to);
+      this.buttons[to].focus();
+    });
+    this.panels = specs.map((spec) => el("section", {
+      id: `panel-${spec.id}`,
+      class: "panel",
+      attrs: { role: "tabpanel", "aria-labelledby": `tab-${spec.id}` },
+    }, spec.content));
+    this.select(0);
+  }
+
+  select(index: number): void {
+    this.buttons.forEach((b, i) => {
+      b.setAttribute("aria-selected", String(i === index));
+      b.tabIndex = i === index ? 0 : -1;
+    });
+    this.panels.forEach((p, i) => (p.hidden = i !== index));
+    this.specs[index].onShow?.();
+  }
+}

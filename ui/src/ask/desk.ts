@@ -1,0 +1,236 @@
+//! The ask dialog and the queue behind it. The backend holds the pending asks; this mirrors
+//! them: `sync` redraws from `pending_asks` (on load and reload), `ask-event` adds and removes
+//! them as they come and go, and the person's answers go out through `answer_ask`.
+//!
+//! One modal `<dialog>` (opened with `showModal`, so the rest of the window is inert) shows one
+//! ask at a time; with several waiting it shows how many and lets the person switch between them
+//! and answer in any order. A view the person is filling in is kept as it is while others arrive
+//! or go. Escape and the close button cancel the shown ask; a withdrawal removes its view at once
+//! (synchronously, in the event handler) and says why in a status line.
+
+import type { Answer } from "../bindings/Answer";
+import type { Ask } from "../bindings/Ask";
+import type { AskEvent } from "../bindings/AskEvent";
+import type { Outcome } from "../bindings/Outcome";
+import { el, append, setAttr, uid } from "../dom";
+import { asAppError, commands, errorText } from "../ipc";
+import { plural, reasonText } from "../format";
+import { Notice } from "../notice";
+import { inlineText } from "../untrusted";
+import { AskView, type AskViewHost } from "./view";
+
+export type AnswerFn = (id: number, answer: Answer) => Promise<Outcome>;
+
+export class AskDesk implements AskViewHost {
+  readonly dialog: HTMLDialogElement;
+  private readonly views = new Map<number, AskView>();
+  private readonly tabs = new Map<number, HTMLButtonElement>();
+  /** Asks known to be over; a late `added` or a stale `pending_asks` reply must not revive them. */
+  private readonly gone = new Set<number>();
+  private current: AskView | null = null;
+
+  private readonly queue: HTMLElement;
+  private readonly count: HTMLElement;
+  private readonly tabList: HTMLElement;
+  private readonly body: HTMLElement;
+  private readonly dialogNotice: Notice;
+
+  constructor(
+    private readonly mainNotice: Notice,
+    private readonly sendAnswer: AnswerFn = commands.answerAsk,
+  ) {
+    const countId = uid("queue-count");
+    this.count = el("p", { class: "queue-count", id: countId });
+    this.tabList = el("div", { class: "queue-tabs", attrs: { role: "group", "aria-labelledby": countId } });
+    this.queue = el("nav", { class: "queue", attrs: { hidden: true, "aria-label": "Waiting questions" } },
+      this.count, this.tabList);
+    const noticeRegion = el("div", { class: "notice dialog-notice", attrs: { role: "status" } });
+    this.dialogNotice = new Notice(noticeRegion);
+    this.body = el("div", { class: "ask-body" });
+    this.dialog = el("dialog", { class: "ask-dialog" }, this.queue, noticeRegion, this.body);
+
+    this.dialog.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") {
+        event.preventDefault();
+        this.current?.cancel();
+      }
+    });
+    // The platform's own close request (Escape where keydown did not see it): cancel, stay open.
+    this.dialog.addEventListener("cancel", (event) => {
+      event.preventDefault();
+      this.current?.cancel();
+    });
+    // Closed by anything but us while asks wait: show it again (answering is the only way out).
+    this.dialog.addEventListener("close", () => {
+      this.dialogNotice.clear();
+      if (this.views.size > 0) queueMicrotask(() => this.open());
+    });
+  }
+
+  /** How many asks wait. */
+  get size(): number {
+    return this.views.size;
+  }
+
+  /** Redraws from the backend's list of pending asks: drops what is gone, adds what is new. */
+  sync(asks: Ask[]): void {
+    const pending = new Set(asks.map((a) => a.id));
+    for (const id of [...this.views.keys()]) {
+      if (!pending.has(id)) this.remove(id);
+    }
+    const sorted = [...asks].sort((a, b) => a.receivedAtMs - b.receivedAtMs || a.id - b.id);
+    for (const ask of sorted) this.add(ask);
+  }
+
+  onEvent(event: AskEvent): void {
+    if (event.event === "added") {
+      this.add(event.ask);
+    } else {
+      this.resolved(event.id, event.outcome);
+    }
+  }
+
+  private add(ask: Ask): void {
+    if (this.views.has(ask.id) || this.gone.has(ask.id)) return;
+    const view = new AskView(ask, this);
+    view.root.hidden = true;
+    this.views.set(ask.id, view);
+    append(this.body, view.root);
+
+    const tab = el("button", {
+      class: "queue-tab",
+      attrs: { type: "button" },
+      on: { click: () => this.show(view, true) },
+    }, inlineText(view.shortLabel));
+    this.tabs.set(ask.id, tab);
+    append(this.tabList, tab);
+
+    if (this.current === null) {
+      this.show(view, false);
+      this.open();
+      view.focusInitial();
+    } else {
+      this.dialogNotice.show("New question from ", inlineText(ask.asker.server, 80), ".");
+    }
+    this.updateQueue();
+  }
+
+  private resolved(id: number, outcome: Outcome): void {
+    this.gone.add(id);
+    const view = this.views.get(id);
+    if (!view) return;
+    // While the person's own answer is in flight, its outcome is theirs, not a withdrawal.
+    const own = view.busy && (outcome.outcome !== "cancelled" || outcome.reason === "person");
+    this.remove(id);
+    this.notify(view, own ? ownText(outcome) : withdrawnText(outcome));
+  }
+
+  /** The person's choice from a view: send it, then tear down or show why it was refused. */
+  answer(view: AskView, answer: Answer): void {
+    const id = view.ask.id;
+    view.setBusy(true);
+    this.sendAnswer(id, answer).then(
+      (outcome) => {
+        this.gone.add(id);
+        if (this.views.get(id) !== view) return; // already torn down by its `resolved` event
+        this.remove(id);
+        this.notify(view, ownText(outcome));
+      },
+      (error: unknown) => {
+        if (this.views.get(id) !== view) return;
+        view.setBusy(false);
+        const app = asAppError(error);
+        if (app?.kind === "answer") {
+          switch (app.error.kind) {
+            case "invalid":
+              view.showErrors(app.error.errors);
+              return;
+            case "notPending":
+              this.gone.add(id);
+              this.remove(id);
+              this.notify(view, "This question is no longer waiting.");
+              return;
+            case "malformed":
+              view.showFormErrors([app.error.message]);
+              return;
+          }
+        }
+        view.showFormErrors([`The answer was not sent: ${errorText(error)}`]);
+      },
+    );
+  }
+
+  private show(view: AskView, focus: boolean): void {
+    for (const v of this.views.values()) v.root.hidden = v !== view;
+    this.current = view;
+    setAttr(this.dialog, "aria-labelledby", view.titleId);
+    setAttr(this.dialog, "aria-describedby", view.messageId);
+    for (const [id, tab] of this.tabs) {
+      setAttr(tab, "aria-current", id === view.ask.id ? "true" : null);
+    }
+    if (focus) view.focusInitial();
+  }
+
+  private open(): void {
+    if (!this.dialog.isConnected || this.views.size === 0) return;
+    if (!this.dialog.open) this.dialog.showModal();
+    this.current?.focusInitial();
+  }
+
+  /** Removes an ask's view at once; shows the next one, or closes the dialog when none is left. */
+  private remove(id: number): void {
+    const view = this.views.get(id);
+    if (!view) return;
+    this.views.delete(id);
+    view.root.remove();
+    this.tabs.get(id)?.remove();
+    this.tabs.delete(id);
+    if (this.current === view) {
+      this.current = null;
+      const next = this.views.values().next();
+      if (!next.done) {
+        this.show(next.value, true);
+      } else {
+        this.dialog.removeAttribute("aria-labelledby");
+        this.dialog.removeAttribute("aria-describedby");
+        if (this.dialog.open) this.dialog.close();
+      }
+    }
+    this.updateQueue();
+  }
+
+  private updateQueue(): void {
+    const n = this.views.size;
+    this.count.textContent = `${plural(n, "question", "questions")} waiting`;
+    this.queue.hidden = n < 2;
+    document.title = n > 0 ? `Countersign — ${this.count.textContent}` : "Countersign";
+  }
+
+  /** A status line about `view`'s ask: in the dialog while it stays open, else in the window. */
+  private notify(view: AskView, text: string): void {
+    const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
+    target.show(el("strong", {}, inlineText(view.ask.asker.server, 80)), ": ", text);
+  }
+}
+
+function ownText(outcome: Outcome): string {
+  switch (outcome.outcome) {
+    case "accepted":
+      return "Sent.";
+    case "declined":
+      return "Declined.";
+    case "cancelled":
+      return outcome.reason === "person" ? "Cancelled." : reasonText(outcome.reason);
+  }
+}
+
+function withdrawnText(outcome: Outcome): string {
+  switch (outcome.outcome) {
+    case "accepted":
+      return "This question was answered.";
+    case "declined":
+      return "This question was declined.";
+    case "cancelled":
+      return reasonText(outcome.reason);
+  }
+}

@@ -1,0 +1,81 @@
+//! The History view: every ask from the audit log with its outcome, newest first, and the
+//! requests Countersign refused (e.g. a schema outside the supported subset). Read on demand with
+//! `history`; nothing is kept here between loads.
+
+import type { History } from "./bindings/History";
+import type { HistoryEntry } from "./bindings/HistoryEntry";
+import { el, append, replace } from "./dom";
+import { commands, errorText } from "./ipc";
+import { dateTime, outcomeText, plural } from "./format";
+import { inlineText, shortText } from "./untrusted";
+
+export class HistoryPane {
+  readonly root: HTMLElement;
+  private readonly content = el("div", { class: "history-content" });
+  private readonly status = el("p", { class: "muted", attrs: { role: "status" } });
+
+  constructor(private readonly load: () => Promise<History> = commands.history) {
+    const refresh = el("button", {
+      class: "button small",
+      attrs: { type: "button" },
+      on: { click: () => void this.reload() },
+    }, "Refresh");
+    this.root = el("div", { class: "history" },
+      el("div", { class: "section-head" }, el("h2", {}, "History"), refresh),
+      this.status,
+      this.content);
+  }
+
+  async reload(): Promise<void> {
+    this.status.textContent = "Loading…";
+    let history: History;
+    try {
+      history = await this.load();
+    } catch (error) {
+      this.status.textContent = `Could not read the history: ${errorText(error)}`;
+      return;
+    }
+    this.status.textContent = history.skipped > 0
+      ? `${plural(history.skipped, "line", "lines")} of the log could not be read.`
+      : "";
+    const asks = [...history.asks].sort((a, b) => b.ask.receivedAtMs - a.ask.receivedAtMs);
+    const refused = [...history.refused].sort((a, b) => b.atMs - a.atMs);
+
+    const asksBlock = asks.length === 0
+      ? el("p", { class: "muted" }, "No questions yet.")
+      : el("table", { class: "history-table" },
+          el("caption", {}, "Questions, newest first"),
+          el("thead", {}, el("tr", {},
+            ...["Received", "Server", "Question", "Outcome", "Closed"].map((h) => el("th", { attrs: { scope: "col" } }, h)))),
+          el("tbody", {}, ...asks.map(row)));
+    const refusedBlock = refused.length === 0
+      ? null
+      : el("table", { class: "history-table" },
+          el("caption", {}, "Refused requests"),
+          el("thead", {}, el("tr", {},
+            ...["When", "Server", "Reason"].map((h) => el("th", { attrs: { scope: "col" } }, h)))),
+          el("tbody", {}, ...refused.map((r) => el("tr", {},
+            el("td", { class: "nowrap" }, dateTime(r.atMs)),
+            el("td", {}, inlineText(r.server, 60)),
+            el("td", {}, inlineText(r.reason, 400))))));
+    replace(this.content, asksBlock, refusedBlock);
+  }
+}
+
+function row(entry: HistoryEntry): HTMLTableRowElement {
+  const { ask } = entry;
+  const server = el("td", {}, inlineText(ask.asker.server, 60));
+  if (ask.asker.agent) append(server, el("div", { class: "muted" }, "for ", inlineText(ask.asker.agent, 60)));
+  const question = el("td", { class: "history-question" }, inlineText(ask.message, 200));
+  if (ask.kind === "url") append(question, el("div", { class: "muted" }, "Open ", inlineText(shortText(ask.url, 200))));
+  const outcome = el("td", {}, outcomeText(entry.outcome));
+  if (entry.outcome?.outcome === "accepted" && entry.outcome.content !== null) {
+    append(outcome, el("div", { class: "muted mono" }, inlineText(JSON.stringify(entry.outcome.content), 200)));
+  }
+  return el("tr", {},
+    el("td", { class: "nowrap" }, dateTime(ask.receivedAtMs)),
+    server,
+    question,
+    outcome,
+    el("td", { class: "nowrap" }, entry.resolvedAtMs === null ? "—" : dateTime(entry.resolvedAtMs)));
+}

@@ -1,0 +1,174 @@
+//! The Servers view: every configured server with its live session state (from `list_servers`,
+//! then `session-event`), how it is reached, whether it is trusted; the selected one's tools and
+//! its recent stderr.
+
+import type { ServerView } from "./bindings/ServerView";
+import type { SessionEvent } from "./bindings/SessionEvent";
+import type { ToolView } from "./bindings/ToolView";
+import { el, append, replace, setAttr } from "./dom";
+import { commands, errorText } from "./ipc";
+import { endpointPhrase, endpointSummary, stateDetail, stateLabel } from "./format";
+import { toolCard } from "./tools";
+import { inlineText } from "./untrusted";
+
+export class ServersPane {
+  readonly root: HTMLElement;
+  private servers: ServerView[] = [];
+  private selected: string | null = null;
+  private readonly list = el("ul", { class: "server-list-items" });
+  private readonly detail = el("div", { class: "server-detail" });
+  private readonly listStatus = el("p", { class: "muted" }, "Loading servers…");
+  private tools: HTMLElement | null = null;
+  private stderr: HTMLElement | null = null;
+  /** Bumped on every selection, so a slow reply for a server no longer shown is dropped. */
+  private generation = 0;
+  private toolsLoaded = false;
+
+  constructor() {
+    this.root = el("div", { class: "servers-layout" },
+      el("nav", { class: "server-list", attrs: { "aria-label": "Servers" } },
+        el("h2", {}, "Servers"), this.listStatus, this.list),
+      this.detail);
+    replace(this.detail, el("p", { class: "muted empty-detail" }, "Select a server to see its tools and output."));
+  }
+
+  /** Redraws the list from `list_servers`. */
+  async reload(): Promise<void> {
+    try {
+      this.servers = await commands.listServers();
+      this.listStatus.textContent = this.servers.length === 0 ? "No servers configured." : "";
+      this.listStatus.hidden = this.servers.length > 0;
+    } catch (error) {
+      this.listStatus.hidden = false;
+      this.listStatus.textContent = `Could not list servers: ${errorText(error)}`;
+      this.servers = [];
+    }
+    this.drawList();
+    if (this.selected !== null && !this.servers.some((s) => s.name === this.selected)) {
+      this.selected = null;
+      replace(this.detail, el("p", { class: "muted empty-detail" }, "Select a server to see its tools and output."));
+    } else if (this.selected !== null) {
+      this.drawDetailHeader();
+    }
+  }
+
+  onSessionEvent(event: SessionEvent): void {
+    const server = this.servers.find((s) => s.name === event.server);
+    if (!server) {
+      void this.reload();
+      return;
+    }
+    const wasReady = server.state.state === "ready";
+    server.state = event.state;
+    this.drawList();
+    if (this.selected === event.server) {
+      this.drawDetailHeader();
+      if (event.state.state === "ready" && (!wasReady || !this.toolsLoaded)) void this.loadTools();
+    }
+  }
+
+  private drawList(): void {
+    replace(this.list, ...this.servers.map((server) => {
+      const button = el("button", {
+        class: "server-item",
+        attrs: { type: "button", "aria-current": this.selected === server.name ? "true" : null },
+        on: { click: () => this.select(server.name) },
+      },
+        el("span", { class: "server-item-name" }, inlineText(server.name, 60)),
+        el("span", { class: `state state-${server.state.state}` }, stateLabel(server.state)),
+        el("span", { class: "server-item-endpoint" }, inlineText(endpointSummary(server.endpoint), 60)));
+      if (server.trusted) append(button, el("span", { class: "badge badge-trusted" }, "trusted"));
+      return el("li", {}, button);
+    }));
+  }
+
+  private select(name: string): void {
+    this.selected = name;
+    this.generation += 1;
+    this.drawList();
+    const heading = el("div", { class: "detail-header" });
+    this.tools = el("div", { class: "tools" });
+    this.stderr = el("div", { class: "stderr" });
+    const refresh = el("button", {
+      class: "button small",
+      attrs: { type: "button" },
+      on: { click: () => void this.loadStderr() },
+    }, "Refresh");
+    replace(this.detail,
+      heading,
+      el("section", { class: "detail-section", attrs: { "aria-label": "Tools" } },
+        el("h3", {}, "Tools"), this.tools),
+      el("section", { class: "detail-section", attrs: { "aria-label": "Recent stderr" } },
+        el("div", { class: "section-head" }, el("h3", {}, "Recent stderr"), refresh),
+        this.stderr));
+    this.drawDetailHeader();
+    void this.loadTools();
+    void this.loadStderr();
+  }
+
+  private drawDetailHeader(): void {
+    const server = this.servers.find((s) => s.name === this.selected);
+    const header = this.detail.querySelector(".detail-header");
+    if (!server || !header) return;
+    const where = endpointPhrase(server.endpoint);
+    const detail = stateDetail(server.state);
+    replace(header,
+      el("h2", {}, inlineText(server.name, 80)),
+      el("p", { class: "detail-state" },
+        el("span", { class: `state state-${server.state.state}` }, stateLabel(server.state)),
+        detail ? el("span", { class: "state-detail" }, " ", inlineText(detail, 300)) : null),
+      el("p", { class: "detail-endpoint" },
+        `${where.label === "runs" ? "Runs" : "At"} `,
+        el("code", {}, inlineText(where.value, 300)),
+        server.endpoint.kind === "http" ? el("span", { class: "muted" }, " (", inlineText(server.endpoint.url, 300), ")") : null),
+      el("p", { class: "detail-trust" }, server.trusted
+        ? "Trusted: its tool annotations count for policy."
+        : "Not trusted: its tool annotations are only hints."));
+  }
+
+  private async loadTools(): Promise<void> {
+    const name = this.selected;
+    const target = this.tools;
+    if (name === null || target === null) return;
+    const generation = this.generation;
+    this.toolsLoaded = false;
+    replace(target, el("p", { class: "muted" }, "Loading tools…"));
+    let tools: ToolView[];
+    try {
+      tools = await commands.listTools(name);
+    } catch (error) {
+      if (generation !== this.generation) return;
+      replace(target, el("p", { class: "error-text" }, "Could not list tools: ", inlineText(errorText(error), 400)));
+      return;
+    }
+    if (generation !== this.generation) return;
+    this.toolsLoaded = true;
+    if (tools.length === 0) {
+      replace(target, el("p", { class: "muted" }, "This server offers no tools."));
+      return;
+    }
+    replace(target, ...tools.map((tool) => toolCard(name, tool)));
+  }
+
+  private async loadStderr(): Promise<void> {
+    const name = this.selected;
+    const target = this.stderr;
+    if (name === null || target === null) return;
+    const generation = this.generation;
+    try {
+      const lines = await commands.serverStderr(name);
+      if (generation !== this.generation) return;
+      if (lines.length === 0) {
+        replace(target, el("p", { class: "muted" }, "No output yet."));
+      } else {
+        const pre = el("pre", { class: "output stderr-lines untrusted", attrs: { tabindex: "0", "aria-label": "stderr lines" } });
+        append(pre, inlineText(lines.join("\n")));
+        replace(target, pre);
+      }
+    } catch (error) {
+      if (generation !== this.generation) return;
+      replace(target, el("p", { class: "error-text" }, "Could not read stderr: ", inlineText(errorText(error), 400)));
+    }
+    setAttr(target, "data-loaded", "true");
+  }
+}

@@ -1,0 +1,181 @@
+//! A server's tools in the main window: name, title, description, annotation badges, and a Run
+//! panel so the person can call a tool themselves with arguments written as JSON (the backend
+//! checks them against the tool's input schema before anything goes out). A run may take a while
+//! and may make the server ask something: the ask dialog then opens on top, and the result lands
+//! here when the run returns.
+
+import type { ToolView } from "./bindings/ToolView";
+import type { ToolRun } from "./bindings/ToolRun";
+import type { JsonValue } from "./bindings/serde_json/JsonValue";
+import { el, append, replace, uid } from "./dom";
+import { asAppError, commands, errorText } from "./ipc";
+import { clippedText, inlineText } from "./untrusted";
+
+export type RunFn = (server: string, tool: string, args: JsonValue) => Promise<ToolRun>;
+
+type JsonObject = { [key: string]: JsonValue };
+
+function isObject(value: JsonValue | undefined): value is JsonObject {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** Badges for the annotations the server declared (hints only: they are the server's claims). */
+function badges(annotations: JsonValue | null): string[] {
+  if (!isObject(annotations)) return [];
+  const out: string[] = [];
+  if (annotations.readOnlyHint === true) out.push("read-only");
+  if (annotations.destructiveHint === true) out.push("destructive");
+  if (annotations.destructiveHint === false && annotations.readOnlyHint !== true) out.push("not destructive");
+  if (annotations.idempotentHint === true) out.push("idempotent");
+  if (annotations.openWorldHint === true) out.push("open world");
+  if (annotations.openWorldHint === false) out.push("closed world");
+  return out;
+}
+
+/** `{}`, or an object with a placeholder for each required property of the input schema. */
+export function argumentSkeleton(schema: JsonValue): string {
+  if (!isObject(schema)) return "{}";
+  const properties = isObject(schema.properties) ? schema.properties : {};
+  const required = Array.isArray(schema.required) ? schema.required : [];
+  const out: JsonObject = {};
+  for (const name of required) {
+    if (typeof name !== "string") continue;
+    const prop = properties[name];
+    out[name] = placeholder(isObject(prop) ? prop : {});
+  }
+  return Object.keys(out).length === 0 ? "{}" : JSON.stringify(out, null, 2);
+}
+
+function placeholder(prop: JsonObject): JsonValue {
+  if (prop.default !== undefined) return prop.default;
+  if (Array.isArray(prop.enum) && prop.enum.length > 0) return prop.enum[0];
+  switch (prop.type) {
+    case "string":
+      return "";
+    case "number":
+    case "integer":
+      return 0;
+    case "boolean":
+      return false;
+    case "array":
+      return [];
+    case "object":
+      return {};
+    default:
+      return null;
+  }
+}
+
+export function toolCard(server: string, tool: ToolView, run: RunFn = commands.runTool): HTMLElement {
+  const headingId = uid("tool");
+  const head = el("div", { class: "tool-head" },
+    el("h4", { class: "tool-name", id: headingId }, inlineText(tool.name, 120)));
+  if (tool.title && tool.title !== tool.name) append(head, el("span", { class: "tool-title" }, inlineText(tool.title, 120)));
+  const badgeList = badges(tool.annotations);
+  for (const b of badgeList) {
+    append(head, el("span", { class: `badge badge-${b.replace(/\W+/g, "-")}` }, b));
+  }
+
+  const card = el("article", { class: "tool", attrs: { "aria-labelledby": headingId } }, head);
+  if (tool.description) append(card, clippedText(tool.description, { chars: 280, lines: 4, class: "tool-desc" }));
+
+  const panelId = uid("run");
+  const toggle = el("button", {
+    class: "button small",
+    attrs: { type: "button", "aria-expanded": "false", "aria-controls": panelId },
+  }, "Run…");
+  const panel = runPanel(server, tool, run, panelId);
+  panel.hidden = true;
+  toggle.addEventListener("click", () => {
+    panel.hidden = !panel.hidden;
+    toggle.setAttribute("aria-expanded", String(!panel.hidden));
+    toggle.textContent = panel.hidden ? "Run…" : "Hide";
+    if (!panel.hidden) panel.querySelector("textarea")?.focus();
+  });
+  append(card, el("div", { class: "tool-actions" }, toggle), panel);
+  return card;
+}
+
+function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): HTMLElement {
+  const argsId = uid("args");
+  const hintId = uid("args-hint");
+  const textarea = el("textarea", {
+    id: argsId,
+    class: "json-input",
+    attrs: { rows: 6, spellcheck: "false", autocomplete: "off", "aria-describedby": hintId },
+  });
+  textarea.value = argumentSkeleton(tool.inputSchema);
+  const runButton = el("button", { class: "button primary small", attrs: { type: "submit" } }, "Run");
+  const status = el("span", { class: "run-status", attrs: { role: "status" } });
+  const result = el("div", { class: "run-result" });
+
+  const form = el("form", { class: "run-panel", id: panelId, attrs: { "aria-label": `Run ${tool.name}` } },
+    el("label", { attrs: { for: argsId } }, "Arguments (JSON)"),
+    textarea,
+    el("p", { class: "field-hint", id: hintId }, "Checked against the tool's input schema before it runs."),
+    el("div", { class: "actions start" }, runButton, status),
+    result);
+
+  form.addEventListener("submit", (event) => {
+    event.preventDefault();
+    let args: JsonValue;
+    try {
+      args = JSON.parse(textarea.value || "{}") as JsonValue;
+    } catch (e) {
+      replace(result, el("p", { class: "error-text" }, `Not valid JSON: ${errorText(e)}`));
+      textarea.focus();
+      return;
+    }
+    if (!isObject(args)) {
+      replace(result, el("p", { class: "error-text" }, "The arguments must be a JSON object, like {}."));
+      textarea.focus();
+      return;
+    }
+    runButton.disabled = true;
+    status.textContent = "Running…";
+    result.replaceChildren();
+    run(server, tool.name, args).then(
+      (out) => {
+        status.textContent = out.isError ? "Finished with an error." : "Done.";
+        replace(result, ...renderRun(out));
+      },
+      (error: unknown) => {
+        status.textContent = "Not run.";
+        replace(result, ...renderRunError(error));
+      },
+    ).finally(() => {
+      runButton.disabled = false;
+    });
+  });
+  return form;
+}
+
+function renderRun(out: ToolRun): Node[] {
+  const nodes: Node[] = [];
+  if (out.isError) nodes.push(el("p", { class: "error-text" }, "The tool reported an error:"));
+  const items = Array.isArray(out.content) ? out.content : [out.content];
+  for (const item of items) {
+    if (isObject(item) && item.type === "text" && typeof item.text === "string") {
+      nodes.push(clippedText(item.text, { tag: "pre", chars: 4000, lines: 40, class: "output" }));
+    } else {
+      nodes.push(clippedText(JSON.stringify(item, null, 2), { tag: "pre", chars: 4000, lines: 40, class: "output json" }));
+    }
+  }
+  if (items.length === 0) nodes.push(el("p", { class: "muted" }, "No content."));
+  if (out.structuredContent !== null) {
+    nodes.push(el("p", { class: "subhead" }, "Structured content"),
+      clippedText(JSON.stringify(out.structuredContent, null, 2), { tag: "pre", chars: 4000, lines: 40, class: "output json" }));
+  }
+  return nodes;
+}
+
+function renderRunError(error: unknown): Node[] {
+  const app = asAppError(error);
+  if (app?.kind === "invalidArguments") {
+    return [
+      el("p", { class: "error-text" }, inlineText(app.message)),
+      el("ul", { class: "error-list" }, ...app.errors.map((e) => el("li", {}, inlineText(e)))),
+    ];
+  }
+  return [el("p", { class: "error-text" }, inlineText(errorText(error)))];
+}
