@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ask::{AskId, AskKind, Asker, CancelReason};
 use crate::broker::{Broker, NewAsk};
+use crate::raw::RawRequests;
 use crate::schema;
 
 /// The method name of a server-to-client elicitation.
@@ -135,6 +136,8 @@ impl Elicitor {
 pub struct Handler {
     pub elicitor: Elicitor,
     pub tap: Arc<Tap>,
+    /// The requests as they were on the wire, where the transport can see them.
+    pub raw: Arc<RawRequests>,
     pub config: ClientConfig,
 }
 
@@ -165,8 +168,13 @@ impl ClientHandler for Handler {
         request: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, McpError> {
-        let params = serde_json::to_value(&request)
-            .map_err(|e| McpError::internal_error(format!("cannot read the request: {e}"), None))?;
+        // rmcp's typed model drops keywords it does not know; judge what was really sent.
+        let params = match self.raw.take(&context.id) {
+            Some(raw) => raw,
+            None => serde_json::to_value(&request).map_err(|e| {
+                McpError::internal_error(format!("cannot read the request: {e}"), None)
+            })?,
+        };
         let result = self.elicit_request(params, &context).await?;
         serde_json::from_value(result)
             .map_err(|e| McpError::internal_error(format!("cannot build the reply: {e}"), None))
@@ -185,7 +193,11 @@ impl ClientHandler for Handler {
             ));
         }
         // rmcp could not model this request (e.g. a schema outside the subset): it arrives raw.
-        let params = request.params.unwrap_or(Value::Null);
+        let params = self
+            .raw
+            .take(&context.id)
+            .or(request.params)
+            .unwrap_or(Value::Null);
         let result = self.elicit_request(params, &context).await?;
         Ok(CustomResult::new(result))
     }

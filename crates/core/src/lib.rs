@@ -12,9 +12,11 @@ pub mod app;
 pub mod ask;
 pub mod audit;
 pub mod broker;
+mod child;
 pub mod config;
 pub mod dirs;
 pub mod handler;
+pub mod raw;
 pub mod schema;
 pub mod session;
 

@@ -18,7 +18,7 @@ use rmcp::model::{
 use rmcp::service::{
     ClientLifecycleMode, PeerRequestOptions, RunningService, RoleClient, serve_client_with_lifecycle,
 };
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::Peer;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -29,7 +29,9 @@ use tokio_util::sync::CancellationToken;
 use crate::ask::{Asker, CancelReason, Endpoint};
 use crate::broker::Broker;
 use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
+use crate::child::ChildTransport;
 use crate::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+use crate::raw::{RawRequests, TapHttpClient};
 
 /// Lines of stderr kept per server.
 const STDERR_LINES: usize = 200;
@@ -491,6 +493,7 @@ impl SessionManager {
     async fn connect(&self, entry: &Arc<Entry>, session: u64) -> Result<(Arc<Live>, Arc<Tap>), ConnectError> {
         let config = &entry.config;
         let tap = Tap::new(self.inner.broker.clone());
+        let raw = RawRequests::new();
         let elicitor = Elicitor {
             broker: self.inner.broker.clone(),
             asker: asker_for(config),
@@ -510,32 +513,28 @@ impl SessionManager {
         let handler = Handler {
             elicitor: elicitor.clone(),
             tap: tap.clone(),
+            raw: raw.clone(),
             config: client_config(version),
         };
         let timeout = config.request_timeout;
         let service = match &config.transport {
             TransportConfig::Stdio { command, args, env, cwd } => {
                 let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env).kill_on_drop(true);
+                cmd.args(args).envs(env);
                 if let Some(cwd) = cwd {
                     cmd.current_dir(cwd);
                 }
-                let (child, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .map_err(|e| {
-                        let reason = format!("cannot start \"{command}\": {e}");
-                        // Retrying cannot make a missing or forbidden program appear.
-                        match e.kind() {
-                            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                                ConnectError::Fatal(reason)
-                            }
-                            _ => ConnectError::Retry(reason),
+                let (child, stderr) = ChildTransport::spawn(cmd, raw.clone()).map_err(|e| {
+                    let reason = format!("cannot start \"{command}\": {e}");
+                    // Retrying cannot make a missing or forbidden program appear.
+                    match e.kind() {
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                            ConnectError::Fatal(reason)
                         }
-                    })?;
-                if let Some(stderr) = stderr {
-                    tokio::spawn(collect_stderr(entry.clone(), stderr));
-                }
+                        _ => ConnectError::Retry(reason),
+                    }
+                })?;
+                tokio::spawn(collect_stderr(entry.clone(), stderr));
                 let transport = Tapped { inner: child, tap: tap.clone() };
                 tokio::time::timeout(timeout, serve_client_with_lifecycle(handler, transport, lifecycle)).await
             }
@@ -557,8 +556,9 @@ impl SessionManager {
                         }
                     }
                 }
+                let client = TapHttpClient::new(reqwest::Client::new(), raw.clone());
                 let transport = Tapped {
-                    inner: StreamableHttpClientTransport::from_config(transport_config),
+                    inner: StreamableHttpClientTransport::with_client(client, transport_config),
                     tap: tap.clone(),
                 };
                 tokio::time::timeout(timeout, serve_client_with_lifecycle(handler, transport, lifecycle)).await

@@ -391,3 +391,47 @@ async fn shutdown_answers_every_open_ask_cancel() {
     assert!(desk.store.contains("t3"));
     assert!(matches!(h.sessions.state("desk"), None | Some(SessionState::Stopped)));
 }
+
+/// Schemas outside the subset are refused with -32602 and the reason, never shown, and
+/// recorded. `pattern` and integer `enum` are the ones rmcp's typed model would silently
+/// drop, so this proves the schema is judged as it was on the wire.
+async fn odd_questions_are_refused(mut h: Harness) {
+    for (kind, reason) in [
+        ("pattern", "pattern"),
+        ("nested", "object"),
+        ("integer_enum", "enum"),
+        ("ipv4", "ipv4"),
+    ] {
+        let reply = finish(h.call("desk", "odd_question", json!({"kind": kind}))).await;
+        let reply: Value = serde_json::from_str(&reply).unwrap_or_else(|_| panic!("{kind}: {reply}"));
+        assert_eq!(reply["refused"]["code"], json!(-32602), "{kind}: {reply}");
+        let message = reply["refused"]["message"].as_str().unwrap();
+        assert!(message.contains(reason), "{kind}: {message}");
+    }
+    // None of them reached the person.
+    assert!(h.broker.pending().is_empty());
+    assert!(!matches!(h.events.try_recv(), Ok(AskEvent::Added { .. })));
+    h.sessions.shutdown().await;
+    let (records, _) = countersign_core::audit::read_history(&h.audit).unwrap();
+    let refused = records
+        .iter()
+        .filter(|r| matches!(r, countersign_core::audit::AuditRecord::Refused { .. }))
+        .count();
+    assert_eq!(refused, 4, "{records:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_subset_schemas_are_refused_over_http() {
+    let desk = desk().await;
+    let h = harness("odd-http", vec![http_server("desk", &desk, ProtocolChoice::Legacy)]).await;
+    odd_questions_are_refused(h).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn out_of_subset_schemas_are_refused_over_stdio() {
+    let demo = demo_server_binary();
+    let mut config = ServerConfig::stdio("desk", demo.to_str().unwrap(), &[]);
+    config.protocol = ProtocolChoice::Legacy;
+    let h = harness("odd-stdio", vec![config]).await;
+    odd_questions_are_refused(h).await;
+}

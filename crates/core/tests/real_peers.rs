@@ -15,7 +15,8 @@ use countersign_core::audit::AuditRecord;
 use countersign_core::config::ProtocolChoice;
 use countersign_core::schema::defaults;
 use countersign_core::{
-    Answer, AnswerError, Ask, AskKind, CancelReason, Endpoint, Outcome, ServerConfig,
+    Answer, AnswerError, Ask, AskKind, CancelReason, Endpoint, Outcome, ServerConfig, SessionError,
+    SessionState,
 };
 use serde_json::{Value, json};
 
@@ -170,6 +171,12 @@ impl Logs<'_> {
 /// `notifications/cancelled {requestId: 0}` must withdraw the ask (reason `server`), the tool
 /// must see its own timeout, and no answer may reach the server afterwards.
 async fn server_cancellation_withdraws_the_ask(h: &Harness, server: &str, logs: Logs<'_>) {
+    // The TS SDK 1.32 does not speak 2026-07-28: `auto` falls back to `initialize` too.
+    let state = h.sessions.state(server);
+    assert!(
+        matches!(&state, Some(SessionState::Ready { protocol_version, .. }) if protocol_version == "2025-11-25"),
+        "{state:?}"
+    );
     let mut person = Person::new(&h.broker);
     let mut call = h.spawn_call(server, "ask_with_timeout", json!({"timeout_ms": 1000}));
     let ask = person.ask_from(&mut call, &h, server).await;
@@ -432,12 +439,25 @@ async fn everything_url_elicitation_consent_is_an_accept() {
 // 5. Python `mcp` server
 // ---------------------------------------------------------------------------------------------
 
+fn py_config(protocol: ProtocolChoice) -> (ServerConfig, String) {
+    let (python, script) = common::py_server();
+    let mut config = with_test_timeouts(ServerConfig::stdio("py", &python, &[script.as_str()]));
+    config.protocol = protocol;
+    (config, format!("{python} {script}"))
+}
+
+/// `ctx.elicit` in the Python SDK sends a standalone `elicitation/create`, which only a
+/// 2025-11-25 (initialize) session allows: the server must be configured `legacy`.
 #[tokio::test(flavor = "multi_thread")]
 async fn py_ask_profile_accept_and_decline_are_echoed() {
     let h = Harness::new("py");
-    let (python, script) = common::py_server();
-    h.start(with_test_timeouts(ServerConfig::stdio("py", &python, &[script.as_str()])))
-        .await;
+    let (config, command) = py_config(ProtocolChoice::Legacy);
+    h.start(config).await;
+    assert!(
+        matches!(h.sessions.state("py"), Some(SessionState::Ready { protocol_version, .. }) if protocol_version == "2025-11-25"),
+        "{:?}",
+        h.sessions.state("py")
+    );
     let mut person = Person::new(&h.broker);
 
     let mut call = h.spawn_call("py", "ask_profile", json!({"prompt": "Who are you?"}));
@@ -445,9 +465,7 @@ async fn py_ask_profile_accept_and_decline_are_echoed() {
     assert_eq!(ask.asker.server, "py");
     assert_eq!(
         ask.asker.endpoint,
-        Endpoint::Stdio {
-            command: format!("{python} {script}")
-        }
+        Endpoint::Stdio { command }
     );
     assert_eq!(form_of(&ask).0, "Who are you?");
     assert_eq!(field_names(&ask), ["name", "subscribe"]);
@@ -519,5 +537,34 @@ async fn ts_invalid_answer_is_refused_and_never_sent() {
     let reply = tokio::time::timeout(WAIT, finish(call, "confirm_action")).await.unwrap();
     assert!(!reply.is_error, "{reply:?}");
     assert_eq!(reply.json(), json!({"action": "accept", "content": {"confirm": false}}));
+    h.shutdown().await;
+}
+
+/// With the default protocol choice (`auto`) the Python SDK (a dual-era server) negotiates
+/// 2026-07-28, where a server may not send a standalone `elicitation/create`; the SDK's
+/// `ctx.elicit` then fails inside the server and the person is never asked. This pins today's
+/// behaviour so a change to `auto` (or to the peer) is noticed; see the report.
+#[tokio::test(flavor = "multi_thread")]
+async fn py_ctx_elicit_under_auto_fails_in_the_server_without_asking() {
+    let h = Harness::new("py-auto");
+    let (config, _) = py_config(ProtocolChoice::Auto);
+    h.start(config).await;
+    let state = h.sessions.state("py");
+    assert!(
+        matches!(&state, Some(SessionState::Ready { protocol_version, .. }) if protocol_version == "2026-07-28"),
+        "{state:?}"
+    );
+    let mut person = Person::new(&h.broker);
+    let result = tokio::time::timeout(WAIT, h.spawn_call("py", "ask_profile", json!({})))
+        .await
+        .expect("the call hung")
+        .expect("the call task panicked");
+    match result {
+        Err(SessionError::Protocol { message, .. }) => {
+            assert!(message.contains("no back-channel"), "{message}")
+        }
+        other => panic!("expected the server's no-back-channel error, got {other:?}"),
+    }
+    assert!(person.drain().is_empty(), "nothing should have been asked");
     h.shutdown().await;
 }

@@ -134,6 +134,11 @@ impl TicketDesk {
                 self.slow_question(Duration::from_millis(timeout_ms), call, ctx)
                     .await
             }
+            tools::ODD_QUESTION => {
+                let args = Args::new(tools::ODD_QUESTION, args, &["kind"])?;
+                let kind = args.string("kind")?.unwrap_or("pattern").to_owned();
+                Ok(self.odd_question(&kind, ctx).await.into())
+            }
             tools::CRASH => {
                 let args = Args::new(tools::CRASH, args, &["after_ask"])?;
                 let after_ask = args.bool("after_ask")?.unwrap_or(false);
@@ -276,6 +281,43 @@ impl TicketDesk {
             Answer::Failed(reason) => error(format!("Not connected: {reason}.")),
         };
         Ok(reply.into())
+    }
+
+    /// Sends `elicitation/create` with raw params (rmcp's typed model cannot express these
+    /// schemas) and reports the client's reply or error.
+    async fn odd_question(&self, kind: &str, ctx: &RequestContext<RoleServer>) -> CallToolResult {
+        if ask::uses_mrtr(ctx) {
+            return error("odd_question works on legacy sessions only.");
+        }
+        let property = match kind {
+            "pattern" => json!({"type": "string", "title": "Code", "pattern": "^[A-Z]{3}$"}),
+            "nested" => json!({"type": "object", "properties": {"street": {"type": "string"}}}),
+            "integer_enum" => json!({"type": "integer", "title": "Seats", "enum": [1, 2, 4]}),
+            "ipv4" => json!({"type": "string", "title": "Address", "format": "ipv4"}),
+            other => return error(format!("Unknown kind \"{other}\"; use one of {:?}.", tools::ODD_KINDS)),
+        };
+        let params = json!({
+            "mode": "form",
+            "message": format!("An odd question ({kind})"),
+            "requestedSchema": {"type": "object", "properties": {"value": property}, "required": ["value"]},
+        });
+        let request = rmcp::model::ServerRequest::CustomRequest(rmcp::model::CustomRequest::new(
+            "elicitation/create",
+            Some(params),
+        ));
+        let mut options = rmcp::service::PeerRequestOptions::no_options();
+        options.timeout = Some(crate::ANSWER_TIMEOUT);
+        let reply = match ctx.peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle.await_response().await,
+            Err(e) => Err(e),
+        };
+        match reply {
+            Ok(result) => text(json!({"answered": result}).to_string()),
+            Err(rmcp::service::ServiceError::McpError(e)) => text(
+                json!({"refused": {"code": e.code.0, "message": e.message}}).to_string(),
+            ),
+            Err(e) => error(format!("The question failed: {e}")),
+        }
     }
 
     async fn slow_question(

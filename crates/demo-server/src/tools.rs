@@ -18,6 +18,9 @@ pub const BOOK_MEETING: &str = "book_meeting";
 pub const CONNECT_ACCOUNT: &str = "connect_account";
 pub const SLOW_QUESTION: &str = "slow_question";
 pub const CRASH: &str = "crash";
+pub const ODD_QUESTION: &str = "odd_question";
+/// The schemas `odd_question` can send, each outside the 2025-11-25 elicitation subset.
+pub const ODD_KINDS: [&str; 4] = ["pattern", "nested", "integer_enum", "ipv4"];
 
 /// Default and bounds of `slow_question`'s `timeout_ms`.
 pub const SLOW_QUESTION_DEFAULT_MS: u64 = 2_000;
@@ -139,6 +142,26 @@ pub fn all() -> Vec<Tool> {
                         "maximum": SLOW_QUESTION_MAX_MS,
                         "description": "How long to wait for the answer, in milliseconds"
                     }
+                },
+                "additionalProperties": false
+            }),
+            ToolAnnotations::new()
+                .read_only(true)
+                .destructive(false)
+                .idempotent(true)
+                .open_world(false),
+        ),
+        tool(
+            ODD_QUESTION,
+            "Odd question",
+            "Asks with a form schema outside MCP's elicitation subset (kind: pattern, nested, \
+             integer_enum or ipv4), to show a client refusing it with JSON-RPC -32602 instead of \
+             showing a form that cannot say what the server wants. Replies with what the client \
+             answered. Legacy sessions only.",
+            json!({
+                "type": "object",
+                "properties": {
+                    "kind": {"type": "string", "enum": ODD_KINDS, "description": "Which unsupported schema to send (default pattern)"}
                 },
                 "additionalProperties": false
             }),

@@ -175,8 +175,9 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
       const shown = rfc3339ToLocalInput(field.default);
       if (shown !== null) {
         input.value = shown;
-        // Sent back exactly as the server wrote it if the person leaves it alone.
-        untouchedDefault = { shown, sent: field.default };
+        // Sent back exactly as the server wrote it if the person leaves it alone. (Compared with
+        // what the input holds: it normalizes `...T14:00:00` to `...T14:00`.)
+        untouchedDefault = { shown: input.value, sent: field.default };
       }
     } else {
       input.value = field.default;
@@ -330,8 +331,7 @@ function multiSelectField(field: Extract<Field, { kind: "multiSelect" }>): Field
     focusTarget: first ?? root,
     check: () => {
       refresh();
-      const message = countMessage();
-      return message ? `“${f.label}”: ${message}` : null;
+      return countMessage();
     },
     report: () => first?.reportValidity(),
     read: () => {

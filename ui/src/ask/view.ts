@@ -173,7 +173,8 @@ export class AskView {
       }
     }
     if (problems.length > 0) {
-      this.showFormErrors(problems.map((p) => p.message));
+      this.showFormErrors(problems.map(({ control, message }) =>
+        message.startsWith(`“${control.label}”`) ? message : `“${control.label}”: ${message}`));
       const first = problems[0].control;
       first.report();
       first.focusTarget.focus();

@@ -1,0 +1,109 @@
+//! A stdio server as a child process: its stdout read through the raw tap, its stderr kept,
+//! and its whole process group stopped on close, so a server started through a wrapper
+//! (`npx`, a shell script) leaves nothing behind.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::AsyncRwTransport;
+use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+
+use crate::raw::{RawRequests, TapRead};
+
+/// How long a server gets to exit after its stdin closes, and again after SIGTERM.
+const GRACE: Duration = Duration::from_secs(2);
+
+pub struct ChildTransport {
+    io: AsyncRwTransport<RoleClient, TapRead<ChildStdout>, ChildStdin>,
+    child: Child,
+}
+
+impl ChildTransport {
+    /// Starts `command` in a process group of its own, stdio piped.
+    pub fn spawn(mut command: Command, raw: Arc<RawRequests>) -> std::io::Result<(Self, ChildStderr)> {
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        #[cfg(unix)]
+        command.process_group(0);
+        let mut child = command.spawn()?;
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err(std::io::Error::other("the child's stdio was not piped"));
+        };
+        let io = AsyncRwTransport::new_client(TapRead::new(stdout, raw), stdin);
+        Ok((ChildTransport { io, child }, stderr))
+    }
+
+    /// The MCP stdio shutdown sequence: close stdin, wait; SIGTERM, wait; SIGKILL. Signals go
+    /// to the whole group.
+    async fn stop(&mut self) -> std::io::Result<()> {
+        let _ = self.io.close().await;
+        if tokio::time::timeout(GRACE, self.child.wait()).await.is_ok() {
+            self.signal_group(Signal::Kill);
+            return Ok(());
+        }
+        self.signal_group(Signal::Term);
+        if tokio::time::timeout(GRACE, self.child.wait()).await.is_ok() {
+            self.signal_group(Signal::Kill);
+            return Ok(());
+        }
+        self.signal_group(Signal::Kill);
+        self.child.kill().await
+    }
+
+    fn signal_group(&self, signal: Signal) {
+        #[cfg(unix)]
+        if let Some(pid) = self.child.id() {
+            let sig = match signal {
+                Signal::Term => libc::SIGTERM,
+                Signal::Kill => libc::SIGKILL,
+            };
+            // SAFETY: killpg has no memory effects; the group id is our child's own pid, set
+            // by process_group(0) at spawn. A group that is already gone yields ESRCH.
+            unsafe {
+                libc::killpg(pid as libc::pid_t, sig);
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = signal;
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Signal {
+    Term,
+    Kill,
+}
+
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        // kill_on_drop reaches only the direct child; its descendants share its group.
+        self.signal_group(Signal::Kill);
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.io.send(item)
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.io.receive()
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.stop()
+    }
+}

@@ -1,0 +1,358 @@
+//! Server requests exactly as they arrived on the wire.
+//!
+//! rmcp parses `elicitation/create` into its typed schema model, which silently drops keywords
+//! it does not know (`pattern`, integer `enum`, ...). A schema with such a keyword is outside
+//! the supported subset and must be refused with the reason, and an answer must be validated
+//! against what the server really asked. So the bytes are read beside rmcp: on stdio from the
+//! child's stdout, on Streamable HTTP from the SSE events, and kept by request id until the
+//! handler takes them.
+
+use std::collections::{HashMap, VecDeque};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use futures::StreamExt;
+use rmcp::model::{ClientJsonRpcMessage, NumberOrString, RequestId};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use serde_json::Value;
+use tokio::io::{AsyncRead, ReadBuf};
+
+/// Requests kept before the oldest is forgotten: the handler takes each at once, so only
+/// requests rmcp never hands over (malformed, duplicated) can pile up.
+const KEEP: usize = 256;
+/// A line longer than this is not scanned (rmcp's own limits refuse such messages anyway).
+const MAX_LINE: usize = 4 * 1024 * 1024;
+const METHOD: &[u8] = b"elicitation/create";
+
+/// Raw params of `elicitation/create` requests, by request id.
+#[derive(Default)]
+pub struct RawRequests {
+    inner: Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>,
+}
+
+impl RawRequests {
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params.
+    pub fn observe(&self, text: &[u8]) {
+        if !contains(text, METHOD) {
+            return;
+        }
+        let Ok(value) = serde_json::from_slice::<Value>(text) else {
+            return;
+        };
+        match value {
+            Value::Array(batch) => batch.into_iter().for_each(|m| self.keep(m)),
+            message => self.keep(message),
+        }
+    }
+
+    fn keep(&self, message: Value) {
+        let Value::Object(mut message) = message else {
+            return;
+        };
+        if message.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+            return;
+        }
+        let id = match message.get("id") {
+            Some(Value::Number(n)) => match n.as_i64() {
+                Some(n) => NumberOrString::Number(n),
+                None => return,
+            },
+            Some(Value::String(s)) => NumberOrString::String(s.as_str().into()),
+            _ => return,
+        };
+        let params = message.remove("params").unwrap_or(Value::Null);
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, order) = &mut *guard;
+        if map.insert(id.clone(), params).is_none() {
+            order.push_back(id);
+        }
+        while order.len() > KEEP {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+    }
+
+    /// The params of request `id` as received, once.
+    pub fn take(&self, id: &RequestId) -> Option<Value> {
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, order) = &mut *guard;
+        let params = map.remove(id)?;
+        order.retain(|o| o != id);
+        Some(params)
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Passes a child's stdout through unchanged, showing each line to [`RawRequests`].
+pub struct TapRead<R> {
+    inner: R,
+    raw: Arc<RawRequests>,
+    line: Vec<u8>,
+    overlong: bool,
+}
+
+impl<R> TapRead<R> {
+    pub fn new(inner: R, raw: Arc<RawRequests>) -> Self {
+        TapRead {
+            inner,
+            raw,
+            line: Vec::new(),
+            overlong: false,
+        }
+    }
+
+    fn scan(&mut self, bytes: &[u8]) {
+        for chunk in bytes.split_inclusive(|b| *b == b'\n') {
+            let complete = chunk.last() == Some(&b'\n');
+            if !self.overlong {
+                if self.line.len() + chunk.len() > MAX_LINE {
+                    self.overlong = true;
+                    self.line.clear();
+                } else {
+                    self.line.extend_from_slice(chunk);
+                }
+            }
+            if complete {
+                if !self.overlong {
+                    self.raw.observe(&self.line);
+                }
+                self.line.clear();
+                self.overlong = false;
+            }
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let Poll::Ready(Ok(())) = &polled {
+            let fresh = buf.filled()[before..].to_vec();
+            self.scan(&fresh);
+        }
+        polled
+    }
+}
+
+/// rmcp's reqwest client for Streamable HTTP, showing every SSE event's data to
+/// [`RawRequests`]. Server-to-client requests only ever arrive on SSE streams.
+#[derive(Clone)]
+pub struct TapHttpClient {
+    inner: reqwest::Client,
+    raw: Arc<RawRequests>,
+}
+
+impl TapHttpClient {
+    pub fn new(inner: reqwest::Client, raw: Arc<RawRequests>) -> Self {
+        TapHttpClient { inner, raw }
+    }
+
+    fn tap_stream(
+        &self,
+        stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+    ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+        let raw = self.raw.clone();
+        stream
+            .inspect(move |event| {
+                if let Ok(event) = event
+                    && let Some(data) = &event.data
+                {
+                    raw.observe(data.as_bytes());
+                }
+            })
+            .boxed()
+    }
+
+    fn tap_response(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+        match response {
+            StreamableHttpPostResponse::Sse(stream, session) => {
+                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session)
+            }
+            other => other,
+        }
+    }
+}
+
+type Headers = HashMap<http::HeaderName, http::HeaderValue>;
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+impl StreamableHttpClient for TapHttpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_response(response))
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_response(response))
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        limits: StreamableHttpResponseLimits,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let response = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await?;
+        Ok(self.tap_response(response))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<()> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> HttpResult<futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>> {
+        let stream = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.tap_stream(stream))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> HttpResult<futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>> {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.tap_stream(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use tokio::io::AsyncReadExt;
+
+    #[test]
+    fn keeps_only_elicitations_by_id_and_gives_each_once() {
+        let raw = RawRequests::default();
+        raw.observe(br#"{"jsonrpc":"2.0","id":0,"method":"elicitation/create","params":{"message":"m","requestedSchema":{"type":"object","properties":{"n":{"type":"integer","enum":[1,2]}}}}}"#);
+        raw.observe(br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#);
+        raw.observe(br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"elicitation/create"}}"#);
+        let params = raw.take(&NumberOrString::Number(0)).unwrap();
+        assert_eq!(params["requestedSchema"]["properties"]["n"]["enum"], json!([1, 2]));
+        assert!(raw.take(&NumberOrString::Number(0)).is_none());
+        assert!(raw.take(&NumberOrString::String("x".into())).is_none());
+    }
+
+    #[test]
+    fn forgets_the_oldest_beyond_its_bound() {
+        let raw = RawRequests::default();
+        for i in 0..(KEEP as i64 + 10) {
+            raw.observe(format!(r#"{{"id":{i},"method":"elicitation/create","params":{{}}}}"#).as_bytes());
+        }
+        assert!(raw.take(&NumberOrString::Number(0)).is_none());
+        assert!(raw.take(&NumberOrString::Number(KEEP as i64 + 9)).is_some());
+    }
+
+    #[tokio::test]
+    async fn the_stdout_tap_passes_bytes_through_and_sees_split_lines() {
+        let raw = RawRequests::new();
+        let wire = b"{\"id\":7,\"method\":\"elicitation/create\",\"params\":{\"message\":\"hi\"}}\n{\"id\":8,\"result\":{}}\n".to_vec();
+        // Deliver the bytes in small pieces, as a pipe may.
+        let (mut tx, rx) = tokio::io::duplex(5);
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            for piece in wire.chunks(3) {
+                tx.write_all(piece).await.unwrap();
+            }
+        });
+        let mut tapped = TapRead::new(rx, raw.clone());
+        let mut out = Vec::new();
+        tapped.read_to_end(&mut out).await.unwrap();
+        writer.await.unwrap();
+        assert!(out.ends_with(b"{\"id\":8,\"result\":{}}\n"));
+        assert_eq!(raw.take(&NumberOrString::Number(7)).unwrap(), json!({"message": "hi"}));
+    }
+}

@@ -1,0 +1,73 @@
+// Builders for backend values (shapes from ui/src/bindings).
+
+let nextId = 100;
+
+export function endpointStdio(command = "countersign-demo-server --stdio") {
+  return { kind: "stdio", command };
+}
+
+export function formAsk({ id, server = "demo", message = "Please answer.", fields = [], agent = null,
+  endpoint = endpointStdio(), deadlineMs = null, receivedAtMs } = {}) {
+  nextId += 1;
+  return {
+    id: id ?? nextId,
+    asker: { server, endpoint, agent },
+    request: {},
+    receivedAtMs: receivedAtMs ?? Date.now() + nextId,
+    deadlineMs,
+    kind: "form",
+    message,
+    schema: { fields },
+  };
+}
+
+export function urlAsk({ id, server = "demo", message = "Sign in to continue.", url, agent = null,
+  endpoint = endpointStdio() } = {}) {
+  nextId += 1;
+  return {
+    id: id ?? nextId,
+    asker: { server, endpoint, agent },
+    request: {},
+    receivedAtMs: Date.now() + nextId,
+    deadlineMs: null,
+    kind: "url",
+    message,
+    url,
+    elicitationId: `el-${nextId}`,
+  };
+}
+
+function base(name, o) {
+  return {
+    name,
+    title: o.title ?? null,
+    description: o.description ?? null,
+    required: !!o.required,
+    default: o.default ?? null,
+  };
+}
+
+export const field = {
+  text: (name, o = {}) => ({ ...base(name, o), kind: "text", minLength: o.minLength ?? null,
+    maxLength: o.maxLength ?? null, format: o.format ?? null }),
+  number: (name, o = {}) => ({ ...base(name, o), kind: "number", integer: !!o.integer,
+    minimum: o.minimum ?? null, maximum: o.maximum ?? null }),
+  boolean: (name, o = {}) => ({ ...base(name, o), kind: "boolean" }),
+  /** options: values, or [value, label] pairs. */
+  single: (name, options, o = {}) => ({ ...base(name, o), kind: "singleSelect", options: choices(options) }),
+  multi: (name, options, o = {}) => ({ ...base(name, o), kind: "multiSelect", options: choices(options),
+    minItems: o.minItems ?? null, maxItems: o.maxItems ?? null }),
+};
+
+function choices(options) {
+  return options.map((o) => (Array.isArray(o) ? { value: o[0], label: o[1] } : { value: o, label: null }));
+}
+
+export function server(name, state = { state: "ready", protocolVersion: "2025-11-25", serverName: name, serverVersion: "1.0.0" }, o = {}) {
+  return {
+    name,
+    endpoint: o.endpoint ?? endpointStdio(`${name}-server`),
+    trusted: !!o.trusted,
+    state,
+  };
+}
