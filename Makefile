@@ -1,19 +1,33 @@
-# Countersign: build and test entry points. A newcomer runs `make deps test`.
-#   make deps         install system packages, test peers (npm, Python venv) and cargo-nextest
-#   make test         unit + integration tests (nextest, else cargo test), then `make conformance`
+# Countersign: build and test entry points. A newcomer runs `make deps run` or `make deps test`.
+#   make deps         install system packages, test peers (npm, Python venv), UI packages,
+#                     cargo-nextest and tauri-driver (only what is missing)
+#   make run          build the UI, the demo server and the app, and start the app (under Xvfb
+#                     when there is no display)
+#   make test         UI build, Rust tests (nextest), UI tests in Chromium, conformance suite
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps test unit conformance smoke-peers
+.PHONY: deps run ui ui-test test unit conformance smoke-peers
 
 CONFORMANCE_PKG := countersign-conformance-client
 
 deps:
 	bash scripts/install-deps.sh
 
-test: unit conformance
+# The app embeds ui/dist at compile time, so the UI is built before any cargo build.
+ui:
+	npm run --prefix ui build
+
+run: ui
+	cargo build -p countersign-demo-server -p countersign
+	bash scripts/run-app.sh
+
+test: ui unit ui-test conformance
+
+ui-test: ui
+	npm test --prefix ui
 
 unit:
 	@if cargo nextest --version >/dev/null 2>&1; then \

@@ -10,6 +10,8 @@
 #   3. tests/peers/.venv with the Python SDK (`pip install -r requirements.txt -c constraints.txt`)
 #      when missing, broken, or older than those files.
 #   4. cargo-nextest (`cargo install --locked`) only if it is not on PATH.
+#   5. ui/node_modules (`npm ci`) when missing or older than ui/package-lock.json.
+#   6. tauri-driver (`cargo install --locked`) only if it is not on PATH.
 #
 # Environment: PYTHON (default python3) picks the interpreter for the venv; SKIP_APT=1 skips
 # step 1 (for machines where you are not root and the packages are known to be there).
@@ -22,9 +24,10 @@ APT_PACKAGES=(
   build-essential pkg-config libssl-dev python3-venv
   libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libayatana-appindicator3-dev libxdo-dev
   xvfb xauth webkit2gtk-driver dbus dbus-x11
-  chromium chromium-driver
+  chromium chromium-driver imagemagick
 )
 NEXTEST_VERSION="0.9.143"
+TAURI_DRIVER_VERSION="2.1.0"
 
 now() { date +%s; }
 step() { echo "install-deps: $*"; }
@@ -110,9 +113,37 @@ nextest() {
   took "nextest" "$t0"
 }
 
+# --- 5. the UI's node_modules -----------------------------------------------------------------
+npm_ui() {
+  local t0 ui="$ROOT/ui" stamp="$ROOT/ui/node_modules/.package-lock.json"
+  t0=$(now)
+  if [[ -f "$stamp" && ! "$ui/package-lock.json" -nt "$stamp" ]]; then
+    step "npm: ui/node_modules up to date"
+    return
+  fi
+  step "npm: npm ci in ui"
+  (cd "$ui" && npm ci --no-audit --no-fund --loglevel=error)
+  took "npm ui" "$t0"
+}
+
+# --- 6. tauri-driver (WebDriver for the real app, end-to-end tests) ---------------------------
+tauri_driver() {
+  local t0
+  t0=$(now)
+  if command -v tauri-driver >/dev/null 2>&1; then
+    step "tauri-driver: installed"
+    return
+  fi
+  step "tauri-driver: cargo install tauri-driver@$TAURI_DRIVER_VERSION --locked (about 90 s)"
+  cargo install tauri-driver --version "$TAURI_DRIVER_VERSION" --locked
+  took "tauri-driver" "$t0"
+}
+
 T0=$(now)
 if [[ "${SKIP_APT:-0}" == 1 ]]; then step "apt: skipped (SKIP_APT=1)"; else apt_packages; fi
 npm_peers
 python_venv
+npm_ui
 nextest
+tauri_driver
 took "all" "$T0"

@@ -270,7 +270,7 @@ test("backend per-field errors are shown beside the fields and the dialog stays"
   const describedBy = await d.getByLabel("Topic").getAttribute("aria-describedby");
   assert.match(await page.evaluate((ids) => ids.split(" ").map((i) => document.getElementById(i).textContent).join("|"), describedBy),
     /Must be at least 3 characters/);
-  assert.match(await d.locator(".field-count .field-error").textContent(), /Must be at most 8/);
+  assert.match(await d.locator(".field-number .field-error").textContent(), /Must be at most 8/);
   assert.match(await d.getByRole("alert").textContent(), /"extra" is not a field of this form/);
   assert.equal(await d.count(), 1);
   assert.equal(await d.getByRole("button", { name: "Submit" }).isEnabled(), true);

@@ -79,18 +79,19 @@ export class AskDesk implements AskViewHost {
       if (!pending.has(id)) this.remove(id);
     }
     const sorted = [...asks].sort((a, b) => a.receivedAtMs - b.receivedAtMs || a.id - b.id);
-    for (const ask of sorted) this.add(ask);
+    for (const ask of sorted) this.add(ask, false);
   }
 
   onEvent(event: AskEvent): void {
     if (event.event === "added") {
-      this.add(event.ask);
+      this.add(event.ask, true);
     } else {
       this.resolved(event.id, event.outcome);
     }
   }
 
-  private add(ask: Ask): void {
+  /** Adds a view for `ask` (once); `announce` says so in the dialog when another is being shown. */
+  private add(ask: Ask, announce: boolean): void {
     if (this.views.has(ask.id) || this.gone.has(ask.id)) return;
     const view = new AskView(ask, this);
     view.root.hidden = true;
@@ -109,7 +110,7 @@ export class AskDesk implements AskViewHost {
       this.show(view, false);
       this.open();
       view.focusInitial();
-    } else {
+    } else if (announce) {
       this.dialogNotice.show("New question from ", inlineText(ask.asker.server, 80), ".");
     }
     this.updateQueue();

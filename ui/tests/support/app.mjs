@@ -47,6 +47,7 @@ export async function openApp(env, backendOrState = {}, options = {}) {
     colorScheme: options.colorScheme ?? "light",
   });
   const page = await context.newPage();
+  page.setDefaultTimeout(options.timeoutMs ?? 5000);
   const problems = [];
   page.on("pageerror", (e) => problems.push(`pageerror: ${e.message}`));
   page.on("console", (m) => {
