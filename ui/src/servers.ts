@@ -50,6 +50,8 @@ export class ServersPane {
     } else if (this.selected !== null) {
       this.drawDetailHeader();
     }
+    // Something to look at from the start: the first server.
+    if (this.selected === null && this.servers.length > 0) this.select(this.servers[0].name);
   }
 
   onSessionEvent(event: SessionEvent): void {

@@ -19,6 +19,9 @@ const GRACE: Duration = Duration::from_secs(2);
 pub struct ChildTransport {
     io: AsyncRwTransport<RoleClient, TapRead<ChildStdout>, ChildStdin>,
     child: Child,
+    /// Also the process group id. Kept because `Child::id` forgets it once the child is reaped,
+    /// and the group can outlive its leader.
+    pid: Option<u32>,
 }
 
 impl ChildTransport {
@@ -38,7 +41,8 @@ impl ChildTransport {
             return Err(std::io::Error::other("the child's stdio was not piped"));
         };
         let io = AsyncRwTransport::new_client(TapRead::new(stdout, raw), stdin);
-        Ok((ChildTransport { io, child }, stderr))
+        let pid = child.id();
+        Ok((ChildTransport { io, child, pid }, stderr))
     }
 
     /// The MCP stdio shutdown sequence: close stdin, wait; SIGTERM, wait; SIGKILL. Signals go
@@ -60,7 +64,7 @@ impl ChildTransport {
 
     fn signal_group(&self, signal: Signal) {
         #[cfg(unix)]
-        if let Some(pid) = self.child.id() {
+        if let Some(pid) = self.pid {
             let sig = match signal {
                 Signal::Term => libc::SIGTERM,
                 Signal::Kill => libc::SIGKILL,

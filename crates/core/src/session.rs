@@ -37,8 +37,8 @@ use crate::raw::{RawRequests, TapHttpClient};
 const STDERR_LINES: usize = 200;
 /// A stderr line longer than this is cut (a server can write anything).
 const STDERR_LINE_MAX: usize = 4096;
-/// How often an otherwise idle session is pinged to notice a dead server.
-const PING_EVERY: Duration = Duration::from_secs(15);
+/// How often a session is pinged to notice a dead server, unless set otherwise.
+pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(15);
 /// Rounds of multi round-trip input a single call may take before we give up on the server.
 const MAX_INPUT_ROUNDS: usize = 10;
 
@@ -143,6 +143,7 @@ struct Inner {
     events: broadcast::Sender<SessionEvent>,
     next_session: AtomicU64,
     backoff: Backoff,
+    ping_every: Duration,
 }
 
 /// All sessions. Cheap to clone.
@@ -157,6 +158,12 @@ impl SessionManager {
     }
 
     pub fn with_backoff(broker: Broker, backoff: Backoff) -> Self {
+        Self::with_timing(broker, backoff, DEFAULT_PING_EVERY)
+    }
+
+    /// `ping_every`: how often each session is pinged to notice a server that stopped
+    /// answering (rmcp's HTTP transport never notices by itself).
+    pub fn with_timing(broker: Broker, backoff: Backoff, ping_every: Duration) -> Self {
         let (events, _) = broadcast::channel(1024);
         SessionManager {
             inner: Arc::new(Inner {
@@ -165,6 +172,7 @@ impl SessionManager {
                 events,
                 next_session: AtomicU64::new(1),
                 backoff,
+                ping_every,
             }),
         }
     }
@@ -446,7 +454,7 @@ impl SessionManager {
             tokio::select! {
                 _ = entry.stop.cancelled() => break None,
                 _ = tap.closed.cancelled() => break Some(self.closed_reason(entry)),
-                _ = tokio::time::sleep(PING_EVERY) => {
+                _ = tokio::time::sleep(self.inner.ping_every) => {
                     let mut options = PeerRequestOptions::no_options();
                     options.timeout = Some(entry.config.request_timeout.min(Duration::from_secs(10)));
                     let ping = live.peer.send_request_with_option(

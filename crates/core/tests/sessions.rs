@@ -1,0 +1,164 @@
+//! Session supervision against real processes and servers: states and their events, stderr
+//! capture, backoff, dead HTTP servers, and shutdown leaving no process behind.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use countersign_core::config::ProtocolChoice;
+use countersign_core::session::Backoff;
+use countersign_core::{AuditLog, Broker, ServerConfig, SessionManager, SessionState};
+use countersign_demo_server::{TicketStore, serve_http};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn manager(test: &str, ping: Duration) -> SessionManager {
+    let audit = std::env::temp_dir().join(format!("cs-sessions-{test}-{}.jsonl", std::process::id()));
+    let broker = Broker::new(AuditLog::open(audit).unwrap());
+    SessionManager::with_timing(
+        broker,
+        Backoff {
+            first: Duration::from_millis(100),
+            max: Duration::from_millis(400),
+        },
+        ping,
+    )
+}
+
+fn demo_server_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let binary = target.join("debug/countersign-demo-server");
+    if !binary.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "countersign-demo-server"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success());
+    }
+    binary
+}
+
+/// Waits until `pred` holds for the server's state, returning it.
+async fn wait_state(
+    sessions: &SessionManager,
+    server: &str,
+    pred: impl Fn(&SessionState) -> bool,
+) -> SessionState {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(state) = sessions.state(server)
+            && pred(&state)
+        {
+            return state;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{server}: stuck in {:?}", sessions.state(server));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_dies_at_start_reconnects_with_backoff_and_shows_its_stderr() {
+    let sessions = manager("dies", Duration::from_secs(15));
+    let mut events = sessions.subscribe();
+    sessions
+        .start(vec![ServerConfig::stdio("broken", "sh", &["-c", "echo 'missing API key' >&2; exit 1"])])
+        .await;
+    let state = wait_state(&sessions, "broken", |s| matches!(s, SessionState::Reconnecting { attempt, .. } if *attempt >= 3)).await;
+    let SessionState::Reconnecting { next_in_ms, reason, .. } = state else { unreachable!() };
+    assert!(next_in_ms <= 400, "capped: {next_in_ms}");
+    assert!(reason.contains("handshake") || reason.contains("exited"), "{reason}");
+    assert!(sessions.stderr_tail("broken").iter().any(|l| l == "missing API key"));
+    // The states came as events, in order, with growing attempts.
+    let mut seen = Vec::new();
+    while let Ok(event) = events.try_recv() {
+        assert_eq!(event.server, "broken");
+        seen.push(event.state);
+    }
+    assert_eq!(seen.first(), Some(&SessionState::Connecting));
+    let attempts: Vec<u32> = seen
+        .iter()
+        .filter_map(|s| match s {
+            SessionState::Reconnecting { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert!(attempts.windows(2).all(|w| w[1] == w[0] + 1), "{attempts:?}");
+    sessions.shutdown().await;
+    assert_eq!(sessions.state("broken"), None);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_program_fails_without_retrying() {
+    let sessions = manager("missing", Duration::from_secs(15));
+    sessions
+        .start(vec![ServerConfig::stdio("ghost", "/nonexistent/countersign-nothing", &[])])
+        .await;
+    let state = wait_state(&sessions, "ghost", |s| matches!(s, SessionState::Failed { .. })).await;
+    assert!(matches!(&state, SessionState::Failed { reason } if reason.contains("cannot start")), "{state:?}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(sessions.state("ghost"), Some(state));
+    sessions.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_http_server_is_noticed_and_reconnected_when_it_returns() {
+    let store = TicketStore::seeded();
+    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store.clone()).await.unwrap();
+    let addr = server.local_addr();
+    let mut config = ServerConfig::http("remote", &server.url());
+    config.protocol = ProtocolChoice::Legacy;
+    config.request_timeout = Duration::from_secs(2);
+    let sessions = manager("dead-http", Duration::from_millis(300));
+    sessions.start(vec![config]).await;
+    wait_state(&sessions, "remote", |s| matches!(s, SessionState::Ready { .. })).await;
+
+    server.shutdown().await.unwrap();
+    let state = wait_state(&sessions, "remote", |s| matches!(s, SessionState::Reconnecting { .. })).await;
+    assert!(matches!(&state, SessionState::Reconnecting { reason, .. } if !reason.is_empty()));
+
+    // Back on the same port: the session recovers by itself.
+    let _again = serve_http(addr, store).await.unwrap();
+    wait_state(&sessions, "remote", |s| matches!(s, SessionState::Ready { .. })).await;
+    assert!(sessions.list_tools("remote").await.unwrap().iter().any(|t| t.name == "list_tickets"));
+    sessions.shutdown().await;
+}
+
+fn alive(pid: i32) -> bool {
+    // A reaped process has no /proc entry; a zombie would still show as state Z.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z"),
+        Err(_) => false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn shutdown_leaves_no_child_or_grandchild_behind() {
+    let dir = std::env::temp_dir().join(format!("cs-pids-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let demo = demo_server_binary();
+    // A wrapper script, as `npx` would be: it starts a helper and then the server.
+    let script = format!(
+        "sleep 600 & echo $! > {dir}/helper; echo $$ > {dir}/server; exec {demo}",
+        dir = dir.display(),
+        demo = demo.display()
+    );
+    let sessions = manager("no-orphans", Duration::from_secs(15));
+    sessions.start(vec![ServerConfig::stdio("desk", "sh", &["-c", &script])]).await;
+    wait_state(&sessions, "desk", |s| matches!(s, SessionState::Ready { .. })).await;
+    let pid = |name: &str| -> i32 { std::fs::read_to_string(dir.join(name)).unwrap().trim().parse().unwrap() };
+    let (server, helper) = (pid("server"), pid("helper"));
+    assert!(alive(server) && alive(helper));
+
+    sessions.shutdown().await;
+    // The server is reaped by the time shutdown returns; the helper gets SIGKILL with its group
+    // and is reaped by init shortly after.
+    assert!(!alive(server), "server {server} still running");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive(helper) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(helper), "helper {helper} still running");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,0 +1,221 @@
+// The main window: servers with live state, tools with annotation badges, stderr with refresh,
+// running a tool (with the ask dialog on top while it waits), History, and the config banner.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+import { launch, openApp, dialog, waitForAnswers, UI_DIR } from "./support/app.mjs";
+import { formAsk, field, server } from "./support/fixtures.mjs";
+
+let env;
+before(async () => {
+  env = await launch();
+});
+after(async () => {
+  await env?.close();
+});
+
+const deleteTicket = {
+  name: "delete_ticket",
+  title: "Delete a ticket",
+  description: "Deletes a ticket for good, after asking the person to confirm.",
+  inputSchema: { type: "object", properties: { id: { type: "string" }, force: { type: "boolean" } }, required: ["id"] },
+  annotations: { destructiveHint: true, readOnlyHint: false },
+};
+const listTickets = {
+  name: "list_tickets",
+  title: null,
+  description: "Lists the open tickets.",
+  inputSchema: { type: "object", properties: {} },
+  annotations: { readOnlyHint: true },
+};
+
+const state = () => ({
+  servers: [
+    server("demo", undefined, { trusted: true }),
+    server("remote", { state: "connecting" }, { endpoint: { kind: "http", host: "mcp.example.com", url: "https://mcp.example.com/mcp" } }),
+    server("broken", { state: "failed", reason: "spawn failed: No such file or directory" }),
+  ],
+  tools: { demo: [deleteTicket, listTickets], remote: [] },
+  stderr: { demo: ["demo-server starting", "listening on stdio"] },
+});
+
+test("servers are listed with live state, endpoint and trust", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  const items = page.locator(".server-item");
+  assert.equal(await items.count(), 3);
+  const demo = await items.nth(0).textContent();
+  assert.match(demo, /demo/);
+  assert.match(demo, /Ready/);
+  assert.match(demo, /demo-server/);
+  assert.match(demo, /trusted/);
+  assert.match(await items.nth(1).textContent(), /remote.*Connecting….*mcp\.example\.com/);
+  assert.match(await items.nth(2).textContent(), /broken.*Failed/);
+  assert.doesNotMatch(await items.nth(1).textContent(), /trusted/);
+
+  await backend.emit("session-event", { server: "remote", state: { state: "reconnecting", attempt: 2, nextInMs: 4000, reason: "connection refused" } });
+  assert.match(await items.nth(1).textContent(), /Reconnecting \(attempt 2\)/);
+  await page.getByRole("button", { name: /^remote/ }).click();
+  assert.match(await page.locator(".detail-header").textContent(), /connection refused — next try in 4 s/);
+  assert.match(await page.locator(".detail-header").textContent(), /At mcp\.example\.com \(https:\/\/mcp\.example\.com\/mcp\)/);
+  await backend.emit("session-event", { server: "remote", state: { state: "ready", protocolVersion: "2025-11-25", serverName: "remote-srv", serverVersion: "2.0" } });
+  assert.match(await items.nth(1).textContent(), /Ready/);
+  assert.match(await page.locator(".detail-header").textContent(), /remote-srv 2\.0, protocol 2025-11-25/);
+  // Becoming ready reloads the tools of the server shown.
+  await page.getByText("This server offers no tools.").waitFor();
+  assert.ok(backend.calls.filter((c) => c.cmd === "list_tools" && c.args.server === "remote").length >= 2);
+
+  // A server the window does not know yet: the list is read again.
+  backend.servers.push(server("newcomer"));
+  await backend.emit("session-event", { server: "newcomer", state: { state: "connecting" } });
+  await page.getByRole("button", { name: /^newcomer/ }).waitFor();
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("a server's tools show title, description and annotation badges; stderr refreshes", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const del = page.getByRole("article", { name: "delete_ticket" });
+  await del.waitFor();
+  assert.match(await del.textContent(), /Delete a ticket/);
+  assert.match(await del.textContent(), /Deletes a ticket for good/);
+  assert.equal(await del.locator(".badge").allTextContents().then((b) => b.join(",")), "destructive");
+  assert.equal(await page.getByRole("article", { name: "list_tickets" }).locator(".badge").allTextContents().then((b) => b.join(",")), "read-only");
+  assert.equal(await page.locator(".stderr pre").textContent(), "demo-server starting\nlistening on stdio");
+  backend.stderr.demo.push("ticket T-7 deleted");
+  await page.getByRole("button", { name: "Refresh" }).click();
+  await page.getByText(/ticket T-7 deleted/).waitFor();
+
+  // An unknown server's tools: the error is shown where the tools would be.
+  await page.getByRole("button", { name: /^broken/ }).click();
+  await page.getByText(/Could not list tools: unknown server broken/).waitFor();
+  assert.match(await page.locator(".server-detail").textContent(), /spawn failed: No such file or directory/);
+  await app.close();
+});
+
+test("run a tool: JSON arguments pre-filled from required properties, result shown, errors listed", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const del = page.getByRole("article", { name: "delete_ticket" });
+  await del.getByRole("button", { name: "Run…" }).click();
+  const args = del.getByLabel("Arguments (JSON)");
+  assert.equal(await args.inputValue(), '{\n  "id": ""\n}');
+  assert.equal(await page.evaluate(() => document.activeElement?.tagName), "TEXTAREA");
+
+  // Not JSON: nothing is sent.
+  await args.fill("{ id: ");
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText(/Not valid JSON/).waitFor();
+  assert.equal(backend.calls.filter((c) => c.cmd === "run_tool").length, 0);
+
+  // Refused by the schema check: the list of problems.
+  backend.onRunTool = () => ({ err: { kind: "invalidArguments", message: "The arguments do not fit the tool's input schema", errors: ["/id: 7 is not of type \"string\""] } });
+  await args.fill('{"id": 7}');
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText('/id: 7 is not of type "string"').waitFor();
+
+  // Works: text items as text, others as JSON.
+  backend.onRunTool = () => ({ ok: { isError: false, content: [
+    { type: "text", text: "Deleted T-7" },
+    { type: "image", data: "AAAA", mimeType: "image/png" },
+  ], structuredContent: { deleted: "T-7" } } });
+  await args.fill('{"id": "T-7"}');
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText("Deleted T-7").waitFor();
+  const result = await del.locator(".run-result").textContent();
+  assert.match(result, /"type": "image"/);
+  assert.match(result, /"deleted": "T-7"/);
+  const run = backend.calls.filter((c) => c.cmd === "run_tool").at(-1);
+  assert.deepEqual(run.args, { server: "demo", tool: "delete_ticket", arguments: { id: "T-7" } });
+
+  // A tool error.
+  backend.onRunTool = () => ({ ok: { isError: true, content: [{ type: "text", text: "No ticket T-9" }], structuredContent: null } });
+  await args.fill('{"id": "T-9"}');
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText("No ticket T-9").waitFor();
+  assert.match(await del.locator(".run-result").textContent(), /The tool reported an error/);
+  await app.close();
+});
+
+test("while a run waits, its confirmation dialog appears on top; the result lands afterwards", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  let finish;
+  backend.onRunTool = () => new Promise((resolve) => {
+    finish = resolve;
+  });
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const del = page.getByRole("article", { name: "delete_ticket" });
+  await del.getByRole("button", { name: "Run…" }).click();
+  await del.getByLabel("Arguments (JSON)").fill('{"id": "T-7"}');
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText("Running…").waitFor();
+  assert.equal(await del.getByRole("button", { name: "Run", exact: true }).isDisabled(), true);
+
+  await backend.addAsk(formAsk({ id: 500, server: "demo", message: "Delete ticket T-7, \"Printer on fire\"? This cannot be undone.",
+    fields: [field.boolean("confirm", { title: "Confirm deletion", required: true })] }));
+  const d = page.getByRole("dialog", { name: /demo asks/ });
+  await d.waitFor();
+  await page.keyboard.press("Space");
+  await d.getByRole("button", { name: "Submit" }).click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(answer, { id: 500, answer: { action: "accept", content: { confirm: true } } });
+  await d.waitFor({ state: "detached" });
+  finish({ ok: { isError: false, content: [{ type: "text", text: "Deleted T-7" }], structuredContent: null } });
+  await del.getByText("Deleted T-7").waitFor();
+  assert.equal(await del.getByRole("button", { name: "Run", exact: true }).isEnabled(), true);
+  await app.close();
+});
+
+test("History lists asks newest first with outcomes, and refused requests", async () => {
+  const now = Date.UTC(2025, 10, 25, 12, 0, 0);
+  const older = formAsk({ id: 1, server: "demo", message: "Older question", receivedAtMs: now - 60_000 });
+  const newer = formAsk({ id: 2, server: "github", agent: "Cursor", message: "Newer question", receivedAtMs: now });
+  const url = { ...formAsk({ id: 3, server: "auth", message: "Sign in", receivedAtMs: now - 30_000 }), kind: "url", url: "https://id.example.com/x", elicitationId: "e" };
+  const app = await openApp(env, { ...state(), history: {
+    asks: [
+      { run: "r", ask: older, outcome: { outcome: "accepted", content: { confirm: true } }, resolvedAtMs: now - 50_000 },
+      { run: "r", ask: newer, outcome: { outcome: "cancelled", reason: "timeout" }, resolvedAtMs: now + 60_000 },
+      { run: "r", ask: url, outcome: null, resolvedAtMs: null },
+    ],
+    refused: [{ server: "weird", reason: "properties.x.type: \"object\" is not supported", atMs: now }],
+    skipped: 2,
+  } });
+  const { page } = app;
+  await page.getByRole("tab", { name: "History" }).click();
+  assert.equal(await page.getByRole("tab", { name: "History" }).getAttribute("aria-selected"), "true");
+  const rows = page.locator(".history-table").first().locator("tbody tr");
+  await rows.first().waitFor();
+  const texts = await rows.allTextContents();
+  assert.equal(texts.length, 3);
+  assert.match(texts[0], /github.*for Cursor.*Newer question.*Cancelled: This question timed out\./);
+  assert.match(texts[1], /auth.*Sign in.*Open https:\/\/id\.example\.com\/x.*No outcome recorded/);
+  assert.match(texts[2], /demo.*Older question.*Accepted.*"confirm":true/);
+  assert.match(await page.locator(".history-table").nth(1).textContent(), /weird.*is not supported/);
+  assert.match(await page.locator(".history").textContent(), /2 lines of the log could not be read/);
+  // Keyboard: arrows move between the tabs.
+  await page.keyboard.press("ArrowLeft");
+  assert.equal(await page.getByRole("tab", { name: "Servers" }).getAttribute("aria-selected"), "true");
+  assert.equal(await page.locator("#panel-history").isHidden(), true);
+  await app.close();
+});
+
+test("config errors are shown in a banner; the window screenshot", async () => {
+  const app = await openApp(env, { ...state(), config: { path: "/home/me/.config/countersign/config.json", errors: [
+    { file: "/home/me/.config/countersign/config.json", line: 12, column: 5, server: "broken", message: "missing \"command\"" },
+  ] } });
+  const { page } = app;
+  const banner = page.getByRole("region", { name: "Config problems" });
+  assert.match(await banner.textContent(), /config\.json:12:5 \(server broken\): missing "command"/);
+  await page.getByRole("button", { name: /^demo/ }).click();
+  await page.getByRole("article", { name: "delete_ticket" }).getByRole("button", { name: "Run…" }).click();
+  const dir = join(UI_DIR, "test-results");
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, "main-window.png") });
+  await app.close();
+});
