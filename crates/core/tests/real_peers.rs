@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{HttpPeer, Harness, Person, WAIT, as_object, finish, with_test_timeouts};
+use common::{Harness, HttpPeer, Person, WAIT, as_object, finish, with_test_timeouts};
 use countersign_core::audit::AuditRecord;
 use countersign_core::config::ProtocolChoice;
 use countersign_core::schema::defaults;
@@ -34,7 +34,12 @@ fn form_of(ask: &Ask) -> (&str, &countersign_core::schema::FormSchema) {
 }
 
 fn field_names(ask: &Ask) -> Vec<&str> {
-    form_of(ask).1.fields.iter().map(|f| f.name.as_str()).collect()
+    form_of(ask)
+        .1
+        .fields
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -64,9 +69,15 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
     assert_eq!(message, "Confirm: deploy");
     assert_eq!(field_names(&ask), ["confirm"]);
     assert!(form_of(&ask).1.fields[0].required);
-    assert_eq!(h.broker.pending().iter().map(|a| a.id).collect::<Vec<_>>(), [ask.id]);
+    assert_eq!(
+        h.broker.pending().iter().map(|a| a.id).collect::<Vec<_>>(),
+        [ask.id]
+    );
 
-    let outcome = h.broker.answer(ask.id, accept(json!({"confirm": true}))).unwrap();
+    let outcome = h
+        .broker
+        .answer(ask.id, accept(json!({"confirm": true})))
+        .unwrap();
     assert_eq!(
         outcome,
         Outcome::Accepted {
@@ -75,7 +86,10 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
     );
     let reply = finish(call, "confirm_action accept").await;
     assert!(!reply.is_error, "{reply:?}");
-    assert_eq!(reply.json(), json!({"action": "accept", "content": {"confirm": true}}));
+    assert_eq!(
+        reply.json(),
+        json!({"action": "accept", "content": {"confirm": true}})
+    );
     assert_eq!(person.resolution(ask.id).await, outcome);
     assert!(h.broker.pending().is_empty());
 
@@ -84,7 +98,10 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
     let ask2 = person.ask_from(&mut call, &h, "ts").await;
     assert_ne!(ask2.id, ask.id);
     assert_eq!(form_of(&ask2).0, "Confirm: drop the table");
-    assert_eq!(h.broker.answer(ask2.id, Answer::Decline), Ok(Outcome::Declined));
+    assert_eq!(
+        h.broker.answer(ask2.id, Answer::Decline),
+        Ok(Outcome::Declined)
+    );
     let reply = finish(call, "confirm_action decline").await;
     assert_eq!(reply.json(), json!({"action": "decline"}));
     // A second answer to an ask that already ended is refused.
@@ -124,13 +141,17 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
 async fn ts_http_confirm_action_accept_is_echoed() {
     let peer = HttpPeer::start_ts().await;
     let h = Harness::new("ts-http-confirm");
-    h.start(with_test_timeouts(ServerConfig::http("ts-http", &peer.url))).await;
+    h.start(with_test_timeouts(ServerConfig::http("ts-http", &peer.url)))
+        .await;
     let mut person = Person::new(&h.broker);
 
     let mut call = h.spawn_call("ts-http", "confirm_action", json!({"action": "ship it"}));
     let ask = person.ask_from(&mut call, &h, "ts-http").await;
     assert_eq!(ask.asker.server, "ts-http");
-    let port = peer.url.trim_start_matches("http://").trim_end_matches("/mcp");
+    let port = peer
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp");
     assert_eq!(
         ask.asker.endpoint,
         Endpoint::Http {
@@ -139,10 +160,15 @@ async fn ts_http_confirm_action_accept_is_echoed() {
         }
     );
     assert_eq!(form_of(&ask).0, "Confirm: ship it");
-    h.broker.answer(ask.id, accept(json!({"confirm": true}))).unwrap();
+    h.broker
+        .answer(ask.id, accept(json!({"confirm": true})))
+        .unwrap();
     let reply = finish(call, "confirm_action over HTTP").await;
     assert!(!reply.is_error, "{reply:?}");
-    assert_eq!(reply.json(), json!({"action": "accept", "content": {"confirm": true}}));
+    assert_eq!(
+        reply.json(),
+        json!({"action": "accept", "content": {"confirm": true}})
+    );
 
     h.shutdown().await;
     peer.stop().await;
@@ -179,7 +205,7 @@ async fn server_cancellation_withdraws_the_ask(h: &Harness, server: &str, logs: 
     );
     let mut person = Person::new(&h.broker);
     let mut call = h.spawn_call(server, "ask_with_timeout", json!({"timeout_ms": 1000}));
-    let ask = person.ask_from(&mut call, &h, server).await;
+    let ask = person.ask_from(&mut call, h, server).await;
     assert_eq!(form_of(&ask).0, "Answer within 1000 ms");
     assert_eq!(field_names(&ask), ["ok"]);
     // The first server-to-client request of the session: id 0, a falsy id some clients mishandle.
@@ -194,8 +220,13 @@ async fn server_cancellation_withdraws_the_ask(h: &Harness, server: &str, logs: 
         },
         "the ask should be withdrawn by the server's cancellation"
     );
-    logs.wait(r#"sent notifications/cancelled {"requestId":0"#).await;
-    assert!(h.broker.pending().is_empty(), "still pending: {:?}", h.broker.pending());
+    logs.wait(r#"sent notifications/cancelled {"requestId":0"#)
+        .await;
+    assert!(
+        h.broker.pending().is_empty(),
+        "still pending: {:?}",
+        h.broker.pending()
+    );
     // The person's late Submit is refused, not sent.
     assert_eq!(
         h.broker.answer(ask.id, accept(json!({"ok": true}))),
@@ -300,15 +331,24 @@ fn raw_result(text: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+#[allow(clippy::approx_constant)] // 3.14 is server-everything's default, not an approximation of pi
 async fn everything_form_with_the_prefilled_defaults_is_echoed() {
     let h = everything("everything-defaults").await;
-    h.wait_for_tool("everything", "trigger-elicitation-request").await;
+    h.wait_for_tool("everything", "trigger-elicitation-request")
+        .await;
     let mut person = Person::new(&h.broker);
 
     let mut call = h.spawn_call("everything", "trigger-elicitation-request", json!({}));
     let ask = person.ask_from(&mut call, &h, "everything").await;
-    assert_eq!(form_of(&ask).0, "Please provide inputs for the following fields:");
-    assert_eq!(field_names(&ask), EVERYTHING_FIELDS, "fields in the order sent");
+    assert_eq!(
+        form_of(&ask).0,
+        "Please provide inputs for the following fields:"
+    );
+    assert_eq!(
+        field_names(&ask),
+        EVERYTHING_FIELDS,
+        "fields in the order sent"
+    );
     let schema = form_of(&ask).1;
     let prefilled = defaults(schema);
     assert_eq!(
@@ -326,9 +366,18 @@ async fn everything_form_with_the_prefilled_defaults_is_echoed() {
     );
 
     // `name` is required and has no default: the untouched form cannot be submitted.
-    match h.broker.answer(ask.id, Answer::Accept { content: Some(prefilled.clone()) }) {
+    match h.broker.answer(
+        ask.id,
+        Answer::Accept {
+            content: Some(prefilled.clone()),
+        },
+    ) {
         Err(AnswerError::Invalid { errors }) => {
-            assert_eq!(errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(), ["name"], "{errors:?}");
+            assert_eq!(
+                errors.iter().map(|e| e.field.as_str()).collect::<Vec<_>>(),
+                ["name"],
+                "{errors:?}"
+            );
         }
         other => panic!("expected the missing name to be refused, got {other:?}"),
     }
@@ -338,24 +387,39 @@ async fn everything_form_with_the_prefilled_defaults_is_echoed() {
     let mut content = prefilled;
     content.insert("name".into(), json!("Ada Lovelace"));
     h.broker
-        .answer(ask.id, Answer::Accept { content: Some(content.clone()) })
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: Some(content.clone()),
+            },
+        )
         .unwrap();
     let reply = finish(call, "trigger-elicitation-request").await;
     assert!(!reply.is_error, "{reply:?}");
     let text = reply.all_text();
-    assert!(text.contains("✅ User provided the requested information!"), "{text}");
+    assert!(
+        text.contains("✅ User provided the requested information!"),
+        "{text}"
+    );
     assert!(text.contains("- Name: Ada Lovelace"), "{text}");
     assert!(text.contains("- Favorite Integer: 42"), "{text}");
     assert!(text.contains("- Favorite Number: 3.14"), "{text}");
-    assert!(!text.contains("Agreed to terms"), "check was not answered: {text}");
-    assert_eq!(raw_result(&text), json!({"action": "accept", "content": Value::Object(content)}));
+    assert!(
+        !text.contains("Agreed to terms"),
+        "check was not answered: {text}"
+    );
+    assert_eq!(
+        raw_result(&text),
+        json!({"action": "accept", "content": Value::Object(content)})
+    );
     h.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn everything_form_with_edited_values_is_echoed() {
     let h = everything("everything-edited").await;
-    h.wait_for_tool("everything", "trigger-elicitation-request").await;
+    h.wait_for_tool("everything", "trigger-elicitation-request")
+        .await;
     let mut person = Person::new(&h.broker);
 
     let mut call = h.spawn_call("everything", "trigger-elicitation-request", json!({}));
@@ -377,7 +441,12 @@ async fn everything_form_with_edited_values_is_echoed() {
         "legacyTitledEnum": "pet-4",
     });
     let outcome = h.broker.answer(ask.id, accept(edited.clone())).unwrap();
-    assert_eq!(outcome, Outcome::Accepted { content: Some(as_object(edited.clone())) });
+    assert_eq!(
+        outcome,
+        Outcome::Accepted {
+            content: Some(as_object(edited.clone()))
+        }
+    );
     let reply = finish(call, "trigger-elicitation-request").await;
     assert!(!reply.is_error, "{reply:?}");
     let text = reply.all_text();
@@ -392,24 +461,33 @@ async fn everything_form_with_edited_values_is_echoed() {
     ] {
         assert!(text.contains(line), "missing {line:?} in {text}");
     }
-    assert_eq!(raw_result(&text), json!({"action": "accept", "content": edited}));
+    assert_eq!(
+        raw_result(&text),
+        json!({"action": "accept", "content": edited})
+    );
     h.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn everything_url_elicitation_consent_is_an_accept() {
     let h = everything("everything-url").await;
-    h.wait_for_tool("everything", "trigger-url-elicitation").await;
+    h.wait_for_tool("everything", "trigger-url-elicitation")
+        .await;
     let mut person = Person::new(&h.broker);
 
     let url = "https://example.com/authorize?client=countersign&state=x1";
-    let mut call = h.spawn_call("everything",
+    let mut call = h.spawn_call(
+        "everything",
         "trigger-url-elicitation",
         json!({"url": url, "message": "Sign in to continue", "elicitationId": "cs-url-1"}),
     );
     let ask = person.ask_from(&mut call, &h, "everything").await;
     match &ask.kind {
-        AskKind::Url { message, url: asked, elicitation_id } => {
+        AskKind::Url {
+            message,
+            url: asked,
+            elicitation_id,
+        } => {
             assert_eq!(message, "Sign in to continue");
             assert_eq!(asked, url);
             assert_eq!(elicitation_id, "cs-url-1");
@@ -428,7 +506,10 @@ async fn everything_url_elicitation_consent_is_an_accept() {
     let reply = finish(call, "trigger-url-elicitation").await;
     assert!(!reply.is_error, "{reply:?}");
     let text = reply.all_text();
-    assert!(text.contains("✅ User completed the URL elicitation flow."), "{text}");
+    assert!(
+        text.contains("✅ User completed the URL elicitation flow."),
+        "{text}"
+    );
     assert!(text.contains("Elicitation ID: cs-url-1"), "{text}");
     assert!(text.contains(&format!("URL: {url}")), "{text}");
     assert_eq!(raw_result(&text), json!({"action": "accept"}));
@@ -463,10 +544,7 @@ async fn py_ask_profile_accept_and_decline_are_echoed() {
     let mut call = h.spawn_call("py", "ask_profile", json!({"prompt": "Who are you?"}));
     let ask = person.ask_from(&mut call, &h, "py").await;
     assert_eq!(ask.asker.server, "py");
-    assert_eq!(
-        ask.asker.endpoint,
-        Endpoint::Stdio { command }
-    );
+    assert_eq!(ask.asker.endpoint, Endpoint::Stdio { command });
     assert_eq!(form_of(&ask).0, "Who are you?");
     assert_eq!(field_names(&ask), ["name", "subscribe"]);
     let (_, schema) = form_of(&ask);
@@ -486,7 +564,10 @@ async fn py_ask_profile_accept_and_decline_are_echoed() {
     let mut call = h.spawn_call("py", "ask_profile", json!({}));
     let ask = person.ask_from(&mut call, &h, "py").await;
     assert_eq!(form_of(&ask).0, "Tell us who you are");
-    assert_eq!(h.broker.answer(ask.id, Answer::Decline), Ok(Outcome::Declined));
+    assert_eq!(
+        h.broker.answer(ask.id, Answer::Decline),
+        Ok(Outcome::Declined)
+    );
     let reply = finish(call, "ask_profile decline").await;
     assert!(!reply.is_error, "{reply:?}");
     assert_eq!(reply.json(), json!({"action": "decline"}));
@@ -517,10 +598,19 @@ async fn ts_invalid_answer_is_refused_and_never_sent() {
         other => panic!("expected Invalid naming confirm, got {other:?}"),
     }
     // Nothing resolved, nothing sent: the ask is still open and the call still waiting.
-    assert_eq!(h.broker.pending().iter().map(|a| a.id).collect::<Vec<_>>(), [ask.id]);
+    assert_eq!(
+        h.broker.pending().iter().map(|a| a.id).collect::<Vec<_>>(),
+        [ask.id]
+    );
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(!call.is_finished(), "the call returned although nothing valid was answered");
-    assert!(person.drain().is_empty(), "an event followed the invalid answer");
+    assert!(
+        !call.is_finished(),
+        "the call returned although nothing valid was answered"
+    );
+    assert!(
+        person.drain().is_empty(),
+        "an event followed the invalid answer"
+    );
 
     // Also refused: a missing required field and an unknown key.
     assert!(matches!(
@@ -528,15 +618,23 @@ async fn ts_invalid_answer_is_refused_and_never_sent() {
         Err(AnswerError::Invalid { .. })
     ));
     assert!(matches!(
-        h.broker.answer(ask.id, accept(json!({"confirm": true, "extra": 1}))),
+        h.broker
+            .answer(ask.id, accept(json!({"confirm": true, "extra": 1}))),
         Err(AnswerError::Invalid { .. })
     ));
     assert_eq!(h.broker.pending().len(), 1);
 
-    h.broker.answer(ask.id, accept(json!({"confirm": false}))).unwrap();
-    let reply = tokio::time::timeout(WAIT, finish(call, "confirm_action")).await.unwrap();
+    h.broker
+        .answer(ask.id, accept(json!({"confirm": false})))
+        .unwrap();
+    let reply = tokio::time::timeout(WAIT, finish(call, "confirm_action"))
+        .await
+        .unwrap();
     assert!(!reply.is_error, "{reply:?}");
-    assert_eq!(reply.json(), json!({"action": "accept", "content": {"confirm": false}}));
+    assert_eq!(
+        reply.json(),
+        json!({"action": "accept", "content": {"confirm": false}})
+    );
     h.shutdown().await;
 }
 

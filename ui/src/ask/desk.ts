@@ -50,7 +50,7 @@ export class AskDesk implements AskViewHost {
     this.dialog = el("dialog", { class: "ask-dialog" }, this.queue, noticeRegion, this.body);
 
     this.dialog.addEventListener("keydown", (event) => {
-      if (event.key === "Escape") {
+      if (event.key === "Escape" && !event.isComposing) {
         event.preventDefault();
         this.current?.cancel();
       }

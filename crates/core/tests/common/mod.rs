@@ -53,7 +53,10 @@ pub fn node() -> &'static str {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success());
-    assert!(ok, "`node` is not on PATH: install Node 20+ and run `make deps`");
+    assert!(
+        ok,
+        "`node` is not on PATH: install Node 20+ and run `make deps`"
+    );
     "node"
 }
 
@@ -116,7 +119,12 @@ impl Harness {
         let audit_path = dir.join("audit.jsonl");
         let broker = Broker::new(AuditLog::open(&audit_path).expect("open the audit log"));
         let sessions = SessionManager::new(broker.clone());
-        Harness { broker, sessions, audit_path, dir }
+        Harness {
+            broker,
+            sessions,
+            audit_path,
+            dir,
+        }
     }
 
     /// Starts `config` and waits for it to be ready; fails with the state and stderr otherwise.
@@ -132,12 +140,7 @@ impl Harness {
     }
 
     /// Starts a tool call in the background (so the test can play the person meanwhile).
-    pub fn spawn_call(
-        &self,
-        server: &str,
-        tool: &str,
-        args: Value,
-    ) -> Call {
+    pub fn spawn_call(&self, server: &str, tool: &str, args: Value) -> Call {
         let sessions = self.sessions.clone();
         let (server, tool) = (server.to_owned(), tool.to_owned());
         let args = as_object(args);
@@ -176,7 +179,11 @@ impl Harness {
         let sessions = self.sessions.clone();
         let found = tokio::time::timeout(Duration::from_secs(5), async {
             loop {
-                if sessions.stderr_tail(server).iter().any(|l| l.contains(needle)) {
+                if sessions
+                    .stderr_tail(server)
+                    .iter()
+                    .any(|l| l.contains(needle))
+                {
                     return;
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -246,10 +253,7 @@ impl Reply {
 }
 
 /// Waits for a background call and returns its reply; fails on an error or a hang.
-pub async fn finish(
-    call: Call,
-    what: &str,
-) -> Reply {
+pub async fn finish(call: Call, what: &str) -> Reply {
     let result = tokio::time::timeout(WAIT, call)
         .await
         .unwrap_or_else(|_| panic!("{what}: the call did not return within {WAIT:?}"))
@@ -398,8 +402,15 @@ impl HttpPeer {
                 lines.lock().unwrap().join("\n")
             ),
         };
-        assert!(url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"), "odd URL {url}");
-        HttpPeer { child, url, stderr: lines }
+        assert!(
+            url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
+            "odd URL {url}"
+        );
+        HttpPeer {
+            child,
+            url,
+            stderr: lines,
+        }
     }
 
     pub fn stderr(&self) -> Vec<String> {
