@@ -3,8 +3,8 @@
 //! Figures, not assertions: `cargo bench -p countersign-core --bench asks` prints them and
 //! BENCHMARKS.md (repo root) records a run. Three parts:
 //!
-//! 1. In process: an rmcp server and Countersign's client [`Handler`] (behind the [`Tapped`]
-//!    transport) over `tokio::io::duplex`. "Ask hop": the server about to send
+//! 1. In process: an rmcp server and Countersign's client [`Handler`] over `tokio::io::duplex`,
+//!    wired as a child's pipes are (`Tapped` transport, raw-request `TapRead` on the read side). "Ask hop": the server about to send
 //!    `elicitation/create` -> `AskEvent::Added` in a broker subscriber. "Answer hop": the
 //!    subscriber about to call `broker.answer(...)` -> the server holding the `ElicitResult`.
 //! 2. Over stdio: the same hops with the server as a child process, connected through
@@ -24,10 +24,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use countersign_core::config::{ProtocolChoice, TransportConfig};
 use countersign_core::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+use countersign_core::raw::{RawRequests, TapRead};
 use countersign_core::schema::parse_form_schema;
 use countersign_core::{
-    Answer, AskEvent, AskKind, Asker, AuditLog, Broker, CancelReason, Endpoint, NewAsk,
-    PendingAsk, ServerConfig as CsServerConfig, SessionManager, SessionState,
+    Answer, AskEvent, AskKind, Asker, AuditLog, Broker, CancelReason, Endpoint, NewAsk, PendingAsk,
+    ServerConfig as CsServerConfig, SessionManager, SessionState,
 };
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
@@ -43,6 +44,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Set to `server` in the child: this binary then serves the storm tool on stdio.
 const ROLE_ENV: &str = "COUNTERSIGN_BENCH_ROLE";
+const PARTS_ENV: &str = "COUNTERSIGN_BENCH_PARTS";
 const STORM: &str = "storm";
 /// Marks the send time inside the question's message.
 const SENT_MARK: &str = "sent_ns=";
@@ -52,52 +54,66 @@ const SYNCED_ASKS: usize = 1_000;
 const WARMUP_ASKS: usize = 500;
 const SCALE_SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
 const SCALE_OPS: usize = 10_000;
+const PART_ITERS: usize = 10_000;
 
 fn main() {
     if std::env::var(ROLE_ENV).as_deref() == Ok("server") {
         serve_storm_on_stdio();
         return;
     }
+    // `COUNTERSIGN_BENCH_PARTS=scale` (comma-separated: hops, parts, scale) runs only those.
+    let parts = std::env::var(PARTS_ENV).unwrap_or_else(|_| "hops,parts,scale".into());
+    let run = |part: &str| parts.split(',').any(|p| p.trim() == part);
     let dir = std::env::temp_dir().join(format!("countersign-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
 
-    println!("countersign-core asks benchmark");
+    println!("countersign-core asks benchmark (times in µs; nearest-rank percentiles)");
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     println!(
-        "machine: {} CPUs; tokio multi-thread runtime, {} workers; times in µs",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "{cpus} CPUs; bench side: tokio multi-thread runtime ({cpus} workers); stdio child: current-thread runtime"
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
 
-    runtime.block_on(async {
+    if run("hops") {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            println!();
+            println!("1. in process: rmcp server <-duplex-> TapRead/Tapped -> Handler -> Broker -> subscriber (legacy initialize)");
+            let audit = AuditLog::open_unsynced(dir.join("in-process.jsonl")).expect("audit");
+            let storm = in_process_storm(Broker::new(audit), MEASURED_ASKS).await;
+            storm.print("audit fsync off", MEASURED_ASKS);
+            let audit = AuditLog::open(dir.join("in-process-synced.jsonl")).expect("audit");
+            let storm = in_process_storm(Broker::new(audit), SYNCED_ASKS).await;
+            storm.print("audit fsync ON (the default)", SYNCED_ASKS);
+
+            println!();
+            println!("2. over stdio: SessionManager -> child process (this binary, {ROLE_ENV}=server) (legacy initialize)");
+            let audit = AuditLog::open_unsynced(dir.join("stdio.jsonl")).expect("audit");
+            let storm = stdio_storm(Broker::new(audit), MEASURED_ASKS).await;
+            storm.print("audit fsync off", MEASURED_ASKS);
+            let audit = AuditLog::open(dir.join("stdio-synced.jsonl")).expect("audit");
+            let storm = stdio_storm(Broker::new(audit), SYNCED_ASKS).await;
+            storm.print("audit fsync ON (the default)", SYNCED_ASKS);
+        });
+    }
+
+    if run("parts") {
         println!();
-        println!("1. in process (rmcp server <-> Tapped<duplex> <-> Handler <-> Broker), legacy initialize");
-        let audit = AuditLog::open_unsynced(dir.join("in-process.jsonl")).expect("audit");
-        let storm = in_process_storm(Broker::new(audit), MEASURED_ASKS).await;
-        storm.print("audit fsync off", MEASURED_ASKS);
+        println!("   where a hop's CPU time goes: each step alone, {PART_ITERS} runs");
+        hop_parts(&dir.join("parts.jsonl"));
+    }
 
-        let audit = AuditLog::open(dir.join("in-process-synced.jsonl")).expect("audit");
-        let storm = in_process_storm(Broker::new(audit), SYNCED_ASKS).await;
-        storm.print("audit fsync ON (default)", SYNCED_ASKS);
-
+    if run("scale") {
         println!();
-        println!("2. over stdio (SessionManager -> child process = this binary, {ROLE_ENV}=server), legacy initialize");
-        let audit = AuditLog::open_unsynced(dir.join("stdio.jsonl")).expect("audit");
-        let storm = stdio_storm(Broker::new(audit), MEASURED_ASKS).await;
-        storm.print("audit fsync off", MEASURED_ASKS);
-
-        let audit = AuditLog::open(dir.join("stdio-synced.jsonl")).expect("audit");
-        let storm = stdio_storm(Broker::new(audit), SYNCED_ASKS).await;
-        storm.print("audit fsync ON (default)", SYNCED_ASKS);
-    });
-    drop(runtime);
-
-    println!();
-    println!("3. broker at scale (audit fsync off): {SCALE_OPS} ops per size on asks picked at random from the pending set");
-    broker_at_scale(&dir.join("scale.jsonl"));
+        println!(
+            "3. broker at scale (audit fsync off): {SCALE_OPS} ops per size on asks picked at random from the pending set"
+        );
+        broker_at_scale(&dir.join("scale.jsonl"));
+    }
 
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -130,8 +146,11 @@ impl ServerHandler for StormServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let input = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
-        let Value::Object(input) = input else { unreachable!() };
+        let input =
+            json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+        let Value::Object(input) = input else {
+            unreachable!()
+        };
         Ok(ListToolsResult::with_all_items(vec![Tool::new(
             STORM,
             "Asks n form questions in a row and returns the answer-hop samples (ns) as JSON",
@@ -145,7 +164,10 @@ impl ServerHandler for StormServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if request.name != STORM {
-            return Err(ErrorData::invalid_params(format!("unknown tool {}", request.name), None));
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool {}", request.name),
+                None,
+            ));
         }
         let n = request
             .arguments
@@ -248,9 +270,16 @@ fn spawn_answerer(
             content.insert("stamp".into(), Value::String(stamp.to_string()));
             let call = Instant::now();
             broker
-                .answer(ask.id, Answer::Accept { content: Some(content) })
+                .answer(
+                    ask.id,
+                    Answer::Accept {
+                        content: Some(content),
+                    },
+                )
                 .expect("answer taken");
-            samples.answer_calls_ns.push(call.elapsed().as_nanos() as u64);
+            samples
+                .answer_calls_ns
+                .push(call.elapsed().as_nanos() as u64);
         }
         samples
     })
@@ -273,8 +302,14 @@ impl StormSamples {
             n as f64 / self.wall.as_secs_f64()
         );
         println!("    ask hop      {}", Stats::of(self.ask_hops_ns).line(1));
-        println!("    answer hop   {}", Stats::of(self.answer_hops_ns).line(1));
-        println!("      of which broker.answer() {}", Stats::of(self.answer_calls_ns).line(1));
+        println!(
+            "    answer hop   {}",
+            Stats::of(self.answer_hops_ns).line(1)
+        );
+        println!(
+            "      of which broker.answer() {}",
+            Stats::of(self.answer_calls_ns).line(1)
+        );
     }
 }
 
@@ -300,7 +335,9 @@ async fn in_process_storm(broker: Broker, n: usize) -> StormSamples {
     let (server_io, client_io) = tokio::io::duplex(64 * 1024);
     let server = tokio::spawn(async move { StormServer.serve(server_io).await });
 
+    // Wired as `ChildTransport` wires a child's pipes: the raw tap reads beside rmcp.
     let tap = Tap::new(broker.clone());
+    let raw = RawRequests::new();
     let handler = Handler {
         elicitor: Elicitor {
             broker: broker.clone(),
@@ -315,17 +352,21 @@ async fn in_process_storm(broker: Broker, n: usize) -> StormSamples {
             session: 1,
         },
         tap: tap.clone(),
+        raw: raw.clone(),
         config: client_config(ProtocolVersion::V_2025_11_25),
     };
     let (read, write) = tokio::io::split(client_io);
     let transport = Tapped {
-        inner: AsyncRwTransport::new_client(read, write),
+        inner: AsyncRwTransport::new_client(TapRead::new(read, raw), write),
         tap,
     };
     let client = serve_client_with_lifecycle(handler, transport, ClientLifecycleMode::Initialize)
         .await
         .expect("client handshake");
-    let server = server.await.expect("server task").expect("server handshake");
+    let server = server
+        .await
+        .expect("server task")
+        .expect("server handshake");
 
     let call = |k: usize| {
         let answerer = spawn_answerer(broker.clone(), broker.subscribe(), k);
@@ -403,6 +444,129 @@ async fn stdio_storm(broker: Broker, n: usize) -> StormSamples {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The CPU-bound steps of a hop, each alone, to tell them from wake-ups and I/O.
+
+fn time_each(iters: usize, mut f: impl FnMut()) -> Stats {
+    for _ in 0..iters / 10 {
+        f();
+    }
+    let samples = (0..iters)
+        .map(|_| {
+            let start = Instant::now();
+            f();
+            start.elapsed().as_nanos() as u64
+        })
+        .collect();
+    Stats::of(samples)
+}
+
+fn hop_parts(audit_path: &Path) {
+    let schema = storm_schema();
+    let params = json!({
+        "mode": "form",
+        "message": format!("storm question 1 {SENT_MARK}{}", unix_ns()),
+        "requestedSchema": schema,
+    });
+    let line = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": 7, "method": "elicitation/create", "params": params,
+    }))
+    .expect("line");
+    let form = parse_form_schema(&schema).expect("schema parses");
+    let content = json!({"confirm": true, "stamp": unix_ns().to_string()});
+    let reply = serde_json::to_vec(&json!({
+        "jsonrpc": "2.0", "id": 7, "result": {"action": "accept", "content": content},
+    }))
+    .expect("reply");
+    let broker = Broker::new(AuditLog::open_unsynced(audit_path).expect("audit"));
+    let mut events = broker.subscribe();
+
+    let rows: Vec<(&str, Stats)> = vec![
+        (
+            "ask: rmcp parses the request line (typed)",
+            time_each(PART_ITERS, || {
+                let m: rmcp::model::ServerJsonRpcMessage =
+                    serde_json::from_slice(&line).expect("parses");
+                std::hint::black_box(m);
+            }),
+        ),
+        ("ask: rmcp serializes the request (server side)", {
+            let m: rmcp::model::ServerJsonRpcMessage =
+                serde_json::from_slice(&line).expect("parses");
+            time_each(PART_ITERS, || {
+                std::hint::black_box(serde_json::to_vec(&m).expect("serializes"));
+            })
+        }),
+        (
+            "ask: raw tap keeps the request (RawRequests::observe + take)",
+            time_each(PART_ITERS, || {
+                let raw = RawRequests::default();
+                raw.observe(&line);
+                std::hint::black_box(raw.take(&rmcp::model::NumberOrString::Number(7)));
+            }),
+        ),
+        (
+            "ask: parse_form_schema (incl. a jsonschema validator)",
+            time_each(PART_ITERS, || {
+                std::hint::black_box(parse_form_schema(&schema).expect("parses"));
+            }),
+        ),
+        ("ask: broker.open (audit write unsynced, broadcast)", {
+            let new_ask = NewAsk {
+                asker: Asker {
+                    server: STORM.into(),
+                    endpoint: Endpoint::Stdio {
+                        command: "parts".into(),
+                    },
+                    agent: None,
+                },
+                kind: AskKind::Form {
+                    message: "m".into(),
+                    schema: form.clone(),
+                },
+                request: params.clone(),
+                timeout: Some(Duration::from_secs(60)),
+                session: 1,
+            };
+            let samples = (0..PART_ITERS)
+                .map(|_| {
+                    let new_ask = new_ask.clone();
+                    let start = Instant::now();
+                    let ask = broker.open(new_ask);
+                    let took = start.elapsed().as_nanos() as u64;
+                    drop(ask);
+                    while events.try_recv().is_ok() {}
+                    took
+                })
+                .collect();
+            Stats::of(samples)
+        }),
+        (
+            "answer: validate_answer (builds a jsonschema validator)",
+            time_each(PART_ITERS, || {
+                std::hint::black_box(
+                    countersign_core::schema::validate_answer(&form, &schema, &content)
+                        .expect("valid"),
+                );
+            }),
+        ),
+        (
+            "answer: rmcp parses the reply line (typed, server side)",
+            time_each(PART_ITERS, || {
+                let m: rmcp::model::ClientJsonRpcMessage =
+                    serde_json::from_slice(&reply).expect("parses");
+                std::hint::black_box(m);
+            }),
+        ),
+    ];
+    for (name, stats) in rows {
+        println!(
+            "    {name:<62} p50 {:>7.1}  p99 {:>7.1}",
+            stats.p50, stats.p99
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 // 3. The broker with many asks pending.
 
 fn scale_ask(schema: &Value) -> NewAsk {
@@ -440,15 +604,28 @@ fn broker_at_scale(audit_path: &Path) {
     let schema = storm_schema();
     let template = scale_ask(&schema);
     println!(
-        "  {:>7}  {:>26}  {:>26}  {:>26}",
-        "pending", "answer(Decline) p50 / p99", "withdraw(Server) p50 / p99", "open p50 / p99"
+        "  {:>7}  {:>26}  {:>26}  {:>20}  {:>26}",
+        "pending",
+        "answer(Decline) p50 / p99",
+        "withdraw(Server) p50 / p99",
+        "open p50 / p99",
+        "control: map remove+drop",
     );
-    for &size in &SCALE_SIZES {
+    // `COUNTERSIGN_BENCH_SCALE_SIZES=10000` (comma-separated) picks other sizes, e.g. to profile one.
+    let sizes: Vec<usize> = match std::env::var("COUNTERSIGN_BENCH_SCALE_SIZES") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect(),
+        Err(_) => SCALE_SIZES.to_vec(),
+    };
+    for &size in &sizes {
         let broker = Broker::new(AuditLog::open_unsynced(audit_path).expect("audit"));
         // A subscriber, as the shell always has one; drained outside the timed section.
         let mut events = broker.subscribe();
         let drain = |events: &mut broadcast::Receiver<AskEvent>| while events.try_recv().is_ok() {};
-        let mut pending: Vec<PendingAsk> = (0..size).map(|_| broker.open(template.clone())).collect();
+        let mut pending: Vec<PendingAsk> =
+            (0..size).map(|_| broker.open(template.clone())).collect();
         drain(&mut events);
         let mut picker = Picker(0x9E37_79B9_7F4A_7C15 ^ size as u64);
         let mut answer_ns = Vec::with_capacity(SCALE_OPS);
@@ -476,17 +653,40 @@ fn broker_at_scale(audit_path: &Path) {
             drain(&mut events);
         }
         assert_eq!(broker.pending().len(), size);
-        let (a, w, o) = (Stats::of(answer_ns), Stats::of(withdraw_ns), Stats::of(open_ns));
+        drop(pending);
+        drop(broker);
+        let _ = std::fs::remove_file(audit_path);
+
+        // Control: no broker, just a map of `size` ask-sized values (an `Ask` holds the same
+        // schema tree) and the same random remove, drop and refill. If this grows with the size
+        // as the broker does, the growth is the memory of the asks (freeing a cold tree of
+        // small allocations), not the broker's bookkeeping.
+        let mut map: std::collections::HashMap<usize, NewAsk> =
+            (0..size).map(|k| (k, template.clone())).collect();
+        let mut control_ns = Vec::with_capacity(SCALE_OPS);
+        for _ in 0..SCALE_OPS {
+            let key = picker.below(size);
+            let start = Instant::now();
+            drop(map.remove(&key));
+            control_ns.push(start.elapsed().as_nanos() as u64);
+            map.insert(key, template.clone());
+        }
+        drop(map);
+
+        let (a, w, o, c) = (
+            Stats::of(answer_ns),
+            Stats::of(withdraw_ns),
+            Stats::of(open_ns),
+            Stats::of(control_ns),
+        );
         println!(
-            "  {:>7}  {:>26}  {:>26}  {:>26}",
+            "  {:>7}  {:>26}  {:>26}  {:>20}  {:>26}",
             size,
             format!("{:.2} / {:.2}", a.p50, a.p99),
             format!("{:.2} / {:.2}", w.p50, w.p99),
             format!("{:.2} / {:.2}", o.p50, o.p99),
+            format!("{:.2} / {:.2}", c.p50, c.p99),
         );
-        drop(pending);
-        drop(broker);
-        let _ = std::fs::remove_file(audit_path);
     }
 }
 

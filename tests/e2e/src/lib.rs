@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 
 pub const WAIT: Duration = Duration::from_secs(30);
 const DRIVER: &str = "http://127.0.0.1:4444";
+/// The ask dialog: a native `<dialog>` (implicit role dialog) opened modally.
+pub const DIALOG: &str = "dialog[open]";
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
@@ -138,11 +140,11 @@ impl App {
     }
 
     pub async fn dialog(&self) -> Element {
-        self.find("[role=dialog]").await
+        self.find(DIALOG).await
     }
 
     pub async fn press_in_dialog(&self, button: &str) {
-        self.find_xpath(&format!("//*[@role='dialog']//button[normalize-space()='{button}']"))
+        self.find_xpath(&format!("//dialog[@open]//button[normalize-space()='{button}']"))
             .await
             .click()
             .await

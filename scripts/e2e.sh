@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# End-to-end tests of the real app: the tests in tests/e2e drive it through tauri-driver +
+# WebKitWebDriver, under Xvfb inside a D-Bus session when there is no display. The driver's
+# fixed port means one test at a time. Extra arguments filter the tests (cargo test syntax).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$PATH"
+if [[ -z "${DISPLAY:-}" && -z "${COUNTERSIGN_E2E_INNER:-}" ]]; then
+  # Same target set as `cargo nextest run --workspace`, so nothing is rebuilt after it.
+  cargo build --workspace --all-targets
+  export COUNTERSIGN_E2E_INNER=1
+  exec dbus-run-session -- xvfb-run -a -s "-screen 0 1280x800x24" bash "$0" "$@"
+fi
+[[ -n "${COUNTERSIGN_E2E_INNER:-}" ]] || cargo build --workspace --all-targets
+cargo test -p countersign-e2e --test app -- --test-threads=1 --nocapture "$@"

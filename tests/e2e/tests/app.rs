@@ -1,0 +1,173 @@
+//! The real app end to end: a config pointing at the demo server (and a TypeScript SDK
+//! server), the person clicking and pressing keys in the real webview.
+
+use std::time::{Duration, Instant};
+
+use countersign_e2e::{App, DIALOG, demo_server, percentile, repo};
+use serde_json::{Value, json};
+
+fn demo() -> Value {
+    json!({"demo": {"command": demo_server()}})
+}
+
+async fn tickets(app: &App) -> String {
+    app.run_tool("list_tickets", "{}").await;
+    app.wait_result_contains("list_tickets", "t1").await
+}
+
+#[tokio::test]
+async fn e2e_submit_deletes_decline_and_escape_keep() {
+    let app = App::start("delete", demo()).await;
+
+    // Submit with the confirmation ticked: the ticket is gone.
+    app.run_tool("delete_ticket", r#"{"id": "t3"}"#).await;
+    let dialog = app.dialog().await;
+    let name = dialog.attr("aria-labelledby").await.unwrap().unwrap_or_default();
+    let heading = app.find(&format!("[id='{name}']")).await.text().await.unwrap();
+    assert!(heading.contains("demo"), "the dialog names the server: {heading:?}");
+    let checkbox = app.find(&format!("{DIALOG} input[type=checkbox]")).await;
+    // Focus starts in the first field; Space ticks it, as a person would.
+    let focused = app.client.active_element().await.unwrap();
+    assert_eq!(focused.element_id(), checkbox.element_id(), "focus starts in the first field");
+    focused.send_keys(" ").await.unwrap();
+    app.press_in_dialog("Submit").await;
+    app.gone(DIALOG).await;
+    app.wait_result_contains("delete_ticket", "Deleted ticket t3.").await;
+    let list = tickets(&app).await;
+    assert!(!list.contains("\"t3\""), "t3 is gone: {list}");
+
+    // Decline: nothing deleted.
+    app.run_tool("delete_ticket", r#"{"id": "t2"}"#).await;
+    app.dialog().await;
+    app.press_in_dialog("Decline").await;
+    app.gone(DIALOG).await;
+    app.wait_result_contains("delete_ticket", "Not deleted: you declined.").await;
+
+    // Escape: cancelled, nothing deleted.
+    app.run_tool("delete_ticket", r#"{"id": "t2"}"#).await;
+    app.dialog().await;
+    app.press_escape().await;
+    app.gone(DIALOG).await;
+    app.wait_result_contains("delete_ticket", "Not deleted: the question was cancelled.").await;
+    let list = tickets(&app).await;
+    assert!(list.contains("\"t2\""), "t2 is still there: {list}");
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_the_servers_cancellation_removes_the_dialog() {
+    let app = App::start("slow", demo()).await;
+    app.run_tool("slow_question", r#"{"timeout_ms": 1500}"#).await;
+    app.dialog().await;
+    app.gone(DIALOG).await;
+    let notice = app.find(".toast[role=status]").await.text().await.unwrap();
+    assert!(notice.contains("withdrew"), "{notice}");
+    app.wait_result_contains("slow_question", "Timed out waiting for an answer.").await;
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_typescript_sdk_cancellation_of_request_0_removes_the_dialog() {
+    let node_server = repo().join("tests/peers/ts-elicit-server.mjs");
+    assert!(node_server.exists(), "run `make deps` for the test peers");
+    let app = App::start(
+        "ts",
+        json!({"ts": {"command": "node", "args": [node_server], "protocol": "legacy"}}),
+    )
+    .await;
+    app.run_tool("ask_with_timeout", r#"{"timeout_ms": 1500}"#).await;
+    app.dialog().await;
+    app.gone(DIALOG).await;
+    app.wait_result_contains("ask_with_timeout", "timed out").await;
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_a_reload_mid_ask_redraws_it_from_the_backend() {
+    let app = App::start("reload", demo()).await;
+    app.run_tool("delete_ticket", r#"{"id": "t4"}"#).await;
+    app.dialog().await;
+    app.client.refresh().await.unwrap();
+    app.find("#app[data-ready]").await;
+    // The ask is back, and still answerable.
+    let dialog = app.dialog().await;
+    assert!(dialog.text().await.unwrap().contains("t4"));
+    app.press_in_dialog("Decline").await;
+    app.gone(DIALOG).await;
+    // The reload dropped the page that started the call, so check the effect in history.
+    let history: Vec<Value> = std::fs::read_to_string(app.audit_log())
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(history.iter().any(|r| r["event"] == "resolved" && r["outcome"] == "declined"), "{history:?}");
+    let list = tickets(&app).await;
+    assert!(list.contains("\"t4\""), "{list}");
+    app.close().await;
+}
+
+/// Benchmark, not assertion: how long from the backend opening an ask to the dialog being in
+/// the DOM, and from a withdrawal to the dialog being gone, over 50 asks.
+#[tokio::test]
+async fn e2e_dialog_latency_benchmark() {
+    const ASKS: usize = 50;
+    let app = App::start("latency", demo()).await;
+    // Record, in the page, when a dialog appears and disappears (same clock as the backend).
+    app.client
+        .execute(
+            r#"
+            window.__dialogTimes = [];
+            let open = false;
+            new MutationObserver(() => {
+              const now = document.querySelector('dialog[open]') !== null;
+              if (now !== open) { open = now; window.__dialogTimes.push([now ? 'shown' : 'gone', Date.now()]); }
+            }).observe(document.body, {subtree: true, childList: true, attributes: true, attributeFilter: ['open']});
+            "#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let started = Instant::now();
+    for _ in 0..ASKS {
+        app.run_tool("slow_question", r#"{"timeout_ms": 300}"#).await;
+        app.dialog().await;
+        app.gone(DIALOG).await;
+        app.wait_result_contains("slow_question", "Timed out").await;
+        // Clear the result so the next wait sees the new one.
+        app.client.execute("document.querySelectorAll('.run-result').forEach(e => e.replaceChildren())", vec![]).await.unwrap();
+    }
+    let times: Vec<(String, u64)> = serde_json::from_value(
+        app.client.execute("return window.__dialogTimes", vec![]).await.unwrap(),
+    )
+    .unwrap();
+    let records: Vec<Value> = std::fs::read_to_string(app.audit_log())
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let asked: Vec<u64> = records.iter().filter(|r| r["event"] == "asked").map(|r| r["atMs"].as_u64().unwrap()).collect();
+    let resolved: Vec<u64> = records.iter().filter(|r| r["event"] == "resolved").map(|r| r["atMs"].as_u64().unwrap()).collect();
+    let shown: Vec<u64> = times.iter().filter(|t| t.0 == "shown").map(|t| t.1).collect();
+    let gone: Vec<u64> = times.iter().filter(|t| t.0 == "gone").map(|t| t.1).collect();
+    let diffs = |a: &[u64], b: &[u64]| -> Vec<f64> {
+        let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x) as f64).collect();
+        d.sort_by(f64::total_cmp);
+        d
+    };
+    let show = diffs(&asked, &shown);
+    let teardown = diffs(&resolved, &gone);
+    println!(
+        "e2e dialog latency over {} asks ({:.1} s): ask opened -> dialog in DOM p50 {} ms p99 {} ms max {} ms; withdrawn -> dialog gone p50 {} ms p99 {} ms max {} ms",
+        show.len(),
+        started.elapsed().as_secs_f64(),
+        percentile(&show, 50.0),
+        percentile(&show, 99.0),
+        show.last().copied().unwrap_or(f64::NAN),
+        percentile(&teardown, 50.0),
+        percentile(&teardown, 99.0),
+        teardown.last().copied().unwrap_or(f64::NAN),
+    );
+    assert_eq!(show.len(), ASKS, "every ask was shown and recorded");
+    app.close().await;
+    let _ = Duration::ZERO;
+}
