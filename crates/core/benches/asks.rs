@@ -1,17 +1,23 @@
 //! How long a question takes to reach the person's side, and the answer to get back.
 //!
 //! Figures, not assertions: `cargo bench -p countersign-core --bench asks` prints them and
-//! BENCHMARKS.md (repo root) records a run. Three parts:
+//! BENCHMARKS.md (repo root) records runs.
 //!
 //! 1. In process: an rmcp server and Countersign's client [`Handler`] over `tokio::io::duplex`,
-//!    wired as a child's pipes are (`Tapped` transport, raw-request `TapRead` on the read side). "Ask hop": the server about to send
-//!    `elicitation/create` -> `AskEvent::Added` in a broker subscriber. "Answer hop": the
-//!    subscriber about to call `broker.answer(...)` -> the server holding the `ElicitResult`.
+//!    wired as a child's pipes are (raw-request `TapRead` under rmcp's `AsyncRwTransport`,
+//!    inside `Tapped`). "Ask hop": the server about to send `elicitation/create` ->
+//!    `AskEvent::Added` in a broker subscriber. "Answer hop": the subscriber about to call
+//!    `broker.answer(...)` -> the server holding the `ElicitResult`.
 //! 2. Over stdio: the same hops with the server as a child process, connected through
 //!    `SessionManager` (spawn, tap, handler, broker: the product path). The child is this very
 //!    binary, re-executed with `COUNTERSIGN_BENCH_ROLE=server`.
 //! 3. The broker with 10 to 10,000 asks pending: `answer` and `withdraw` on asks spread
-//!    through the set.
+//!    through the set, beside a control (a plain map of ask-sized values).
+//!
+//! Between 2 and 3 it prints where a hop's CPU time goes: each CPU-bound step (rmcp parse and
+//! serialize, raw tap, schema parse, `broker.open`, answer validation) alone.
+//!
+//! Select parts with `COUNTERSIGN_BENCH_PARTS=hops,parts,scale`.
 //!
 //! Both hops are measured with wall-clock `SystemTime` in unix nanoseconds (one machine, one
 //! clock, so it works across the process boundary): the server writes its send time into the

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputRequest,
-    PingRequest, ProtocolVersion, ServerResult, Tool,
+    PingRequest, ProtocolVersion, Tool,
 };
 use rmcp::service::{
     ClientLifecycleMode, PeerRequestOptions, RunningService, RoleClient, serve_client_with_lifecycle,
@@ -462,11 +462,14 @@ impl SessionManager {
                         options,
                     );
                     let answered = match ping.await {
-                        Ok(handle) => handle.await_response().await.map(|r| matches!(r, ServerResult::EmptyResult(_))),
+                        Ok(handle) => handle.await_response().await,
                         Err(e) => Err(e),
                     };
-                    if let Err(e) = answered {
-                        break Some(format!("the server stopped answering: {e}"));
+                    // Any reply proves the server alive; an error reply too (2026-07-28 servers
+                    // may not offer `ping`). Only silence or a broken transport means dead.
+                    match answered {
+                        Ok(_) | Err(rmcp::ServiceError::McpError(_)) => {}
+                        Err(e) => break Some(format!("the server stopped answering: {e}")),
                     }
                 }
             }

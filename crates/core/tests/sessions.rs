@@ -162,3 +162,18 @@ async fn shutdown_leaves_no_child_or_grandchild_behind() {
     assert!(!alive(helper), "helper {helper} still running");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_2026_07_28_session_survives_its_pings() {
+    // 2026-07-28 servers may answer `ping` with "method not found": that is an answer.
+    let store = TicketStore::seeded();
+    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store).await.unwrap();
+    let sessions = manager("pings", Duration::from_millis(100));
+    sessions.start(vec![ServerConfig::http("modern", &server.url())]).await;
+    let state = wait_state(&sessions, "modern", |s| matches!(s, SessionState::Ready { .. })).await;
+    assert!(matches!(&state, SessionState::Ready { protocol_version, .. } if protocol_version == "2026-07-28"));
+    let mut events = sessions.subscribe();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(events.try_recv().is_err(), "the session changed state while idle: {:?}", sessions.state("modern"));
+    sessions.shutdown().await;
+}

@@ -39,7 +39,11 @@ impl App {
         std::fs::write(&config, serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap()).unwrap();
         let app = target_dir().join("debug/countersign");
         assert!(app.exists(), "build the app first: {}", app.display());
-        let driver = Command::new(tauri_driver())
+        let mut driver = Command::new(tauri_driver());
+        // Its own process group, so a failed test can stop the driver, WebKitWebDriver and the
+        // app together (a leftover would hold the fixed ports for the next test).
+        std::os::unix::process::CommandExt::process_group(&mut driver, 0);
+        let driver = driver
             .env("COUNTERSIGN_CONFIG", &config)
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"))
@@ -55,10 +59,16 @@ impl App {
         self.dir.join("data/countersign/audit.jsonl")
     }
 
-    pub async fn close(mut self) {
+    pub async fn close(self) {
         let _ = self.client.clone().close().await;
-        let _ = self.driver.kill();
-        let _ = self.driver.wait();
+        // Drop stops the processes.
+    }
+
+    /// Saves a screenshot of the window next to the test's files, for a failure to show.
+    pub async fn snapshot(&self, name: &str) {
+        if let Ok(png) = self.client.screenshot().await {
+            let _ = std::fs::write(self.dir.join(format!("{name}.png")), png);
+        }
     }
 
     /// Waits for an element matching `css`.
@@ -94,22 +104,43 @@ impl App {
     }
 
     /// Opens a tool's run panel like a person: click "Run…", type the arguments, press Run.
+    /// The tool list can be redrawn under us (it loads after the page), so each step is
+    /// checked and the whole retried on a stale page.
     pub async fn run_tool(&self, tool: &str, arguments: &str) {
         let form = format!("form[aria-label=\"Run {tool}\"]");
-        let panel = self.find(&form).await;
-        if !panel.is_displayed().await.unwrap_or(false) {
-            self.find_xpath(&format!(
-                "//article[.//h4[normalize-space()='{tool}']]//button[normalize-space()='Run…']"
-            ))
-            .await
-            .click()
-            .await
-            .unwrap();
+        for _attempt in 0..5 {
+            let panel = self.find(&form).await;
+            if !panel.is_displayed().await.unwrap_or(false) {
+                let toggle = self
+                    .find_xpath(&format!(
+                        "//article[.//h4[normalize-space()='{tool}']]//button[normalize-space()='Run…']"
+                    ))
+                    .await;
+                let _ = toggle.click().await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let textarea = self.find(&format!("{form} textarea")).await;
+            if !textarea.is_displayed().await.unwrap_or(false) {
+                continue;
+            }
+            if textarea.clear().await.is_err() || textarea.send_keys(arguments).await.is_err() {
+                continue;
+            }
+            if self.find(&format!("{form} button[type=submit]")).await.click().await.is_err() {
+                continue;
+            }
+            // The run started when its status line says so.
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                let status = self.find(&format!("{form} .run-status")).await.text().await.unwrap_or_default();
+                if !status.trim().is_empty() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
         }
-        let textarea = self.find(&format!("{form} textarea")).await;
-        textarea.clear().await.unwrap();
-        textarea.send_keys(arguments).await.unwrap();
-        self.find(&format!("{form} button[type=submit]")).await.click().await.unwrap();
+        self.snapshot("run-tool").await;
+        panic!("could not run {tool} (screenshot in {})", self.dir.display());
     }
 
     /// The text of a tool's last result once it has one.
@@ -121,7 +152,10 @@ impl App {
             if !text.trim().is_empty() {
                 return text;
             }
-            assert!(Instant::now() < deadline, "no result for {tool}");
+            if Instant::now() >= deadline {
+                self.snapshot("no-result").await;
+                panic!("no result for {tool} (screenshot in {})", self.dir.display());
+            }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -154,6 +188,14 @@ impl App {
     pub async fn press_escape(&self) {
         let focused = self.client.active_element().await.unwrap();
         focused.send_keys(&Key::Escape.to_string()).await.unwrap();
+    }
+}
+
+impl Drop for App {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
+        let _ = self.driver.wait();
     }
 }
 
