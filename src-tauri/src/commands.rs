@@ -40,8 +40,9 @@ pub async fn run_tool(
     server: String,
     tool: String,
     arguments: Value,
+    run_id: String,
 ) -> Result<ToolRun, AppError> {
-    app.run_tool(&server, &tool, arguments).await
+    app.run_tool(&run_id, &server, &tool, arguments).await
 }
 
 #[tauri::command]

@@ -29,8 +29,10 @@ export const commands = {
   listServers: () => invoke<ServerView[]>("list_servers"),
   listTools: (server: string) => invoke<ToolView[]>("list_tools", { server }),
   serverStderr: (server: string) => invoke<string[]>("server_stderr", { server }),
+  // `runId` makes a run happen once: Tauri re-sends an in-flight command when the page
+  // reloads (tauri-apps/tauri#14154), and a re-sent destructive call must not run twice.
   runTool: (server: string, tool: string, args: JsonValue) =>
-    invoke<ToolRun>("run_tool", { server, tool, arguments: args }),
+    invoke<ToolRun>("run_tool", { server, tool, arguments: args, runId: crypto.randomUUID() }),
   history: () => invoke<History>("history"),
   configInfo: () => invoke<ConfigInfo>("config_info"),
 };

@@ -131,7 +131,9 @@ test("run a tool: JSON arguments pre-filled from required properties, result sho
   assert.match(result, /"type": "image"/);
   assert.match(result, /"deleted": "T-7"/);
   const run = backend.calls.filter((c) => c.cmd === "run_tool").at(-1);
-  assert.deepEqual(run.args, { server: "demo", tool: "delete_ticket", arguments: { id: "T-7" } });
+  const { runId, ...rest } = run.args;
+  assert.deepEqual(rest, { server: "demo", tool: "delete_ticket", arguments: { id: "T-7" } });
+  assert.match(runId, /^[0-9a-f-]{36}$/);
 
   // A tool error.
   backend.onRunTool = () => ({ ok: { isError: true, content: [{ type: "text", text: "No ticket T-9" }], structuredContent: null } });

@@ -112,11 +112,15 @@ impl From<AnswerError> for AppError {
     }
 }
 
+/// Run ids remembered to refuse a repeated run; a run id is a UUID the UI makes per click.
+const REMEMBERED_RUNS: usize = 4096;
+
 #[derive(Clone)]
 pub struct App {
     config: LoadedConfig,
     broker: Broker,
     sessions: SessionManager,
+    runs: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
 }
 
 impl App {
@@ -129,6 +133,7 @@ impl App {
             config,
             broker,
             sessions,
+            runs: Default::default(),
         }
     }
 
@@ -194,8 +199,28 @@ impl App {
     }
 
     /// Runs a tool for the person. The arguments are checked against the tool's input schema
-    /// first; a question the server asks meanwhile arrives as an ask like any other.
-    pub async fn run_tool(&self, server: &str, tool: &str, arguments: Value) -> Result<ToolRun, AppError> {
+    /// first; a question the server asks meanwhile arrives as an ask like any other. A `run_id`
+    /// seen before is refused: the webview may re-send a command it had in flight when it
+    /// reloads, and a tool call must not run twice because of that.
+    pub async fn run_tool(
+        &self,
+        run_id: &str,
+        server: &str,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<ToolRun, AppError> {
+        {
+            let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+            if runs.iter().any(|r| r == run_id) {
+                return Err(AppError::Session {
+                    message: "this run was already started".into(),
+                });
+            }
+            if runs.len() == REMEMBERED_RUNS {
+                runs.pop_front();
+            }
+            runs.push_back(run_id.to_owned());
+        }
         let tools = self.tools(server).await?;
         let Some(found) = tools.iter().find(|t| t.name == tool) else {
             return Err(AppError::Session {

@@ -435,3 +435,27 @@ async fn out_of_subset_schemas_are_refused_over_stdio() {
     let h = harness("odd-stdio", vec![config]).await;
     odd_questions_are_refused(h).await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_repeated_run_id_runs_the_tool_once() {
+    let desk = desk().await;
+    let audit = audit_path("run-id");
+    let config = countersign_core::LoadedConfig {
+        path: PathBuf::from("config.json"),
+        servers: vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
+        errors: vec![],
+    };
+    let app = countersign_core::App::start(config, AuditLog::open(&audit).unwrap()).await;
+    app.sessions().wait_ready("desk", WAIT).await;
+    let first = app.run_tool("run-1", "desk", "purge_spam", json!({})).await.unwrap();
+    assert!(!first.is_error);
+    assert!(!desk.store.contains("t5"));
+    // The same run re-sent (a webview reload re-invokes in-flight commands) is refused.
+    let again = app.run_tool("run-1", "desk", "purge_spam", json!({})).await;
+    assert!(matches!(again, Err(countersign_core::AppError::Session { .. })), "{again:?}");
+    assert!(app.run_tool("run-2", "desk", "list_tickets", json!({})).await.is_ok());
+    // Arguments that do not fit the input schema never reach the server.
+    let bad = app.run_tool("run-3", "desk", "delete_ticket", json!({"id": 3})).await;
+    assert!(matches!(bad, Err(countersign_core::AppError::InvalidArguments { .. })), "{bad:?}");
+    app.shutdown().await;
+}

@@ -1,13 +1,19 @@
 //! The real app end to end: a config pointing at the demo server (and a TypeScript SDK
 //! server), the person clicking and pressing keys in the real webview.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use countersign_e2e::{App, DIALOG, demo_server, percentile, repo};
 use serde_json::{Value, json};
 
 fn demo() -> Value {
     json!({"demo": {"command": demo_server()}})
+}
+
+/// The demo on 2025-11-25, where a server can withdraw its question (`notifications/cancelled`);
+/// on 2026-07-28 a question lives in the client until answered.
+fn legacy_demo() -> Value {
+    json!({"demo": {"command": demo_server(), "protocol": "legacy"}})
 }
 
 async fn tickets(app: &App) -> String {
@@ -56,7 +62,7 @@ async fn e2e_submit_deletes_decline_and_escape_keep() {
 
 #[tokio::test]
 async fn e2e_the_servers_cancellation_removes_the_dialog() {
-    let app = App::start("slow", demo()).await;
+    let app = App::start("slow", legacy_demo()).await;
     app.run_tool("slow_question", r#"{"timeout_ms": 1500}"#).await;
     app.dialog().await;
     app.gone(DIALOG).await;
@@ -111,7 +117,7 @@ async fn e2e_a_reload_mid_ask_redraws_it_from_the_backend() {
 #[tokio::test]
 async fn e2e_dialog_latency_benchmark() {
     const ASKS: usize = 50;
-    let app = App::start("latency", demo()).await;
+    let app = App::start("latency", legacy_demo()).await;
     // Record, in the page, when a dialog appears and disappears (same clock as the backend).
     app.client
         .execute(
@@ -169,5 +175,4 @@ async fn e2e_dialog_latency_benchmark() {
     );
     assert_eq!(show.len(), ASKS, "every ask was shown and recorded");
     app.close().await;
-    let _ = Duration::ZERO;
 }
