@@ -3,13 +3,15 @@
 #                     cargo-nextest and tauri-driver (only what is missing)
 #   make run          build the UI, the demo server and the app, and start the app (under Xvfb
 #                     when there is no display)
-#   make test         UI build, Rust tests (nextest), UI tests in Chromium, conformance suite
+#   make test         UI build, Rust tests (nextest), UI tests in Chromium, conformance suite,
+#                     end-to-end tests of the real app
+#   make screenshot   docs/ask-dialog.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance smoke-peers
+.PHONY: deps run ui ui-test test unit conformance e2e screenshot smoke-peers
 
 CONFORMANCE_PKG := countersign-conformance-client
 
@@ -24,7 +26,15 @@ run: ui
 	cargo build -p countersign-demo-server -p countersign
 	bash scripts/run-app.sh
 
-test: ui unit ui-test conformance
+test: ui unit ui-test conformance e2e
+
+# The real app in a real webview (tauri-driver + WebKitWebDriver), under Xvfb when headless.
+e2e: ui
+	bash scripts/e2e.sh
+
+# The README's screenshot of the ask dialog, taken from the real app.
+screenshot: ui
+	COUNTERSIGN_SCREENSHOT_OUT=$(CURDIR)/docs/ask-dialog.png bash scripts/e2e.sh e2e_screenshot
 
 ui-test: ui
 	npm test --prefix ui
@@ -32,10 +42,10 @@ ui-test: ui
 unit:
 	@if cargo nextest --version >/dev/null 2>&1; then \
 	  echo "cargo nextest run --workspace --no-fail-fast"; \
-	  cargo nextest run --workspace --no-fail-fast; \
+	  cargo nextest run --workspace --exclude countersign-e2e --no-fail-fast; \
 	else \
 	  echo "cargo-nextest not found, using cargo test"; \
-	  cargo test --workspace --no-fail-fast; \
+	  cargo test --workspace --exclude countersign-e2e --no-fail-fast; \
 	fi
 
 conformance:

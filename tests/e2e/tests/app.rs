@@ -176,3 +176,26 @@ async fn e2e_dialog_latency_benchmark() {
     assert_eq!(show.len(), ASKS, "every ask was shown and recorded");
     app.close().await;
 }
+
+/// The README's picture of the ask dialog, from the real app (`make screenshot` writes it to
+/// docs/; otherwise it lands beside the test's files).
+#[tokio::test]
+async fn e2e_screenshot_of_the_ask_dialog() {
+    let app = App::start("screenshot", demo()).await;
+    app.run_tool("delete_ticket", r#"{"id": "t3"}"#).await;
+    app.dialog().await;
+    // Let the dialog's opening settle before the picture.
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let png = app.client.screenshot().await.unwrap();
+    assert!(png.starts_with(b"\x89PNG"), "a PNG");
+    let out = std::env::var_os("COUNTERSIGN_SCREENSHOT_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| app.dir.join("ask-dialog.png"));
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(&out, png).unwrap();
+    println!("screenshot: {}", out.display());
+    app.press_in_dialog("Decline").await;
+    app.close().await;
+}
