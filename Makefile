@@ -47,6 +47,11 @@ unit:
 	  echo "cargo-nextest not found, using cargo test"; \
 	  cargo test --workspace --exclude countersign-e2e --no-fail-fast; \
 	fi
+	@# The tests regenerate the UI's IPC types from the Rust types; stale ones must not pass.
+	@if [ -n "$$(git status --porcelain -- ui/src/bindings)" ]; then \
+	  git status --short -- ui/src/bindings; \
+	  echo "ui/src/bindings changed when regenerated from the Rust types: commit them"; exit 1; \
+	fi
 
 conformance:
 	cargo build -p $(CONFORMANCE_PKG)

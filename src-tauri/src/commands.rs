@@ -1,12 +1,10 @@
 //! The IPC commands the UI invokes. Each is a call into the core's `App`; errors cross as
 //! `{kind, message, ...}` (`AppError`), never bare strings.
 
-use serde::Serialize;
 use serde_json::Value;
 use tauri::State;
 
-use countersign_core::app::{History, ServerView, ToolRun, ToolView};
-use countersign_core::config::ConfigError;
+use countersign_core::app::{ConfigInfo, History, ServerView, ToolRun, ToolView};
 use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
 
 #[tauri::command]
@@ -50,16 +48,7 @@ pub fn history(app: State<'_, App>) -> Result<History, AppError> {
     app.history()
 }
 
-#[derive(Serialize)]
-pub struct ConfigInfo {
-    path: String,
-    errors: Vec<ConfigError>,
-}
-
 #[tauri::command]
 pub fn config_info(app: State<'_, App>) -> ConfigInfo {
-    ConfigInfo {
-        path: app.config_path(),
-        errors: app.config_errors(),
-    }
+    app.config_info()
 }

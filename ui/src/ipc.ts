@@ -9,7 +9,7 @@ import type { Answer } from "./bindings/Answer";
 import type { AppError } from "./bindings/AppError";
 import type { Ask } from "./bindings/Ask";
 import type { AskEvent } from "./bindings/AskEvent";
-import type { ConfigError } from "./bindings/ConfigError";
+import type { ConfigInfo } from "./bindings/ConfigInfo";
 import type { History } from "./bindings/History";
 import type { Outcome } from "./bindings/Outcome";
 import type { ServerView } from "./bindings/ServerView";
@@ -17,11 +17,6 @@ import type { SessionEvent } from "./bindings/SessionEvent";
 import type { ToolRun } from "./bindings/ToolRun";
 import type { ToolView } from "./bindings/ToolView";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
-
-export interface ConfigInfo {
-  path: string;
-  errors: ConfigError[];
-}
 
 export const commands = {
   pendingAsks: () => invoke<Ask[]>("pending_asks"),

@@ -80,6 +80,15 @@ pub struct History {
     pub skipped: usize,
 }
 
+/// Where the config came from and what was wrong in it, for the UI's banner.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigInfo {
+    pub path: String,
+    pub errors: Vec<ConfigError>,
+}
+
 /// Errors the UI shows; crosses IPC as `{kind, message, ...}`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
 #[ts(export)]
@@ -145,12 +154,11 @@ impl App {
         &self.sessions
     }
 
-    pub fn config_errors(&self) -> Vec<ConfigError> {
-        self.config.errors.clone()
-    }
-
-    pub fn config_path(&self) -> String {
-        self.config.path.display().to_string()
+    pub fn config_info(&self) -> ConfigInfo {
+        ConfigInfo {
+            path: self.config.path.display().to_string(),
+            errors: self.config.errors.clone(),
+        }
     }
 
     pub fn pending(&self) -> Vec<Ask> {
