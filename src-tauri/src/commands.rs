@@ -14,6 +14,14 @@ pub fn pending_asks(app: State<'_, App>) -> Vec<Ask> {
 
 #[tauri::command]
 pub fn answer_ask(app: State<'_, App>, id: AskId, answer: Answer) -> Result<Outcome, AppError> {
+    if let Answer::Accept { content: None } = &answer {
+        // Consent to a URL question: the address opens only after the answer is recorded.
+        let (outcome, url) = app.consent_to_url(id)?;
+        if let Some(url) = url {
+            crate::opener::open(&url);
+        }
+        return Ok(outcome);
+    }
     app.answer(id, answer)
 }
 

@@ -4,6 +4,7 @@
 
 mod commands;
 mod launch;
+mod opener;
 
 use tauri::{Emitter, Manager, RunEvent};
 
@@ -27,6 +28,7 @@ pub fn run() {
         .setup(move |tauri_app| {
             let core = tauri::async_runtime::block_on(launch::start_core(&options))?;
             forward_events(tauri_app.handle().clone(), &core);
+            exit_on_signals(tauri_app.handle().clone());
             tauri_app.manage(core);
             Ok(())
         })
@@ -49,7 +51,9 @@ pub fn run() {
         }
     };
     app.run(|handle, event| {
-        if let RunEvent::ExitRequested { .. } = event {
+        // Both: a window closing asks to exit, `exit()` may go straight to Exit. Shutdown is
+        // idempotent.
+        if let RunEvent::ExitRequested { .. } | RunEvent::Exit = event {
             // Fail closed: every open question is answered `cancel` before the process exits,
             // and child servers are stopped.
             if let Some(core) = handle.try_state::<App>() {
@@ -74,8 +78,8 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
                     }
                     let _ = ask_handle.emit(ASK_EVENT, &event);
                 }
-                // The UI re-reads `pending_asks` on every event it cannot place, so a gap is
-                // repaired by the next event; nothing to resend here.
+                // Only after thousands of unread events; the backend state is still right and
+                // a reload of the window redraws from it.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     tracing::warn!(missed = n, "ask events lagged");
                 }
@@ -94,6 +98,26 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }
         }
+    });
+}
+
+/// SIGTERM (logout, `kill`) and SIGINT (Ctrl-C in a terminal) quit like the person quitting,
+/// so open questions are answered `cancel` and servers stopped, instead of the process just
+/// vanishing.
+fn exit_on_signals(handle: tauri::AppHandle) {
+    #[cfg(unix)]
+    tauri::async_runtime::spawn(async move {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+            tracing::warn!("cannot listen for SIGTERM/SIGINT; they will end the app without cleanup");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!("signal received; quitting");
+        handle.exit(0);
     });
 }
 

@@ -169,6 +169,17 @@ impl App {
         Ok(self.broker.answer(id, answer)?)
     }
 
+    /// Answers a URL question with consent and returns the address to open in the browser;
+    /// only a web address that passed the policy when it arrived is ever returned.
+    pub fn consent_to_url(&self, id: AskId) -> Result<(Outcome, Option<url::Url>), AppError> {
+        let url = self.broker.pending().into_iter().find(|a| a.id == id).and_then(|a| match a.kind {
+            crate::ask::AskKind::Url { url, .. } => crate::url_policy::check(&url).ok().map(|w| w.url),
+            _ => None,
+        });
+        let outcome = self.broker.answer(id, Answer::Accept { content: None })?;
+        Ok((outcome, url))
+    }
+
     pub fn servers(&self) -> Vec<ServerView> {
         self.config
             .servers

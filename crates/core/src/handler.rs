@@ -80,6 +80,15 @@ impl Elicitor {
                 return Err(McpError::invalid_params(reason, None));
             }
         };
+        if let AskKind::Url { url, .. } = &kind
+            && let Err(reason) = crate::url_policy::check(url)
+        {
+            // A well-formed request for an address we never open: a no, recorded, not shown.
+            self.broker
+                .audit()
+                .record_refused(&self.asker.server, &reason, &params);
+            return Ok(serde_json::json!({"action": "decline"}));
+        }
         let pending = self.broker.open(NewAsk {
             asker: self.asker.clone(),
             kind,
@@ -321,5 +330,65 @@ where
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.tap.closed.cancel();
         self.inner.close()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ask::Endpoint;
+    use crate::audit::{AuditLog, AuditRecord};
+    use serde_json::json;
+
+    fn elicitor(test: &str) -> (Elicitor, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("cs-handler-{test}-{}.jsonl", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let elicitor = Elicitor {
+            broker: Broker::new(AuditLog::open(&path).unwrap()),
+            asker: Asker {
+                server: "s".into(),
+                endpoint: Endpoint::Stdio { command: "s".into() },
+                agent: None,
+            },
+            answer_timeout: Duration::from_secs(5),
+            session: 1,
+        };
+        (elicitor, path)
+    }
+
+    #[tokio::test]
+    async fn urls_that_are_never_opened_are_declined_without_asking() {
+        let (elicitor, path) = elicitor("bad-url");
+        let never = CancellationToken::new();
+        for url in ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,hi"] {
+            let params = json!({"mode": "url", "message": "Sign in", "url": url, "elicitationId": "e1"});
+            let reply = elicitor
+                .elicit(params, &never, CancelReason::Server, |_| panic!("{url} was shown"))
+                .await
+                .unwrap();
+            assert_eq!(reply, json!({"action": "decline"}));
+        }
+        assert!(elicitor.broker.pending().is_empty());
+        let (records, _) = crate::audit::read_history(&path).unwrap();
+        assert_eq!(records.len(), 3);
+        assert!(records.iter().all(|r| matches!(r, AuditRecord::Refused { reason, .. } if reason.contains("never opened"))));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_request_is_invalid_params_with_the_reason() {
+        let (elicitor, _) = elicitor("malformed");
+        let never = CancellationToken::new();
+        for (params, reason) in [
+            (json!({"mode": "form"}), "message"),
+            (json!({"message": "m", "mode": "telepathy"}), "telepathy"),
+            (json!({"message": "m", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}}), "properties.a"),
+        ] {
+            let err = elicitor
+                .elicit(params, &never, CancelReason::Server, |_| panic!("shown"))
+                .await
+                .unwrap_err();
+            assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+            assert!(err.message.contains(reason), "{}", err.message);
+        }
     }
 }

@@ -19,6 +19,7 @@ pub mod handler;
 pub mod raw;
 pub mod schema;
 pub mod session;
+pub mod url_policy;
 
 pub use app::{App, AppError};
 pub use ask::{Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Endpoint, Outcome};

@@ -297,7 +297,8 @@ mod tests {
         assert_eq!(delete.read_only_hint, Some(false));
         assert_eq!(delete.destructive_hint, Some(true));
         assert_eq!(find(PURGE_SPAM).read_only_hint, Some(true));
-        assert_eq!(tools.len(), 8);
+        assert_eq!(find(ODD_QUESTION).read_only_hint, Some(true));
+        assert_eq!(tools.len(), 9);
     }
 
     #[test]

@@ -38,6 +38,7 @@ async fn tools_are_listed_with_their_annotations() {
             "book_meeting",
             "connect_account",
             "slow_question",
+            "odd_question",
             "crash"
         ]
     );

@@ -32,6 +32,11 @@ pub struct App {
 impl App {
     /// Starts tauri-driver (which starts the app) with `servers` as the `mcpServers` config.
     pub async fn start(test: &str, servers: Value) -> App {
+        Self::start_with_env(test, servers, &[]).await
+    }
+
+    /// Like `start`, with extra environment for the app.
+    pub async fn start_with_env(test: &str, servers: Value, env: &[(&str, &Path)]) -> App {
         let dir = std::env::temp_dir().join(format!("cs-e2e-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -47,12 +52,20 @@ impl App {
             .env("COUNTERSIGN_CONFIG", &config)
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"))
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("driver.log")).unwrap())
             .spawn()
             .expect("tauri-driver starts (run `make deps`)");
         let client = connect(&app).await;
         App { client, dir, driver }
+    }
+
+    /// Sends SIGTERM to the app (found in the driver's process group), as a logout would.
+    pub fn terminate_app(&self) {
+        let group = self.driver.id().to_string();
+        let status = Command::new("pkill").args(["-TERM", "-g", &group, "-x", "countersign"]).status();
+        assert!(status.is_ok_and(|s| s.success()), "the app process was not found");
     }
 
     pub fn audit_log(&self) -> PathBuf {
@@ -126,6 +139,14 @@ impl App {
             if textarea.clear().await.is_err() || textarea.send_keys(arguments).await.is_err() {
                 continue;
             }
+            // Forget the previous run's status, so the wait below sees this run's.
+            let _ = self
+                .client
+                .execute(
+                    "const s = document.querySelector(arguments[0]); if (s) s.textContent = '';",
+                    vec![serde_json::json!(format!("{form} .run-status"))],
+                )
+                .await;
             if self.find(&format!("{form} button[type=submit]")).await.click().await.is_err() {
                 continue;
             }

@@ -199,3 +199,62 @@ async fn e2e_screenshot_of_the_ask_dialog() {
     app.press_in_dialog("Decline").await;
     app.close().await;
 }
+
+/// Quitting (here: SIGTERM, as at logout) answers every open question `cancel` before the
+/// process exits.
+#[tokio::test]
+async fn e2e_quitting_cancels_every_open_ask_first() {
+    let app = App::start("quit", legacy_demo()).await;
+    app.run_tool("delete_ticket", r#"{"id": "t1"}"#).await;
+    app.dialog().await;
+    app.terminate_app();
+    let deadline = Instant::now() + std::time::Duration::from_secs(15);
+    loop {
+        let records: Vec<Value> = std::fs::read_to_string(app.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        if let Some(end) = records.iter().find(|r| r["event"] == "resolved") {
+            assert_eq!(end["outcome"], "cancelled", "{end}");
+            assert_eq!(end["reason"], "shutdown", "{end}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the open ask was not cancelled on quit: {records:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// URL mode: the dialog shows the host; Open hands exactly that URL to the system opener
+/// (a recording stub here) and the server receives accept.
+#[tokio::test]
+async fn e2e_url_consent_opens_exactly_that_url() {
+    let stub_dir = std::env::temp_dir().join(format!("cs-opener-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&stub_dir);
+    std::fs::create_dir_all(&stub_dir).unwrap();
+    let record = stub_dir.join("opened.txt");
+    let stub = stub_dir.join("opener.sh");
+    std::fs::write(&stub, format!("#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n", record.display())).unwrap();
+    std::process::Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
+
+    let app = App::start_with_env("url", legacy_demo(), &[("COUNTERSIGN_OPENER", &stub)]).await;
+    app.run_tool("connect_account", r#"{"service": "calendar"}"#).await;
+    let text = app.dialog().await.text().await.unwrap();
+    assert!(text.contains("auth.example.com"), "the host is shown: {text}");
+    assert!(!record.exists(), "nothing is opened before consent");
+    app.press_in_dialog("Open").await;
+    app.gone(DIALOG).await;
+    let reply = app.wait_result_contains("connect_account", "accept").await;
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    while !record.exists() {
+        assert!(Instant::now() < deadline, "the opener was never called");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let opened = std::fs::read_to_string(&record).unwrap();
+    let lines: Vec<&str> = opened.lines().collect();
+    assert_eq!(lines.len(), 1, "{opened}");
+    assert!(lines[0].starts_with("https://auth.example.com/connect?session="), "{opened}");
+    assert!(reply.contains("calendar"), "{reply}");
+    app.close().await;
+    let _ = std::fs::remove_dir_all(&stub_dir);
+}

@@ -1,0 +1,93 @@
+//! Which URLs a URL-mode question may lead to. Only web addresses are ever handed to the
+//! browser; `javascript:`, `data:`, `file:` and every other scheme are refused when the
+//! question arrives, so the person is never asked to consent to them.
+
+use serde::Serialize;
+
+/// What the person should know about an address before consenting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UrlWarning {
+    /// `http` to a host that is not this machine: readable and changeable on the way.
+    PlainHttp,
+    /// The host has internationalised labels (`xn--`), which can imitate another site.
+    Punycode,
+    /// A user name or password before the host, which can hide the real host.
+    UserInfo,
+}
+
+/// An address that may be opened after consent, in the form the browser will use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebUrl {
+    pub url: url::Url,
+    pub host: String,
+    pub warnings: Vec<UrlWarning>,
+}
+
+/// Checks an address a server wants the person to open.
+pub fn check(raw: &str) -> Result<WebUrl, String> {
+    let url = url::Url::parse(raw).map_err(|e| format!("the address cannot be read: {e}"))?;
+    let scheme = url.scheme();
+    if scheme != "https" && scheme != "http" {
+        return Err(format!("a {scheme}: address is never opened, only http and https"));
+    }
+    let Some(host) = url.host_str().filter(|h| !h.is_empty()).map(str::to_owned) else {
+        return Err("the address has no host".into());
+    };
+    let mut warnings = Vec::new();
+    if scheme == "http" && !is_loopback(&url) {
+        warnings.push(UrlWarning::PlainHttp);
+    }
+    // `url` gives the host in ASCII (IDNA), so a look-alike shows as xn--.
+    if host.split('.').any(|label| label.starts_with("xn--")) {
+        warnings.push(UrlWarning::Punycode);
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        warnings.push(UrlWarning::UserInfo);
+    }
+    Ok(WebUrl { url, host, warnings })
+}
+
+fn is_loopback(url: &url::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_web_addresses_pass() {
+        for bad in [
+            "javascript:alert(1)",
+            "data:text/html,<script>alert(1)</script>",
+            "file:///etc/passwd",
+            "ftp://example.com/x",
+            "mailto:a@example.com",
+            "not a url",
+            "https://",
+        ] {
+            assert!(check(bad).is_err(), "{bad}");
+        }
+        let ok = check("https://auth.example.com/connect?session=1").unwrap();
+        assert_eq!(ok.host, "auth.example.com");
+        assert!(ok.warnings.is_empty());
+    }
+
+    #[test]
+    fn warnings_name_what_to_look_at() {
+        assert_eq!(check("http://example.com/").unwrap().warnings, [UrlWarning::PlainHttp]);
+        assert!(check("http://127.0.0.1:8080/cb").unwrap().warnings.is_empty());
+        assert!(check("http://localhost/cb").unwrap().warnings.is_empty());
+        assert!(check("http://[::1]/cb").unwrap().warnings.is_empty());
+        let idn = check("https://аррӏе.com/").unwrap();
+        assert!(idn.host.starts_with("xn--"), "{}", idn.host);
+        assert_eq!(idn.warnings, [UrlWarning::Punycode]);
+        assert_eq!(check("https://bank.com@evil.example/").unwrap().warnings, [UrlWarning::UserInfo]);
+    }
+}
