@@ -3,6 +3,9 @@
 //! multi round-trip requests, and legacy and MRTR servers in one manager. Effects are checked
 //! in the desk's ticket store, not only in the reply text.
 
+mod common;
+
+use common::demo_server_binary;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,22 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-/// The demo server's binary, built if this test run did not build it already (it belongs to
-/// another package of the workspace).
-fn demo_server_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let binary = target.join("debug/countersign-demo-server");
-    if !binary.exists() {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "-p", "countersign-demo-server"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the demo server failed");
-    }
-    binary
-}
 
 fn audit_path(test: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("cs-demo-{test}-{}.jsonl", std::process::id()));

@@ -1,8 +1,10 @@
 //! Session supervision against real processes and servers: states and their events, stderr
 //! capture, backoff, dead HTTP servers, and shutdown leaving no process behind.
 
+mod common;
+
+use common::demo_server_binary;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use countersign_core::config::ProtocolChoice;
@@ -25,20 +27,6 @@ fn manager(test: &str, ping: Duration) -> SessionManager {
     )
 }
 
-fn demo_server_binary() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let binary = target.join("debug/countersign-demo-server");
-    if !binary.exists() {
-        let status = std::process::Command::new(env!("CARGO"))
-            .args(["build", "-p", "countersign-demo-server"])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success());
-    }
-    binary
-}
 
 /// Waits until `pred` holds for the server's state, returning it.
 async fn wait_state(
@@ -128,7 +116,7 @@ async fn a_dead_http_server_is_noticed_and_reconnected_when_it_returns() {
 fn alive(pid: i32) -> bool {
     // A reaped process has no /proc entry; a zombie would still show as state Z.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat.split_whitespace().nth(2).is_some_and(|s| s == "Z"),
+        Ok(stat) => stat.split_whitespace().nth(2).is_none_or(|s| s != "Z"),
         Err(_) => false,
     }
 }

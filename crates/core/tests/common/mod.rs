@@ -439,3 +439,20 @@ impl HttpPeer {
         let _ = self.child.kill().await;
     }
 }
+
+/// The demo server's binary, built if this test run did not build it already (it belongs to
+/// another package of the workspace).
+pub fn demo_server_binary() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let binary = target.join("debug/countersign-demo-server");
+    if !binary.exists() {
+        let status = std::process::Command::new(env!("CARGO"))
+            .args(["build", "-p", "countersign-demo-server"])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the demo server failed");
+    }
+    binary
+}
