@@ -27,7 +27,10 @@ impl Options {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("no home directory to keep files in; pass --config PATH or set {}", config::CONFIG_ENV)]
+    #[error(
+        "no home directory to keep files in; pass --config PATH or set {}",
+        config::CONFIG_ENV
+    )]
     NoHome,
     #[error(transparent)]
     Audit(#[from] countersign_core::audit::AuditError),

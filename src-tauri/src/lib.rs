@@ -108,8 +108,13 @@ fn exit_on_signals(handle: tauri::AppHandle) {
     #[cfg(unix)]
     tauri::async_runtime::spawn(async move {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
-            tracing::warn!("cannot listen for SIGTERM/SIGINT; they will end the app without cleanup");
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::warn!(
+                "cannot listen for SIGTERM/SIGINT; they will end the app without cleanup"
+            );
             return;
         };
         tokio::select! {

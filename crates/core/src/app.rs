@@ -92,12 +92,19 @@ pub struct ConfigInfo {
 /// Errors the UI shows; crosses IPC as `{kind, message, ...}`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
 #[ts(export)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum AppError {
     #[error("{message}")]
     Session { message: String },
     #[error("the arguments do not fit the tool's input schema")]
-    InvalidArguments { message: String, errors: Vec<String> },
+    InvalidArguments {
+        message: String,
+        errors: Vec<String>,
+    },
     #[error("{message}")]
     Answer { message: String, error: AnswerError },
     #[error("{message}")]
@@ -172,10 +179,17 @@ impl App {
     /// Answers a URL question with consent and returns the address to open in the browser;
     /// only a web address that passed the policy when it arrived is ever returned.
     pub fn consent_to_url(&self, id: AskId) -> Result<(Outcome, Option<url::Url>), AppError> {
-        let url = self.broker.pending().into_iter().find(|a| a.id == id).and_then(|a| match a.kind {
-            crate::ask::AskKind::Url { url, .. } => crate::url_policy::check(&url).ok().map(|w| w.url),
-            _ => None,
-        });
+        let url = self
+            .broker
+            .pending()
+            .into_iter()
+            .find(|a| a.id == id)
+            .and_then(|a| match a.kind {
+                crate::ask::AskKind::Url { url, .. } => {
+                    crate::url_policy::check(&url).ok().map(|w| w.url)
+                }
+                _ => None,
+            });
         let outcome = self.broker.answer(id, Answer::Accept { content: None })?;
         Ok((outcome, url))
     }
@@ -359,7 +373,8 @@ mod tests {
 
     #[test]
     fn arguments_are_checked_against_the_input_schema() {
-        let schema = json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
+        let schema =
+            json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});
         assert!(check_arguments(&schema, &json!({"id": "t3"})).is_ok());
         match check_arguments(&schema, &json!({"id": 3})) {
             Err(AppError::InvalidArguments { errors, .. }) => {
@@ -368,7 +383,10 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(matches!(check_arguments(&schema, &json!({})), Err(AppError::InvalidArguments { .. })));
+        assert!(matches!(
+            check_arguments(&schema, &json!({})),
+            Err(AppError::InvalidArguments { .. })
+        ));
         assert!(matches!(
             check_arguments(&json!({"type": 12}), &json!({})),
             Err(AppError::InvalidArguments { errors, .. }) if errors.is_empty()

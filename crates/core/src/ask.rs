@@ -36,7 +36,11 @@ pub struct Asker {
 /// What the person is asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
-#[serde(tag = "kind", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum AskKind {
     /// Form-mode elicitation: fill a form built from `schema`.
     Form { message: String, schema: FormSchema },
@@ -122,9 +126,13 @@ impl CancelReason {
 #[serde(tag = "outcome", rename_all = "camelCase")]
 pub enum Outcome {
     /// Validated content (form) or consent (URL, `content` is `None`).
-    Accepted { content: Option<Map<String, Value>> },
+    Accepted {
+        content: Option<Map<String, Value>>,
+    },
     Declined,
-    Cancelled { reason: CancelReason },
+    Cancelled {
+        reason: CancelReason,
+    },
 }
 
 impl Outcome {
@@ -162,7 +170,9 @@ pub enum AnswerError {
 #[ts(export)]
 #[serde(tag = "event", rename_all = "camelCase")]
 pub enum AskEvent {
-    Added { ask: Ask },
+    Added {
+        ask: Ask,
+    },
     /// The ask ended; `outcome` says how (answered by the person or withdrawn).
     Resolved {
         #[ts(type = "number")]

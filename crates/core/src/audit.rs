@@ -30,7 +30,11 @@ pub enum AuditError {
 
 /// One line of the log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "event", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "event",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum AuditRecord {
     /// A question was put to the person.
     Asked { run: String, at_ms: u64, ask: Ask },

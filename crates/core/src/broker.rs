@@ -14,7 +14,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
-use crate::ask::{Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Outcome};
+use crate::ask::{
+    Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Outcome,
+};
 use crate::audit::AuditLog;
 use crate::schema;
 
@@ -162,7 +164,11 @@ impl Broker {
                     match state.pending.get(&id) {
                         Some(p) => (
                             p.ask.kind.clone(),
-                            p.ask.request.get("requestedSchema").cloned().unwrap_or_default(),
+                            p.ask
+                                .request
+                                .get("requestedSchema")
+                                .cloned()
+                                .unwrap_or_default(),
                         ),
                         None => return Err(AnswerError::NotPending),
                     }
@@ -171,7 +177,7 @@ impl Broker {
                     (AskKind::Form { schema, .. }, Some(content)) => {
                         let content =
                             schema::validate_answer(&schema, &raw_schema, &Value::Object(content))
-                            .map_err(|errors| AnswerError::Invalid { errors })?;
+                                .map_err(|errors| AnswerError::Invalid { errors })?;
                         Outcome::Accepted {
                             content: Some(content),
                         }
@@ -213,7 +219,9 @@ impl Broker {
                 .map(|(id, _)| *id)
                 .collect()
         };
-        ids.into_iter().filter(|id| self.withdraw(*id, reason)).count()
+        ids.into_iter()
+            .filter(|id| self.withdraw(*id, reason))
+            .count()
     }
 
     /// Answers every open ask `cancel` (reason shutdown) and refuses new ones. Returns how
@@ -342,7 +350,9 @@ mod tests {
         NewAsk {
             asker: Asker {
                 server: "desk".into(),
-                endpoint: Endpoint::Stdio { command: "desk".into() },
+                endpoint: Endpoint::Stdio {
+                    command: "desk".into(),
+                },
                 agent: None,
             },
             kind: AskKind::Form {
@@ -366,18 +376,30 @@ mod tests {
 
         let content = json!({"confirm": true}).as_object().cloned();
         let outcome = broker.answer(id, Answer::Accept { content }).unwrap();
-        assert_eq!(outcome, Outcome::Accepted { content: json!({"confirm": true}).as_object().cloned() });
+        assert_eq!(
+            outcome,
+            Outcome::Accepted {
+                content: json!({"confirm": true}).as_object().cloned()
+            }
+        );
         // A late second answer, or a withdrawal, finds nothing.
-        assert_eq!(broker.answer(id, Answer::Decline), Err(AnswerError::NotPending));
+        assert_eq!(
+            broker.answer(id, Answer::Decline),
+            Err(AnswerError::NotPending)
+        );
         assert!(!broker.withdraw(id, CancelReason::Server));
         assert_eq!(pending.outcome().await, outcome);
         assert!(broker.pending().is_empty());
-        assert!(matches!(events.recv().await.unwrap(), AskEvent::Resolved { id: i, .. } if i == id));
+        assert!(
+            matches!(events.recv().await.unwrap(), AskEvent::Resolved { id: i, .. } if i == id)
+        );
 
         let (records, skipped) = crate::audit::read_history(&path).unwrap();
         assert_eq!(skipped, 0);
         assert!(matches!(&records[0], AuditRecord::Asked { ask, .. } if ask.id == id));
-        assert!(matches!(&records[1], AuditRecord::Resolved { id: i, outcome: Outcome::Accepted { .. }, .. } if *i == id));
+        assert!(
+            matches!(&records[1], AuditRecord::Resolved { id: i, outcome: Outcome::Accepted { .. }, .. } if *i == id)
+        );
         assert_eq!(records.len(), 2);
     }
 
@@ -395,17 +417,30 @@ mod tests {
             other => panic!("expected field errors, got {other:?}"),
         }
         // Accept without content is never produced.
-        assert!(matches!(broker.answer(id, Answer::Accept { content: None }), Err(AnswerError::Malformed { .. })));
+        assert!(matches!(
+            broker.answer(id, Answer::Accept { content: None }),
+            Err(AnswerError::Malformed { .. })
+        ));
         assert_eq!(broker.pending().len(), 1);
         broker.answer(id, Answer::Cancel).unwrap();
-        assert_eq!(pending.outcome().await, Outcome::Cancelled { reason: CancelReason::Person });
+        assert_eq!(
+            pending.outcome().await,
+            Outcome::Cancelled {
+                reason: CancelReason::Person
+            }
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_deadline_withdraws_as_timeout() {
         let (broker, _) = broker();
         let pending = broker.open(confirm_ask(1, Some(Duration::from_secs(5))));
-        assert_eq!(pending.outcome().await, Outcome::Cancelled { reason: CancelReason::Timeout });
+        assert_eq!(
+            pending.outcome().await,
+            Outcome::Cancelled {
+                reason: CancelReason::Timeout
+            }
+        );
         assert!(broker.pending().is_empty());
     }
 
@@ -421,7 +456,12 @@ mod tests {
         let _ = waiter.await;
         assert_eq!(
             events.recv().await.unwrap(),
-            AskEvent::Resolved { id, outcome: Outcome::Cancelled { reason: CancelReason::Disconnect } }
+            AskEvent::Resolved {
+                id,
+                outcome: Outcome::Cancelled {
+                    reason: CancelReason::Disconnect
+                }
+            }
         );
         assert!(broker.pending().is_empty());
     }
@@ -432,14 +472,29 @@ mod tests {
         let a = broker.open(confirm_ask(1, None));
         let b = broker.open(confirm_ask(2, None));
         assert_eq!(broker.withdraw_session(1, CancelReason::Disconnect), 1);
-        assert_eq!(a.outcome().await, Outcome::Cancelled { reason: CancelReason::Disconnect });
+        assert_eq!(
+            a.outcome().await,
+            Outcome::Cancelled {
+                reason: CancelReason::Disconnect
+            }
+        );
         assert_eq!(broker.pending().len(), 1);
         assert_eq!(broker.shutdown(), 1);
-        assert_eq!(b.outcome().await, Outcome::Cancelled { reason: CancelReason::Shutdown });
+        assert_eq!(
+            b.outcome().await,
+            Outcome::Cancelled {
+                reason: CancelReason::Shutdown
+            }
+        );
         // After shutdown a new ask ends at once; nothing can accept it.
         let c = broker.open(confirm_ask(1, None));
         assert!(broker.pending().is_empty());
-        assert_eq!(c.outcome().await, Outcome::Cancelled { reason: CancelReason::Shutdown });
+        assert_eq!(
+            c.outcome().await,
+            Outcome::Cancelled {
+                reason: CancelReason::Shutdown
+            }
+        );
     }
 
     #[tokio::test]
@@ -459,7 +514,12 @@ mod tests {
                     })
                 })
                 .collect();
-            let wins = handles.into_iter().filter(|_| true).map(|h| h.join().unwrap()).filter(|w| *w).count();
+            let wins = handles
+                .into_iter()
+                .filter(|_| true)
+                .map(|h| h.join().unwrap())
+                .filter(|w| *w)
+                .count();
             assert_eq!(wins, 1);
             pending.outcome().await;
         }

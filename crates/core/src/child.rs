@@ -26,7 +26,10 @@ pub struct ChildTransport {
 
 impl ChildTransport {
     /// Starts `command` in a process group of its own, stdio piped.
-    pub fn spawn(mut command: Command, raw: Arc<RawRequests>) -> std::io::Result<(Self, ChildStderr)> {
+    pub fn spawn(
+        mut command: Command,
+        raw: Arc<RawRequests>,
+    ) -> std::io::Result<(Self, ChildStderr)> {
         command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

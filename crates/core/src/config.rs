@@ -302,10 +302,17 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
                 cwd: raw.cwd,
             }
         }
-        (None | Some("http") | Some("streamable-http") | Some("streamablehttp"), None, Some(url)) => {
+        (
+            None | Some("http") | Some("streamable-http") | Some("streamablehttp"),
+            None,
+            Some(url),
+        ) => {
             let parsed = url::Url::parse(&url).map_err(|e| format!("\"url\" is not a URL: {e}"))?;
             if !matches!(parsed.scheme(), "http" | "https") {
-                return Err(format!("\"url\" must be http or https, not {}", parsed.scheme()));
+                return Err(format!(
+                    "\"url\" must be http or https, not {}",
+                    parsed.scheme()
+                ));
             }
             for (key, value) in &raw.headers {
                 if reqwest::header::HeaderName::from_bytes(key.as_bytes()).is_err()
@@ -320,10 +327,20 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
             }
         }
         (Some("sse"), _, _) => {
-            return Err("the old SSE transport is not supported; use \"type\": \"http\" (Streamable HTTP)".into());
+            return Err(
+                "the old SSE transport is not supported; use \"type\": \"http\" (Streamable HTTP)"
+                    .into(),
+            );
         }
-        (Some(other), _, _) if !matches!(other, "stdio" | "http" | "streamable-http" | "streamablehttp") => {
-            return Err(format!("unknown \"type\": \"{other}\" (use \"stdio\" or \"http\")"));
+        (Some(other), _, _)
+            if !matches!(
+                other,
+                "stdio" | "http" | "streamable-http" | "streamablehttp"
+            ) =>
+        {
+            return Err(format!(
+                "unknown \"type\": \"{other}\" (use \"stdio\" or \"http\")"
+            ));
         }
         (_, Some(_), Some(_)) => return Err("give either \"command\" or \"url\", not both".into()),
         _ => return Err("a server needs \"command\" (stdio) or \"url\" (http)".into()),
@@ -400,9 +417,13 @@ mod tests {
         assert_eq!(desk.name, "desk");
         assert!(desk.trusted);
         assert_eq!(desk.answer_timeout, Duration::from_secs(30));
-        assert!(matches!(&desk.transport, TransportConfig::Stdio { command, args, .. } if command == "desk" && args == &["--x"]));
+        assert!(
+            matches!(&desk.transport, TransportConfig::Stdio { command, args, .. } if command == "desk" && args == &["--x"])
+        );
         let remote = &loaded.servers[1];
-        assert!(matches!(&remote.transport, TransportConfig::Http { url, headers } if url.ends_with("/mcp") && headers.len() == 1));
+        assert!(
+            matches!(&remote.transport, TransportConfig::Http { url, headers } if url.ends_with("/mcp") && headers.len() == 1)
+        );
         assert_eq!(remote.answer_timeout, DEFAULT_ANSWER_TIMEOUT);
     }
 
@@ -413,18 +434,33 @@ mod tests {
         assert_eq!(loaded.servers.len(), 1);
         assert_eq!(loaded.servers[0].name, "good");
         assert_eq!(loaded.errors.len(), 2);
-        let bad = loaded.errors.iter().find(|e| e.server.as_deref() == Some("bad")).unwrap();
+        let bad = loaded
+            .errors
+            .iter()
+            .find(|e| e.server.as_deref() == Some("bad"))
+            .unwrap();
         assert_eq!(bad.line, 4);
         assert!(bad.column > 12, "column {}", bad.column);
         assert!(bad.message.contains("invalid type"), "{}", bad.message);
-        let worse = loaded.errors.iter().find(|e| e.server.as_deref() == Some("worse")).unwrap();
+        let worse = loaded
+            .errors
+            .iter()
+            .find(|e| e.server.as_deref() == Some("worse"))
+            .unwrap();
         assert_eq!((worse.line, worse.column), (5, 14));
-        assert!(worse.to_string().starts_with("/tmp/c.json:5:14: server \"worse\": "));
+        assert!(
+            worse
+                .to_string()
+                .starts_with("/tmp/c.json:5:14: server \"worse\": ")
+        );
     }
 
     #[test]
     fn a_broken_file_names_line_and_column() {
-        let loaded = parse(&p(), "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"\n  }\n");
+        let loaded = parse(
+            &p(),
+            "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"\n  }\n",
+        );
         assert!(loaded.servers.is_empty());
         assert_eq!(loaded.errors.len(), 1);
         assert!(loaded.errors[0].line >= 4);
@@ -442,7 +478,11 @@ mod tests {
         }}"#;
         let loaded = parse(&p(), text);
         assert!(loaded.servers.is_empty());
-        let names: Vec<_> = loaded.errors.iter().filter_map(|e| e.server.clone()).collect();
+        let names: Vec<_> = loaded
+            .errors
+            .iter()
+            .filter_map(|e| e.server.clone())
+            .collect();
         assert_eq!(names, ["both", "ftp", "sse", "zero"]);
     }
 

@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::ClientHandler;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomRequest, CustomResult, ElicitRequestParams,
@@ -19,7 +20,6 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::ClientHandler;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -341,13 +341,16 @@ mod tests {
     use serde_json::json;
 
     fn elicitor(test: &str) -> (Elicitor, std::path::PathBuf) {
-        let path = std::env::temp_dir().join(format!("cs-handler-{test}-{}.jsonl", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("cs-handler-{test}-{}.jsonl", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let elicitor = Elicitor {
             broker: Broker::new(AuditLog::open(&path).unwrap()),
             asker: Asker {
                 server: "s".into(),
-                endpoint: Endpoint::Stdio { command: "s".into() },
+                endpoint: Endpoint::Stdio {
+                    command: "s".into(),
+                },
                 agent: None,
             },
             answer_timeout: Duration::from_secs(5),
@@ -360,10 +363,17 @@ mod tests {
     async fn urls_that_are_never_opened_are_declined_without_asking() {
         let (elicitor, path) = elicitor("bad-url");
         let never = CancellationToken::new();
-        for url in ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,hi"] {
-            let params = json!({"mode": "url", "message": "Sign in", "url": url, "elicitationId": "e1"});
+        for url in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "data:text/html,hi",
+        ] {
+            let params =
+                json!({"mode": "url", "message": "Sign in", "url": url, "elicitationId": "e1"});
             let reply = elicitor
-                .elicit(params, &never, CancelReason::Server, |_| panic!("{url} was shown"))
+                .elicit(params, &never, CancelReason::Server, |_| {
+                    panic!("{url} was shown")
+                })
                 .await
                 .unwrap();
             assert_eq!(reply, json!({"action": "decline"}));
@@ -371,7 +381,9 @@ mod tests {
         assert!(elicitor.broker.pending().is_empty());
         let (records, _) = crate::audit::read_history(&path).unwrap();
         assert_eq!(records.len(), 3);
-        assert!(records.iter().all(|r| matches!(r, AuditRecord::Refused { reason, .. } if reason.contains("never opened"))));
+        assert!(records.iter().all(
+            |r| matches!(r, AuditRecord::Refused { reason, .. } if reason.contains("never opened"))
+        ));
     }
 
     #[tokio::test]
@@ -381,7 +393,10 @@ mod tests {
         for (params, reason) in [
             (json!({"mode": "form"}), "message"),
             (json!({"message": "m", "mode": "telepathy"}), "telepathy"),
-            (json!({"message": "m", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}}), "properties.a"),
+            (
+                json!({"message": "m", "requestedSchema": {"type": "object", "properties": {"a": {"type": "object"}}}}),
+                "properties.a",
+            ),
         ] {
             let err = elicitor
                 .elicit(params, &never, CancelReason::Server, |_| panic!("shown"))

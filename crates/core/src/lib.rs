@@ -22,7 +22,9 @@ pub mod session;
 pub mod url_policy;
 
 pub use app::{App, AppError};
-pub use ask::{Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Endpoint, Outcome};
+pub use ask::{
+    Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Endpoint, Outcome,
+};
 pub use audit::AuditLog;
 pub use broker::{Broker, NewAsk, PendingAsk};
 pub use config::{LoadedConfig, ServerConfig};

@@ -321,7 +321,10 @@ mod tests {
         raw.observe(br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#);
         raw.observe(br#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"elicitation/create"}}"#);
         let params = raw.take(&NumberOrString::Number(0)).unwrap();
-        assert_eq!(params["requestedSchema"]["properties"]["n"]["enum"], json!([1, 2]));
+        assert_eq!(
+            params["requestedSchema"]["properties"]["n"]["enum"],
+            json!([1, 2])
+        );
         assert!(raw.take(&NumberOrString::Number(0)).is_none());
         assert!(raw.take(&NumberOrString::String("x".into())).is_none());
     }
@@ -330,7 +333,9 @@ mod tests {
     fn forgets_the_oldest_beyond_its_bound() {
         let raw = RawRequests::default();
         for i in 0..(KEEP as i64 + 10) {
-            raw.observe(format!(r#"{{"id":{i},"method":"elicitation/create","params":{{}}}}"#).as_bytes());
+            raw.observe(
+                format!(r#"{{"id":{i},"method":"elicitation/create","params":{{}}}}"#).as_bytes(),
+            );
         }
         assert!(raw.take(&NumberOrString::Number(0)).is_none());
         assert!(raw.take(&NumberOrString::Number(KEEP as i64 + 9)).is_some());
@@ -353,6 +358,9 @@ mod tests {
         tapped.read_to_end(&mut out).await.unwrap();
         writer.await.unwrap();
         assert!(out.ends_with(b"{\"id\":8,\"result\":{}}\n"));
-        assert_eq!(raw.take(&NumberOrString::Number(7)).unwrap(), json!({"message": "hi"}));
+        assert_eq!(
+            raw.take(&NumberOrString::Number(7)).unwrap(),
+            json!({"message": "hi"})
+        );
     }
 }

@@ -11,15 +11,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::Peer;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputRequest,
     PingRequest, ProtocolVersion, Tool,
 };
 use rmcp::service::{
-    ClientLifecycleMode, PeerRequestOptions, RunningService, RoleClient, serve_client_with_lifecycle,
+    ClientLifecycleMode, PeerRequestOptions, RoleClient, RunningService,
+    serve_client_with_lifecycle,
 };
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::Peer;
 use serde::Serialize;
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
@@ -28,8 +29,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ask::{Asker, CancelReason, Endpoint};
 use crate::broker::Broker;
-use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
 use crate::child::ChildTransport;
+use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
 use crate::handler::{Elicitor, Handler, Tap, Tapped, client_config};
 use crate::raw::{RawRequests, TapHttpClient};
 
@@ -60,7 +61,9 @@ impl Default for Backoff {
 
 impl Backoff {
     pub fn delay(&self, attempt: u32) -> Duration {
-        let factor = 1u32.checked_shl(attempt.saturating_sub(1).min(20)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(attempt.saturating_sub(1).min(20))
+            .unwrap_or(u32::MAX);
         self.first.saturating_mul(factor).min(self.max)
     }
 }
@@ -76,7 +79,9 @@ pub enum SessionState {
         server_name: Option<String>,
         server_version: Option<String>,
     },
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
     #[serde(rename_all = "camelCase")]
     Reconnecting {
         attempt: u32,
@@ -284,17 +289,17 @@ impl SessionManager {
                 CallToolResponse::Complete(result) => return Ok(result),
                 CallToolResponse::InputRequired(required) => {
                     let requests = required.input_requests.unwrap_or_default();
-                    let answers = futures::future::join_all(requests.into_iter().map(
-                        |(key, request)| {
+                    let answers =
+                        futures::future::join_all(requests.into_iter().map(|(key, request)| {
                             let elicitor = live.elicitor.clone();
                             let cancel = cancel.clone();
                             async move {
-                                let answer = answer_input_request(&elicitor, request, &cancel).await;
+                                let answer =
+                                    answer_input_request(&elicitor, request, &cancel).await;
                                 (key, answer)
                             }
-                        },
-                    ))
-                    .await;
+                        }))
+                        .await;
                     if cancel.is_cancelled() {
                         return Err(SessionError::Cancelled);
                     }
@@ -443,7 +448,10 @@ impl SessionManager {
                     .as_ref()
                     .map(|i| i.protocol_version.to_string())
                     .unwrap_or_default(),
-                server_name: info.as_ref().and_then(|i| i.server_info.as_ref()).map(|s| s.name.clone()),
+                server_name: info
+                    .as_ref()
+                    .and_then(|i| i.server_info.as_ref())
+                    .map(|s| s.name.clone()),
                 server_version: info
                     .as_ref()
                     .and_then(|i| i.server_info.as_ref())
@@ -501,7 +509,11 @@ impl SessionManager {
         }
     }
 
-    async fn connect(&self, entry: &Arc<Entry>, session: u64) -> Result<(Arc<Live>, Arc<Tap>), ConnectError> {
+    async fn connect(
+        &self,
+        entry: &Arc<Entry>,
+        session: u64,
+    ) -> Result<(Arc<Live>, Arc<Tap>), ConnectError> {
         let config = &entry.config;
         let tap = Tap::new(self.inner.broker.clone());
         let raw = RawRequests::new();
@@ -519,7 +531,10 @@ impl SessionManager {
                 },
                 ProtocolVersion::V_2026_07_28,
             ),
-            ProtocolChoice::Legacy => (ClientLifecycleMode::Initialize, ProtocolVersion::V_2025_11_25),
+            ProtocolChoice::Legacy => (
+                ClientLifecycleMode::Initialize,
+                ProtocolVersion::V_2025_11_25,
+            ),
         };
         let handler = Handler {
             elicitor: elicitor.clone(),
@@ -529,7 +544,12 @@ impl SessionManager {
         };
         let timeout = config.request_timeout;
         let service = match &config.transport {
-            TransportConfig::Stdio { command, args, env, cwd } => {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args).envs(env);
                 if let Some(cwd) = cwd {
@@ -546,8 +566,15 @@ impl SessionManager {
                     }
                 })?;
                 tokio::spawn(collect_stderr(entry.clone(), stderr));
-                let transport = Tapped { inner: child, tap: tap.clone() };
-                tokio::time::timeout(timeout, serve_client_with_lifecycle(handler, transport, lifecycle)).await
+                let transport = Tapped {
+                    inner: child,
+                    tap: tap.clone(),
+                };
+                tokio::time::timeout(
+                    timeout,
+                    serve_client_with_lifecycle(handler, transport, lifecycle),
+                )
+                .await
             }
             TransportConfig::Http { url, headers } => {
                 let mut transport_config =
@@ -572,7 +599,11 @@ impl SessionManager {
                     inner: StreamableHttpClientTransport::with_client(client, transport_config),
                     tap: tap.clone(),
                 };
-                tokio::time::timeout(timeout, serve_client_with_lifecycle(handler, transport, lifecycle)).await
+                tokio::time::timeout(
+                    timeout,
+                    serve_client_with_lifecycle(handler, transport, lifecycle),
+                )
+                .await
             }
         };
         let service = match service {
@@ -677,7 +708,9 @@ fn describe(state: &SessionState) -> String {
         SessionState::Connecting => "connecting".into(),
         SessionState::Ready { .. } => "ready".into(),
         SessionState::Failed { reason } => format!("failed: {reason}"),
-        SessionState::Reconnecting { attempt, reason, .. } => {
+        SessionState::Reconnecting {
+            attempt, reason, ..
+        } => {
             format!("reconnecting, attempt {attempt}: {reason}")
         }
         SessionState::Stopped => "stopped".into(),

@@ -29,7 +29,9 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
     let url = url::Url::parse(raw).map_err(|e| format!("the address cannot be read: {e}"))?;
     let scheme = url.scheme();
     if scheme != "https" && scheme != "http" {
-        return Err(format!("a {scheme}: address is never opened, only http and https"));
+        return Err(format!(
+            "a {scheme}: address is never opened, only http and https"
+        ));
     }
     let Some(host) = url.host_str().filter(|h| !h.is_empty()).map(str::to_owned) else {
         return Err("the address has no host".into());
@@ -45,7 +47,11 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
     if !url.username().is_empty() || url.password().is_some() {
         warnings.push(UrlWarning::UserInfo);
     }
-    Ok(WebUrl { url, host, warnings })
+    Ok(WebUrl {
+        url,
+        host,
+        warnings,
+    })
 }
 
 fn is_loopback(url: &url::Url) -> bool {
@@ -81,13 +87,24 @@ mod tests {
 
     #[test]
     fn warnings_name_what_to_look_at() {
-        assert_eq!(check("http://example.com/").unwrap().warnings, [UrlWarning::PlainHttp]);
-        assert!(check("http://127.0.0.1:8080/cb").unwrap().warnings.is_empty());
+        assert_eq!(
+            check("http://example.com/").unwrap().warnings,
+            [UrlWarning::PlainHttp]
+        );
+        assert!(
+            check("http://127.0.0.1:8080/cb")
+                .unwrap()
+                .warnings
+                .is_empty()
+        );
         assert!(check("http://localhost/cb").unwrap().warnings.is_empty());
         assert!(check("http://[::1]/cb").unwrap().warnings.is_empty());
         let idn = check("https://аррӏе.com/").unwrap();
         assert!(idn.host.starts_with("xn--"), "{}", idn.host);
         assert_eq!(idn.warnings, [UrlWarning::Punycode]);
-        assert_eq!(check("https://bank.com@evil.example/").unwrap().warnings, [UrlWarning::UserInfo]);
+        assert_eq!(
+            check("https://bank.com@evil.example/").unwrap().warnings,
+            [UrlWarning::UserInfo]
+        );
     }
 }

@@ -23,7 +23,6 @@ use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(20);
 
-
 fn audit_path(test: &str) -> PathBuf {
     let path = std::env::temp_dir().join(format!("cs-demo-{test}-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&path);
@@ -65,7 +64,10 @@ async fn harness(test: &str, servers: Vec<ServerConfig>) -> Harness {
     sessions.start(servers).await;
     for name in names {
         let state = sessions.wait_ready(&name, WAIT).await;
-        assert!(matches!(state, Some(SessionState::Ready { .. })), "{name}: {state:?}");
+        assert!(
+            matches!(state, Some(SessionState::Ready { .. })),
+            "{name}: {state:?}"
+        );
     }
     Harness {
         broker,
@@ -103,12 +105,22 @@ impl Harness {
     }
 
     /// Starts a tool call in the background; the test answers its asks meanwhile.
-    fn call(&self, server: &str, tool: &str, args: Value) -> tokio::task::JoinHandle<Result<String, String>> {
+    fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        args: Value,
+    ) -> tokio::task::JoinHandle<Result<String, String>> {
         let sessions = self.sessions.clone();
         let (server, tool) = (server.to_owned(), tool.to_owned());
         tokio::spawn(async move {
             let result = sessions
-                .call_tool(&server, &tool, args.as_object().cloned(), CancellationToken::new())
+                .call_tool(
+                    &server,
+                    &tool,
+                    args.as_object().cloned(),
+                    CancellationToken::new(),
+                )
                 .await
                 .map_err(|e| e.to_string())?;
             Ok(text_of(&serde_json::to_value(&result.content).unwrap()))
@@ -164,7 +176,9 @@ async fn accept_with_confirm_true_deletes() {
     assert_eq!(store.ids().len(), 4);
     // The ask says who asks and what.
     assert_eq!(ask.asker.server, "desk");
-    assert!(matches!(&ask.asker.endpoint, Endpoint::Http { host, .. } if host.starts_with("127.0.0.1:")));
+    assert!(
+        matches!(&ask.asker.endpoint, Endpoint::Http { host, .. } if host.starts_with("127.0.0.1:"))
+    );
     match &ask.kind {
         AskKind::Form { message, schema } => {
             assert!(message.contains("Delete ticket t3"), "{message}");
@@ -207,7 +221,11 @@ async fn cancel_does_not_delete() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_string_where_a_boolean_was_asked_is_never_sent() {
     let desk = desk().await;
-    let mut h = harness("string-bool", vec![http_server("desk", &desk, ProtocolChoice::Legacy)]).await;
+    let mut h = harness(
+        "string-bool",
+        vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
     let call = h.call("desk", "delete_ticket", json!({"id": "t3"}));
     let ask = h.next_ask().await;
     let refused = h.broker.answer(
@@ -239,17 +257,29 @@ async fn a_string_where_a_boolean_was_asked_is_never_sent() {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_servers_cancellation_withdraws_the_ask_and_nothing_is_sent_after() {
     let desk = desk().await;
-    let mut h = harness("server-timeout", vec![http_server("desk", &desk, ProtocolChoice::Legacy)]).await;
+    let mut h = harness(
+        "server-timeout",
+        vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
     let call = h.call("desk", "slow_question", json!({"timeout_ms": 500}));
     let ask = h.next_ask().await;
     // The person does not answer; the server gives up and says so.
     let (id, outcome) = h.next_resolution().await;
     assert_eq!(id, ask.id);
-    assert_eq!(outcome, Outcome::Cancelled { reason: CancelReason::Server });
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Server
+        }
+    );
     assert!(h.broker.pending().is_empty());
     assert_eq!(finish(call).await, replies::TIMED_OUT);
     // A late answer is refused, not sent.
-    assert_eq!(h.broker.answer(ask.id, Answer::Decline), Err(AnswerError::NotPending));
+    assert_eq!(
+        h.broker.answer(ask.id, Answer::Decline),
+        Err(AnswerError::NotPending)
+    );
     h.sessions.shutdown().await;
 }
 
@@ -263,13 +293,31 @@ async fn a_server_crashing_mid_ask_withdraws_it_as_disconnect() {
     let started = std::time::Instant::now();
     let (id, outcome) = h.next_resolution().await;
     assert_eq!(id, ask.id);
-    assert_eq!(outcome, Outcome::Cancelled { reason: CancelReason::Disconnect });
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Disconnect
+        }
+    );
     // Withdrawn when the pipe closed, not after rmcp's drain of in-flight handlers (5 s).
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
-    assert!(tokio::time::timeout(WAIT, call).await.unwrap().unwrap().is_err());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        tokio::time::timeout(WAIT, call)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_err()
+    );
     // The session reconnects to a fresh process.
     let state = h.sessions.wait_ready("desk", WAIT).await;
-    assert!(matches!(state, Some(SessionState::Ready { .. })), "{state:?}");
+    assert!(
+        matches!(state, Some(SessionState::Ready { .. })),
+        "{state:?}"
+    );
     h.sessions.shutdown().await;
     // The audit log has the question and its end.
     let (records, _) = countersign_core::audit::read_history(&h.audit).unwrap();
@@ -279,16 +327,27 @@ async fn a_server_crashing_mid_ask_withdraws_it_as_disconnect() {
 #[tokio::test(flavor = "multi_thread")]
 async fn mrtr_delete_on_a_2026_07_28_session() {
     let desk = desk().await;
-    let mut h = harness("mrtr", vec![http_server("desk", &desk, ProtocolChoice::Auto)]).await;
+    let mut h = harness(
+        "mrtr",
+        vec![http_server("desk", &desk, ProtocolChoice::Auto)],
+    )
+    .await;
     match h.sessions.state("desk") {
-        Some(SessionState::Ready { protocol_version, .. }) => assert_eq!(protocol_version, "2026-07-28"),
+        Some(SessionState::Ready {
+            protocol_version, ..
+        }) => assert_eq!(protocol_version, "2026-07-28"),
         other => panic!("{other:?}"),
     }
     let call = h.call("desk", "delete_ticket", json!({"id": "t2"}));
     let ask = h.next_ask().await;
     assert!(matches!(&ask.kind, AskKind::Form { message, .. } if message.contains("t2")));
     h.broker
-        .answer(ask.id, Answer::Accept { content: obj(json!({"confirm": true})) })
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: obj(json!({"confirm": true})),
+            },
+        )
         .unwrap();
     assert_eq!(finish(call).await, replies::deleted("t2"));
     assert!(!desk.store.contains("t2"));
@@ -305,7 +364,11 @@ async fn mrtr_delete_on_a_2026_07_28_session() {
 #[tokio::test(flavor = "multi_thread")]
 async fn mrtr_call_cancelled_while_asking_withdraws_as_agent() {
     let desk = desk().await;
-    let mut h = harness("mrtr-cancel", vec![http_server("desk", &desk, ProtocolChoice::Auto)]).await;
+    let mut h = harness(
+        "mrtr-cancel",
+        vec![http_server("desk", &desk, ProtocolChoice::Auto)],
+    )
+    .await;
     let cancel = CancellationToken::new();
     let sessions = h.sessions.clone();
     let token = cancel.clone();
@@ -318,7 +381,12 @@ async fn mrtr_call_cancelled_while_asking_withdraws_as_agent() {
     cancel.cancel();
     let (id, outcome) = h.next_resolution().await;
     assert_eq!(id, ask.id);
-    assert_eq!(outcome, Outcome::Cancelled { reason: CancelReason::Agent });
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
     assert!(call.await.unwrap().is_err());
     assert!(desk.store.contains("t3"));
     h.sessions.shutdown().await;
@@ -339,7 +407,9 @@ async fn a_legacy_and_an_mrtr_server_in_one_manager() {
     let versions: Vec<String> = ["legacy", "modern"]
         .iter()
         .map(|n| match h.sessions.state(n) {
-            Some(SessionState::Ready { protocol_version, .. }) => protocol_version,
+            Some(SessionState::Ready {
+                protocol_version, ..
+            }) => protocol_version,
             other => panic!("{other:?}"),
         })
         .collect();
@@ -349,11 +419,20 @@ async fn a_legacy_and_an_mrtr_server_in_one_manager() {
     let modern_call = h.call("modern", "delete_ticket", json!({"id": "t1"}));
     let first = h.next_ask().await;
     let second = h.next_ask().await;
-    let (legacy_ask, modern_ask) = if first.asker.server == "legacy" { (first, second) } else { (second, first) };
+    let (legacy_ask, modern_ask) = if first.asker.server == "legacy" {
+        (first, second)
+    } else {
+        (second, first)
+    };
     assert_eq!(modern_ask.asker.server, "modern");
     h.broker.answer(modern_ask.id, Answer::Decline).unwrap();
     h.broker
-        .answer(legacy_ask.id, Answer::Accept { content: obj(json!({"confirm": true})) })
+        .answer(
+            legacy_ask.id,
+            Answer::Accept {
+                content: obj(json!({"confirm": true})),
+            },
+        )
         .unwrap();
     assert_eq!(finish(legacy_call).await, replies::deleted("t1"));
     assert_eq!(finish(modern_call).await, replies::DECLINED);
@@ -365,18 +444,30 @@ async fn a_legacy_and_an_mrtr_server_in_one_manager() {
 #[tokio::test(flavor = "multi_thread")]
 async fn shutdown_answers_every_open_ask_cancel() {
     let desk = desk().await;
-    let mut h = harness("shutdown", vec![http_server("desk", &desk, ProtocolChoice::Legacy)]).await;
+    let mut h = harness(
+        "shutdown",
+        vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
     let call = h.call("desk", "delete_ticket", json!({"id": "t3"}));
     let ask = h.next_ask().await;
     let sessions = h.sessions.clone();
     let shutdown = tokio::spawn(async move { sessions.shutdown().await });
     let (id, outcome) = h.next_resolution().await;
     assert_eq!(id, ask.id);
-    assert_eq!(outcome, Outcome::Cancelled { reason: CancelReason::Shutdown });
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Shutdown
+        }
+    );
     shutdown.await.unwrap();
     let _ = tokio::time::timeout(WAIT, call).await;
     assert!(desk.store.contains("t3"));
-    assert!(matches!(h.sessions.state("desk"), None | Some(SessionState::Stopped)));
+    assert!(matches!(
+        h.sessions.state("desk"),
+        None | Some(SessionState::Stopped)
+    ));
 }
 
 /// Schemas outside the subset are refused with -32602 and the reason, never shown, and
@@ -390,7 +481,8 @@ async fn odd_questions_are_refused(mut h: Harness) {
         ("ipv4", "ipv4"),
     ] {
         let reply = finish(h.call("desk", "odd_question", json!({"kind": kind}))).await;
-        let reply: Value = serde_json::from_str(&reply).unwrap_or_else(|_| panic!("{kind}: {reply}"));
+        let reply: Value =
+            serde_json::from_str(&reply).unwrap_or_else(|_| panic!("{kind}: {reply}"));
         assert_eq!(reply["refused"]["code"], json!(-32602), "{kind}: {reply}");
         let message = reply["refused"]["message"].as_str().unwrap();
         assert!(message.contains(reason), "{kind}: {message}");
@@ -410,7 +502,11 @@ async fn odd_questions_are_refused(mut h: Harness) {
 #[tokio::test(flavor = "multi_thread")]
 async fn out_of_subset_schemas_are_refused_over_http() {
     let desk = desk().await;
-    let h = harness("odd-http", vec![http_server("desk", &desk, ProtocolChoice::Legacy)]).await;
+    let h = harness(
+        "odd-http",
+        vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
     odd_questions_are_refused(h).await;
 }
 
@@ -434,15 +530,33 @@ async fn a_repeated_run_id_runs_the_tool_once() {
     };
     let app = countersign_core::App::start(config, AuditLog::open(&audit).unwrap()).await;
     app.sessions().wait_ready("desk", WAIT).await;
-    let first = app.run_tool("run-1", "desk", "purge_spam", json!({})).await.unwrap();
+    let first = app
+        .run_tool("run-1", "desk", "purge_spam", json!({}))
+        .await
+        .unwrap();
     assert!(!first.is_error);
     assert!(!desk.store.contains("t5"));
     // The same run re-sent (a webview reload re-invokes in-flight commands) is refused.
     let again = app.run_tool("run-1", "desk", "purge_spam", json!({})).await;
-    assert!(matches!(again, Err(countersign_core::AppError::Session { .. })), "{again:?}");
-    assert!(app.run_tool("run-2", "desk", "list_tickets", json!({})).await.is_ok());
+    assert!(
+        matches!(again, Err(countersign_core::AppError::Session { .. })),
+        "{again:?}"
+    );
+    assert!(
+        app.run_tool("run-2", "desk", "list_tickets", json!({}))
+            .await
+            .is_ok()
+    );
     // Arguments that do not fit the input schema never reach the server.
-    let bad = app.run_tool("run-3", "desk", "delete_ticket", json!({"id": 3})).await;
-    assert!(matches!(bad, Err(countersign_core::AppError::InvalidArguments { .. })), "{bad:?}");
+    let bad = app
+        .run_tool("run-3", "desk", "delete_ticket", json!({"id": 3}))
+        .await;
+    assert!(
+        matches!(
+            bad,
+            Err(countersign_core::AppError::InvalidArguments { .. })
+        ),
+        "{bad:?}"
+    );
     app.shutdown().await;
 }

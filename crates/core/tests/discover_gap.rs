@@ -29,7 +29,10 @@ async fn discover_legacy_session(test: &str, with_tap: bool) -> Setup {
     let broker = Broker::new(AuditLog::open(&audit).unwrap());
     let (server_io, client_io) = tokio::io::duplex(256 * 1024);
     tokio::spawn(async move {
-        if let Ok(server) = TicketDesk::new(TicketStore::seeded()).serve(server_io).await {
+        if let Ok(server) = TicketDesk::new(TicketStore::seeded())
+            .serve(server_io)
+            .await
+        {
             let _ = server.waiting().await;
         }
     });
@@ -41,7 +44,9 @@ async fn discover_legacy_session(test: &str, with_tap: bool) -> Setup {
             broker: broker.clone(),
             asker: Asker {
                 server: "desk".into(),
-                endpoint: Endpoint::Stdio { command: "in-process".into() },
+                endpoint: Endpoint::Stdio {
+                    command: "in-process".into(),
+                },
                 agent: None,
             },
             answer_timeout: Duration::from_secs(60),
@@ -61,7 +66,10 @@ async fn discover_legacy_session(test: &str, with_tap: bool) -> Setup {
         serve_client_with_lifecycle(handler, io, lifecycle).await
     }
     .expect("discover handshake");
-    let version = client.peer().peer_info().map(|i| i.protocol_version.clone());
+    let version = client
+        .peer()
+        .peer_info()
+        .map(|i| i.protocol_version.clone());
     assert_eq!(version, Some(ProtocolVersion::V_2025_11_25));
     Setup { broker, client }
 }
@@ -83,13 +91,25 @@ async fn the_tap_withdraws_the_ask_on_a_discover_negotiated_legacy_session() {
         other => panic!("no ask: {other:?}"),
     };
     match tokio::time::timeout(WAIT, events.recv()).await {
-        Ok(Ok(AskEvent::Resolved { id: resolved, outcome })) => {
+        Ok(Ok(AskEvent::Resolved {
+            id: resolved,
+            outcome,
+        })) => {
             assert_eq!(resolved, id);
-            assert_eq!(outcome, Outcome::Cancelled { reason: CancelReason::Server });
+            assert_eq!(
+                outcome,
+                Outcome::Cancelled {
+                    reason: CancelReason::Server
+                }
+            );
         }
         other => panic!("the ask was not withdrawn: {other:?}"),
     }
-    let result = tokio::time::timeout(WAIT, call).await.unwrap().unwrap().unwrap();
+    let result = tokio::time::timeout(WAIT, call)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     let text = serde_json::to_value(&result.content).unwrap()[0]["text"].clone();
     assert_eq!(text, json!(replies::TIMED_OUT));
     assert!(setup.broker.pending().is_empty());
@@ -101,7 +121,10 @@ async fn rmcp_alone_does_not_see_the_cancellation() {
     let mut events = setup.broker.subscribe();
     let peer = setup.client.peer().clone();
     let _call = tokio::spawn(async move { peer.call_tool(slow_question()).await });
-    assert!(matches!(tokio::time::timeout(WAIT, events.recv()).await, Ok(Ok(AskEvent::Added { .. }))));
+    assert!(matches!(
+        tokio::time::timeout(WAIT, events.recv()).await,
+        Ok(Ok(AskEvent::Added { .. }))
+    ));
     // The server gave up after 300 ms and said so; without the tap nothing notices.
     let resolved = tokio::time::timeout(Duration::from_millis(1500), events.recv()).await;
     assert!(

@@ -15,7 +15,8 @@ use countersign_demo_server::{TicketStore, serve_http};
 const WAIT: Duration = Duration::from_secs(20);
 
 fn manager(test: &str, ping: Duration) -> SessionManager {
-    let audit = std::env::temp_dir().join(format!("cs-sessions-{test}-{}.jsonl", std::process::id()));
+    let audit =
+        std::env::temp_dir().join(format!("cs-sessions-{test}-{}.jsonl", std::process::id()));
     let broker = Broker::new(AuditLog::open(audit).unwrap());
     SessionManager::with_timing(
         broker,
@@ -26,7 +27,6 @@ fn manager(test: &str, ping: Duration) -> SessionManager {
         ping,
     )
 }
-
 
 /// Waits until `pred` holds for the server's state, returning it.
 async fn wait_state(
@@ -41,7 +41,11 @@ async fn wait_state(
         {
             return state;
         }
-        assert!(tokio::time::Instant::now() < deadline, "{server}: stuck in {:?}", sessions.state(server));
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{server}: stuck in {:?}",
+            sessions.state(server)
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -51,13 +55,35 @@ async fn a_server_that_dies_at_start_reconnects_with_backoff_and_shows_its_stder
     let sessions = manager("dies", Duration::from_secs(15));
     let mut events = sessions.subscribe();
     sessions
-        .start(vec![ServerConfig::stdio("broken", "sh", &["-c", "echo 'missing API key' >&2; exit 1"])])
+        .start(vec![ServerConfig::stdio(
+            "broken",
+            "sh",
+            &["-c", "echo 'missing API key' >&2; exit 1"],
+        )])
         .await;
-    let state = wait_state(&sessions, "broken", |s| matches!(s, SessionState::Reconnecting { attempt, .. } if *attempt >= 3)).await;
-    let SessionState::Reconnecting { next_in_ms, reason, .. } = state else { unreachable!() };
+    let state = wait_state(
+        &sessions,
+        "broken",
+        |s| matches!(s, SessionState::Reconnecting { attempt, .. } if *attempt >= 3),
+    )
+    .await;
+    let SessionState::Reconnecting {
+        next_in_ms, reason, ..
+    } = state
+    else {
+        unreachable!()
+    };
     assert!(next_in_ms <= 400, "capped: {next_in_ms}");
-    assert!(reason.contains("handshake") || reason.contains("exited"), "{reason}");
-    assert!(sessions.stderr_tail("broken").iter().any(|l| l == "missing API key"));
+    assert!(
+        reason.contains("handshake") || reason.contains("exited"),
+        "{reason}"
+    );
+    assert!(
+        sessions
+            .stderr_tail("broken")
+            .iter()
+            .any(|l| l == "missing API key")
+    );
     // The states came as events, in order, with growing attempts.
     let mut seen = Vec::new();
     while let Ok(event) = events.try_recv() {
@@ -72,7 +98,10 @@ async fn a_server_that_dies_at_start_reconnects_with_backoff_and_shows_its_stder
             _ => None,
         })
         .collect();
-    assert!(attempts.windows(2).all(|w| w[1] == w[0] + 1), "{attempts:?}");
+    assert!(
+        attempts.windows(2).all(|w| w[1] == w[0] + 1),
+        "{attempts:?}"
+    );
     sessions.shutdown().await;
     assert_eq!(sessions.state("broken"), None);
 }
@@ -81,10 +110,20 @@ async fn a_server_that_dies_at_start_reconnects_with_backoff_and_shows_its_stder
 async fn a_missing_program_fails_without_retrying() {
     let sessions = manager("missing", Duration::from_secs(15));
     sessions
-        .start(vec![ServerConfig::stdio("ghost", "/nonexistent/countersign-nothing", &[])])
+        .start(vec![ServerConfig::stdio(
+            "ghost",
+            "/nonexistent/countersign-nothing",
+            &[],
+        )])
         .await;
-    let state = wait_state(&sessions, "ghost", |s| matches!(s, SessionState::Failed { .. })).await;
-    assert!(matches!(&state, SessionState::Failed { reason } if reason.contains("cannot start")), "{state:?}");
+    let state = wait_state(&sessions, "ghost", |s| {
+        matches!(s, SessionState::Failed { .. })
+    })
+    .await;
+    assert!(
+        matches!(&state, SessionState::Failed { reason } if reason.contains("cannot start")),
+        "{state:?}"
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(sessions.state("ghost"), Some(state));
     sessions.shutdown().await;
@@ -93,23 +132,41 @@ async fn a_missing_program_fails_without_retrying() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_http_server_is_noticed_and_reconnected_when_it_returns() {
     let store = TicketStore::seeded();
-    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store.clone()).await.unwrap();
+    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store.clone())
+        .await
+        .unwrap();
     let addr = server.local_addr();
     let mut config = ServerConfig::http("remote", &server.url());
     config.protocol = ProtocolChoice::Legacy;
     config.request_timeout = Duration::from_secs(2);
     let sessions = manager("dead-http", Duration::from_millis(300));
     sessions.start(vec![config]).await;
-    wait_state(&sessions, "remote", |s| matches!(s, SessionState::Ready { .. })).await;
+    wait_state(&sessions, "remote", |s| {
+        matches!(s, SessionState::Ready { .. })
+    })
+    .await;
 
     server.shutdown().await.unwrap();
-    let state = wait_state(&sessions, "remote", |s| matches!(s, SessionState::Reconnecting { .. })).await;
+    let state = wait_state(&sessions, "remote", |s| {
+        matches!(s, SessionState::Reconnecting { .. })
+    })
+    .await;
     assert!(matches!(&state, SessionState::Reconnecting { reason, .. } if !reason.is_empty()));
 
     // Back on the same port: the session recovers by itself.
     let _again = serve_http(addr, store).await.unwrap();
-    wait_state(&sessions, "remote", |s| matches!(s, SessionState::Ready { .. })).await;
-    assert!(sessions.list_tools("remote").await.unwrap().iter().any(|t| t.name == "list_tickets"));
+    wait_state(&sessions, "remote", |s| {
+        matches!(s, SessionState::Ready { .. })
+    })
+    .await;
+    assert!(
+        sessions
+            .list_tools("remote")
+            .await
+            .unwrap()
+            .iter()
+            .any(|t| t.name == "list_tickets")
+    );
     sessions.shutdown().await;
 }
 
@@ -133,9 +190,20 @@ async fn shutdown_leaves_no_child_or_grandchild_behind() {
         demo = demo.display()
     );
     let sessions = manager("no-orphans", Duration::from_secs(15));
-    sessions.start(vec![ServerConfig::stdio("desk", "sh", &["-c", &script])]).await;
-    wait_state(&sessions, "desk", |s| matches!(s, SessionState::Ready { .. })).await;
-    let pid = |name: &str| -> i32 { std::fs::read_to_string(dir.join(name)).unwrap().trim().parse().unwrap() };
+    sessions
+        .start(vec![ServerConfig::stdio("desk", "sh", &["-c", &script])])
+        .await;
+    wait_state(&sessions, "desk", |s| {
+        matches!(s, SessionState::Ready { .. })
+    })
+    .await;
+    let pid = |name: &str| -> i32 {
+        std::fs::read_to_string(dir.join(name))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    };
     let (server, helper) = (pid("server"), pid("helper"));
     assert!(alive(server) && alive(helper));
 
@@ -155,13 +223,26 @@ async fn shutdown_leaves_no_child_or_grandchild_behind() {
 async fn a_live_2026_07_28_session_survives_its_pings() {
     // 2026-07-28 servers may answer `ping` with "method not found": that is an answer.
     let store = TicketStore::seeded();
-    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store).await.unwrap();
+    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store)
+        .await
+        .unwrap();
     let sessions = manager("pings", Duration::from_millis(100));
-    sessions.start(vec![ServerConfig::http("modern", &server.url())]).await;
-    let state = wait_state(&sessions, "modern", |s| matches!(s, SessionState::Ready { .. })).await;
-    assert!(matches!(&state, SessionState::Ready { protocol_version, .. } if protocol_version == "2026-07-28"));
+    sessions
+        .start(vec![ServerConfig::http("modern", &server.url())])
+        .await;
+    let state = wait_state(&sessions, "modern", |s| {
+        matches!(s, SessionState::Ready { .. })
+    })
+    .await;
+    assert!(
+        matches!(&state, SessionState::Ready { protocol_version, .. } if protocol_version == "2026-07-28")
+    );
     let mut events = sessions.subscribe();
     tokio::time::sleep(Duration::from_millis(800)).await;
-    assert!(events.try_recv().is_err(), "the session changed state while idle: {:?}", sessions.state("modern"));
+    assert!(
+        events.try_recv().is_err(),
+        "the session changed state while idle: {:?}",
+        sessions.state("modern")
+    );
     sessions.shutdown().await;
 }

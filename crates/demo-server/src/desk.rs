@@ -294,7 +294,12 @@ impl TicketDesk {
             "nested" => json!({"type": "object", "properties": {"street": {"type": "string"}}}),
             "integer_enum" => json!({"type": "integer", "title": "Seats", "enum": [1, 2, 4]}),
             "ipv4" => json!({"type": "string", "title": "Address", "format": "ipv4"}),
-            other => return error(format!("Unknown kind \"{other}\"; use one of {:?}.", tools::ODD_KINDS)),
+            other => {
+                return error(format!(
+                    "Unknown kind \"{other}\"; use one of {:?}.",
+                    tools::ODD_KINDS
+                ));
+            }
         };
         let params = json!({
             "mode": "form",
@@ -313,9 +318,9 @@ impl TicketDesk {
         };
         match reply {
             Ok(result) => text(json!({"answered": result}).to_string()),
-            Err(rmcp::service::ServiceError::McpError(e)) => text(
-                json!({"refused": {"code": e.code.0, "message": e.message}}).to_string(),
-            ),
+            Err(rmcp::service::ServiceError::McpError(e)) => {
+                text(json!({"refused": {"code": e.code.0, "message": e.message}}).to_string())
+            }
             Err(e) => error(format!("The question failed: {e}")),
         }
     }

@@ -7,7 +7,9 @@
 use std::time::Duration;
 
 use countersign_core::config::ProtocolChoice;
-use countersign_core::{Answer, AskEvent, AskKind, AuditLog, Broker, ServerConfig, SessionManager, SessionState};
+use countersign_core::{
+    Answer, AskEvent, AskKind, AuditLog, Broker, ServerConfig, SessionManager, SessionState,
+};
 use tokio_util::sync::CancellationToken;
 
 const SERVER: &str = "conformance";
@@ -21,8 +23,13 @@ async fn main() {
                 .unwrap_or_else(|_| "countersign_core=debug,rmcp=info".into()),
         )
         .init();
-    let (Some(url), Ok(scenario)) = (std::env::args().nth(1), std::env::var("MCP_CONFORMANCE_SCENARIO")) else {
-        eprintln!("usage: MCP_CONFORMANCE_SCENARIO=<name> countersign-conformance-client <server-url>");
+    let (Some(url), Ok(scenario)) = (
+        std::env::args().nth(1),
+        std::env::var("MCP_CONFORMANCE_SCENARIO"),
+    ) else {
+        eprintln!(
+            "usage: MCP_CONFORMANCE_SCENARIO=<name> countersign-conformance-client <server-url>"
+        );
         std::process::exit(2);
     };
     match run(&url, &scenario).await {
@@ -35,15 +42,23 @@ async fn main() {
 }
 
 async fn run(url: &str, scenario: &str) -> Result<(), String> {
-    let audit_path = std::env::temp_dir().join(format!("countersign-conformance-{}.jsonl", std::process::id()));
+    let audit_path = std::env::temp_dir().join(format!(
+        "countersign-conformance-{}.jsonl",
+        std::process::id()
+    ));
     let broker = Broker::new(AuditLog::open(&audit_path).map_err(|e| e.to_string())?);
     let person = tokio::spawn(press_submit_on_defaults(broker.clone()));
 
     let mut config = ServerConfig::http(SERVER, url);
     // The 2026-07-28 scenarios start with server/discover; the others expect `initialize`.
-    let modern = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION").is_ok_and(|v| v.as_str() >= "2026-07-28")
+    let modern = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
+        .is_ok_and(|v| v.as_str() >= "2026-07-28")
         || scenario.starts_with("sep-2322");
-    config.protocol = if modern { ProtocolChoice::Auto } else { ProtocolChoice::Legacy };
+    config.protocol = if modern {
+        ProtocolChoice::Auto
+    } else {
+        ProtocolChoice::Legacy
+    };
     config.request_timeout = Duration::from_secs(20);
 
     let sessions = SessionManager::new(broker.clone());
@@ -74,10 +89,19 @@ async fn drive(sessions: &SessionManager, scenario: &str) -> Result<(), String> 
             _ => Some(serde_json::json!({})),
         };
         let result = sessions
-            .call_tool(SERVER, &tool.name, args.and_then(|a| a.as_object().cloned()), CancellationToken::new())
+            .call_tool(
+                SERVER,
+                &tool.name,
+                args.and_then(|a| a.as_object().cloned()),
+                CancellationToken::new(),
+            )
             .await
             .map_err(|e| format!("{}: {e}", tool.name))?;
-        eprintln!("conformance-client: {} -> {}", tool.name, serde_json::to_string(&result.content).unwrap_or_default());
+        eprintln!(
+            "conformance-client: {} -> {}",
+            tool.name,
+            serde_json::to_string(&result.content).unwrap_or_default()
+        );
     }
     Ok(())
 }

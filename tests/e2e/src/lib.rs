@@ -15,11 +15,16 @@ const DRIVER: &str = "http://127.0.0.1:4444";
 pub const DIALOG: &str = "dialog[open]";
 
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("repo root")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
 }
 
 pub fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| repo().join("target"))
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
 }
 
 /// One app under test, with its own files, and the WebDriver session on it.
@@ -41,7 +46,11 @@ impl App {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let config = dir.join("config.json");
-        std::fs::write(&config, serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap()).unwrap();
+        std::fs::write(
+            &config,
+            serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap(),
+        )
+        .unwrap();
         let app = target_dir().join("debug/countersign");
         assert!(app.exists(), "build the app first: {}", app.display());
         let mut driver = Command::new(tauri_driver());
@@ -58,14 +67,23 @@ impl App {
             .spawn()
             .expect("tauri-driver starts (run `make deps`)");
         let client = connect(&app).await;
-        App { client, dir, driver }
+        App {
+            client,
+            dir,
+            driver,
+        }
     }
 
     /// Sends SIGTERM to the app (found in the driver's process group), as a logout would.
     pub fn terminate_app(&self) {
         let group = self.driver.id().to_string();
-        let status = Command::new("pkill").args(["-TERM", "-g", &group, "-x", "countersign"]).status();
-        assert!(status.is_ok_and(|s| s.success()), "the app process was not found");
+        let status = Command::new("pkill")
+            .args(["-TERM", "-g", &group, "-x", "countersign"])
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()),
+            "the app process was not found"
+        );
     }
 
     pub fn audit_log(&self) -> PathBuf {
@@ -147,13 +165,24 @@ impl App {
                     vec![serde_json::json!(format!("{form} .run-status"))],
                 )
                 .await;
-            if self.find(&format!("{form} button[type=submit]")).await.click().await.is_err() {
+            if self
+                .find(&format!("{form} button[type=submit]"))
+                .await
+                .click()
+                .await
+                .is_err()
+            {
                 continue;
             }
             // The run started when its status line says so.
             let deadline = Instant::now() + Duration::from_secs(3);
             while Instant::now() < deadline {
-                let status = self.find(&format!("{form} .run-status")).await.text().await.unwrap_or_default();
+                let status = self
+                    .find(&format!("{form} .run-status"))
+                    .await
+                    .text()
+                    .await
+                    .unwrap_or_default();
                 if !status.trim().is_empty() {
                     return;
                 }
@@ -161,7 +190,10 @@ impl App {
             }
         }
         self.snapshot("run-tool").await;
-        panic!("could not run {tool} (screenshot in {})", self.dir.display());
+        panic!(
+            "could not run {tool} (screenshot in {})",
+            self.dir.display()
+        );
     }
 
     /// The text of a tool's last result once it has one.
@@ -175,7 +207,10 @@ impl App {
             }
             if Instant::now() >= deadline {
                 self.snapshot("no-result").await;
-                panic!("no result for {tool} (screenshot in {})", self.dir.display());
+                panic!(
+                    "no result for {tool} (screenshot in {})",
+                    self.dir.display()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -189,7 +224,10 @@ impl App {
             if text.contains(needle) {
                 return text;
             }
-            assert!(Instant::now() < deadline, "{tool}: result {text:?} never contained {needle:?}");
+            assert!(
+                Instant::now() < deadline,
+                "{tool}: result {text:?} never contained {needle:?}"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -199,11 +237,13 @@ impl App {
     }
 
     pub async fn press_in_dialog(&self, button: &str) {
-        self.find_xpath(&format!("//dialog[@open]//button[normalize-space()='{button}']"))
-            .await
-            .click()
-            .await
-            .unwrap();
+        self.find_xpath(&format!(
+            "//dialog[@open]//button[normalize-space()='{button}']"
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
     }
 
     pub async fn press_escape(&self) {
@@ -227,9 +267,15 @@ fn tauri_driver() -> PathBuf {
             return p;
         }
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_default();
     let p = home.join(".cargo/bin/tauri-driver");
-    if p.exists() { p } else { PathBuf::from("tauri-driver") }
+    if p.exists() {
+        p
+    } else {
+        PathBuf::from("tauri-driver")
+    }
 }
 
 async fn connect(app: &Path) -> Client {
@@ -237,7 +283,11 @@ async fn connect(app: &Path) -> Client {
     caps.insert("tauri:options".into(), json!({"application": app}));
     let deadline = Instant::now() + WAIT;
     loop {
-        match ClientBuilder::native().capabilities(caps.clone()).connect(DRIVER).await {
+        match ClientBuilder::native()
+            .capabilities(caps.clone())
+            .connect(DRIVER)
+            .await
+        {
             Ok(client) => return client,
             Err(e) => {
                 assert!(Instant::now() < deadline, "cannot reach tauri-driver: {e}");
@@ -249,7 +299,10 @@ async fn connect(app: &Path) -> Client {
 
 /// The demo server binary, for configs.
 pub fn demo_server() -> String {
-    target_dir().join("debug/countersign-demo-server").display().to_string()
+    target_dir()
+        .join("debug/countersign-demo-server")
+        .display()
+        .to_string()
 }
 
 /// Percentile of sorted samples.

@@ -28,17 +28,34 @@ async fn e2e_submit_deletes_decline_and_escape_keep() {
     // Submit with the confirmation ticked: the ticket is gone.
     app.run_tool("delete_ticket", r#"{"id": "t3"}"#).await;
     let dialog = app.dialog().await;
-    let name = dialog.attr("aria-labelledby").await.unwrap().unwrap_or_default();
-    let heading = app.find(&format!("[id='{name}']")).await.text().await.unwrap();
-    assert!(heading.contains("demo"), "the dialog names the server: {heading:?}");
+    let name = dialog
+        .attr("aria-labelledby")
+        .await
+        .unwrap()
+        .unwrap_or_default();
+    let heading = app
+        .find(&format!("[id='{name}']"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        heading.contains("demo"),
+        "the dialog names the server: {heading:?}"
+    );
     let checkbox = app.find(&format!("{DIALOG} input[type=checkbox]")).await;
     // Focus starts in the first field; Space ticks it, as a person would.
     let focused = app.client.active_element().await.unwrap();
-    assert_eq!(focused.element_id(), checkbox.element_id(), "focus starts in the first field");
+    assert_eq!(
+        focused.element_id(),
+        checkbox.element_id(),
+        "focus starts in the first field"
+    );
     focused.send_keys(" ").await.unwrap();
     app.press_in_dialog("Submit").await;
     app.gone(DIALOG).await;
-    app.wait_result_contains("delete_ticket", "Deleted ticket t3.").await;
+    app.wait_result_contains("delete_ticket", "Deleted ticket t3.")
+        .await;
     let list = tickets(&app).await;
     assert!(!list.contains("\"t3\""), "t3 is gone: {list}");
 
@@ -47,14 +64,16 @@ async fn e2e_submit_deletes_decline_and_escape_keep() {
     app.dialog().await;
     app.press_in_dialog("Decline").await;
     app.gone(DIALOG).await;
-    app.wait_result_contains("delete_ticket", "Not deleted: you declined.").await;
+    app.wait_result_contains("delete_ticket", "Not deleted: you declined.")
+        .await;
 
     // Escape: cancelled, nothing deleted.
     app.run_tool("delete_ticket", r#"{"id": "t2"}"#).await;
     app.dialog().await;
     app.press_escape().await;
     app.gone(DIALOG).await;
-    app.wait_result_contains("delete_ticket", "Not deleted: the question was cancelled.").await;
+    app.wait_result_contains("delete_ticket", "Not deleted: the question was cancelled.")
+        .await;
     let list = tickets(&app).await;
     assert!(list.contains("\"t2\""), "t2 is still there: {list}");
     app.close().await;
@@ -63,12 +82,14 @@ async fn e2e_submit_deletes_decline_and_escape_keep() {
 #[tokio::test]
 async fn e2e_the_servers_cancellation_removes_the_dialog() {
     let app = App::start("slow", legacy_demo()).await;
-    app.run_tool("slow_question", r#"{"timeout_ms": 1500}"#).await;
+    app.run_tool("slow_question", r#"{"timeout_ms": 1500}"#)
+        .await;
     app.dialog().await;
     app.gone(DIALOG).await;
     let notice = app.find(".toast[role=status]").await.text().await.unwrap();
     assert!(notice.contains("withdrew"), "{notice}");
-    app.wait_result_contains("slow_question", "Timed out waiting for an answer.").await;
+    app.wait_result_contains("slow_question", "Timed out waiting for an answer.")
+        .await;
     app.close().await;
 }
 
@@ -81,10 +102,12 @@ async fn e2e_typescript_sdk_cancellation_of_request_0_removes_the_dialog() {
         json!({"ts": {"command": "node", "args": [node_server], "protocol": "legacy"}}),
     )
     .await;
-    app.run_tool("ask_with_timeout", r#"{"timeout_ms": 1500}"#).await;
+    app.run_tool("ask_with_timeout", r#"{"timeout_ms": 1500}"#)
+        .await;
     app.dialog().await;
     app.gone(DIALOG).await;
-    app.wait_result_contains("ask_with_timeout", "timed out").await;
+    app.wait_result_contains("ask_with_timeout", "timed out")
+        .await;
     app.close().await;
 }
 
@@ -106,7 +129,12 @@ async fn e2e_a_reload_mid_ask_redraws_it_from_the_backend() {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    assert!(history.iter().any(|r| r["event"] == "resolved" && r["outcome"] == "declined"), "{history:?}");
+    assert!(
+        history
+            .iter()
+            .any(|r| r["event"] == "resolved" && r["outcome"] == "declined"),
+        "{history:?}"
+    );
     let list = tickets(&app).await;
     assert!(list.contains("\"t4\""), "{list}");
     app.close().await;
@@ -135,15 +163,25 @@ async fn e2e_dialog_latency_benchmark() {
         .unwrap();
     let started = Instant::now();
     for _ in 0..ASKS {
-        app.run_tool("slow_question", r#"{"timeout_ms": 300}"#).await;
+        app.run_tool("slow_question", r#"{"timeout_ms": 300}"#)
+            .await;
         app.dialog().await;
         app.gone(DIALOG).await;
         app.wait_result_contains("slow_question", "Timed out").await;
         // Clear the result so the next wait sees the new one.
-        app.client.execute("document.querySelectorAll('.run-result').forEach(e => e.replaceChildren())", vec![]).await.unwrap();
+        app.client
+            .execute(
+                "document.querySelectorAll('.run-result').forEach(e => e.replaceChildren())",
+                vec![],
+            )
+            .await
+            .unwrap();
     }
     let times: Vec<(String, u64)> = serde_json::from_value(
-        app.client.execute("return window.__dialogTimes", vec![]).await.unwrap(),
+        app.client
+            .execute("return window.__dialogTimes", vec![])
+            .await
+            .unwrap(),
     )
     .unwrap();
     let records: Vec<Value> = std::fs::read_to_string(app.audit_log())
@@ -151,12 +189,32 @@ async fn e2e_dialog_latency_benchmark() {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let asked: Vec<u64> = records.iter().filter(|r| r["event"] == "asked").map(|r| r["atMs"].as_u64().unwrap()).collect();
-    let resolved: Vec<u64> = records.iter().filter(|r| r["event"] == "resolved").map(|r| r["atMs"].as_u64().unwrap()).collect();
-    let shown: Vec<u64> = times.iter().filter(|t| t.0 == "shown").map(|t| t.1).collect();
-    let gone: Vec<u64> = times.iter().filter(|t| t.0 == "gone").map(|t| t.1).collect();
+    let asked: Vec<u64> = records
+        .iter()
+        .filter(|r| r["event"] == "asked")
+        .map(|r| r["atMs"].as_u64().unwrap())
+        .collect();
+    let resolved: Vec<u64> = records
+        .iter()
+        .filter(|r| r["event"] == "resolved")
+        .map(|r| r["atMs"].as_u64().unwrap())
+        .collect();
+    let shown: Vec<u64> = times
+        .iter()
+        .filter(|t| t.0 == "shown")
+        .map(|t| t.1)
+        .collect();
+    let gone: Vec<u64> = times
+        .iter()
+        .filter(|t| t.0 == "gone")
+        .map(|t| t.1)
+        .collect();
     let diffs = |a: &[u64], b: &[u64]| -> Vec<f64> {
-        let mut d: Vec<f64> = a.iter().zip(b).map(|(x, y)| y.saturating_sub(*x) as f64).collect();
+        let mut d: Vec<f64> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| y.saturating_sub(*x) as f64)
+            .collect();
         d.sort_by(f64::total_cmp);
         d
     };
@@ -220,7 +278,10 @@ async fn e2e_quitting_cancels_every_open_ask_first() {
             assert_eq!(end["reason"], "shutdown", "{end}");
             break;
         }
-        assert!(Instant::now() < deadline, "the open ask was not cancelled on quit: {records:?}");
+        assert!(
+            Instant::now() < deadline,
+            "the open ask was not cancelled on quit: {records:?}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
@@ -234,13 +295,28 @@ async fn e2e_url_consent_opens_exactly_that_url() {
     std::fs::create_dir_all(&stub_dir).unwrap();
     let record = stub_dir.join("opened.txt");
     let stub = stub_dir.join("opener.sh");
-    std::fs::write(&stub, format!("#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n", record.display())).unwrap();
-    std::process::Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    std::process::Command::new("chmod")
+        .arg("+x")
+        .arg(&stub)
+        .status()
+        .unwrap();
 
     let app = App::start_with_env("url", legacy_demo(), &[("COUNTERSIGN_OPENER", &stub)]).await;
-    app.run_tool("connect_account", r#"{"service": "calendar"}"#).await;
+    app.run_tool("connect_account", r#"{"service": "calendar"}"#)
+        .await;
     let text = app.dialog().await.text().await.unwrap();
-    assert!(text.contains("auth.example.com"), "the host is shown: {text}");
+    assert!(
+        text.contains("auth.example.com"),
+        "the host is shown: {text}"
+    );
     assert!(!record.exists(), "nothing is opened before consent");
     app.press_in_dialog("Open").await;
     app.gone(DIALOG).await;
@@ -253,7 +329,10 @@ async fn e2e_url_consent_opens_exactly_that_url() {
     let opened = std::fs::read_to_string(&record).unwrap();
     let lines: Vec<&str> = opened.lines().collect();
     assert_eq!(lines.len(), 1, "{opened}");
-    assert!(lines[0].starts_with("https://auth.example.com/connect?session="), "{opened}");
+    assert!(
+        lines[0].starts_with("https://auth.example.com/connect?session="),
+        "{opened}"
+    );
     assert!(reply.contains("calendar"), "{reply}");
     app.close().await;
     let _ = std::fs::remove_dir_all(&stub_dir);
