@@ -127,9 +127,14 @@ fn exit_on_signals(handle: tauri::AppHandle) {
 }
 
 fn bring_forward(handle: &tauri::AppHandle) {
-    if let Some(window) = handle.get_webview_window("main") {
-        let _ = window.show();
-        let _ = window.unminimize();
-        let _ = window.set_focus();
-    }
+    // Window calls from another thread wait for the main thread; queue the work there instead
+    // so the event forwarder never blocks a runtime worker.
+    let main = handle.clone();
+    let _ = handle.run_on_main_thread(move || {
+        if let Some(window) = main.get_webview_window("main") {
+            let _ = window.show();
+            let _ = window.unminimize();
+            let _ = window.set_focus();
+        }
+    });
 }

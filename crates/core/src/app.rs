@@ -242,6 +242,7 @@ impl App {
         tool: &str,
         arguments: Value,
     ) -> Result<ToolRun, AppError> {
+        tracing::info!(%server, %tool, %run_id, "running a tool for the person");
         {
             let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
             if runs.iter().any(|r| r == run_id) {
@@ -270,7 +271,9 @@ impl App {
         let result = self
             .sessions
             .call_tool(server, tool, Some(arguments), CancellationToken::new())
-            .await?;
+            .await;
+        tracing::info!(%server, %tool, %run_id, ok = result.is_ok(), "tool run finished");
+        let result = result?;
         Ok(ToolRun {
             is_error: result.is_error.unwrap_or(false),
             content: serde_json::to_value(&result.content).unwrap_or(Value::Null),

@@ -32,6 +32,8 @@ pub struct App {
     pub client: Client,
     pub dir: PathBuf,
     driver: Child,
+    /// Runs whose invoke never reached the backend (see `run_until`).
+    pub lost_runs: std::sync::atomic::AtomicUsize,
 }
 
 impl App {
@@ -71,6 +73,7 @@ impl App {
             client,
             dir,
             driver,
+            lost_runs: Default::default(),
         }
     }
 
@@ -157,7 +160,8 @@ impl App {
             if textarea.clear().await.is_err() || textarea.send_keys(arguments).await.is_err() {
                 continue;
             }
-            // Forget the previous run's status, so the wait below sees this run's.
+            // Forget the previous run's status: a quick run can finish before we look, with
+            // the same words as the last one.
             let _ = self
                 .client
                 .execute(
@@ -174,19 +178,13 @@ impl App {
             {
                 continue;
             }
-            // The run started when its status line says so.
+            // The submit handler marks the run as started before it invokes the backend.
             let deadline = Instant::now() + Duration::from_secs(3);
             while Instant::now() < deadline {
-                let status = self
-                    .find(&format!("{form} .run-status"))
-                    .await
-                    .text()
-                    .await
-                    .unwrap_or_default();
-                if !status.trim().is_empty() {
+                if !self.run_status(tool).await.is_empty() {
                     return;
                 }
-                tokio::time::sleep(Duration::from_millis(30)).await;
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
         }
         self.snapshot("run-tool").await;
@@ -196,13 +194,76 @@ impl App {
         );
     }
 
-    /// The text of a tool's last result once it has one.
+    async fn run_status(&self, tool: &str) -> String {
+        let css = format!("form[aria-label=\"Run {tool}\"] .run-status");
+        match self.client.find(Locator::Css(&css)).await {
+            Ok(e) => e.text().await.unwrap_or_default().trim().to_owned(),
+            Err(_) => String::new(),
+        }
+    }
+
+    /// Runs a tool and waits until `css` appears. About one run in fifty under WebKitWebDriver
+    /// never reaches the backend (the page shows "Running…" and the app never logs the
+    /// command); such a run has no effect, so after a few seconds the page is reloaded and the
+    /// run made again, and the loss is counted in `lost_runs`.
+    pub async fn run_until(&self, tool: &str, arguments: &str, css: &str) -> Element {
+        for _attempt in 0..4 {
+            self.run_tool(tool, arguments).await;
+            let appeared = self
+                .client
+                .wait()
+                .at_most(Duration::from_secs(8))
+                .for_element(Locator::Css(css))
+                .await;
+            if let Ok(element) = appeared {
+                return element;
+            }
+            self.lost_runs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.client.refresh().await.unwrap();
+            self.find("#app[data-ready]").await;
+        }
+        self.snapshot("run-until").await;
+        panic!(
+            "{tool}: {css} never appeared (screenshot in {})",
+            self.dir.display()
+        );
+    }
+
+    /// Runs a tool that asks, until its dialog is shown.
+    pub async fn run_until_dialog(&self, tool: &str, arguments: &str) -> Element {
+        self.run_until(tool, arguments, DIALOG).await
+    }
+
+    /// Runs a tool that does not ask, until its result contains `needle`.
+    pub async fn run_until_result(&self, tool: &str, arguments: &str, needle: &str) -> String {
+        for _attempt in 0..4 {
+            self.run_tool(tool, arguments).await;
+            let deadline = Instant::now() + Duration::from_secs(8);
+            while Instant::now() < deadline {
+                let status = self.run_status(tool).await;
+                if !status.is_empty() && status != "Running…" {
+                    return self.wait_result_contains(tool, needle).await;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            self.lost_runs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.client.refresh().await.unwrap();
+            self.find("#app[data-ready]").await;
+        }
+        self.snapshot("run-until-result").await;
+        panic!("{tool}: no result (screenshot in {})", self.dir.display());
+    }
+
+    /// The text of a tool's last result once its run has finished.
     pub async fn tool_result(&self, tool: &str) -> String {
         let css = format!("form[aria-label=\"Run {tool}\"] .run-result");
         let deadline = Instant::now() + WAIT;
         loop {
+            let status = self.run_status(tool).await;
             let text = self.find(&css).await.text().await.unwrap_or_default();
-            if !text.trim().is_empty() {
+            if !status.is_empty() && status != "Running…" && !text.trim().is_empty() {
                 return text;
             }
             if Instant::now() >= deadline {
