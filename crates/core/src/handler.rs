@@ -16,7 +16,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomRequest, CustomResult, ElicitRequestParams,
     ElicitResult, ElicitationCapability, FormElicitationCapability, Implementation, JsonRpcMessage,
-    ProtocolVersion, RequestId, ServerNotification, UrlElicitationCapability,
+    ProtocolVersion, RequestId, ServerNotification, ServerRequest, UrlElicitationCapability,
 };
 use rmcp::service::{RequestContext, RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
@@ -313,7 +313,15 @@ where
             let message = next.await;
             match &message {
                 None => tap.closed.cancel(),
-                Some(JsonRpcMessage::Request(request)) => tap.request_seen(&request.id),
+                // Only questions are tracked (and untracked when answered); a slot per ping
+                // would grow for the life of the session.
+                Some(JsonRpcMessage::Request(request)) => match &request.request {
+                    ServerRequest::ElicitRequest(_) => tap.request_seen(&request.id),
+                    ServerRequest::CustomRequest(custom) if custom.method == ELICITATION_CREATE => {
+                        tap.request_seen(&request.id)
+                    }
+                    _ => {}
+                },
                 Some(JsonRpcMessage::Notification(n)) => {
                     if let ServerNotification::CancelledNotification(c) = &n.notification
                         && let Some(id) = &c.params.request_id
