@@ -60,3 +60,44 @@ pub fn history(app: State<'_, App>) -> Result<History, AppError> {
 pub fn config_info(app: State<'_, App>) -> ConfigInfo {
     app.config_info()
 }
+
+/// Mutes or unmutes a server's desktop notifications (its questions still open a dialog).
+#[tauri::command]
+pub fn set_muted(app: State<'_, App>, server: String, muted: bool) -> Result<(), AppError> {
+    app.set_muted(&server, muted).map(|_| ())
+}
+
+/// What this desktop offers: whether closing the window keeps the app in the tray, and
+/// whether it starts at login.
+#[derive(Debug, Clone, serde::Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct DesktopInfo {
+    /// A tray icon is shown (a tray host is running): closing the window hides it.
+    pub tray: bool,
+    pub start_at_login: bool,
+}
+
+#[tauri::command]
+pub fn desktop_info(handle: tauri::AppHandle, desktop: State<'_, crate::Desktop>) -> DesktopInfo {
+    use tauri_plugin_autostart::ManagerExt;
+    DesktopInfo {
+        tray: crate::tray::host_present(desktop.tray),
+        start_at_login: handle.autolaunch().is_enabled().unwrap_or(false),
+    }
+}
+
+/// Turns start at login on or off (the OS's autostart entry is the setting itself).
+#[tauri::command]
+pub fn set_start_at_login(handle: tauri::AppHandle, on: bool) -> Result<(), AppError> {
+    use tauri_plugin_autostart::ManagerExt;
+    let autolaunch = handle.autolaunch();
+    let result = if on {
+        autolaunch.enable()
+    } else {
+        autolaunch.disable()
+    };
+    result.map_err(|e| AppError::Settings {
+        message: format!("cannot change start at login: {e}"),
+    })
+}

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use countersign_core::{App, AuditLog, config, dirs};
+use countersign_core::{App, AuditLog, config, dirs, settings};
 
 #[derive(Debug, Default, Clone)]
 pub struct Options {
@@ -55,5 +55,9 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
     let audit_path = dirs::audit_log_path().ok_or(LaunchError::NoHome)?;
     let audit = AuditLog::open(audit_path)?;
     tracing::info!(config = %source.path().display(), audit = %audit.path().display(), servers = loaded.servers.len(), "starting");
-    Ok(App::start(loaded, audit).await)
+    let (settings, warning) = settings::SettingsStore::load(dirs::settings_path());
+    if let Some(warning) = warning {
+        tracing::warn!("{warning}");
+    }
+    Ok(App::start(loaded, audit).await.with_settings(settings))
 }

@@ -1,14 +1,28 @@
 //! The desktop shell: builds the core in `setup`, hands it to Tauri, forwards core events to
-//! the webview and brings the window forward when a question arrives. It decides nothing;
-//! every command is a call into `countersign_core::App`.
+//! the webview, the tray and desktop notifications. It decides nothing; every command is a
+//! call into `countersign_core::App`.
 
 mod commands;
 mod launch;
+mod notifications;
 mod opener;
+mod tray;
 
-use tauri::{Emitter, Manager, RunEvent};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tauri::{Emitter, Manager, RunEvent, WindowEvent};
 
 use countersign_core::{App, AskEvent};
+
+/// The shell's own state: what the desktop offers and whether the person is looking.
+pub struct Desktop {
+    /// A tray icon was created (the library is there); whether a host shows it is asked
+    /// when it matters (`tray::host_present`).
+    pub tray: bool,
+    /// The main window has keyboard focus: the person sees new questions, so no notification.
+    pub focused: Arc<AtomicBool>,
+}
 
 /// Event names the UI listens to.
 const ASK_EVENT: &str = "ask-event";
@@ -25,13 +39,45 @@ pub fn run() {
     let options = launch::Options::from_args(std::env::args().skip(1));
 
     let app = tauri::Builder::default()
+        // First, so a second launch hands over before anything else starts: the running app
+        // comes forward and the new process exits.
+        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
+            tracing::info!("second launch: bringing the window forward");
+            bring_forward(app);
+        }))
+        .plugin(
+            tauri_plugin_window_state::Builder::default()
+                .with_state_flags(
+                    tauri_plugin_window_state::StateFlags::SIZE
+                        | tauri_plugin_window_state::StateFlags::POSITION
+                        | tauri_plugin_window_state::StateFlags::MAXIMIZED,
+                )
+                .build(),
+        )
+        .plugin(tauri_plugin_autostart::init(
+            tauri_plugin_autostart::MacosLauncher::LaunchAgent,
+            None,
+        ))
         .setup(move |tauri_app| {
             let core = tauri::async_runtime::block_on(launch::start_core(&options))?;
-            forward_events(tauri_app.handle().clone(), &core);
-            exit_on_signals(tauri_app.handle().clone());
+            let handle = tauri_app.handle().clone();
+            let desktop = Desktop {
+                tray: tray::create(&handle).is_some(),
+                focused: Arc::new(AtomicBool::new(false)),
+            };
+            if let Some(window) = tauri_app.get_webview_window("main") {
+                desktop
+                    .focused
+                    .store(window.is_focused().unwrap_or(false), Ordering::SeqCst);
+            }
+            forward_events(handle.clone(), &core);
+            notify_new_asks(handle.clone(), &core, desktop.focused.clone());
+            exit_on_signals(handle);
             tauri_app.manage(core);
+            tauri_app.manage(desktop);
             Ok(())
         })
+        .on_window_event(on_window_event)
         .invoke_handler(tauri::generate_handler![
             commands::pending_asks,
             commands::answer_ask,
@@ -41,6 +87,9 @@ pub fn run() {
             commands::run_tool,
             commands::history,
             commands::config_info,
+            commands::set_muted,
+            commands::desktop_info,
+            commands::set_start_at_login,
         ])
         .build(tauri::generate_context!("../tauri.conf.json"));
     let app = match app {
@@ -63,20 +112,23 @@ pub fn run() {
     });
 }
 
-/// Drains the core's event channels into webview events. A new question brings the window
-/// forward: the ask dialog lives in the main window (one webview, so a reload redraws every
-/// open ask from backend state, and the person never hunts for a second window).
+/// Drains the core's event channels into webview events and the tray. A new question marks
+/// the window as wanting attention but does not take the keyboard: a dialog that grabbed
+/// focus mid-typing could be answered by keys meant for another program. The notification,
+/// the tray and the person's own click bring it forward.
 fn forward_events(handle: tauri::AppHandle, core: &App) {
     let mut asks = core.broker().subscribe();
     let ask_handle = handle.clone();
+    let broker = core.broker().clone();
     tauri::async_runtime::spawn(async move {
         loop {
             match asks.recv().await {
                 Ok(event) => {
                     if matches!(event, AskEvent::Added { .. }) {
-                        bring_forward(&ask_handle);
+                        request_attention(&ask_handle);
                     }
                     let _ = ask_handle.emit(ASK_EVENT, &event);
+                    tray::update(&ask_handle, &broker.pending());
                 }
                 // Only after thousands of unread events; the backend state is still right and
                 // a reload of the window redraws from it.
@@ -126,7 +178,60 @@ fn exit_on_signals(handle: tauri::AppHandle) {
     });
 }
 
-fn bring_forward(handle: &tauri::AppHandle) {
+/// Desktop notifications for questions the person is not looking at, a burst coalesced into
+/// one; muted servers send none.
+fn notify_new_asks(handle: tauri::AppHandle, core: &App, focused: Arc<AtomicBool>) {
+    let events = core.broker().subscribe();
+    let app = core.clone();
+    let notifier = notifications::Notifier::default();
+    let focused_now = focused.clone();
+    tauri::async_runtime::spawn(countersign_core::notice::run(
+        events,
+        move |ask| !focused.load(Ordering::SeqCst) && !app.is_muted(&ask.asker.server),
+        move || focused_now.load(Ordering::SeqCst),
+        move |notice| {
+            let handle = handle.clone();
+            notifier.show(notice, move || bring_forward(&handle));
+        },
+        countersign_core::notice::Coalescer::default(),
+    ));
+}
+
+fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
+    match event {
+        WindowEvent::Focused(focused) => {
+            if let Some(desktop) = window.try_state::<Desktop>() {
+                desktop.focused.store(*focused, Ordering::SeqCst);
+            }
+        }
+        // With a tray to get it back from, closing the window keeps the app (and the
+        // questions it answers) running; without one, closing quits, as the UI says.
+        WindowEvent::CloseRequested { api, .. } => {
+            let tray = window.try_state::<Desktop>().is_some_and(|d| d.tray);
+            if tray::host_present(tray) {
+                api.prevent_close();
+                let _ = window.hide();
+                tracing::info!("window closed to the tray");
+            }
+        }
+        _ => {}
+    }
+}
+
+fn request_attention(handle: &tauri::AppHandle) {
+    let main = handle.clone();
+    let _ = handle.run_on_main_thread(move || {
+        if let Some(window) = main.get_webview_window("main")
+            && !window.is_focused().unwrap_or(false)
+        {
+            let _ = window.request_user_attention(Some(tauri::UserAttentionType::Informational));
+        }
+    });
+}
+
+/// Shows, raises and focuses the main window: only on the person's own action (a click on
+/// the notification or the tray, a second launch).
+pub(crate) fn bring_forward(handle: &tauri::AppHandle) {
     // Window calls from another thread wait for the main thread; queue the work there instead
     // so the event forwarder never blocks a runtime worker.
     let main = handle.clone();

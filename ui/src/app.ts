@@ -8,6 +8,7 @@ import { AskDesk } from "./ask/desk";
 import { HistoryPane } from "./history";
 import { Notice } from "./notice";
 import { ServersPane } from "./servers";
+import { SettingsPane } from "./settings";
 import { inlineText } from "./untrusted";
 
 export async function start(root: HTMLElement): Promise<void> {
@@ -16,11 +17,13 @@ export async function start(root: HTMLElement): Promise<void> {
   const desk = new AskDesk(notice);
   const servers = new ServersPane();
   const history = new HistoryPane();
+  const settings = new SettingsPane();
   const banner = el("div", { class: "banners" });
 
   const tabs = new Tabs([
     { id: "servers", label: "Servers", content: servers.root },
     { id: "history", label: "History", content: history.root, onShow: () => void history.reload() },
+    { id: "settings", label: "Settings", content: settings.root, onShow: () => void settings.reload() },
   ]);
 
   replace(root,
@@ -49,6 +52,15 @@ export async function start(root: HTMLElement): Promise<void> {
       (error: unknown) => showLoadError(banner, `Could not read the waiting questions: ${errorText(error)}`),
     ),
     servers.reload(),
+    commands.desktopInfo().then(
+      (info) => {
+        if (info.tray) return;
+        append(banner, el("section", { class: "banner info", attrs: { "aria-label": "No system tray" } },
+          el("p", {}, "No system tray was found, so Countersign cannot keep running in it: ",
+            "closing this window quits Countersign, and any open question is answered cancel.")));
+      },
+      (error: unknown) => showLoadError(banner, `Could not read the desktop info: ${errorText(error)}`),
+    ),
     commands.configInfo().then(
       (info) => {
         if (info.errors.length === 0) return;

@@ -10,6 +10,7 @@ import type { AppError } from "./bindings/AppError";
 import type { Ask } from "./bindings/Ask";
 import type { AskEvent } from "./bindings/AskEvent";
 import type { ConfigInfo } from "./bindings/ConfigInfo";
+import type { DesktopInfo } from "./bindings/DesktopInfo";
 import type { History } from "./bindings/History";
 import type { Outcome } from "./bindings/Outcome";
 import type { ServerView } from "./bindings/ServerView";
@@ -30,6 +31,9 @@ export const commands = {
     invoke<ToolRun>("run_tool", { server, tool, arguments: args, runId: crypto.randomUUID() }),
   history: () => invoke<History>("history"),
   configInfo: () => invoke<ConfigInfo>("config_info"),
+  setMuted: (server: string, muted: boolean) => invoke<null>("set_muted", { server, muted }),
+  desktopInfo: () => invoke<DesktopInfo>("desktop_info"),
+  setStartAtLogin: (on: boolean) => invoke<null>("set_start_at_login", { on }),
 };
 
 export const events = {

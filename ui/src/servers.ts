@@ -125,7 +125,34 @@ export class ServersPane {
         server.endpoint.kind === "http" ? el("span", { class: "muted" }, " (", inlineText(server.endpoint.url, 300), ")") : null),
       el("p", { class: "detail-trust" }, server.trusted
         ? "Trusted: its tool annotations count for policy."
-        : "Not trusted: its tool annotations are only hints."));
+        : "Not trusted: its tool annotations are only hints."),
+      this.muteToggle(server));
+  }
+
+  /** "Notify me": unchecked mutes the server's desktop notifications (dialogs still open). */
+  private muteToggle(server: ServerView): HTMLElement {
+    const id = `notify-${this.generation}`;
+    const box = el("input", { id, attrs: { type: "checkbox" } }) as HTMLInputElement;
+    box.checked = !server.muted;
+    const status = el("span", { class: "muted mute-status", attrs: { role: "status" } });
+    box.addEventListener("change", () => {
+      const muted = !box.checked;
+      box.disabled = true;
+      commands.setMuted(server.name, muted).then(
+        () => {
+          server.muted = muted;
+          status.textContent = muted ? " Muted." : "";
+        },
+        (error: unknown) => {
+          box.checked = !server.muted;
+          status.textContent = ` Could not save: ${errorText(error)}`;
+        },
+      ).finally(() => (box.disabled = false));
+    });
+    return el("p", { class: "detail-notify" },
+      box,
+      el("label", { attrs: { for: id } }, "Desktop notifications when ", inlineText(server.name, 80), " asks"),
+      status);
   }
 
   private async loadTools(): Promise<void> {

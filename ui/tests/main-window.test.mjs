@@ -221,3 +221,43 @@ test("config errors are shown in a banner; the window screenshot", async () => {
   await page.screenshot({ path: join(dir, "main-window.png") });
   await app.close();
 });
+
+test("a server's notifications are muted from its page; a failed save puts the box back", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const box = page.getByRole("checkbox", { name: "Desktop notifications when demo asks" });
+  assert.equal(await box.isChecked(), true);
+  await box.click();
+  await page.waitForFunction(() => document.querySelector(".mute-status")?.textContent?.includes("Muted"));
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "set_muted").map((c) => c.args), [{ server: "demo", muted: true }]);
+  assert.equal(await box.isChecked(), false);
+
+  backend.onSetting = () => ({ err: { kind: "settings", message: "cannot save settings to /x: read-only" } });
+  await box.click();
+  await page.waitForFunction(() => document.querySelector(".mute-status")?.textContent?.includes("read-only"));
+  assert.equal(await box.isChecked(), false, "still muted, as saved");
+  await app.close();
+});
+
+test("with no tray the window says closing quits; Settings turns start at login on", async () => {
+  const app = await openApp(env, { ...state(), desktop: { tray: false, startAtLogin: false } });
+  const { page, backend } = app;
+  const banner = page.getByRole("region", { name: "No system tray" });
+  assert.match(await banner.textContent(), /closing this window quits Countersign/);
+  await page.getByRole("tab", { name: "Settings" }).click();
+  const box = page.getByRole("checkbox", { name: "Start Countersign when I log in" });
+  assert.equal(await box.isChecked(), false);
+  await box.press("Space");
+  await page.waitForFunction(() => document.querySelector(".settings [role=status]")?.textContent?.includes("log in"));
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "set_start_at_login").map((c) => c.args), [{ on: true }]);
+  assert.match(await page.locator(".settings").textContent(), /closing the window quits/);
+  await app.close();
+});
+
+test("with a tray there is no banner", async () => {
+  const app = await openApp(env, state());
+  await app.page.locator("#app[data-ready]").waitFor();
+  assert.equal(await app.page.getByRole("region", { name: "No system tray" }).count(), 0);
+  await app.close();
+});

@@ -11,6 +11,7 @@ use crate::audit::{AuditLog, AuditRecord};
 use crate::broker::Broker;
 use crate::config::{ConfigError, LoadedConfig};
 use crate::session::{SessionManager, SessionState, asker_for};
+use crate::settings::{Settings, SettingsStore};
 
 /// A configured server as the main window lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -21,6 +22,8 @@ pub struct ServerView {
     pub endpoint: Endpoint,
     pub trusted: bool,
     pub state: SessionState,
+    /// Its questions send no desktop notification.
+    pub muted: bool,
 }
 
 /// A server's tool, as received (fields rmcp does not model are kept in `raw`).
@@ -109,6 +112,8 @@ pub enum AppError {
     Answer { message: String, error: AnswerError },
     #[error("{message}")]
     Audit { message: String },
+    #[error("{message}")]
+    Settings { message: String },
 }
 
 impl From<crate::session::SessionError> for AppError {
@@ -136,6 +141,7 @@ pub struct App {
     config: LoadedConfig,
     broker: Broker,
     sessions: SessionManager,
+    settings: SettingsStore,
     runs: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
 }
 
@@ -149,8 +155,39 @@ impl App {
             config,
             broker,
             sessions,
+            settings: SettingsStore::default(),
             runs: Default::default(),
         }
+    }
+
+    /// Uses `settings` (loaded from disk by the caller) instead of in-memory defaults.
+    pub fn with_settings(mut self, settings: SettingsStore) -> App {
+        self.settings = settings;
+        self
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings.get()
+    }
+
+    pub fn is_muted(&self, server: &str) -> bool {
+        self.settings.is_muted(server)
+    }
+
+    /// Mutes or unmutes a server's notifications; the name need not be configured now (a
+    /// server removed from the config and added back stays muted).
+    pub fn set_muted(&self, server: &str, muted: bool) -> Result<Settings, AppError> {
+        self.settings
+            .update(|s| {
+                if muted {
+                    s.muted_servers.insert(server.to_owned());
+                } else {
+                    s.muted_servers.remove(server);
+                }
+            })
+            .map_err(|e| AppError::Settings {
+                message: e.to_string(),
+            })
     }
 
     pub fn broker(&self) -> &Broker {
@@ -206,6 +243,7 @@ impl App {
                     .sessions
                     .state(&config.name)
                     .unwrap_or(SessionState::Stopped),
+                muted: self.settings.is_muted(&config.name),
             })
             .collect()
     }

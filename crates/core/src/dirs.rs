@@ -23,3 +23,8 @@ pub fn data_dir() -> Option<PathBuf> {
 pub fn audit_log_path() -> Option<PathBuf> {
     data_dir().map(|d| d.join("audit.jsonl"))
 }
+
+/// The person's in-app preferences (`settings.rs`), beside the config.
+pub fn settings_path() -> Option<PathBuf> {
+    config_dir().map(|d| d.join("settings.json"))
+}

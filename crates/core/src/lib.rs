@@ -7,6 +7,8 @@
 //! - [`broker`]: where questions to the person wait and end, exactly once.
 //! - [`schema`]: the elicitation form schema, and the verdict on an answer.
 //! - [`audit`]: every question and outcome, on disk before the answer goes out.
+//! - [`notice`]: what a desktop notification says, a burst coalesced into one.
+//! - [`settings`]: the person's preferences (muted servers, start at login).
 
 pub mod app;
 pub mod ask;
@@ -16,9 +18,11 @@ mod child;
 pub mod config;
 pub mod dirs;
 pub mod handler;
+pub mod notice;
 pub mod raw;
 pub mod schema;
 pub mod session;
+pub mod settings;
 pub mod url_policy;
 
 pub use app::{App, AppError};

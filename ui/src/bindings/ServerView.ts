@@ -5,4 +5,8 @@ import type { SessionState } from "./SessionState";
 /**
  * A configured server as the main window lists it.
  */
-export type ServerView = { name: string, endpoint: Endpoint, trusted: boolean, state: SessionState, };
+export type ServerView = { name: string, endpoint: Endpoint, trusted: boolean, state: SessionState, 
+/**
+ * Its questions send no desktop notification.
+ */
+muted: boolean, };

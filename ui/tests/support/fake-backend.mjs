@@ -13,6 +13,9 @@ export class FakeBackend {
     this.stderr = state.stderr ?? {};
     this.history = state.history ?? { asks: [], refused: [], skipped: 0 };
     this.config = state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] };
+    this.desktop = state.desktop ?? { tray: true, startAtLogin: false };
+    /** Optional (args) => reply for set_muted / set_start_at_login (e.g. a save error). */
+    this.onSetting = null;
     /** Every command as {cmd, args}, in order. */
     this.calls = [];
     /** Optional (id, answer) => reply ({ok} | {err}) replacing the default broker behaviour. */
@@ -63,6 +66,21 @@ export class FakeBackend {
         return { ok: this.history };
       case "config_info":
         return { ok: this.config };
+      case "desktop_info":
+        return { ok: this.desktop };
+      case "set_muted": {
+        const reply = this.onSetting?.(args);
+        if (reply) return reply;
+        const server = this.servers.find((s) => s.name === args.server);
+        if (server) server.muted = args.muted;
+        return { ok: null };
+      }
+      case "set_start_at_login": {
+        const reply = this.onSetting?.(args);
+        if (reply) return reply;
+        this.desktop.startAtLogin = args.on;
+        return { ok: null };
+      }
       default:
         return { err: { kind: "session", message: `unknown command ${cmd}` } };
     }

@@ -69,5 +69,6 @@ export function server(name, state = { state: "ready", protocolVersion: "2025-11
     endpoint: o.endpoint ?? endpointStdio(`${name}-server`),
     trusted: !!o.trusted,
     state,
+    muted: !!o.muted,
   };
 }

@@ -1,0 +1,410 @@
+//! What the desktop notification says, and when: a burst of questions becomes one notice
+//! ("5 questions from github are waiting"), not a popup each.
+//!
+//! The shell decides whether an ask may notify at all (window focused, server muted) and
+//! shows the notice; this module owns the wording and the coalescing, so both are testable
+//! without a desktop.
+
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+use crate::ask::{Ask, AskEvent, AskId, AskKind};
+
+/// A burst ends when no new ask came for this long...
+pub const QUIET: Duration = Duration::from_millis(300);
+/// ...or this long after its first ask, so a steady trickle still notifies.
+pub const MAX_WAIT: Duration = Duration::from_millis(1500);
+/// Longest headline (one line of the server's message) put in a notice.
+const HEADLINE_CHARS: usize = 120;
+/// Headlines listed in a notice about several questions.
+const LISTED: usize = 3;
+
+/// One desktop notification: plain text (the sender escapes it for the platform).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub summary: String,
+    pub body: String,
+    /// The asks it is about, oldest first.
+    pub asks: Vec<AskId>,
+}
+
+#[derive(Debug, Clone)]
+struct Waiting {
+    id: AskId,
+    server: String,
+    agent: Option<String>,
+    headline: String,
+}
+
+/// Collects asks into bursts. Time is passed in so tests need no clock.
+#[derive(Debug, Clone)]
+pub struct Coalescer {
+    quiet: Duration,
+    max_wait: Duration,
+    batch: Vec<Waiting>,
+    first_at: Option<Instant>,
+    last_at: Option<Instant>,
+}
+
+impl Default for Coalescer {
+    fn default() -> Self {
+        Self::new(QUIET, MAX_WAIT)
+    }
+}
+
+impl Coalescer {
+    pub fn new(quiet: Duration, max_wait: Duration) -> Self {
+        Coalescer {
+            quiet,
+            max_wait,
+            batch: Vec::new(),
+            first_at: None,
+            last_at: None,
+        }
+    }
+
+    pub fn added(&mut self, ask: &Ask, now: Instant) {
+        self.batch.push(Waiting {
+            id: ask.id,
+            server: ask.asker.server.clone(),
+            agent: ask.asker.agent.clone(),
+            headline: headline(ask),
+        });
+        self.first_at.get_or_insert(now);
+        self.last_at = Some(now);
+    }
+
+    /// An ask answered or withdrawn before the notice went out is not announced.
+    pub fn resolved(&mut self, id: AskId) {
+        self.batch.retain(|w| w.id != id);
+        if self.batch.is_empty() {
+            self.first_at = None;
+            self.last_at = None;
+        }
+    }
+
+    /// Forget the burst: the person is looking at the window.
+    pub fn clear(&mut self) {
+        self.batch.clear();
+        self.first_at = None;
+        self.last_at = None;
+    }
+
+    /// When the current burst is due, if there is one.
+    pub fn due_at(&self) -> Option<Instant> {
+        let (first, last) = (self.first_at?, self.last_at?);
+        Some((last + self.quiet).min(first + self.max_wait))
+    }
+
+    /// The notice for the burst, which then starts afresh.
+    pub fn flush(&mut self) -> Option<Notice> {
+        let batch = std::mem::take(&mut self.batch);
+        self.first_at = None;
+        self.last_at = None;
+        wording(&batch)
+    }
+}
+
+fn wording(batch: &[Waiting]) -> Option<Notice> {
+    let asks = batch.iter().map(|w| w.id).collect();
+    match batch {
+        [] => None,
+        [one] => Some(Notice {
+            summary: match &one.agent {
+                Some(agent) => format!("{} asks (for {agent})", one.server),
+                None => format!("{} asks", one.server),
+            },
+            body: one.headline.clone(),
+            asks,
+        }),
+        many => {
+            let mut servers: Vec<&str> = Vec::new();
+            for w in many {
+                if !servers.contains(&w.server.as_str()) {
+                    servers.push(&w.server);
+                }
+            }
+            let summary = match servers.as_slice() {
+                [server] => format!("{} questions from {server} are waiting", many.len()),
+                _ => format!(
+                    "{} questions from {} are waiting",
+                    many.len(),
+                    servers.join(", ")
+                ),
+            };
+            let mut lines: Vec<String> = many
+                .iter()
+                .take(LISTED)
+                .map(|w| {
+                    if servers.len() > 1 {
+                        format!("{}: {}", w.server, w.headline)
+                    } else {
+                        w.headline.clone()
+                    }
+                })
+                .collect();
+            if many.len() > LISTED {
+                lines.push(format!("and {} more", many.len() - LISTED));
+            }
+            Some(Notice {
+                summary,
+                body: lines.join("\n"),
+                asks,
+            })
+        }
+    }
+}
+
+/// What the ask wants, in one line: the first line of the message (clipped), or for a URL
+/// question the host it wants opened.
+pub fn headline(ask: &Ask) -> String {
+    let (message, url) = match &ask.kind {
+        AskKind::Form { message, .. } => (message.as_str(), None),
+        AskKind::Url { message, url, .. } => (message.as_str(), Some(url.as_str())),
+    };
+    let first = message
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut line: String = first
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(HEADLINE_CHARS)
+        .collect();
+    if first.chars().count() > HEADLINE_CHARS {
+        line.push('…');
+    }
+    match url.and_then(|u| url::Url::parse(u).ok()?.host_str().map(str::to_owned)) {
+        Some(host) if line.is_empty() => format!("wants you to open {host}"),
+        Some(host) => format!("{line} (opens {host})"),
+        None if line.is_empty() => "has a question".into(),
+        None => line,
+    }
+}
+
+/// The freedesktop body is a markup subset on many daemons: escape it so a server's text is
+/// shown as text, never as markup or a link.
+pub fn escape_freedesktop_markup(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Turns ask events into notices until the channel closes. `may_notify` is asked once per
+/// new ask (window focused? server muted?); `focused` lets the shell drop a burst the person
+/// is already looking at.
+pub async fn run(
+    mut events: broadcast::Receiver<AskEvent>,
+    may_notify: impl Fn(&Ask) -> bool,
+    focused: impl Fn() -> bool,
+    mut show: impl FnMut(Notice),
+    mut coalescer: Coalescer,
+) {
+    loop {
+        let due = coalescer.due_at();
+        tokio::select! {
+            event = events.recv() => match event {
+                Ok(AskEvent::Added { ask }) => {
+                    if may_notify(&ask) {
+                        coalescer.added(&ask, Instant::now());
+                    }
+                }
+                Ok(AskEvent::Resolved { id, .. }) => coalescer.resolved(id),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                if focused() {
+                    coalescer.clear();
+                } else if let Some(notice) = coalescer.flush() {
+                    show(notice);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ask::{Asker, Endpoint};
+    use crate::schema::FormSchema;
+    use std::sync::{Arc, Mutex};
+
+    fn ask(id: AskId, server: &str, message: &str) -> Ask {
+        Ask {
+            id,
+            asker: Asker {
+                server: server.into(),
+                endpoint: Endpoint::Stdio {
+                    command: "x".into(),
+                },
+                agent: None,
+            },
+            kind: AskKind::Form {
+                message: message.into(),
+                schema: FormSchema { fields: vec![] },
+            },
+            request: serde_json::Value::Null,
+            received_at_ms: 0,
+            deadline_ms: None,
+        }
+    }
+
+    #[test]
+    fn one_ask_names_the_server_and_the_first_line() {
+        let mut c = Coalescer::default();
+        let now = Instant::now();
+        c.added(&ask(1, "github", "\n  Delete repo acme/x?\nThis cannot be undone."), now);
+        assert_eq!(c.due_at(), Some(now + QUIET));
+        let n = c.flush().unwrap();
+        assert_eq!(n.summary, "github asks");
+        assert_eq!(n.body, "Delete repo acme/x?");
+        assert_eq!(n.asks, vec![1]);
+        assert_eq!(c.flush(), None);
+    }
+
+    #[test]
+    fn a_burst_is_one_notice_counting_them() {
+        let mut c = Coalescer::default();
+        let now = Instant::now();
+        for i in 0..5 {
+            c.added(&ask(i, "github", &format!("q{i}")), now);
+        }
+        let n = c.flush().unwrap();
+        assert_eq!(n.summary, "5 questions from github are waiting");
+        assert_eq!(n.body, "q0\nq1\nq2\nand 2 more");
+    }
+
+    #[test]
+    fn several_servers_are_all_named() {
+        let mut c = Coalescer::default();
+        let now = Instant::now();
+        c.added(&ask(1, "github", "a"), now);
+        c.added(&ask(2, "demo", "b"), now);
+        let n = c.flush().unwrap();
+        assert_eq!(n.summary, "2 questions from github, demo are waiting");
+        assert_eq!(n.body, "github: a\ndemo: b");
+    }
+
+    #[test]
+    fn an_answered_ask_is_not_announced() {
+        let mut c = Coalescer::default();
+        c.added(&ask(1, "demo", "a"), Instant::now());
+        c.resolved(1);
+        assert_eq!(c.due_at(), None);
+        assert_eq!(c.flush(), None);
+    }
+
+    #[test]
+    fn a_steady_trickle_still_notifies_after_max_wait() {
+        let mut c = Coalescer::default();
+        let start = Instant::now();
+        let mut now = start;
+        for i in 0..20 {
+            c.added(&ask(i, "demo", "q"), now);
+            now += QUIET / 2;
+        }
+        assert_eq!(c.due_at(), Some(start + MAX_WAIT));
+    }
+
+    #[test]
+    fn headline_is_one_clipped_line_without_control_characters() {
+        let long = "x".repeat(500);
+        let h = headline(&ask(1, "s", &long));
+        assert_eq!(h.chars().count(), HEADLINE_CHARS + 1);
+        assert!(h.ends_with('…'));
+        assert_eq!(headline(&ask(1, "s", "a\u{7}b\u{1b}[31m")), "ab[31m");
+        assert_eq!(headline(&ask(1, "s", "")), "has a question");
+        let mut url = ask(1, "s", "Connect your account");
+        url.kind = AskKind::Url {
+            message: "Connect your account".into(),
+            url: "https://auth.example.com/x".into(),
+            elicitation_id: "e".into(),
+        };
+        assert_eq!(headline(&url), "Connect your account (opens auth.example.com)");
+    }
+
+    #[test]
+    fn markup_is_escaped() {
+        assert_eq!(
+            escape_freedesktop_markup(r#"<a href="x">hi</a> & 'b'"#),
+            "&lt;a href=&quot;x&quot;&gt;hi&lt;/a&gt; &amp; &apos;b&apos;"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_driver_sends_one_notice_for_ten_asks_and_none_when_refused() {
+        let (tx, rx) = broadcast::channel(64);
+        let shown = Arc::new(Mutex::new(Vec::new()));
+        let sink = shown.clone();
+        let task = tokio::spawn(run(
+            rx,
+            |a: &Ask| a.asker.server != "muted",
+            || false,
+            move |n| sink.lock().unwrap().push(n),
+            Coalescer::default(),
+        ));
+        for i in 0..10 {
+            tx.send(AskEvent::Added {
+                ask: ask(i, "demo", "Delete?"),
+            })
+            .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tx.send(AskEvent::Added {
+            ask: ask(99, "muted", "x"),
+        })
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        {
+            let shown = shown.lock().unwrap();
+            assert_eq!(shown.len(), 1, "{shown:?}");
+            assert_eq!(shown[0].summary, "10 questions from demo are waiting");
+            assert_eq!(shown[0].asks.len(), 10);
+        }
+        // A later, separate ask is a new notice.
+        tx.send(AskEvent::Added {
+            ask: ask(11, "demo", "Again?"),
+        })
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(shown.lock().unwrap()[1].summary, "demo asks");
+        drop(tx);
+        task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_is_shown_when_the_window_got_focus_meanwhile() {
+        let (tx, rx) = broadcast::channel(8);
+        let shown = Arc::new(Mutex::new(0));
+        let sink = shown.clone();
+        let task = tokio::spawn(run(
+            rx,
+            |_: &Ask| true,
+            || true,
+            move |_| *sink.lock().unwrap() += 1,
+            Coalescer::default(),
+        ));
+        tx.send(AskEvent::Added {
+            ask: ask(1, "demo", "q"),
+        })
+        .unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(*shown.lock().unwrap(), 0);
+        drop(tx);
+        task.await.unwrap();
+    }
+}

@@ -1,0 +1,221 @@
+//! The tray icon: the number of waiting questions beside it, and a menu to open the app, jump
+//! to a question, or quit. Where there is no tray (no library, no tray host on the desktop)
+//! the app runs without one and closing its window quits it; the UI says so.
+
+use tauri::menu::{Menu, MenuBuilder, MenuItemBuilder};
+use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
+use tauri::AppHandle;
+
+use countersign_core::{Ask, notice};
+
+const TRAY_ID: &str = "countersign";
+/// Questions listed in the menu; the rest are "and N more".
+const LISTED: usize = 8;
+const MENU_TEXT_CHARS: usize = 60;
+
+/// Creates the tray icon, or returns None (logged) where this system cannot have one. Never
+/// panics: the appindicator library is looked for first, because the tray crate panics when
+/// it is missing.
+pub fn create(app: &AppHandle) -> Option<TrayIcon> {
+    if !indicator_library_present() {
+        tracing::warn!(
+            "no tray: libayatana-appindicator3 (or libappindicator3) is not installed; closing the window will quit"
+        );
+        return None;
+    }
+    let menu = menu(app, &[]).ok()?;
+    let build = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut builder = TrayIconBuilder::with_id(TRAY_ID)
+            .menu(&menu)
+            .tooltip("Countersign")
+            .show_menu_on_left_click(false)
+            .on_menu_event(|app, event| on_menu(app, event.id().as_ref()))
+            .on_tray_icon_event(|tray, event| {
+                if let TrayIconEvent::Click {
+                    button: MouseButton::Left,
+                    button_state: MouseButtonState::Up,
+                    ..
+                } = event
+                {
+                    crate::bring_forward(tray.app_handle());
+                }
+            });
+        if let Some(icon) = app.default_window_icon() {
+            builder = builder.icon(icon.clone());
+        }
+        builder.build(app)
+    }));
+    match build {
+        Ok(Ok(tray)) => Some(tray),
+        Ok(Err(e)) => {
+            tracing::warn!("no tray: {e}");
+            None
+        }
+        Err(_) => {
+            tracing::warn!("no tray: the tray library failed to start");
+            None
+        }
+    }
+}
+
+/// Redraws the count and the menu from the open questions.
+pub fn update(app: &AppHandle, pending: &[Ask]) {
+    let Some(tray) = app.tray_by_id(TRAY_ID) else {
+        return;
+    };
+    let count = pending.len();
+    // On Linux the title is the label beside the icon; elsewhere the tooltip carries it.
+    let _ = tray.set_title((count > 0).then(|| count.to_string()));
+    let _ = tray.set_tooltip(Some(waiting_text(count)));
+    match menu(app, pending) {
+        Ok(menu) => {
+            let _ = tray.set_menu(Some(menu));
+        }
+        Err(e) => tracing::warn!("cannot rebuild the tray menu: {e}"),
+    }
+}
+
+pub fn waiting_text(count: usize) -> String {
+    match count {
+        0 => "Countersign: no questions waiting".into(),
+        1 => "Countersign: 1 question waiting".into(),
+        n => format!("Countersign: {n} questions waiting"),
+    }
+}
+
+fn menu(app: &AppHandle, pending: &[Ask]) -> tauri::Result<Menu<tauri::Wry>> {
+    let mut builder = MenuBuilder::new(app)
+        .item(&MenuItemBuilder::with_id("open", "Open Countersign").build(app)?)
+        .separator();
+    if pending.is_empty() {
+        builder = builder.item(
+            &MenuItemBuilder::with_id("none", "No questions waiting")
+                .enabled(false)
+                .build(app)?,
+        );
+    }
+    for ask in pending.iter().take(LISTED) {
+        builder = builder.item(
+            &MenuItemBuilder::with_id(format!("ask:{}", ask.id), menu_text(ask)).build(app)?,
+        );
+    }
+    if pending.len() > LISTED {
+        builder = builder.item(
+            &MenuItemBuilder::with_id("more", format!("and {} more", pending.len() - LISTED))
+                .enabled(false)
+                .build(app)?,
+        );
+    }
+    builder
+        .separator()
+        .item(&MenuItemBuilder::with_id("quit", "Quit Countersign").build(app)?)
+        .build()
+}
+
+/// "server: first line", clipped, with `&` doubled so a server's text cannot set a mnemonic.
+pub fn menu_text(ask: &Ask) -> String {
+    let line = format!("{}: {}", ask.asker.server, notice::headline(ask));
+    let mut text: String = line.chars().take(MENU_TEXT_CHARS).collect();
+    if line.chars().count() > MENU_TEXT_CHARS {
+        text.push('…');
+    }
+    text.replace('&', "&&")
+}
+
+fn on_menu(app: &AppHandle, id: &str) {
+    match id {
+        // Quitting goes through the exit path, which answers every open question `cancel`
+        // before the process ends.
+        "quit" => app.exit(0),
+        // Every question is in the main window; opening it shows them all.
+        _ if id == "open" || id.starts_with("ask:") => crate::bring_forward(app),
+        _ => {}
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn indicator_library_present() -> bool {
+    ["libayatana-appindicator3.so.1", "libappindicator3.so.1"]
+        .iter()
+        .any(|name| {
+            let name = std::ffi::CString::new(*name).expect("no NUL");
+            // SAFETY: dlopen with a valid C string; the handle is closed at once (the tray
+            // crate opens the library again itself).
+            unsafe {
+                let handle = libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL);
+                if handle.is_null() {
+                    false
+                } else {
+                    libc::dlclose(handle);
+                    true
+                }
+            }
+        })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn indicator_library_present() -> bool {
+    true
+}
+
+/// Whether a tray host is running now. Linux trays are StatusNotifierItem hosts, found
+/// through the watcher's bus name; without one an indicator icon is invisible, so a closed
+/// window could not be got back.
+#[cfg(target_os = "linux")]
+pub fn host_present(tray: bool) -> bool {
+    if !tray {
+        return false;
+    }
+    let Ok(connection) = zbus::blocking::Connection::session() else {
+        return false;
+    };
+    let Ok(dbus) = zbus::blocking::fdo::DBusProxy::new(&connection) else {
+        return false;
+    };
+    let Ok(name) = zbus::names::BusName::try_from("org.kde.StatusNotifierWatcher") else {
+        return false;
+    };
+    dbus.name_has_owner(name).unwrap_or(false)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn host_present(tray: bool) -> bool {
+    tray
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use countersign_core::{AskKind, Asker, Endpoint};
+
+    #[test]
+    fn menu_text_is_clipped_and_cannot_set_a_mnemonic() {
+        let ask = Ask {
+            id: 1,
+            asker: Asker {
+                server: "R&D".into(),
+                endpoint: Endpoint::Stdio {
+                    command: "x".into(),
+                },
+                agent: None,
+            },
+            kind: AskKind::Form {
+                message: format!("Delete {}?", "x".repeat(100)),
+                schema: countersign_core::schema::FormSchema { fields: vec![] },
+            },
+            request: serde_json::Value::Null,
+            received_at_ms: 0,
+            deadline_ms: None,
+        };
+        let text = menu_text(&ask);
+        assert!(text.starts_with("R&&D: Delete xxx"), "{text}");
+        assert_eq!(text.replace("&&", "&").chars().count(), MENU_TEXT_CHARS + 1);
+    }
+
+    #[test]
+    fn waiting_text_counts() {
+        assert_eq!(waiting_text(0), "Countersign: no questions waiting");
+        assert_eq!(waiting_text(1), "Countersign: 1 question waiting");
+        assert_eq!(waiting_text(7), "Countersign: 7 questions waiting");
+    }
+}
