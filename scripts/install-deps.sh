@@ -25,6 +25,7 @@ APT_PACKAGES=(
   libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libayatana-appindicator3-dev libxdo-dev
   xvfb xauth webkit2gtk-driver dbus dbus-x11
   chromium chromium-driver imagemagick
+  xdotool libglib2.0-bin
 )
 NEXTEST_VERSION="0.9.143"
 TAURI_DRIVER_VERSION="2.1.0"

@@ -2,9 +2,9 @@
 //! to a question, or quit. Where there is no tray (no library, no tray host on the desktop)
 //! the app runs without one and closing its window quits it; the UI says so.
 
+use tauri::AppHandle;
 use tauri::menu::{Menu, MenuBuilder, MenuItemBuilder};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
-use tauri::AppHandle;
 
 use countersign_core::{Ask, notice};
 
@@ -95,9 +95,8 @@ fn menu(app: &AppHandle, pending: &[Ask]) -> tauri::Result<Menu<tauri::Wry>> {
         );
     }
     for ask in pending.iter().take(LISTED) {
-        builder = builder.item(
-            &MenuItemBuilder::with_id(format!("ask:{}", ask.id), menu_text(ask)).build(app)?,
-        );
+        builder = builder
+            .item(&MenuItemBuilder::with_id(format!("ask:{}", ask.id), menu_text(ask)).build(app)?);
     }
     if pending.len() > LISTED {
         builder = builder.item(

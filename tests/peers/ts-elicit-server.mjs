@@ -20,6 +20,11 @@
 //       `notifications/cancelled` for the elicitation request (requestId 0 for the first
 //       server-to-client request of a session) and the tool replies with the text "timed out";
 //       otherwise it replies with the ElicitResult as JSON text.
+//   ask_many {count: integer}
+//       Sends `count` form elicitations at once (a burst) and replies with their results as a
+//       JSON array once all are answered.
+//   open_url {url: string}
+//       Elicits in URL mode with exactly that URL (any scheme) and replies with the result.
 //   late_answers {}
 //       Replies {"late_answers": N}: how many answers arrived for elicitation requests this process
 //       had already cancelled (counted across all sessions). Countersign must keep this at 0.
@@ -107,6 +112,52 @@ function buildServer() {
           log(`elicitation timed out after ${timeout_ms} ms`);
           return text('timed out');
         }
+        return text({ error: String(err?.message ?? err) }, true);
+      }
+    },
+  );
+
+  server.registerTool(
+    'ask_many',
+    {
+      description: 'Asks count questions at once; replies with every result.',
+      inputSchema: { count: z.number().int().min(1).max(50).describe('How many questions') },
+    },
+    async ({ count }, extra) => {
+      try {
+        const results = await Promise.all(
+          Array.from({ length: count }, (_, i) =>
+            server.server.elicitInput(
+              {
+                mode: 'form',
+                message: `Burst question ${i + 1} of ${count}`,
+                requestedSchema: { type: 'object', properties: { ok: { type: 'boolean', title: 'OK?' } } },
+              },
+              { relatedRequestId: extra.requestId, timeout: 600_000 },
+            ),
+          ),
+        );
+        return text(results);
+      } catch (err) {
+        return text({ error: String(err?.message ?? err) }, true);
+      }
+    },
+  );
+
+  server.registerTool(
+    'open_url',
+    {
+      description: 'Asks the person to open exactly this URL (URL-mode elicitation).',
+      inputSchema: { url: z.string().describe('The URL, any scheme') },
+    },
+    async ({ url }, extra) => {
+      try {
+        const result = await server.server.elicitInput(
+          { mode: 'url', message: 'Please open this page', url, elicitationId: randomUUID() },
+          { relatedRequestId: extra.requestId, timeout: 600_000 },
+        );
+        return text(result);
+      } catch (err) {
         return text({ error: String(err?.message ?? err) }, true);
       }
     },

@@ -267,7 +267,14 @@ mod tests {
     fn one_ask_names_the_server_and_the_first_line() {
         let mut c = Coalescer::default();
         let now = Instant::now();
-        c.added(&ask(1, "github", "\n  Delete repo acme/x?\nThis cannot be undone."), now);
+        c.added(
+            &ask(
+                1,
+                "github",
+                "\n  Delete repo acme/x?\nThis cannot be undone.",
+            ),
+            now,
+        );
         assert_eq!(c.due_at(), Some(now + QUIET));
         let n = c.flush().unwrap();
         assert_eq!(n.summary, "github asks");
@@ -334,7 +341,10 @@ mod tests {
             url: "https://auth.example.com/x".into(),
             elicitation_id: "e".into(),
         };
-        assert_eq!(headline(&url), "Connect your account (opens auth.example.com)");
+        assert_eq!(
+            headline(&url),
+            "Connect your account (opens auth.example.com)"
+        );
     }
 
     #[test]

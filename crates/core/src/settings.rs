@@ -38,7 +38,10 @@ impl SettingsStore {
         let (settings, warning) = match path.as_deref().map(std::fs::read) {
             None => (Settings::default(), None),
             Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => (Settings::default(), None),
-            Some(Err(e)) => (Settings::default(), Some(format!("cannot read settings: {e}"))),
+            Some(Err(e)) => (
+                Settings::default(),
+                Some(format!("cannot read settings: {e}")),
+            ),
             Some(Ok(bytes)) => match serde_json::from_slice(&bytes) {
                 Ok(s) => (s, None),
                 Err(e) => (

@@ -93,6 +93,26 @@ impl App {
         self.dir.join("data/countersign/audit.jsonl")
     }
 
+    /// Waits for the audit log's first `resolved` record and returns it.
+    pub async fn first_resolution(&self) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let records: Vec<Value> = std::fs::read_to_string(self.audit_log())
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str(l).ok())
+                .collect();
+            if let Some(end) = records.iter().find(|r| r["event"] == "resolved") {
+                return end.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no ask was resolved: {records:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     pub async fn close(self) {
         let _ = self.client.clone().close().await;
         // Drop stops the processes.
@@ -373,4 +393,141 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
     }
     let rank = ((p / 100.0) * (sorted.len() as f64 - 1.0)).round() as usize;
     sorted[rank.min(sorted.len() - 1)]
+}
+
+/// A child process killed (with its group) when dropped.
+pub struct Background {
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `desktop-double` (see src/bin/desktop-double.rs) with `args`, logging to
+/// `dir/<name>.jsonl`, and waits until its bus names are owned.
+pub fn desktop_double(dir: &Path, name: &str, args: &[&str]) -> Background {
+    use std::io::BufRead;
+    std::fs::create_dir_all(dir).unwrap();
+    let log = dir.join(format!("{name}.jsonl"));
+    let _ = std::fs::remove_file(&log);
+    let mut command = Command::new(target_dir().join("debug/desktop-double"));
+    for arg in args {
+        command.arg(arg.replace("{log}", &log.display().to_string()));
+    }
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("desktop-double starts (cargo build --workspace --all-targets)");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready", "desktop-double did not start");
+    Background { child, log }
+}
+
+/// The JSON lines a desktop double has logged so far.
+pub fn logged(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// `dbus-monitor` on the session bus for `Notify` calls: the only proof on Linux that a
+/// notification was sent (`show()` returning Ok proves nothing).
+pub fn notify_monitor(dir: &Path) -> Background {
+    std::fs::create_dir_all(dir).unwrap();
+    let log = dir.join("dbus-monitor.txt");
+    let child = Command::new("dbus-monitor")
+        .args([
+            "--session",
+            "type='method_call',interface='org.freedesktop.Notifications',member='Notify'",
+        ])
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("dbus-monitor (Debian package dbus) runs");
+    // It has subscribed once its own NameAcquired signal is printed.
+    let deadline = Instant::now() + WAIT;
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("NameAcquired")
+    {
+        assert!(Instant::now() < deadline, "dbus-monitor never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Background { child, log }
+}
+
+/// The `Notify` calls `dbus-monitor` printed, each as its lines of arguments.
+pub fn notify_calls(monitor: &Background) -> Vec<String> {
+    let text = std::fs::read_to_string(&monitor.log).unwrap_or_default();
+    text.split("method call")
+        .filter(|block| block.contains("member=Notify"))
+        .map(str::to_owned)
+        .collect()
+}
+
+impl App {
+    /// Whether the webview's document has the keyboard focus.
+    pub async fn has_focus(&self) -> bool {
+        self.client
+            .execute("return document.hasFocus()", vec![])
+            .await
+            .ok()
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false)
+    }
+
+    /// Moves the X keyboard focus away from the app (to the root window), as switching to
+    /// another program would; waits until the page has lost it.
+    pub async fn unfocus(&self) {
+        let root = Command::new("xdotool")
+            .args(["search", "--maxdepth", "0", "--name", ""])
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .map(str::to_owned)
+            });
+        let status = Command::new("xdotool")
+            .args(["windowfocus", root.as_deref().unwrap_or("0")])
+            .status()
+            .expect("xdotool (Debian package xdotool) runs");
+        assert!(status.success(), "xdotool windowfocus failed");
+        let deadline = Instant::now() + WAIT;
+        while self.has_focus().await {
+            assert!(Instant::now() < deadline, "the window kept the focus");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// The app's process id (found in the driver's process group).
+    pub fn app_pid(&self) -> Option<u32> {
+        let out = Command::new("pgrep")
+            .args(["-g", &self.driver.id().to_string(), "-x", "countersign"])
+            .output()
+            .ok()?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .next()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The app's log (its stderr, passed through by tauri-driver).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("driver.log")).unwrap_or_default()
+    }
 }

@@ -274,24 +274,9 @@ async fn e2e_quitting_cancels_every_open_ask_first() {
     app.run_until_dialog("delete_ticket", r#"{"id": "t1"}"#)
         .await;
     app.terminate_app();
-    let deadline = Instant::now() + std::time::Duration::from_secs(15);
-    loop {
-        let records: Vec<Value> = std::fs::read_to_string(app.audit_log())
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        if let Some(end) = records.iter().find(|r| r["event"] == "resolved") {
-            assert_eq!(end["outcome"], "cancelled", "{end}");
-            assert_eq!(end["reason"], "shutdown", "{end}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the open ask was not cancelled on quit: {records:?}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let end = app.first_resolution().await;
+    assert_eq!(end["outcome"], "cancelled", "{end}");
+    assert_eq!(end["reason"], "shutdown", "{end}");
 }
 
 /// URL mode: the dialog shows the host; Open hands exactly that URL to the system opener
