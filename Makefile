@@ -4,14 +4,16 @@
 #   make run          build the UI, the demo server and the app, and start the app (under Xvfb
 #                     when there is no display)
 #   make test         UI build, Rust tests (nextest), UI tests in Chromium, conformance suite,
-#                     end-to-end tests of the real app
+#                     end-to-end tests of the real app, the .deb installed and started
+#   make package      the .deb (Tauri bundler): target/release/bundle/deb/Countersign_*.deb
+#   make package-test build the .deb, check it, install it with apt, start it, remove it
 #   make screenshot   docs/ask-dialog.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e screenshot smoke-peers
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers
 
 CONFORMANCE_PKG := countersign-conformance-client
 
@@ -26,11 +28,17 @@ run: ui
 	cargo build -p countersign-demo-server -p countersign
 	bash scripts/run-app.sh
 
-test: ui unit ui-test conformance e2e
+test: ui unit ui-test conformance e2e package-test
 
 # The real app in a real webview (tauri-driver + WebKitWebDriver), under Xvfb when headless.
 e2e: ui
 	bash scripts/e2e.sh
+
+package: ui
+	bash scripts/package.sh
+
+package-test: ui
+	bash scripts/package-test.sh
 
 # The README's screenshot of the ask dialog, taken from the real app.
 screenshot: ui

@@ -31,6 +31,8 @@ const SESSION_EVENT: &str = "session-event";
 pub fn run() {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Plain text in log files and CI output; colours only on a terminal.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "countersign=info,countersign_core=info,rmcp=warn".into()),
@@ -91,7 +93,7 @@ pub fn run() {
             commands::desktop_info,
             commands::set_start_at_login,
         ])
-        .build(tauri::generate_context!("../tauri.conf.json"));
+        .build(tauri::generate_context!());
     let app = match app {
         Ok(app) => app,
         Err(e) => {
@@ -144,6 +146,7 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
         loop {
             match sessions.recv().await {
                 Ok(event) => {
+                    tracing::info!(server = %event.server, state = ?event.state, "session");
                     let _ = handle.emit(SESSION_EVENT, &event);
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,

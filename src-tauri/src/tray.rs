@@ -2,9 +2,9 @@
 //! to a question, or quit. Where there is no tray (no library, no tray host on the desktop)
 //! the app runs without one and closing its window quits it; the UI says so.
 
-use tauri::AppHandle;
 use tauri::menu::{Menu, MenuBuilder, MenuItemBuilder};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
+use tauri::{AppHandle, Manager};
 
 use countersign_core::{Ask, notice};
 
@@ -42,6 +42,11 @@ pub fn create(app: &AppHandle) -> Option<TrayIcon> {
             });
         if let Some(icon) = app.default_window_icon() {
             builder = builder.icon(icon.clone());
+        }
+        // The indicator reads the icon from a file; keep it in our cache rather than a shared
+        // /tmp/tray-icon another user may own.
+        if let Ok(cache) = app.path().app_cache_dir() {
+            builder = builder.temp_dir_path(cache.join("tray"));
         }
         builder.build(app)
     }));

@@ -314,7 +314,7 @@ test("URL ask: shows the full URL and its host, Open accepts, Escape cancels; no
   const [answer] = await waitForAnswers(backend, 1);
   assert.deepEqual(answer, { id: 100, answer: { action: "accept", content: null } });
 
-  await backend.addAsk(urlAsk({ id: 101, url: "http://xn--pple-43d.com/login" }));
+  await backend.addAsk(urlAsk({ id: 101, url: "http://xn--pple-43d.com/login", warnings: ["plainHttp", "punycode"] }));
   await dialog(page).waitFor();
   const warnings = await dialog(page).locator(".url-warnings").textContent();
   assert.match(warnings, /Not encrypted/);
@@ -386,7 +386,8 @@ test("screenshots of the dialog (looked at by a person)", async () => {
   }
   const app = await openApp(env, { asks: [urlAsk({ id: 122, server: "github", agent: "Cursor",
     message: "Sign in to GitHub to let the server read your repositories.",
-    url: "http://xn--gthub-n4a.com/login/oauth/authorize?client_id=Iv1.8a61f9b3a7aba766&scope=repo" })] });
+    url: "http://xn--gthub-n4a.com/login/oauth/authorize?client_id=Iv1.8a61f9b3a7aba766&scope=repo",
+    warnings: ["plainHttp", "punycode"] })] });
   await app.page.screenshot({ path: join(dir, "dialog-url.png") });
   await app.close();
 });

@@ -49,6 +49,12 @@ pub enum AskKind {
         message: String,
         url: String,
         elicitation_id: String,
+        /// Where the address leads, as `url_policy` judged it on arrival (empty in records
+        /// written before it was kept).
+        #[serde(default)]
+        host: String,
+        #[serde(default)]
+        warnings: Vec<crate::url_policy::UrlWarning>,
     },
 }
 
@@ -169,6 +175,8 @@ pub enum AnswerError {
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[ts(export)]
 #[serde(tag = "event", rename_all = "camelCase")]
+// Boxing `Ask` would save nothing: every subscriber clones the event, box or not.
+#[allow(clippy::large_enum_variant)]
 pub enum AskEvent {
     Added {
         ask: Ask,

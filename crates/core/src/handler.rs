@@ -80,15 +80,31 @@ impl Elicitor {
                 return Err(McpError::invalid_params(reason, None));
             }
         };
-        if let AskKind::Url { url, .. } = &kind
-            && let Err(reason) = crate::url_policy::check(url)
-        {
-            // A well-formed request for an address we never open: a no, recorded, not shown.
-            self.broker
-                .audit()
-                .record_refused(&self.asker.server, &reason, &params);
-            return Ok(serde_json::json!({"action": "decline"}));
-        }
+        let kind = match kind {
+            AskKind::Url {
+                message,
+                url,
+                elicitation_id,
+                ..
+            } => match crate::url_policy::check(&url) {
+                Ok(web) => AskKind::Url {
+                    message,
+                    url,
+                    elicitation_id,
+                    host: web.host,
+                    warnings: web.warnings,
+                },
+                Err(reason) => {
+                    // A well-formed request for an address we never open: a no, recorded,
+                    // not shown.
+                    self.broker
+                        .audit()
+                        .record_refused(&self.asker.server, &reason, &params);
+                    return Ok(serde_json::json!({"action": "decline"}));
+                }
+            },
+            form => form,
+        };
         let pending = self.broker.open(NewAsk {
             asker: self.asker.clone(),
             kind,
@@ -130,10 +146,13 @@ impl Elicitor {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
+                // Host and warnings are filled in by the URL policy, in `elicit`.
                 Ok(AskKind::Url {
                     message,
                     url,
                     elicitation_id,
+                    host: String::new(),
+                    warnings: Vec::new(),
                 })
             }
             other => Err(format!("unknown elicitation mode \"{other}\"")),

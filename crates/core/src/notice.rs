@@ -160,9 +160,9 @@ fn wording(batch: &[Waiting]) -> Option<Notice> {
 /// What the ask wants, in one line: the first line of the message (clipped), or for a URL
 /// question the host it wants opened.
 pub fn headline(ask: &Ask) -> String {
-    let (message, url) = match &ask.kind {
+    let (message, host) = match &ask.kind {
         AskKind::Form { message, .. } => (message.as_str(), None),
-        AskKind::Url { message, url, .. } => (message.as_str(), Some(url.as_str())),
+        AskKind::Url { message, host, .. } => (message.as_str(), Some(host.as_str())),
     };
     let first = message
         .lines()
@@ -177,7 +177,7 @@ pub fn headline(ask: &Ask) -> String {
     if first.chars().count() > HEADLINE_CHARS {
         line.push('…');
     }
-    match url.and_then(|u| url::Url::parse(u).ok()?.host_str().map(str::to_owned)) {
+    match host.filter(|h| !h.is_empty()) {
         Some(host) if line.is_empty() => format!("wants you to open {host}"),
         Some(host) => format!("{line} (opens {host})"),
         None if line.is_empty() => "has a question".into(),
@@ -340,6 +340,8 @@ mod tests {
             message: "Connect your account".into(),
             url: "https://auth.example.com/x".into(),
             elicitation_id: "e".into(),
+            host: "auth.example.com".into(),
+            warnings: vec![],
         };
         assert_eq!(
             headline(&url),

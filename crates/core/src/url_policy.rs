@@ -2,10 +2,12 @@
 //! browser; `javascript:`, `data:`, `file:` and every other scheme are refused when the
 //! question arrives, so the person is never asked to consent to them.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-/// What the person should know about an address before consenting.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// What the person should know about an address before consenting. The dialog shows these
+/// as sent from here; the UI does not judge addresses itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub enum UrlWarning {
     /// `http` to a host that is not this machine: readable and changeable on the way.
@@ -20,6 +22,8 @@ pub enum UrlWarning {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebUrl {
     pub url: url::Url,
+    /// The host as the browser will contact it (ASCII, so a look-alike shows as `xn--`),
+    /// with the port when it is not the scheme's default.
     pub host: String,
     pub warnings: Vec<UrlWarning>,
 }
@@ -47,6 +51,10 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
     if !url.username().is_empty() || url.password().is_some() {
         warnings.push(UrlWarning::UserInfo);
     }
+    let host = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    };
     Ok(WebUrl {
         url,
         host,
@@ -98,6 +106,14 @@ mod tests {
                 .is_empty()
         );
         assert!(check("http://localhost/cb").unwrap().warnings.is_empty());
+        assert_eq!(
+            check("http://127.0.0.1:8080/cb").unwrap().host,
+            "127.0.0.1:8080"
+        );
+        assert_eq!(
+            check("https://example.com:443/").unwrap().host,
+            "example.com"
+        );
         assert!(check("http://[::1]/cb").unwrap().warnings.is_empty());
         let idn = check("https://аррӏе.com/").unwrap();
         assert!(idn.host.starts_with("xn--"), "{}", idn.host);

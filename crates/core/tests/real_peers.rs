@@ -487,7 +487,11 @@ async fn everything_url_elicitation_consent_is_an_accept() {
             message,
             url: asked,
             elicitation_id,
+            host,
+            warnings,
         } => {
+            assert_eq!(host, "example.com", "the policy's host is kept");
+            assert!(warnings.is_empty(), "{warnings:?}");
             assert_eq!(message, "Sign in to continue");
             assert_eq!(asked, url);
             assert_eq!(elicitation_id, "cs-url-1");

@@ -32,6 +32,8 @@ pub struct App {
     pub client: Client,
     pub dir: PathBuf,
     driver: Child,
+    env: Vec<(String, PathBuf)>,
+    wrapper: Vec<String>,
     /// Runs whose invoke never reached the backend (see `run_until`).
     pub lost_runs: std::sync::atomic::AtomicUsize,
 }
@@ -44,28 +46,76 @@ impl App {
 
     /// Like `start`, with extra environment for the app.
     pub async fn start_with_env(test: &str, servers: Value, env: &[(&str, &Path)]) -> App {
+        Self::start_wrapped(test, servers, env, &[]).await
+    }
+
+    /// Like `start_with_env`, with tauri-driver (and so the app) run by `wrapper` (a command
+    /// and its arguments, e.g. `unshare ...`).
+    pub async fn start_wrapped(
+        test: &str,
+        servers: Value,
+        env: &[(&str, &Path)],
+        wrapper: &[&str],
+    ) -> App {
         let dir = std::env::temp_dir().join(format!("cs-e2e-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let config = dir.join("config.json");
         std::fs::write(
-            &config,
+            dir.join("config.json"),
             serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap(),
         )
         .unwrap();
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_path_buf()))
+            .collect();
+        let wrapper = wrapper.iter().map(|w| w.to_string()).collect();
+        Self::launch(dir, env, wrapper).await
+    }
+
+    /// Quits the app like a logout (SIGTERM; it saves its window state and answers open
+    /// questions) and starts it again on the same files.
+    pub async fn restart(self) -> App {
+        self.terminate_app();
+        let deadline = Instant::now() + WAIT;
+        while self.app_pid().is_some() {
+            assert!(Instant::now() < deadline, "the app did not quit");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (dir, env, wrapper) = (self.dir.clone(), self.env.clone(), self.wrapper.clone());
+        drop(self);
+        Self::launch(dir, env, wrapper).await
+    }
+
+    async fn launch(dir: PathBuf, env: Vec<(String, PathBuf)>, wrapper: Vec<String>) -> App {
         let app = target_dir().join("debug/countersign");
         assert!(app.exists(), "build the app first: {}", app.display());
-        let mut driver = Command::new(tauri_driver());
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        let mut driver = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(tauri_driver());
+                c
+            }
+            None => Command::new(tauri_driver()),
+        };
         // Its own process group, so a failed test can stop the driver, WebKitWebDriver and the
         // app together (a leftover would hold the fixed ports for the next test).
         std::os::unix::process::CommandExt::process_group(&mut driver, 0);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("driver.log"))
+            .unwrap();
         let driver = driver
-            .env("COUNTERSIGN_CONFIG", &config)
+            .env("COUNTERSIGN_CONFIG", dir.join("config.json"))
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"))
-            .envs(env.iter().copied())
+            // Some libraries (the autostart entry) write under $HOME/.config regardless.
+            .env("HOME", dir.join("home"))
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_path())))
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("driver.log")).unwrap())
+            .stderr(log)
             .spawn()
             .expect("tauri-driver starts (run `make deps`)");
         let client = connect(&app).await;
@@ -73,6 +123,8 @@ impl App {
             client,
             dir,
             driver,
+            env,
+            wrapper,
             lost_runs: Default::default(),
         }
     }

@@ -158,6 +158,7 @@ async fn e2e_a_second_launch_exits_and_the_first_comes_forward() {
         .env("COUNTERSIGN_CONFIG", app.dir.join("config.json"))
         .env("XDG_DATA_HOME", app.dir.join("data"))
         .env("XDG_CONFIG_HOME", app.dir.join("config"))
+        .env("HOME", app.dir.join("home"))
         .output()
         .expect("second launch runs");
     assert!(second.status.success(), "{second:?}");
@@ -410,6 +411,108 @@ async fn e2e_url_mode_refuses_javascript_and_file_and_warns_on_punycode() {
         std::fs::read_to_string(&record).unwrap(),
         format!("{look_alike}\n"),
         "only the consented web address was handed to the opener"
+    );
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_without_the_tray_library_the_app_runs_and_answers() {
+    // A file that is not a library, found first under the names the tray looks for: the
+    // same failure as the library not being installed.
+    let libs = scratch("no-indicator-lib");
+    for name in ["libayatana-appindicator3.so.1", "libappindicator3.so.1"] {
+        std::fs::write(libs.join(name), "not a library").unwrap();
+    }
+    let dir = scratch("tray-host-present");
+    let host = desktop_double(&dir, "tray", &["--tray", "{log}"]);
+    let app = App::start_with_env("no-tray-lib", ts_server(), &[("LD_LIBRARY_PATH", &libs)]).await;
+    app.find("#app[data-ready]").await;
+    assert!(
+        app.exists("[aria-label='No system tray']").await,
+        "without the library there is no tray, and the window says so"
+    );
+    assert!(app.log().contains("no tray"), "{}", app.log());
+    ask_confirm(&app, "go on").await;
+    app.press_in_dialog("Decline").await;
+    app.wait_result_contains("confirm_action", "decline").await;
+    assert!(logged(&host.log).is_empty(), "no tray item registered");
+    assert!(!app.log().contains("panicked"), "{}", app.log());
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_start_at_login_writes_and_removes_the_autostart_entry() {
+    let app = App::start("autostart", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    app.find("#tab-settings").await.click().await.unwrap();
+    let autostart = app.dir.join("home/.config/autostart");
+    let entries = || -> Vec<PathBuf> {
+        std::fs::read_dir(&autostart)
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default()
+    };
+    assert!(entries().is_empty(), "off unless the person turns it on");
+    let box_ = app.find("#start-at-login").await;
+    assert!(!box_.is_selected().await.unwrap());
+    app.find_xpath("//label[@for='start-at-login']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    eventually("the autostart entry is written", || entries().len() == 1).await;
+    let entry = std::fs::read_to_string(&entries()[0]).unwrap();
+    assert!(entry.contains("[Desktop Entry]"), "{entry}");
+    assert!(
+        entry.contains("debug/countersign"),
+        "it starts this binary: {entry}"
+    );
+    // The page reads the state back from the system.
+    app.client.refresh().await.unwrap();
+    app.find("#app[data-ready]").await;
+    app.find("#tab-settings").await.click().await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    while !app
+        .find("#start-at-login")
+        .await
+        .is_selected()
+        .await
+        .unwrap()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the setting did not read back as on"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.find_xpath("//label[@for='start-at-login']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    eventually("the autostart entry is removed", || entries().is_empty()).await;
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_window_size_and_place_are_remembered() {
+    let app = App::start("window-state", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    app.client.set_window_rect(60, 40, 900, 640).await.unwrap();
+    let deadline = Instant::now() + WAIT;
+    while app.client.get_window_rect().await.unwrap() != (60, 40, 900, 640) {
+        assert!(
+            Instant::now() < deadline,
+            "the window was not moved: {:?}",
+            app.client.get_window_rect().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let app = app.restart().await;
+    app.find("#app[data-ready]").await;
+    assert_eq!(
+        app.client.get_window_rect().await.unwrap(),
+        (60, 40, 900, 640),
+        "size and place come back"
     );
     app.close().await;
 }

@@ -11,7 +11,7 @@ import { el, append, replace, uid } from "../dom";
 import { clockTime, endpointPhrase } from "../format";
 import { clippedText, inlineText, shortText } from "../untrusted";
 import { buildField, type FieldControl } from "./fields";
-import { describeUrl } from "./url";
+import { isWebAddress, warningText } from "./url";
 
 export interface AskViewHost {
   /** The person chose; the desk sends it and reports back through the view's methods. */
@@ -190,13 +190,14 @@ export class AskView {
   }
 
   private urlPanel(ask: Extract<Ask, { kind: "url" }>): HTMLElement {
-    const info = describeUrl(ask.url);
+    const openable = isWebAddress(ask.url) && ask.host !== "";
     const box = el("div", { class: "url-box", attrs: { tabindex: "-1" } },
       el("p", { class: "url-lead" }, "Opens in your browser, on"),
-      el("p", { class: "url-host" }, inlineText(info.host ?? "an address that cannot be read")),
+      el("p", { class: "url-host" }, inlineText(ask.host || "an address that cannot be opened")),
       el("p", { class: "url-full" }, el("code", {}, inlineText(ask.url))));
-    if (info.warnings.length > 0) {
-      append(box, el("ul", { class: "url-warnings" }, ...info.warnings.map((w) => el("li", {}, w))));
+    if (ask.warnings.length > 0) {
+      append(box, el("ul", { class: "url-warnings" },
+        ...ask.warnings.map((w) => el("li", {}, inlineText(warningText(w, ask.host))))));
     }
     const decline = el("button", {
       class: "button",
@@ -205,11 +206,11 @@ export class AskView {
     }, "Decline");
     const open = el("button", {
       class: "button primary",
-      attrs: { type: "button", disabled: !info.openable },
+      attrs: { type: "button", disabled: !openable },
       on: { click: () => this.send({ action: "accept", content: null }) },
     }, "Open");
     this.buttons.push(decline);
-    if (info.openable) this.buttons.push(open);
+    if (openable) this.buttons.push(open);
     // Focus on the address itself, so an Enter typed into another app cannot open it.
     this.initialFocus = box;
     return el("div", { class: "url-panel" }, box, this.formErrors, el("div", { class: "actions" }, decline, open));

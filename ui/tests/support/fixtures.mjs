@@ -21,8 +21,10 @@ export function formAsk({ id, server = "demo", message = "Please answer.", field
   };
 }
 
+/** A URL ask as the backend sends it: `host` and `warnings` are its URL policy's verdict
+ * (core's url_policy), given here as the backend would compute them. */
 export function urlAsk({ id, server = "demo", message = "Sign in to continue.", url, agent = null,
-  endpoint = endpointStdio() } = {}) {
+  endpoint = endpointStdio(), host, warnings = [] } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -34,6 +36,8 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
     message,
     url,
     elicitationId: `el-${nextId}`,
+    host: host ?? hostOf(url),
+    warnings,
   };
 }
 
@@ -71,4 +75,12 @@ export function server(name, state = { state: "ready", protocolVersion: "2025-11
     state,
     muted: !!o.muted,
   };
+}
+
+function hostOf(url) {
+  try {
+    return new URL(url).host;
+  } catch {
+    return "";
+  }
 }
