@@ -146,7 +146,6 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
         loop {
             match sessions.recv().await {
                 Ok(event) => {
-                    tracing::info!(server = %event.server, state = ?event.state, "session");
                     let _ = handle.emit(SESSION_EVENT, &event);
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,

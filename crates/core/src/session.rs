@@ -377,6 +377,7 @@ impl SessionManager {
     }
 
     fn set_state(&self, entry: &Entry, state: SessionState) {
+        tracing::info!(server = %entry.config.name, ?state, "session");
         *lock(&entry.state) = state.clone();
         let _ = self.inner.events.send(SessionEvent {
             server: entry.config.name.clone(),
