@@ -564,6 +564,30 @@ impl App {
         }
     }
 
+    /// Closes the window the way a window manager's close button does (there is none under
+    /// Xvfb): a `WM_DELETE_WINDOW` message, sent by `close-window` (src/bin/close-window.rs).
+    pub fn close_window(&self) {
+        let out = Command::new(target_dir().join("debug/close-window"))
+            .arg("Countersign")
+            .output()
+            .expect("close-window runs (cargo build --workspace --all-targets)");
+        let asked = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        assert!(
+            out.status.success() && asked != "0",
+            "no Countersign window to close: {out:?}"
+        );
+    }
+
+    /// `document.visibilityState`: "hidden" once the window is no longer shown.
+    pub async fn visibility(&self) -> String {
+        self.client
+            .execute("return document.visibilityState", vec![])
+            .await
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .unwrap_or_default()
+    }
+
     /// The app's process id (found in the driver's process group).
     pub fn app_pid(&self) -> Option<u32> {
         let out = Command::new("pgrep")

@@ -516,3 +516,60 @@ async fn e2e_window_size_and_place_are_remembered() {
     );
     app.close().await;
 }
+
+#[tokio::test]
+async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
+    let dir = scratch("close-tray-host");
+    let host = desktop_double(&dir, "tray", &["--tray", "{log}"]);
+    let app = App::start("close-tray", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    eventually("the tray item registers", || !logged(&host.log).is_empty()).await;
+    let item = logged(&host.log)[0].clone();
+    ask_confirm(&app, "keep me").await;
+    let pid = app.app_pid();
+
+    app.close_window();
+    let deadline = Instant::now() + WAIT;
+    while app.visibility().await != "hidden" {
+        assert!(Instant::now() < deadline, "the window was not hidden");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(app.app_pid(), pid, "the app keeps running in the tray");
+    assert_eq!(tray_label(&item).await, "1", "the question still waits");
+    assert!(
+        app.log().contains("window closed to the tray"),
+        "{}",
+        app.log()
+    );
+
+    // Back from the tray: the question is still there and answerable.
+    click_tray_menu(&item, "Open Countersign");
+    let deadline = Instant::now() + WAIT;
+    while app.visibility().await != "visible" {
+        assert!(
+            Instant::now() < deadline,
+            "the tray did not bring the window back"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.press_in_dialog("Decline").await;
+    app.wait_result_contains("confirm_action", "decline").await;
+    app.close().await;
+}
+
+#[tokio::test]
+async fn e2e_closing_the_window_without_a_tray_quits_and_cancels_open_questions() {
+    let app = App::start("close-no-tray", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    ask_confirm(&app, "cancel me").await;
+    app.close_window();
+    let end = app.first_resolution().await;
+    assert_eq!(end["outcome"], "cancelled", "{end}");
+    assert_eq!(end["reason"], "shutdown", "{end}");
+    let deadline = Instant::now() + WAIT;
+    while app.app_pid().is_some() {
+        assert!(Instant::now() < deadline, "the app did not quit");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
