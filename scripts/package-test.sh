@@ -24,16 +24,24 @@ for path in usr/bin/countersign usr/bin/countersign-demo-server \
   grep -Eq " (\./)?$path\$" <<<"$contents" || fail "the package lacks /$path"
 done
 
+# A Countersign the person installed themselves is upgraded in place and left installed.
+if dpkg-query -W -f='${Status}' countersign 2>/dev/null | grep -q "ok installed"; then
+  say "countersign was already installed: it will be left installed"
+else
+  trap '"${sudo[@]}" apt-get remove -y -qq countersign >/dev/null 2>&1 || true' EXIT
+fi
 say "installing with apt"
 "${sudo[@]}" apt-get install -y -qq -o Dpkg::Use-Pty=0 "$(realpath "$deb")" >/dev/null
-trap '"${sudo[@]}" apt-get remove -y -qq countersign >/dev/null 2>&1 || true' EXIT
 [[ -x /usr/bin/countersign ]] || fail "/usr/bin/countersign is not installed"
 
 home="$(mktemp -d)"
 log="$home/countersign.log"
 say "starting /usr/bin/countersign under Xvfb (HOME=$home)"
+# The app's own pid is written first, so only this instance is stopped (not a Countersign the
+# person is running).
 HOME="$home" XDG_CONFIG_HOME="$home/.config" XDG_DATA_HOME="$home/.local/share" \
-  dbus-run-session -- xvfb-run -a -s "-screen 0 1280x800x24" /usr/bin/countersign >"$log" 2>&1 &
+  dbus-run-session -- xvfb-run -a -s "-screen 0 1280x800x24" \
+  sh -c 'echo $$ >"$0"; exec /usr/bin/countersign' "$home/pid" >"$log" 2>&1 &
 runner=$!
 for _ in $(seq 1 300); do
   grep -q 'server=demo state=Ready' "$log" && break
@@ -45,7 +53,7 @@ grep -q 'server=demo state=Ready' "$log" || { cat "$log" >&2; fail "the demo ses
 grep -q '/usr/bin/countersign-demo-server' "$home/.config/countersign/config.json" \
   || fail "the demo config does not use the packaged demo server"
 say "running; demo server connected"
-pkill -TERM -x countersign || fail "no countersign process to stop"
+kill -TERM "$(cat "$home/pid")" || fail "the countersign process is gone"
 status=0; wait "$runner" || status=$?
 [[ $status == 0 ]] || { cat "$log" >&2; fail "the app exited with $status on SIGTERM"; }
 say "ok: installs, starts, connects its demo server, quits cleanly"

@@ -62,7 +62,8 @@ pub fn config_info(app: State<'_, App>) -> ConfigInfo {
 }
 
 /// Mutes or unmutes a server's desktop notifications (its questions still open a dialog).
-#[tauri::command]
+/// `async`: it writes a file, which must not hold up the main thread.
+#[tauri::command(async)]
 pub fn set_muted(app: State<'_, App>, server: String, muted: bool) -> Result<(), AppError> {
     app.set_muted(&server, muted).map(|_| ())
 }
@@ -78,17 +79,17 @@ pub struct DesktopInfo {
     pub start_at_login: bool,
 }
 
-#[tauri::command]
+#[tauri::command(async)]
 pub fn desktop_info(handle: tauri::AppHandle, desktop: State<'_, crate::Desktop>) -> DesktopInfo {
     use tauri_plugin_autostart::ManagerExt;
     DesktopInfo {
-        tray: crate::tray::host_present(desktop.tray),
+        tray: desktop.tray.load(std::sync::atomic::Ordering::SeqCst),
         start_at_login: handle.autolaunch().is_enabled().unwrap_or(false),
     }
 }
 
 /// Turns start at login on or off (the OS's autostart entry is the setting itself).
-#[tauri::command]
+#[tauri::command(async)]
 pub fn set_start_at_login(handle: tauri::AppHandle, on: bool) -> Result<(), AppError> {
     use tauri_plugin_autostart::ManagerExt;
     let autolaunch = handle.autolaunch();

@@ -17,9 +17,8 @@ use countersign_core::{App, AskEvent};
 
 /// The shell's own state: what the desktop offers and whether the person is looking.
 pub struct Desktop {
-    /// A tray icon was created (the library is there); whether a host shows it is asked
-    /// when it matters (`tray::host_present`).
-    pub tray: bool,
+    /// A tray icon exists and a tray host shows it (kept current by `tray::watch_host`).
+    pub tray: Arc<AtomicBool>,
     /// The main window has keyboard focus: the person sees new questions, so no notification.
     pub focused: Arc<AtomicBool>,
 }
@@ -64,7 +63,7 @@ pub fn run() {
             let core = tauri::async_runtime::block_on(launch::start_core(&options))?;
             let handle = tauri_app.handle().clone();
             let desktop = Desktop {
-                tray: tray::create(&handle).is_some(),
+                tray: tray::watch_host(&handle, tray::create(&handle).is_some()),
                 focused: Arc::new(AtomicBool::new(false)),
             };
             if let Some(window) = tauri_app.get_webview_window("main") {
@@ -130,7 +129,12 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
                         request_attention(&ask_handle);
                     }
                     let _ = ask_handle.emit(ASK_EVENT, &event);
-                    tray::update(&ask_handle, &broker.pending());
+                    // Tray calls wait for the main thread; queue the redraw there rather than
+                    // block this worker (at quit the main thread is busy cancelling asks).
+                    let pending = broker.pending();
+                    let tray_handle = ask_handle.clone();
+                    let _ =
+                        ask_handle.run_on_main_thread(move || tray::update(&tray_handle, &pending));
                 }
                 // Only after thousands of unread events; the backend state is still right and
                 // a reload of the window redraws from it.
@@ -185,16 +189,14 @@ fn exit_on_signals(handle: tauri::AppHandle) {
 fn notify_new_asks(handle: tauri::AppHandle, core: &App, focused: Arc<AtomicBool>) {
     let events = core.broker().subscribe();
     let app = core.clone();
-    let notifier = notifications::Notifier::default();
+    let clicked = handle.clone();
+    let notifier = notifications::Notifier::start(move || bring_forward(&clicked));
     let focused_now = focused.clone();
     tauri::async_runtime::spawn(countersign_core::notice::run(
         events,
         move |ask| !focused.load(Ordering::SeqCst) && !app.is_muted(&ask.asker.server),
         move || focused_now.load(Ordering::SeqCst),
-        move |notice| {
-            let handle = handle.clone();
-            notifier.show(notice, move || bring_forward(&handle));
-        },
+        move |update| notifier.update(update),
         countersign_core::notice::Coalescer::default(),
     ));
 }
@@ -209,8 +211,10 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
         // With a tray to get it back from, closing the window keeps the app (and the
         // questions it answers) running; without one, closing quits, as the UI says.
         WindowEvent::CloseRequested { api, .. } => {
-            let tray = window.try_state::<Desktop>().is_some_and(|d| d.tray);
-            if tray::host_present(tray) {
+            let tray = window
+                .try_state::<Desktop>()
+                .is_some_and(|d| d.tray.load(Ordering::SeqCst));
+            if tray {
                 api.prevent_close();
                 let _ = window.hide();
                 tracing::info!("window closed to the tray");

@@ -1,44 +1,88 @@
 //! Desktop notifications for new questions. The core decides the wording and coalesces a
-//! burst (`countersign_core::notice`); this shows the result and, where the notification
-//! server supports actions, brings the window forward when the person clicks it.
+//! burst (`countersign_core::notice`); this shows the result on one long-lived thread (so
+//! notices go out in order, and a slow notification server holds up only this thread) and,
+//! where the server supports actions, brings the window forward when the person clicks.
 //!
 //! notify-rust directly rather than tauri-plugin-notification 2.8 (which wraps it): the
-//! plugin drops the handle, so a click could not bring the ask forward, a burst's notice
-//! could not replace the previous one, and errors were silently lost.
+//! plugin drops the handle, so a click could not bring the ask forward, a notice could not be
+//! replaced or withdrawn, and errors were silently lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use countersign_core::notice::{self, Notice};
+use countersign_core::notice::{Notice, NoticeUpdate};
 
-/// The notice currently on screen, replaced in place by the next burst's.
-#[derive(Default)]
-struct Shown {
-    id: u32,
-    /// Cleared when the notification server reports it closed (or the watcher ends).
-    open: Arc<AtomicBool>,
-}
+type OnClick = Arc<dyn Fn() + Send + Sync>;
 
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Notifier {
-    shown: Arc<Mutex<Option<Shown>>>,
-    /// Warn once when there is no notification server, not on every question.
-    warned: Arc<AtomicBool>,
+    updates: Arc<Mutex<mpsc::Sender<NoticeUpdate>>>,
 }
 
 impl Notifier {
-    /// Shows `notice` off the async runtime (a D-Bus round trip); `on_click` runs when the
-    /// person clicks it.
-    pub fn show(&self, notice: Notice, on_click: impl Fn() + Send + 'static) {
-        let this = self.clone();
-        std::thread::spawn(move || this.show_blocking(notice, on_click));
+    /// Starts the notification thread; `on_click` runs when the person clicks a notice.
+    pub fn start(on_click: impl Fn() + Send + Sync + 'static) -> Notifier {
+        let (tx, rx) = mpsc::channel();
+        let on_click: OnClick = Arc::new(on_click);
+        let spawned = std::thread::Builder::new()
+            .name("notifications".into())
+            .spawn(move || {
+                let mut desk = Desk::default();
+                for update in rx {
+                    desk.apply(update, &on_click);
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("no desktop notifications: cannot start their thread: {e}");
+        }
+        Notifier {
+            updates: Arc::new(Mutex::new(tx)),
+        }
     }
 
-    fn show_blocking(&self, notice: Notice, on_click: impl Fn() + Send + 'static) {
+    pub fn update(&self, update: NoticeUpdate) {
+        let _ = self.updates.lock().expect("notifier lock").send(update);
+    }
+}
+
+/// The notice on screen, replaced in place by the next one.
+struct Shown {
+    id: u32,
+    /// Cleared when the notification server reports it closed (or its watcher ends).
+    open: Arc<AtomicBool>,
+}
+
+#[derive(Default)]
+struct Desk {
+    shown: Option<Shown>,
+    /// Whether the server renders markup in bodies (then a server's text must be escaped);
+    /// asked once.
+    markup: Option<bool>,
+    /// Warn once when there is no notification server, not on every question.
+    warned: bool,
+}
+
+impl Desk {
+    fn apply(&mut self, update: NoticeUpdate, on_click: &OnClick) {
+        match update {
+            NoticeUpdate::Show(notice) => self.show(notice, on_click),
+            NoticeUpdate::Withdraw => {
+                if let Some(shown) = self.shown.take()
+                    && shown.open.load(Ordering::SeqCst)
+                {
+                    close(shown.id);
+                }
+            }
+        }
+    }
+
+    fn show(&mut self, notice: Notice, on_click: &OnClick) {
+        let body = self.body(&notice.body);
         let mut n = notify_rust::Notification::new();
         n.appname("Countersign")
             .summary(&notice.summary)
-            .body(&body_for_platform(&notice.body))
+            .body(&body)
             .icon("dialog-question")
             .timeout(notify_rust::Timeout::Default);
         #[cfg(all(unix, not(target_os = "macos")))]
@@ -46,69 +90,112 @@ impl Notifier {
             n.action("default", "Open");
             n.hint(notify_rust::Hint::Category("im.received".into()));
         }
-        let mut shown = self.shown.lock().expect("notifier lock");
-        let replace = shown
+        let replacing = self
+            .shown
             .as_ref()
             .filter(|s| s.open.load(Ordering::SeqCst))
             .map(|s| s.id);
-        if let Some(id) = replace {
+        if let Some(id) = replacing {
             n.id(id);
         }
         match n.show() {
             Ok(handle) => {
-                self.warned.store(false, Ordering::SeqCst);
+                self.warned = false;
                 tracing::info!(asks = notice.asks.len(), summary = %notice.summary, "notification sent");
-                if replace.is_some() {
-                    // The open one's watcher still reports clicks for this id.
+                // A server may answer a replacement with a new id; the old id's watcher
+                // would then never see this notice's click.
+                if replacing == Some(handle.id()) {
                     return;
                 }
                 let open = Arc::new(AtomicBool::new(true));
-                *shown = Some(Shown {
+                self.shown = Some(Shown {
                     id: handle.id(),
                     open: open.clone(),
                 });
-                drop(shown);
-                watch_clicks(handle, open, on_click);
+                watch_clicks(handle, open, on_click.clone());
             }
             Err(e) => {
-                if !self.warned.swap(true, Ordering::SeqCst) {
+                self.shown = None;
+                if !std::mem::replace(&mut self.warned, true) {
                     tracing::warn!("cannot show a desktop notification: {e}");
                 }
             }
         }
     }
-}
 
-#[cfg(all(unix, not(target_os = "macos")))]
-fn body_for_platform(body: &str) -> String {
-    notice::escape_freedesktop_markup(body)
-}
-
-#[cfg(not(all(unix, not(target_os = "macos"))))]
-fn body_for_platform(body: &str) -> String {
-    body.to_owned()
-}
-
-#[cfg(all(unix, not(target_os = "macos")))]
-fn watch_clicks(
-    handle: notify_rust::NotificationHandle,
-    open: Arc<AtomicBool>,
-    on_click: impl Fn() + Send + 'static,
-) {
-    // Blocks this (dedicated) thread until the notification is clicked or closed.
-    handle.wait_for_action(|action| {
-        if action == "default" {
-            on_click();
+    #[cfg(all(unix, not(target_os = "macos")))]
+    fn body(&mut self, body: &str) -> String {
+        let markup = *self.markup.get_or_insert_with(|| {
+            notify_rust::get_capabilities()
+                .map(|caps| caps.iter().any(|c| c == "body-markup"))
+                // Unknown: escape, so text can at worst show an entity, never become markup.
+                .unwrap_or(true)
+        });
+        if markup {
+            countersign_core::notice::escape_freedesktop_markup(body)
+        } else {
+            body.to_owned()
         }
-    });
-    open.store(false, Ordering::SeqCst);
+    }
+
+    #[cfg(not(all(unix, not(target_os = "macos"))))]
+    fn body(&mut self, body: &str) -> String {
+        body.to_owned()
+    }
+}
+
+/// Clears the notice's `open` flag however its watcher ends, panics included.
+struct ClearOnDrop(Arc<AtomicBool>);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+#[cfg(all(unix, not(target_os = "macos")))]
+fn watch_clicks(handle: notify_rust::NotificationHandle, open: Arc<AtomicBool>, on_click: OnClick) {
+    // `wait_for_action` blocks until the notice is clicked or closed: a thread per notice on
+    // screen (one at a time, as notices replace each other).
+    let spawned = std::thread::Builder::new()
+        .name("notification-clicks".into())
+        .spawn(move || {
+            let _clear = ClearOnDrop(open);
+            handle.wait_for_action(|action| {
+                if action == "default" {
+                    on_click();
+                }
+            });
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("cannot watch for notification clicks: {e}");
+    }
 }
 
 #[cfg(not(all(unix, not(target_os = "macos"))))]
 fn watch_clicks(
     _handle: notify_rust::NotificationHandle,
     open: Arc<AtomicBool>,
-    _on_click: impl Fn() + Send + 'static,
+    _on_click: OnClick,
 ) {
     open.store(false, Ordering::SeqCst);
 }
+
+#[cfg(target_os = "linux")]
+fn close(id: u32) {
+    let closed = zbus::blocking::Connection::session().and_then(|bus| {
+        bus.call_method(
+            Some("org.freedesktop.Notifications"),
+            "/org/freedesktop/Notifications",
+            Some("org.freedesktop.Notifications"),
+            "CloseNotification",
+            &(id,),
+        )
+    });
+    if let Err(e) = closed {
+        tracing::debug!("cannot withdraw notification {id}: {e}");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn close(_id: u32) {}

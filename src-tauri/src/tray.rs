@@ -1,5 +1,5 @@
-//! The tray icon: the number of waiting questions beside it, and a menu to open the app, jump
-//! to a question, or quit. Where there is no tray (no library, no tray host on the desktop)
+//! The tray icon: the number of waiting questions beside it (where the tray host draws
+//! labels), and a menu listing them that opens the app or quits it. Where there is no tray (no library, no tray host on the desktop)
 //! the app runs without one and closing its window quits it; the UI says so.
 
 use tauri::menu::{Menu, MenuBuilder, MenuItemBuilder};
@@ -23,7 +23,13 @@ pub fn create(app: &AppHandle) -> Option<TrayIcon> {
         );
         return None;
     }
-    let menu = menu(app, &[]).ok()?;
+    let menu = match menu(app, &[]) {
+        Ok(menu) => menu,
+        Err(e) => {
+            tracing::warn!("no tray: cannot build its menu: {e}");
+            return None;
+        }
+    };
     let build = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut builder = TrayIconBuilder::with_id(TRAY_ID)
             .menu(&menu)
@@ -162,29 +168,55 @@ fn indicator_library_present() -> bool {
     true
 }
 
-/// Whether a tray host is running now. Linux trays are StatusNotifierItem hosts, found
-/// through the watcher's bus name; without one an indicator icon is invisible, so a closed
-/// window could not be got back.
+/// Whether the tray can be seen: `icon` (the tray icon was created) and a tray host runs.
+/// Linux tray hosts are StatusNotifierItem hosts, found through the watcher's bus name; the
+/// answer is kept current from the bus's name-owner changes on a thread of its own, and each
+/// change is sent to the UI as a `desktop-event`. Without a host an indicator icon is
+/// invisible, so a closed window could not be got back.
 #[cfg(target_os = "linux")]
-pub fn host_present(tray: bool) -> bool {
-    if !tray {
-        return false;
+pub fn watch_host(app: &AppHandle, icon: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const WATCHER: &str = "org.kde.StatusNotifierWatcher";
+    let shown = std::sync::Arc::new(AtomicBool::new(false));
+    if !icon {
+        return shown;
     }
-    let Ok(connection) = zbus::blocking::Connection::session() else {
-        return false;
+    let bus = zbus::blocking::Connection::session()
+        .and_then(|c| zbus::blocking::fdo::DBusProxy::new(&c).map(|p| (c, p)));
+    let Ok((_connection, dbus)) = bus else {
+        tracing::warn!("no session bus: no tray host can be found");
+        return shown;
     };
-    let Ok(dbus) = zbus::blocking::fdo::DBusProxy::new(&connection) else {
-        return false;
+    let Ok(name) = zbus::names::BusName::try_from(WATCHER) else {
+        return shown;
     };
-    let Ok(name) = zbus::names::BusName::try_from("org.kde.StatusNotifierWatcher") else {
-        return false;
-    };
-    dbus.name_has_owner(name).unwrap_or(false)
+    // Subscribe first, then read, so a host starting in between is not missed.
+    let changes = dbus.receive_name_owner_changed_with_args(&[(0, WATCHER)]);
+    shown.store(dbus.name_has_owner(name).unwrap_or(false), Ordering::SeqCst);
+    tracing::info!(tray_host = shown.load(Ordering::SeqCst), "tray");
+    let (flag, app) = (shown.clone(), app.clone());
+    let watching = std::thread::Builder::new()
+        .name("tray-host".into())
+        .spawn(move || {
+            let Ok(changes) = changes else { return };
+            for change in changes {
+                let Ok(args) = change.args() else { continue };
+                let present = args.new_owner().is_some();
+                if flag.swap(present, Ordering::SeqCst) != present {
+                    tracing::info!(tray_host = present, "tray host changed");
+                    let _ = tauri::Emitter::emit(&app, "desktop-event", ());
+                }
+            }
+        });
+    if let Err(e) = watching {
+        tracing::warn!("cannot watch for a tray host: {e}");
+    }
+    shown
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn host_present(tray: bool) -> bool {
-    tray
+pub fn watch_host(_app: &AppHandle, icon: bool) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    std::sync::Arc::new(std::sync::atomic::AtomicBool::new(icon))
 }
 
 #[cfg(test)]

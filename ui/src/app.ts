@@ -19,6 +19,7 @@ export async function start(root: HTMLElement): Promise<void> {
   const history = new HistoryPane();
   const settings = new SettingsPane();
   const banner = el("div", { class: "banners" });
+  const trayNote = el("div", { class: "tray-note" });
 
   const tabs = new Tabs([
     { id: "servers", label: "Servers", content: servers.root },
@@ -31,6 +32,7 @@ export async function start(root: HTMLElement): Promise<void> {
       el("h1", { class: "brand" }, "Countersign"),
       tabs.list),
     banner,
+    trayNote,
     el("main", { class: "content" }, ...tabs.panels),
     noticeRegion,
     desk.dialog);
@@ -41,6 +43,7 @@ export async function start(root: HTMLElement): Promise<void> {
     await Promise.all([
       events.ask((e) => desk.onEvent(e)),
       events.session((e) => servers.onSessionEvent(e)),
+      events.desktop(() => void showTrayNote(trayNote, banner)),
     ]);
   } catch (error) {
     showLoadError(banner, `Could not subscribe to events: ${errorText(error)}`);
@@ -52,15 +55,7 @@ export async function start(root: HTMLElement): Promise<void> {
       (error: unknown) => showLoadError(banner, `Could not read the waiting questions: ${errorText(error)}`),
     ),
     servers.reload(),
-    commands.desktopInfo().then(
-      (info) => {
-        if (info.tray) return;
-        append(banner, el("section", { class: "banner info", attrs: { "aria-label": "No system tray" } },
-          el("p", {}, "No system tray was found, so Countersign cannot keep running in it: ",
-            "closing this window quits Countersign, and any open question is answered cancel.")));
-      },
-      (error: unknown) => showLoadError(banner, `Could not read the desktop info: ${errorText(error)}`),
-    ),
+    showTrayNote(trayNote, banner),
     commands.configInfo().then(
       (info) => {
         if (info.errors.length === 0) return;
@@ -77,6 +72,25 @@ export async function start(root: HTMLElement): Promise<void> {
     ),
   ]);
   root.setAttribute("data-ready", "true");
+}
+
+/** Says so when closing the window will quit (no tray to keep running in); redrawn when a
+ * tray host comes or goes. */
+async function showTrayNote(note: HTMLElement, errors: HTMLElement): Promise<void> {
+  let info;
+  try {
+    info = await commands.desktopInfo();
+  } catch (error) {
+    showLoadError(errors, `Could not read the desktop info: ${errorText(error)}`);
+    return;
+  }
+  if (info.tray) {
+    replace(note);
+    return;
+  }
+  replace(note, el("section", { class: "banner info", attrs: { "aria-label": "No system tray" } },
+    el("p", {}, "No system tray was found, so Countersign cannot keep running in it: ",
+      "closing this window quits Countersign, and any open question is answered cancel.")));
 }
 
 function showLoadError(banner: HTMLElement, message: string): void {

@@ -41,6 +41,8 @@ export const events = {
     listen<AskEvent>("ask-event", (e) => handler(e.payload)),
   session: (handler: (event: SessionEvent) => void): Promise<UnlistenFn> =>
     listen<SessionEvent>("session-event", (e) => handler(e.payload)),
+  /** The desktop changed (a tray host came or went): read `desktopInfo` again. */
+  desktop: (handler: () => void): Promise<UnlistenFn> => listen("desktop-event", () => handler()),
 };
 
 /** The rejection as an `AppError` when it is one (`{kind, message, ...}`), else `null`. */

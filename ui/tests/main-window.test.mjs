@@ -252,6 +252,10 @@ test("with no tray the window says closing quits; Settings turns start at login 
   await page.waitForFunction(() => document.querySelector(".settings [role=status]")?.textContent?.includes("log in"));
   assert.deepEqual(backend.calls.filter((c) => c.cmd === "set_start_at_login").map((c) => c.args), [{ on: true }]);
   assert.match(await page.locator(".settings").textContent(), /closing the window quits/);
+  // A tray host starts later (a panel after an autostarted app): the note goes.
+  backend.desktop.tray = true;
+  await backend.emit("desktop-event", null);
+  await banner.waitFor({ state: "detached" });
   await app.close();
 });
 

@@ -8,7 +8,7 @@
 //! - [`schema`]: the elicitation form schema, and the verdict on an answer.
 //! - [`audit`]: every question and outcome, on disk before the answer goes out.
 //! - [`notice`]: what a desktop notification says, a burst coalesced into one.
-//! - [`settings`]: the person's preferences (muted servers, start at login).
+//! - [`settings`]: the person's in-app preferences (muted servers).
 
 pub mod app;
 pub mod ask;

@@ -1,5 +1,7 @@
 //! What the desktop notification says, and when: a burst of questions becomes one notice
-//! ("5 questions from github are waiting"), not a popup each.
+//! ("5 questions from github are waiting"), not a popup each. The notice on screen always
+//! counts every announced question still waiting (a later burst replaces it with the new
+//! total), and it is withdrawn once they are all answered.
 //!
 //! The shell decides whether an ask may notify at all (window focused, server muted) and
 //! shows the notice; this module owns the wording and the coalescing, so both are testable
@@ -38,11 +40,23 @@ struct Waiting {
     headline: String,
 }
 
+/// What the notice on screen should become.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoticeUpdate {
+    /// Show this, replacing the notice on screen if there is one.
+    Show(Notice),
+    /// Every question it announced is answered or withdrawn: take it away.
+    Withdraw,
+}
+
 /// Collects asks into bursts. Time is passed in so tests need no clock.
 #[derive(Debug, Clone)]
 pub struct Coalescer {
     quiet: Duration,
     max_wait: Duration,
+    /// Announced in the notice on screen and still waiting.
+    announced: Vec<Waiting>,
+    /// Arrived since, not yet announced.
     batch: Vec<Waiting>,
     first_at: Option<Instant>,
     last_at: Option<Instant>,
@@ -59,6 +73,7 @@ impl Coalescer {
         Coalescer {
             quiet,
             max_wait,
+            announced: Vec::new(),
             batch: Vec::new(),
             first_at: None,
             last_at: None,
@@ -76,20 +91,27 @@ impl Coalescer {
         self.last_at = Some(now);
     }
 
-    /// An ask answered or withdrawn before the notice went out is not announced.
-    pub fn resolved(&mut self, id: AskId) {
+    /// An ask answered or withdrawn: not announced if the notice has not gone out yet;
+    /// `Withdraw` when it was the last one the notice on screen announced.
+    pub fn resolved(&mut self, id: AskId) -> Option<NoticeUpdate> {
         self.batch.retain(|w| w.id != id);
         if self.batch.is_empty() {
             self.first_at = None;
             self.last_at = None;
         }
+        let before = self.announced.len();
+        self.announced.retain(|w| w.id != id);
+        (before > 0 && self.announced.is_empty()).then_some(NoticeUpdate::Withdraw)
     }
 
-    /// Forget the burst: the person is looking at the window.
-    pub fn clear(&mut self) {
+    /// The person is looking at the window: forget the burst, and withdraw the notice.
+    pub fn clear(&mut self) -> Option<NoticeUpdate> {
         self.batch.clear();
         self.first_at = None;
         self.last_at = None;
+        let shown = !self.announced.is_empty();
+        self.announced.clear();
+        shown.then_some(NoticeUpdate::Withdraw)
     }
 
     /// When the current burst is due, if there is one.
@@ -98,12 +120,17 @@ impl Coalescer {
         Some((last + self.quiet).min(first + self.max_wait))
     }
 
-    /// The notice for the burst, which then starts afresh.
+    /// The notice for everything announced and still waiting plus the burst; the burst
+    /// then starts afresh.
     pub fn flush(&mut self) -> Option<Notice> {
         let batch = std::mem::take(&mut self.batch);
         self.first_at = None;
         self.last_at = None;
-        wording(&batch)
+        if batch.is_empty() {
+            return None;
+        }
+        self.announced.extend(batch);
+        wording(&self.announced)
     }
 }
 
@@ -169,20 +196,31 @@ pub fn headline(ask: &Ask) -> String {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .unwrap_or("");
-    let mut line: String = first
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(HEADLINE_CHARS)
-        .collect();
-    if first.chars().count() > HEADLINE_CHARS {
+    let shown: Vec<char> = first.chars().filter(|&c| !hidden(c)).collect();
+    let mut line: String = shown.iter().take(HEADLINE_CHARS).collect();
+    if shown.len() > HEADLINE_CHARS {
         line.push('…');
     }
+    // The host first: a clipped line must not be able to push it out of sight behind text
+    // of the server's own that names another host.
     match host.filter(|h| !h.is_empty()) {
-        Some(host) if line.is_empty() => format!("wants you to open {host}"),
-        Some(host) => format!("{line} (opens {host})"),
+        Some(host) if line.is_empty() => format!("Open {host}"),
+        Some(host) => format!("Open {host}: {line}"),
         None if line.is_empty() => "has a question".into(),
         None => line,
     }
+}
+
+/// Characters a server's text may not carry into a notification or a menu: controls, line
+/// and paragraph separators (which `lines()` does not split on), and bidirectional
+/// overrides that could reorder what the person reads.
+fn hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{2028}' | '\u{2029}' | '\u{200E}' | '\u{200F}' | '\u{061C}'
+                | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        )
 }
 
 /// The freedesktop body is a markup subset on many daemons: escape it so a server's text is
@@ -202,14 +240,14 @@ pub fn escape_freedesktop_markup(text: &str) -> String {
     out
 }
 
-/// Turns ask events into notices until the channel closes. `may_notify` is asked once per
-/// new ask (window focused? server muted?); `focused` lets the shell drop a burst the person
-/// is already looking at.
+/// Turns ask events into notice updates until the channel closes. `may_notify` is asked
+/// once per new ask (window focused? server muted?); `focused` lets the shell drop a burst
+/// the person is already looking at.
 pub async fn run(
     mut events: broadcast::Receiver<AskEvent>,
     may_notify: impl Fn(&Ask) -> bool,
     focused: impl Fn() -> bool,
-    mut show: impl FnMut(Notice),
+    mut update: impl FnMut(NoticeUpdate),
     mut coalescer: Coalescer,
 ) {
     loop {
@@ -221,15 +259,21 @@ pub async fn run(
                         coalescer.added(&ask, Instant::now());
                     }
                 }
-                Ok(AskEvent::Resolved { id, .. }) => coalescer.resolved(id),
+                Ok(AskEvent::Resolved { id, .. }) => {
+                    if let Some(withdraw) = coalescer.resolved(id) {
+                        update(withdraw);
+                    }
+                }
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => break,
             },
             _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
                 if focused() {
-                    coalescer.clear();
+                    if let Some(withdraw) = coalescer.clear() {
+                        update(withdraw);
+                    }
                 } else if let Some(notice) = coalescer.flush() {
-                    show(notice);
+                    update(NoticeUpdate::Show(notice));
                 }
             }
         }
@@ -310,9 +354,41 @@ mod tests {
     fn an_answered_ask_is_not_announced() {
         let mut c = Coalescer::default();
         c.added(&ask(1, "demo", "a"), Instant::now());
-        c.resolved(1);
+        assert_eq!(c.resolved(1), None, "nothing was on screen");
         assert_eq!(c.due_at(), None);
         assert_eq!(c.flush(), None);
+    }
+
+    #[test]
+    fn a_later_burst_counts_what_still_waits_and_the_notice_goes_when_all_are_answered() {
+        let mut c = Coalescer::default();
+        let now = Instant::now();
+        for i in 0..5 {
+            c.added(&ask(i, "github", "q"), now);
+        }
+        assert_eq!(
+            c.flush().unwrap().summary,
+            "5 questions from github are waiting"
+        );
+        c.added(&ask(10, "demo", "Delete?"), now);
+        let n = c.flush().unwrap();
+        assert_eq!(n.summary, "6 questions from github, demo are waiting");
+        assert_eq!(n.asks.len(), 6);
+        for i in 0..5 {
+            assert_eq!(c.resolved(i), None, "one still waits");
+        }
+        assert_eq!(c.resolved(10), Some(NoticeUpdate::Withdraw));
+        assert_eq!(c.resolved(10), None);
+    }
+
+    #[test]
+    fn focus_withdraws_the_notice_on_screen() {
+        let mut c = Coalescer::default();
+        c.added(&ask(1, "demo", "a"), Instant::now());
+        assert_eq!(c.clear(), None, "nothing shown yet");
+        c.added(&ask(2, "demo", "b"), Instant::now());
+        c.flush().unwrap();
+        assert_eq!(c.clear(), Some(NoticeUpdate::Withdraw));
     }
 
     #[test]
@@ -328,13 +404,18 @@ mod tests {
     }
 
     #[test]
-    fn headline_is_one_clipped_line_without_control_characters() {
+    fn headline_is_one_clipped_line_without_hidden_characters() {
         let long = "x".repeat(500);
         let h = headline(&ask(1, "s", &long));
         assert_eq!(h.chars().count(), HEADLINE_CHARS + 1);
         assert!(h.ends_with('…'));
         assert_eq!(headline(&ask(1, "s", "a\u{7}b\u{1b}[31m")), "ab[31m");
         assert_eq!(headline(&ask(1, "s", "")), "has a question");
+        // Bidi overrides and the separators `lines()` does not split on are dropped.
+        assert_eq!(
+            headline(&ask(1, "s", "pay \u{202E}cod.exe\u{2028}more\u{2066}x")),
+            "pay cod.exemorex"
+        );
         let mut url = ask(1, "s", "Connect your account");
         url.kind = AskKind::Url {
             message: "Connect your account".into(),
@@ -345,7 +426,7 @@ mod tests {
         };
         assert_eq!(
             headline(&url),
-            "Connect your account (opens auth.example.com)"
+            "Open auth.example.com: Connect your account"
         );
     }
 
@@ -366,7 +447,10 @@ mod tests {
             rx,
             |a: &Ask| a.asker.server != "muted",
             || false,
-            move |n| sink.lock().unwrap().push(n),
+            move |u| match u {
+                NoticeUpdate::Show(n) => sink.lock().unwrap().push(n),
+                NoticeUpdate::Withdraw => panic!("nothing was answered"),
+            },
             Coalescer::default(),
         ));
         for i in 0..10 {
@@ -387,13 +471,16 @@ mod tests {
             assert_eq!(shown[0].summary, "10 questions from demo are waiting");
             assert_eq!(shown[0].asks.len(), 10);
         }
-        // A later, separate ask is a new notice.
+        // A later ask: the notice is replaced with everything still waiting.
         tx.send(AskEvent::Added {
             ask: ask(11, "demo", "Again?"),
         })
         .unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(shown.lock().unwrap()[1].summary, "demo asks");
+        assert_eq!(
+            shown.lock().unwrap()[1].summary,
+            "11 questions from demo are waiting"
+        );
         drop(tx);
         task.await.unwrap();
     }

@@ -32,8 +32,9 @@ pub struct SettingsStore {
 }
 
 impl SettingsStore {
-    /// Reads `path`; a missing file is the defaults, a broken one too, with a warning returned
-    /// (the file is rewritten on the next change, not before).
+    /// Reads `path`; a missing file is the defaults, a broken one too, with a warning returned;
+    /// the broken file is moved aside (`settings.json.bad`) so the next save does not destroy
+    /// what the person may want to recover.
     pub fn load(path: Option<PathBuf>) -> (SettingsStore, Option<String>) {
         let (settings, warning) = match path.as_deref().map(std::fs::read) {
             None => (Settings::default(), None),
@@ -44,13 +45,21 @@ impl SettingsStore {
             ),
             Some(Ok(bytes)) => match serde_json::from_slice(&bytes) {
                 Ok(s) => (s, None),
-                Err(e) => (
-                    Settings::default(),
-                    Some(format!(
-                        "{}: {e}; using defaults",
-                        path.as_deref().unwrap_or(Path::new("")).display()
-                    )),
-                ),
+                Err(e) => {
+                    let broken = path.as_deref().unwrap_or(Path::new(""));
+                    let aside = broken.with_extension("json.bad");
+                    let kept = match std::fs::rename(broken, &aside) {
+                        Ok(()) => format!("kept as {}", aside.display()),
+                        Err(move_error) => format!("cannot move it aside: {move_error}"),
+                    };
+                    (
+                        Settings::default(),
+                        Some(format!(
+                            "{}: {e}; using defaults ({kept})",
+                            broken.display()
+                        )),
+                    )
+                }
             },
         };
         let store = SettingsStore {
@@ -132,9 +141,13 @@ mod tests {
         let path = temp("broken");
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{ not json").unwrap();
-        let (store, warning) = SettingsStore::load(Some(path));
+        let (store, warning) = SettingsStore::load(Some(path.clone()));
         assert_eq!(store.get(), Settings::default());
         assert!(warning.unwrap().contains("using defaults"));
+        assert_eq!(
+            std::fs::read_to_string(path.with_extension("json.bad")).unwrap(),
+            "{ not json"
+        );
     }
 
     #[test]

@@ -33,7 +33,6 @@ pub struct App {
     pub dir: PathBuf,
     driver: Child,
     env: Vec<(String, PathBuf)>,
-    wrapper: Vec<String>,
     /// Runs whose invoke never reached the backend (see `run_until`).
     pub lost_runs: std::sync::atomic::AtomicUsize,
 }
@@ -46,17 +45,6 @@ impl App {
 
     /// Like `start`, with extra environment for the app.
     pub async fn start_with_env(test: &str, servers: Value, env: &[(&str, &Path)]) -> App {
-        Self::start_wrapped(test, servers, env, &[]).await
-    }
-
-    /// Like `start_with_env`, with tauri-driver (and so the app) run by `wrapper` (a command
-    /// and its arguments, e.g. `unshare ...`).
-    pub async fn start_wrapped(
-        test: &str,
-        servers: Value,
-        env: &[(&str, &Path)],
-        wrapper: &[&str],
-    ) -> App {
         let dir = std::env::temp_dir().join(format!("cs-e2e-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -69,8 +57,7 @@ impl App {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_path_buf()))
             .collect();
-        let wrapper = wrapper.iter().map(|w| w.to_string()).collect();
-        Self::launch(dir, env, wrapper).await
+        Self::launch(dir, env).await
     }
 
     /// Quits the app like a logout (SIGTERM; it saves its window state and answers open
@@ -82,23 +69,16 @@ impl App {
             assert!(Instant::now() < deadline, "the app did not quit");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        let (dir, env, wrapper) = (self.dir.clone(), self.env.clone(), self.wrapper.clone());
+        let (dir, env) = (self.dir.clone(), self.env.clone());
         drop(self);
-        Self::launch(dir, env, wrapper).await
+        Self::launch(dir, env).await
     }
 
-    async fn launch(dir: PathBuf, env: Vec<(String, PathBuf)>, wrapper: Vec<String>) -> App {
+    async fn launch(dir: PathBuf, env: Vec<(String, PathBuf)>) -> App {
         let app = target_dir().join("debug/countersign");
         assert!(app.exists(), "build the app first: {}", app.display());
         std::fs::create_dir_all(dir.join("home")).unwrap();
-        let mut driver = match wrapper.split_first() {
-            Some((program, args)) => {
-                let mut c = Command::new(program);
-                c.args(args).arg(tauri_driver());
-                c
-            }
-            None => Command::new(tauri_driver()),
-        };
+        let mut driver = Command::new(tauri_driver());
         // Its own process group, so a failed test can stop the driver, WebKitWebDriver and the
         // app together (a leftover would hold the fixed ports for the next test).
         std::os::unix::process::CommandExt::process_group(&mut driver, 0);
@@ -124,7 +104,6 @@ impl App {
             dir,
             driver,
             env,
-            wrapper,
             lost_runs: Default::default(),
         }
     }

@@ -1,8 +1,9 @@
 //! Stand-ins for the desktop's D-Bus services, for the end-to-end tests (Xvfb has neither):
 //!
 //! - `--notifications LOG`: a notification server (`org.freedesktop.Notifications`) that
-//!   appends every `Notify` to LOG as a JSON line and, with `--click-after-ms N`, clicks each
-//!   new notification N ms later (the `ActionInvoked "default"` signal a real click sends).
+//!   appends every `Notify` (and `{"closed": id}` for every `CloseNotification`) to LOG as a
+//!   JSON line and, with `--click-after-ms N`, clicks each new notification N ms later (the
+//!   `ActionInvoked "default"` signal a real click sends). It advertises `body-markup`.
 //! - `--tray LOG`: a tray host (`org.kde.StatusNotifierWatcher`) that appends every item that
 //!   registers (`{"sender", "path"}`) to LOG.
 //!
@@ -78,8 +79,9 @@ impl Notifications {
         id
     }
 
+    /// Like most daemons: bodies are markup, so a client must escape text.
     fn get_capabilities(&self) -> Vec<String> {
-        vec!["actions".into(), "body".into()]
+        vec!["actions".into(), "body".into(), "body-markup".into()]
     }
 
     fn get_server_information(&self) -> (String, String, String, String) {
@@ -92,6 +94,7 @@ impl Notifications {
     }
 
     async fn close_notification(&self, id: u32) {
+        append(&self.log, serde_json::json!({"closed": id}));
         if let Some(connection) = &self.connection {
             let _ = connection
                 .emit_signal(
