@@ -586,3 +586,30 @@ impl App {
         std::fs::read_to_string(self.dir.join("driver.log")).unwrap_or_default()
     }
 }
+
+/// Polls `check` until it holds; panics after `WAIT`, naming `what`.
+pub async fn eventually(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A stub system opener in `dir` that appends every URL it is handed to a file; returns
+/// (stub, record).
+pub fn recording_opener(dir: &Path) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let record = dir.join("opened.txt");
+    let stub = dir.join("opener.sh");
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
+    (stub, record)
+}

@@ -285,22 +285,7 @@ async fn e2e_quitting_cancels_every_open_ask_first() {
 async fn e2e_url_consent_opens_exactly_that_url() {
     let stub_dir = std::env::temp_dir().join(format!("cs-opener-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&stub_dir);
-    std::fs::create_dir_all(&stub_dir).unwrap();
-    let record = stub_dir.join("opened.txt");
-    let stub = stub_dir.join("opener.sh");
-    std::fs::write(
-        &stub,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n",
-            record.display()
-        ),
-    )
-    .unwrap();
-    std::process::Command::new("chmod")
-        .arg("+x")
-        .arg(&stub)
-        .status()
-        .unwrap();
+    let (stub, record) = countersign_e2e::recording_opener(&stub_dir);
 
     let app = App::start_with_env("url", legacy_demo(), &[("COUNTERSIGN_OPENER", &stub)]).await;
     let text = app

@@ -2,7 +2,7 @@
 //! mode's refusals. Run by scripts/e2e.sh under Xvfb inside `dbus-run-session`, with
 //! `desktop-double` standing in for the notification server and the tray host.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -22,15 +22,6 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// Waits until `check` holds, polling.
-async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let deadline = Instant::now() + WAIT;
-    while !check() {
-        assert!(Instant::now() < deadline, "timed out waiting: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A question nobody asked for in the other tests' sense: the TS SDK server's confirm form.
 async fn ask_confirm(app: &App, action: &str) {
     app.run_until_dialog("confirm_action", &format!(r#"{{"action": "{action}"}}"#))
@@ -47,7 +38,7 @@ fn two_ts_servers() -> Value {
 /// Waits until the monitor has seen `n` Notify calls, then a while longer, and returns
 /// them: a count asserted afterwards cannot be short because the notifier was slow.
 async fn notify_calls_settled(monitor: &Background, n: usize) -> Vec<String> {
-    eventually(&format!("{n} Notify calls on the bus"), || {
+    eventually(&format!("{n} Notify calls on the bus"), async || {
         notify_calls(monitor).len() >= n
     })
     .await;
@@ -91,7 +82,7 @@ async fn e2e_notifications_only_when_unfocused_one_per_burst_none_when_muted() {
     // Answered: the notice is withdrawn.
     app.press_in_dialog("Decline").await;
     app.gone(DIALOG).await;
-    eventually("the notice is withdrawn", || {
+    eventually("the notice is withdrawn", async || {
         logged(&server.log)
             .iter()
             .any(|r| r.get("closed").is_some())
@@ -126,7 +117,7 @@ async fn e2e_notifications_only_when_unfocused_one_per_burst_none_when_muted() {
         .click()
         .await
         .unwrap();
-    eventually("the mute is saved", || {
+    eventually("the mute is saved", async || {
         std::fs::read_to_string(app.dir.join("config/countersign/settings.json"))
             .is_ok_and(|s| s.contains("\"ts\""))
     })
@@ -166,19 +157,15 @@ async fn e2e_clicking_the_notification_brings_the_window_forward() {
     app.find("#app[data-ready]").await;
     app.unfocus().await;
     ask_confirm(&app, "come here").await;
-    eventually("the notification", || !logged(&server.log).is_empty()).await;
+    eventually("the notification", async || !logged(&server.log).is_empty()).await;
     assert!(
         !app.has_focus().await,
         "a new question does not take the focus by itself"
     );
-    let deadline = Instant::now() + WAIT;
-    while !app.has_focus().await {
-        assert!(
-            Instant::now() < deadline,
-            "the click did not bring the window forward"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the click brings the window forward", async || {
+        app.has_focus().await
+    })
+    .await;
     let notice = &logged(&server.log)[0];
     assert_eq!(notice["actions"], json!(["default", "Open"]), "{notice}");
     app.close().await;
@@ -203,14 +190,10 @@ async fn e2e_a_second_launch_exits_and_the_first_comes_forward() {
         started.elapsed() < Duration::from_secs(20),
         "the second launch lingered"
     );
-    let deadline = Instant::now() + WAIT;
-    while !app.has_focus().await {
-        assert!(
-            Instant::now() < deadline,
-            "the first window did not come forward"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the first window comes forward", async || {
+        app.has_focus().await
+    })
+    .await;
     assert_eq!(app.app_pid(), Some(first), "the first instance still runs");
     assert!(app.log().contains("second launch"), "{}", app.log());
     // Still the working app: it asks and answers.
@@ -310,7 +293,10 @@ async fn e2e_with_a_tray_host_the_tray_counts_questions_and_quit_cancels_them() 
     let host = desktop_double(&dir, "tray", &["--tray", "{log}"]);
     let app = App::start("tray", ts_server()).await;
     app.find("#app[data-ready]").await;
-    eventually("the tray item registers", || !logged(&host.log).is_empty()).await;
+    eventually("the tray item registers", async || {
+        !logged(&host.log).is_empty()
+    })
+    .await;
     let item = logged(&host.log)[0].clone();
     assert_eq!(tray_label(&item).await, "");
     assert!(
@@ -324,14 +310,10 @@ async fn e2e_with_a_tray_host_the_tray_counts_questions_and_quit_cancels_them() 
     );
 
     ask_confirm(&app, "empty the bin").await;
-    let deadline = Instant::now() + WAIT;
-    while tray_label(&item).await != "1" {
-        assert!(
-            Instant::now() < deadline,
-            "the tray never counted the question"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the tray counts the question", async || {
+        tray_label(&item).await == "1"
+    })
+    .await;
     assert!(
         tray_menu(&item).contains("ts: Confirm: empty the bin"),
         "{}",
@@ -343,11 +325,7 @@ async fn e2e_with_a_tray_host_the_tray_counts_questions_and_quit_cancels_them() 
     let end = app.first_resolution().await;
     assert_eq!(end["outcome"], "cancelled", "{end}");
     assert_eq!(end["reason"], "shutdown", "{end}");
-    let deadline = Instant::now() + WAIT;
-    while app.app_pid().is_some() {
-        assert!(Instant::now() < deadline, "the app did not quit");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the app quits", async || app.app_pid().is_none()).await;
 }
 
 #[tokio::test]
@@ -373,22 +351,6 @@ async fn e2e_without_a_tray_host_the_app_says_so_and_answers() {
     let reply = app.wait_result_contains("confirm_action", "accept").await;
     assert!(reply.contains(r#""confirm":true"#), "{reply}");
     app.close().await;
-}
-
-/// A stub system opener that records every URL it is handed.
-fn recording_opener(dir: &Path) -> (PathBuf, PathBuf) {
-    let record = dir.join("opened.txt");
-    let stub = dir.join("opener.sh");
-    std::fs::write(
-        &stub,
-        format!(
-            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\n",
-            record.display()
-        ),
-    )
-    .unwrap();
-    Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
-    (stub, record)
 }
 
 #[tokio::test]
@@ -443,7 +405,7 @@ async fn e2e_url_mode_refuses_javascript_and_file_and_warns_on_punycode() {
     );
     app.press_in_dialog("Open").await;
     app.wait_result_contains("open_url", "accept").await;
-    eventually("the opener is called", || record.exists()).await;
+    eventually("the opener is called", async || record.exists()).await;
     assert_eq!(
         std::fs::read_to_string(&record).unwrap(),
         format!("{look_alike}\n"),
@@ -496,7 +458,10 @@ async fn e2e_start_at_login_writes_and_removes_the_autostart_entry() {
         .click()
         .await
         .unwrap();
-    eventually("the autostart entry is written", || entries().len() == 1).await;
+    eventually("the autostart entry is written", async || {
+        entries().len() == 1
+    })
+    .await;
     let entry = std::fs::read_to_string(&entries()[0]).unwrap();
     assert!(entry.contains("[Desktop Entry]"), "{entry}");
     assert!(
@@ -507,26 +472,23 @@ async fn e2e_start_at_login_writes_and_removes_the_autostart_entry() {
     app.client.refresh().await.unwrap();
     app.find("#app[data-ready]").await;
     app.find("#tab-settings").await.click().await.unwrap();
-    let deadline = Instant::now() + WAIT;
-    while !app
-        .find("#start-at-login")
-        .await
-        .is_selected()
-        .await
-        .unwrap()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "the setting did not read back as on"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the setting reads back as on", async || {
+        app.find("#start-at-login")
+            .await
+            .is_selected()
+            .await
+            .unwrap()
+    })
+    .await;
     app.find_xpath("//label[@for='start-at-login']")
         .await
         .click()
         .await
         .unwrap();
-    eventually("the autostart entry is removed", || entries().is_empty()).await;
+    eventually("the autostart entry is removed", async || {
+        entries().is_empty()
+    })
+    .await;
     app.close().await;
 }
 
@@ -535,15 +497,10 @@ async fn e2e_window_size_and_place_are_remembered() {
     let app = App::start("window-state", ts_server()).await;
     app.find("#app[data-ready]").await;
     app.client.set_window_rect(60, 40, 900, 640).await.unwrap();
-    let deadline = Instant::now() + WAIT;
-    while app.client.get_window_rect().await.unwrap() != (60, 40, 900, 640) {
-        assert!(
-            Instant::now() < deadline,
-            "the window was not moved: {:?}",
-            app.client.get_window_rect().await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the window is moved", async || {
+        app.client.get_window_rect().await.unwrap() == (60, 40, 900, 640)
+    })
+    .await;
     let app = app.restart().await;
     app.find("#app[data-ready]").await;
     assert_eq!(
@@ -560,17 +517,19 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
     let host = desktop_double(&dir, "tray", &["--tray", "{log}"]);
     let app = App::start("close-tray", ts_server()).await;
     app.find("#app[data-ready]").await;
-    eventually("the tray item registers", || !logged(&host.log).is_empty()).await;
+    eventually("the tray item registers", async || {
+        !logged(&host.log).is_empty()
+    })
+    .await;
     let item = logged(&host.log)[0].clone();
     ask_confirm(&app, "keep me").await;
     let pid = app.app_pid();
 
     app.close_window();
-    let deadline = Instant::now() + WAIT;
-    while app.visibility().await != "hidden" {
-        assert!(Instant::now() < deadline, "the window was not hidden");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the window is hidden", async || {
+        app.visibility().await == "hidden"
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(app.app_pid(), pid, "the app keeps running in the tray");
     assert_eq!(tray_label(&item).await, "1", "the question still waits");
@@ -582,14 +541,10 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
 
     // Back from the tray: the question is still there and answerable.
     click_tray_menu(&item, "Open Countersign");
-    let deadline = Instant::now() + WAIT;
-    while app.visibility().await != "visible" {
-        assert!(
-            Instant::now() < deadline,
-            "the tray did not bring the window back"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually("the tray brings the window back", async || {
+        app.visibility().await == "visible"
+    })
+    .await;
     app.press_in_dialog("Decline").await;
     app.wait_result_contains("confirm_action", "decline").await;
     app.close().await;
@@ -604,9 +559,5 @@ async fn e2e_closing_the_window_without_a_tray_quits_and_cancels_open_questions(
     let end = app.first_resolution().await;
     assert_eq!(end["outcome"], "cancelled", "{end}");
     assert_eq!(end["reason"], "shutdown", "{end}");
-    let deadline = Instant::now() + WAIT;
-    while app.app_pid().is_some() {
-        assert!(Instant::now() < deadline, "the app did not quit");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the app quits", async || app.app_pid().is_none()).await;
 }
