@@ -57,4 +57,7 @@ kill -TERM "$(cat "$home/pid")" || fail "the countersign process is gone"
 status=0; wait "$runner" || status=$?
 [[ $status == 0 ]] || { cat "$log" >&2; fail "the app exited with $status on SIGTERM"; }
 say "ok: installs, starts, connects its demo server, quits cleanly"
-rm -rf "$home"
+# Best effort: the desktop's document portal may have mounted a FUSE file system at
+# $home/.cache/doc, which outlives the app for a moment.
+fusermount -uz "$home/.cache/doc" 2>/dev/null || true
+rm -rf "$home" 2>/dev/null || true
