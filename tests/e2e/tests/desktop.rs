@@ -287,17 +287,27 @@ fn click_tray_menu(item: &Value, label: &str) {
     assert!(status.success());
 }
 
-#[tokio::test]
-async fn e2e_with_a_tray_host_the_tray_counts_questions_and_quit_cancels_them() {
-    let dir = scratch("tray-host");
-    let host = desktop_double(&dir, "tray", &["--tray", "{log}"]);
-    let app = App::start("tray", ts_server()).await;
+/// A tray host (desktop-double) and the app with the TS SDK server; returns them and the
+/// tray item the app registered (`{"sender", "path"}`). Keep the host alive for the test.
+async fn start_with_tray_host(test: &str) -> (Background, App, Value) {
+    let host = desktop_double(
+        &scratch(&format!("{test}-host")),
+        "tray",
+        &["--tray", "{log}"],
+    );
+    let app = App::start(test, ts_server()).await;
     app.find("#app[data-ready]").await;
     eventually("the tray item registers", async || {
         !logged(&host.log).is_empty()
     })
     .await;
     let item = logged(&host.log)[0].clone();
+    (host, app, item)
+}
+
+#[tokio::test]
+async fn e2e_with_a_tray_host_the_tray_counts_questions_and_quit_cancels_them() {
+    let (_host, app, item) = start_with_tray_host("tray").await;
     assert_eq!(tray_label(&item).await, "");
     assert!(
         tray_menu(&item).contains("No questions waiting"),
@@ -513,15 +523,7 @@ async fn e2e_window_size_and_place_are_remembered() {
 
 #[tokio::test]
 async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
-    let dir = scratch("close-tray-host");
-    let host = desktop_double(&dir, "tray", &["--tray", "{log}"]);
-    let app = App::start("close-tray", ts_server()).await;
-    app.find("#app[data-ready]").await;
-    eventually("the tray item registers", async || {
-        !logged(&host.log).is_empty()
-    })
-    .await;
-    let item = logged(&host.log)[0].clone();
+    let (_host, app, item) = start_with_tray_host("close-tray").await;
     ask_confirm(&app, "keep me").await;
     let pid = app.app_pid();
 
