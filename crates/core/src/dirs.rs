@@ -28,3 +28,15 @@ pub fn audit_log_path() -> Option<PathBuf> {
 pub fn settings_path() -> Option<PathBuf> {
     config_dir().map(|d| d.join("settings.json"))
 }
+
+/// Where the running app says where its gateway listens (`gateway::Discovery`), for
+/// `countersign-bridge`. Removed when the app quits.
+pub fn gateway_file() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("gateway.json"))
+}
+
+/// The gateway's bearer token, readable by the user only. Kept across runs so that agent
+/// configs pasted once keep working.
+pub fn gateway_token_path() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("gateway-token"))
+}
