@@ -396,6 +396,8 @@ fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
                 reason,
                 at_ms,
             }),
+            // Not questions: the gateway's own decisions stay in the log for the record.
+            AuditRecord::Gated { .. } => {}
         }
     }
     asks.reverse();

@@ -56,6 +56,23 @@ pub enum AskKind {
         #[serde(default)]
         warnings: Vec<crate::url_policy::UrlWarning>,
     },
+    /// An agent's `tools/call` through the gateway that policy says the person approves.
+    /// Accept is "Allow once", `AlwaysAllow` remembers it, anything else denies.
+    ToolCall {
+        tool: String,
+        /// The tool's `title`, `description` and `annotations` as the server listed them
+        /// (untrusted text; annotations are hints unless the server is trusted).
+        #[serde(default)]
+        title: Option<String>,
+        #[serde(default)]
+        description: Option<String>,
+        #[ts(type = "Record<string, unknown> | null")]
+        #[serde(default)]
+        annotations: Option<Value>,
+        /// The call's arguments as the agent sent them.
+        #[ts(type = "unknown")]
+        arguments: Value,
+    },
 }
 
 /// One question to the person, as the UI and the audit log see it.
@@ -91,6 +108,9 @@ pub enum Answer {
     Decline,
     /// Escape or closing the dialog.
     Cancel,
+    /// "Always allow" on a tool-call approval: allowed now and remembered for this agent,
+    /// server and tool.
+    AlwaysAllow,
 }
 
 /// Why an ask ended without the person's Submit or Decline.
@@ -139,6 +159,8 @@ pub enum Outcome {
     Cancelled {
         reason: CancelReason,
     },
+    /// A tool call allowed and remembered ("Always allow").
+    AlwaysAllowed,
 }
 
 impl Outcome {
@@ -148,7 +170,9 @@ impl Outcome {
             Outcome::Accepted { content: Some(c) } => {
                 serde_json::json!({"action": "accept", "content": c})
             }
-            Outcome::Accepted { content: None } => serde_json::json!({"action": "accept"}),
+            Outcome::Accepted { content: None } | Outcome::AlwaysAllowed => {
+                serde_json::json!({"action": "accept"})
+            }
             Outcome::Declined => serde_json::json!({"action": "decline"}),
             Outcome::Cancelled { .. } => serde_json::json!({"action": "cancel"}),
         }
@@ -166,7 +190,8 @@ pub enum AnswerError {
     /// The content does not satisfy the requested schema; nothing was sent.
     #[error("the answer does not fit the form")]
     Invalid { errors: Vec<FieldError> },
-    /// A form accept without content, or a URL accept with content.
+    /// A form accept without content, a URL accept with content, "Always allow" on a
+    /// question that is not a tool call.
     #[error("{message}")]
     Malformed { message: String },
 }

@@ -55,6 +55,17 @@ pub enum AuditRecord {
         reason: String,
         request: Value,
     },
+    /// The gateway's policy decided an agent's tool call without asking the person (a rule,
+    /// a remembered "Always allow", or a trusted server's read-only annotation).
+    Gated {
+        run: String,
+        at_ms: u64,
+        server: String,
+        agent: Option<String>,
+        tool: String,
+        allowed: bool,
+        why: String,
+    },
 }
 
 struct Inner {
@@ -147,6 +158,28 @@ impl AuditLog {
                 request: request.clone(),
             },
             self.inner.sync,
+        );
+    }
+
+    pub(crate) fn record_gated(
+        &self,
+        server: &str,
+        agent: Option<&str>,
+        tool: &str,
+        allowed: bool,
+        why: &str,
+    ) {
+        self.append(
+            &AuditRecord::Gated {
+                run: self.inner.run.clone(),
+                at_ms: unix_ms(),
+                server: server.to_owned(),
+                agent: agent.map(str::to_owned),
+                tool: tool.to_owned(),
+                allowed,
+                why: why.to_owned(),
+            },
+            false,
         );
     }
 

@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
+use tokio_util::sync::CancellationToken;
 
 use crate::ask::{
     Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Outcome,
@@ -158,6 +159,18 @@ impl Broker {
             Answer::Cancel => Outcome::Cancelled {
                 reason: CancelReason::Person,
             },
+            Answer::AlwaysAllow => {
+                let kind = self.lock().pending.get(&id).map(|p| p.ask.kind.clone());
+                match kind {
+                    None => return Err(AnswerError::NotPending),
+                    Some(AskKind::ToolCall { .. }) => Outcome::AlwaysAllowed,
+                    Some(_) => {
+                        return Err(AnswerError::Malformed {
+                            message: "only a tool call can be always allowed".into(),
+                        });
+                    }
+                }
+            }
             Answer::Accept { content } => {
                 let (kind, raw_schema) = {
                     let state = self.lock();
@@ -191,6 +204,12 @@ impl Broker {
                     (AskKind::Url { .. }, Some(_)) => {
                         return Err(AnswerError::Malformed {
                             message: "a URL question is accepted without content".into(),
+                        });
+                    }
+                    (AskKind::ToolCall { .. }, None) => Outcome::Accepted { content: None },
+                    (AskKind::ToolCall { .. }, Some(_)) => {
+                        return Err(AnswerError::Malformed {
+                            message: "a tool call is allowed without content".into(),
                         });
                     }
                 }
@@ -292,19 +311,30 @@ impl PendingAsk {
         rx.await.unwrap_or(closed)
     }
 
-    /// Waits for the outcome, withdrawing the ask with `reason` if `cancel` fires first.
+    /// Waits for the outcome, withdrawing the ask with the reason of whichever `withdraw`
+    /// token fires first.
     pub async fn outcome_or_withdraw(
         self,
-        cancel: &tokio_util::sync::CancellationToken,
-        reason: CancelReason,
+        withdraw: &[(CancellationToken, CancelReason)],
     ) -> Outcome {
         let id = self.id;
         let broker = self.broker.clone();
         let outcome = self.outcome();
         tokio::pin!(outcome);
+        if withdraw.is_empty() {
+            return outcome.await;
+        }
+        let fired = futures::future::select_all(
+            withdraw
+                .iter()
+                .map(|(token, reason)| Box::pin(async move {
+                    token.cancelled().await;
+                    *reason
+                })),
+        );
         tokio::select! {
             o = &mut outcome => o,
-            _ = cancel.cancelled() => {
+            (reason, _, _) = fired => {
                 broker.withdraw(id, reason);
                 outcome.await
             }

@@ -57,6 +57,40 @@ pub struct ServerConfig {
     pub answer_timeout: Duration,
     pub request_timeout: Duration,
     pub protocol: ProtocolChoice,
+    /// Explicit gateway rules for this server's tools, by tool name; they come first.
+    pub tool_policy: BTreeMap<String, ToolRule>,
+}
+
+/// What the gateway does with an agent's call of one tool, as the person configured it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolRule {
+    Allow,
+    Deny,
+    Ask,
+}
+
+/// The gateway agents reach their servers through (`"gateway"` at the top of the config).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayConfig {
+    pub enabled: bool,
+    /// On 127.0.0.1 only.
+    pub port: u16,
+}
+
+/// Unlikely to be taken on a workstation, and the same on every install so pasted agent
+/// configs keep working.
+pub const DEFAULT_GATEWAY_PORT: u16 = 47717;
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            enabled: true,
+            port: DEFAULT_GATEWAY_PORT,
+        }
+    }
 }
 
 impl ServerConfig {
@@ -74,6 +108,7 @@ impl ServerConfig {
             answer_timeout: DEFAULT_ANSWER_TIMEOUT,
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             protocol: ProtocolChoice::Auto,
+            tool_policy: BTreeMap::new(),
         }
     }
 
@@ -110,6 +145,7 @@ pub struct ConfigError {
 pub struct LoadedConfig {
     pub path: PathBuf,
     pub servers: Vec<ServerConfig>,
+    pub gateway: GatewayConfig,
     pub errors: Vec<ConfigError>,
 }
 
@@ -191,6 +227,7 @@ pub fn load(path: &Path) -> LoadedConfig {
         Err(e) => LoadedConfig {
             path: path.to_owned(),
             servers: Vec::new(),
+            gateway: GatewayConfig::default(),
             errors: vec![ConfigError {
                 file: path.to_owned(),
                 line: 0,
@@ -206,6 +243,25 @@ pub fn load(path: &Path) -> LoadedConfig {
 struct RawFile<'a> {
     #[serde(rename = "mcpServers", borrow, default)]
     mcp_servers: BTreeMap<String, &'a RawValue>,
+    #[serde(borrow, default)]
+    gateway: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawGateway {
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(default = "default_port")]
+    port: u16,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_port() -> u16 {
+    DEFAULT_GATEWAY_PORT
 }
 
 #[derive(Deserialize)]
@@ -231,6 +287,8 @@ struct RawServer {
     /// Other clients' switch for an entry; honoured so a pasted block behaves the same.
     #[serde(default)]
     disabled: bool,
+    #[serde(default)]
+    tool_policy: BTreeMap<String, ToolRule>,
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -252,6 +310,39 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
             return loaded;
         }
     };
+    if let Some(raw) = file.gateway {
+        match serde_json::from_str::<RawGateway>(raw.get()) {
+            Ok(g) if g.port == 0 => {
+                let offset = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+                let (line, column) = line_col(text, offset);
+                loaded.errors.push(ConfigError {
+                    file: path.to_owned(),
+                    line,
+                    column,
+                    server: None,
+                    message: "gateway: \"port\" must be a fixed port (1-65535) that agents can be told".into(),
+                });
+            }
+            Ok(g) => {
+                loaded.gateway = GatewayConfig {
+                    enabled: g.enabled,
+                    port: g.port,
+                }
+            }
+            Err(e) => {
+                let offset = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
+                let inner = offset_of(raw.get(), e.line(), e.column());
+                let (line, column) = line_col(text, offset + inner);
+                loaded.errors.push(ConfigError {
+                    file: path.to_owned(),
+                    line,
+                    column,
+                    server: None,
+                    message: format!("gateway: {}", strip_position(&e)),
+                });
+            }
+        }
+    }
     for (name, raw) in file.mcp_servers {
         // The entry's text is a slice of `text`, so its offset locates errors inside it.
         let offset = (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize);
@@ -359,6 +450,7 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         answer_timeout: secs(raw.answer_timeout_secs, DEFAULT_ANSWER_TIMEOUT)?,
         request_timeout: secs(raw.request_timeout_secs, DEFAULT_REQUEST_TIMEOUT)?,
         protocol: raw.protocol,
+        tool_policy: raw.tool_policy,
     })
 }
 

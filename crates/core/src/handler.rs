@@ -61,14 +61,14 @@ pub struct Elicitor {
 
 impl Elicitor {
     /// Asks the person. `params` are the request's params as received (JSON);
-    /// `withdraw` fires when the server (or the agent) no longer wants the answer.
+    /// a `withdraw` token fires when the server (or the agent) no longer wants the answer,
+    /// and the ask ends with its reason.
     /// Returns the `ElicitResult` as JSON, or -32602 for a request outside the supported
     /// schema subset, which is recorded and never shown.
     pub async fn elicit(
         &self,
         params: Value,
-        withdraw: &CancellationToken,
-        withdraw_reason: CancelReason,
+        withdraw: &[(CancellationToken, CancelReason)],
         on_open: impl FnOnce(AskId),
     ) -> Result<Value, McpError> {
         let kind = match self.parse(&params) {
@@ -114,7 +114,7 @@ impl Elicitor {
         });
         on_open(pending.id());
         Ok(pending
-            .outcome_or_withdraw(withdraw, withdraw_reason)
+            .outcome_or_withdraw(withdraw)
             .await
             .to_elicit_result())
     }
@@ -175,15 +175,17 @@ impl Handler {
         params: Value,
         context: &RequestContext<RoleClient>,
     ) -> Result<Value, McpError> {
-        // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions).
-        let withdraw = context.ct.clone();
+        // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions);
+        // through the gateway also when the agent cancels the call it belongs to.
+        let mut withdraw = vec![(context.ct.clone(), CancelReason::Server)];
+        if let Some(agent) = self.tap.relay.as_ref().and_then(|r| r.agent_cancel()) {
+            withdraw.push((agent, CancelReason::Agent));
+        }
         let tap = self.tap.clone();
         let request_id = context.id.clone();
         let result = self
             .elicitor
-            .elicit(params, &withdraw, CancelReason::Server, |ask| {
-                tap.link(&request_id, ask)
-            })
+            .elicit(params, &withdraw, |ask| tap.link(&request_id, ask))
             .await;
         self.tap.unlink(&context.id);
         result
@@ -242,6 +244,16 @@ enum Slot {
     Cancelled,
 }
 
+/// Where a gateway session passes on what the server says to its agent.
+pub trait Relay: Send + Sync + 'static {
+    /// A notification from the server (progress, logging, list changes, ...); cancellations
+    /// are not passed on, they are the tap's.
+    fn notify(&self, notification: &ServerNotification);
+    /// Fires when the agent cancels a call that is in flight now: a question the server asks
+    /// during a call belongs to it.
+    fn agent_cancel(&self) -> Option<CancellationToken>;
+}
+
 /// Per-session bookkeeping of server requests, so a `notifications/cancelled` seen on the wire
 /// withdraws the ask it names, whatever rmcp does with it.
 pub struct Tap {
@@ -249,14 +261,25 @@ pub struct Tap {
     broker: Broker,
     /// Fires when the transport stops delivering messages (process gone, stream closed).
     pub closed: CancellationToken,
+    relay: Option<Arc<dyn Relay>>,
 }
 
 impl Tap {
     pub fn new(broker: Broker) -> Arc<Self> {
+        Self::build(broker, None)
+    }
+
+    /// A tap that also hands the server's notifications to `relay`.
+    pub fn with_relay(broker: Broker, relay: Arc<dyn Relay>) -> Arc<Self> {
+        Self::build(broker, Some(relay))
+    }
+
+    fn build(broker: Broker, relay: Option<Arc<dyn Relay>>) -> Arc<Self> {
         Arc::new(Tap {
             slots: Mutex::default(),
             broker,
             closed: CancellationToken::new(),
+            relay,
         })
     }
 
@@ -341,13 +364,18 @@ where
                     }
                     _ => {}
                 },
-                Some(JsonRpcMessage::Notification(n)) => {
-                    if let ServerNotification::CancelledNotification(c) = &n.notification
-                        && let Some(id) = &c.params.request_id
-                    {
-                        tap.server_cancelled(id);
+                Some(JsonRpcMessage::Notification(n)) => match &n.notification {
+                    ServerNotification::CancelledNotification(c) => {
+                        if let Some(id) = &c.params.request_id {
+                            tap.server_cancelled(id);
+                        }
                     }
-                }
+                    other => {
+                        if let Some(relay) = &tap.relay {
+                            relay.notify(other);
+                        }
+                    }
+                },
                 Some(_) => {}
             }
             message
@@ -398,7 +426,7 @@ mod tests {
             let params =
                 json!({"mode": "url", "message": "Sign in", "url": url, "elicitationId": "e1"});
             let reply = elicitor
-                .elicit(params, &never, CancelReason::Server, |_| {
+                .elicit(params, &[(never.clone(), CancelReason::Server)], |_| {
                     panic!("{url} was shown")
                 })
                 .await
@@ -426,7 +454,9 @@ mod tests {
             ),
         ] {
             let err = elicitor
-                .elicit(params, &never, CancelReason::Server, |_| panic!("shown"))
+                .elicit(params, &[(never.clone(), CancelReason::Server)], |_| {
+                    panic!("shown")
+                })
                 .await
                 .unwrap_err();
             assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);

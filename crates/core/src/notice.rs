@@ -187,9 +187,17 @@ fn wording(batch: &[Waiting]) -> Option<Notice> {
 /// What the ask wants, in one line: the first line of the message (clipped), or for a URL
 /// question the host it wants opened.
 pub fn headline(ask: &Ask) -> String {
+    let call;
     let (message, host) = match &ask.kind {
         AskKind::Form { message, .. } => (message.as_str(), None),
         AskKind::Url { message, host, .. } => (message.as_str(), Some(host.as_str())),
+        AskKind::ToolCall { tool, .. } => {
+            call = match &ask.asker.agent {
+                Some(agent) => format!("{agent} wants to run {tool}"),
+                None => format!("Run {tool}?"),
+            };
+            (call.as_str(), None)
+        }
     };
     let first = message
         .lines()

@@ -120,7 +120,7 @@ pub enum SessionError {
     Protocol { server: String, message: String },
 }
 
-enum ConnectError {
+pub(crate) enum ConnectError {
     /// Worth another attempt after a backoff.
     Retry(String),
     /// Retrying will not help until the config changes.
@@ -136,7 +136,7 @@ struct Live {
 struct Entry {
     config: ServerConfig,
     state: Mutex<SessionState>,
-    stderr: Mutex<VecDeque<String>>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
     live: Mutex<Option<Arc<Live>>>,
     stop: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -198,7 +198,7 @@ impl SessionManager {
             let entry = Arc::new(Entry {
                 config: config.clone(),
                 state: Mutex::new(SessionState::Connecting),
-                stderr: Mutex::default(),
+                stderr: Arc::default(),
                 live: Mutex::default(),
                 stop: CancellationToken::new(),
                 task: Mutex::default(),
@@ -524,99 +524,13 @@ impl SessionManager {
             answer_timeout: config.answer_timeout,
             session,
         };
-        let (lifecycle, version) = match config.protocol {
-            ProtocolChoice::Auto => (
-                ClientLifecycleMode::Auto {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    legacy_version: Some(ProtocolVersion::V_2025_11_25),
-                },
-                ProtocolVersion::V_2026_07_28,
-            ),
-            ProtocolChoice::Legacy => (
-                ClientLifecycleMode::Initialize,
-                ProtocolVersion::V_2025_11_25,
-            ),
-        };
         let handler = Handler {
             elicitor: elicitor.clone(),
             tap: tap.clone(),
             raw: raw.clone(),
-            config: client_config(version),
+            config: client_config(lifecycle_for(config).1),
         };
-        let timeout = config.request_timeout;
-        let service = match &config.transport {
-            TransportConfig::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-            } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args).envs(env);
-                if let Some(cwd) = cwd {
-                    cmd.current_dir(cwd);
-                }
-                let (child, stderr) = ChildTransport::spawn(cmd, raw.clone()).map_err(|e| {
-                    let reason = format!("cannot start \"{command}\": {e}");
-                    // Retrying cannot make a missing or forbidden program appear.
-                    match e.kind() {
-                        std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                            ConnectError::Fatal(reason)
-                        }
-                        _ => ConnectError::Retry(reason),
-                    }
-                })?;
-                tokio::spawn(collect_stderr(entry.clone(), stderr));
-                let transport = Tapped {
-                    inner: child,
-                    tap: tap.clone(),
-                };
-                tokio::time::timeout(
-                    timeout,
-                    serve_client_with_lifecycle(handler, transport, lifecycle),
-                )
-                .await
-            }
-            TransportConfig::Http { url, headers } => {
-                let mut transport_config =
-                    rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
-                for (k, v) in headers {
-                    match (
-                        reqwest::header::HeaderName::from_bytes(k.as_bytes()),
-                        reqwest::header::HeaderValue::from_str(v),
-                    ) {
-                        (Ok(k), Ok(v)) => {
-                            transport_config.custom_headers.insert(k, v);
-                        }
-                        _ => {
-                            return Err(ConnectError::Fatal(format!(
-                                "header \"{k}\" is not a valid HTTP header"
-                            )));
-                        }
-                    }
-                }
-                let client = TapHttpClient::new(reqwest::Client::new(), raw.clone());
-                let transport = Tapped {
-                    inner: StreamableHttpClientTransport::with_client(client, transport_config),
-                    tap: tap.clone(),
-                };
-                tokio::time::timeout(
-                    timeout,
-                    serve_client_with_lifecycle(handler, transport, lifecycle),
-                )
-                .await
-            }
-        };
-        let service = match service {
-            Err(_) => {
-                return Err(ConnectError::Retry(format!(
-                    "no answer to the handshake within {} s",
-                    timeout.as_secs()
-                )));
-            }
-            Ok(Err(e)) => return Err(ConnectError::Retry(format!("handshake failed: {e}"))),
-            Ok(Ok(service)) => service,
-        };
+        let service = open_client(config, handler, tap.clone(), raw, entry.stderr.clone()).await?;
         let live = Arc::new(Live {
             peer: service.peer().clone(),
             service: Arc::new(tokio::sync::Mutex::new(Some(service))),
@@ -626,9 +540,107 @@ impl SessionManager {
     }
 }
 
+/// The lifecycle a session with this server uses, and the version it offers.
+pub(crate) fn lifecycle_for(config: &ServerConfig) -> (ClientLifecycleMode, ProtocolVersion) {
+    match config.protocol {
+        ProtocolChoice::Auto => (
+            ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::V_2025_11_25),
+            },
+            ProtocolVersion::V_2026_07_28,
+        ),
+        ProtocolChoice::Legacy => (
+            ClientLifecycleMode::Initialize,
+            ProtocolVersion::V_2025_11_25,
+        ),
+    }
+}
+
+/// Starts the server (stdio) or reaches it (HTTP) and completes the handshake. Shared by the
+/// app's own sessions and the gateway's per-agent ones.
+pub(crate) async fn open_client(
+    config: &ServerConfig,
+    handler: Handler,
+    tap: Arc<Tap>,
+    raw: Arc<RawRequests>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+) -> Result<RunningService<RoleClient, Handler>, ConnectError> {
+    let (lifecycle, _) = lifecycle_for(config);
+    let timeout = config.request_timeout;
+    let service = match &config.transport {
+        TransportConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            let (child, child_stderr) = ChildTransport::spawn(cmd, raw.clone()).map_err(|e| {
+                let reason = format!("cannot start \"{command}\": {e}");
+                // Retrying cannot make a missing or forbidden program appear.
+                match e.kind() {
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
+                        ConnectError::Fatal(reason)
+                    }
+                    _ => ConnectError::Retry(reason),
+                }
+            })?;
+            tokio::spawn(collect_stderr(stderr, child_stderr));
+            let transport = Tapped { inner: child, tap };
+            tokio::time::timeout(
+                timeout,
+                serve_client_with_lifecycle(handler, transport, lifecycle),
+            )
+            .await
+        }
+        TransportConfig::Http { url, headers } => {
+            let mut transport_config =
+                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
+            for (k, v) in headers {
+                match (
+                    reqwest::header::HeaderName::from_bytes(k.as_bytes()),
+                    reqwest::header::HeaderValue::from_str(v),
+                ) {
+                    (Ok(k), Ok(v)) => {
+                        transport_config.custom_headers.insert(k, v);
+                    }
+                    _ => {
+                        return Err(ConnectError::Fatal(format!(
+                            "header \"{k}\" is not a valid HTTP header"
+                        )));
+                    }
+                }
+            }
+            let client = TapHttpClient::new(reqwest::Client::new(), raw);
+            let transport = Tapped {
+                inner: StreamableHttpClientTransport::with_client(client, transport_config),
+                tap,
+            };
+            tokio::time::timeout(
+                timeout,
+                serve_client_with_lifecycle(handler, transport, lifecycle),
+            )
+            .await
+        }
+    };
+    match service {
+        Err(_) => Err(ConnectError::Retry(format!(
+            "no answer to the handshake within {} s",
+            timeout.as_secs()
+        ))),
+        Ok(Err(e)) => Err(ConnectError::Retry(format!("handshake failed: {e}"))),
+        Ok(Ok(service)) => Ok(service),
+    }
+}
+
 /// Fulfils one multi round-trip input request. `cancel` is the originating call's
 /// cancellation: rmcp gives MRTR rounds no token of their own that anything cancels.
-async fn answer_input_request(
+pub(crate) async fn answer_input_request(
     elicitor: &Elicitor,
     request: InputRequest,
     cancel: &CancellationToken,
@@ -638,7 +650,7 @@ async fn answer_input_request(
             let params = serde_json::to_value(&request.params)
                 .map_err(|e| format!("cannot read the input request: {e}"))?;
             elicitor
-                .elicit(params, cancel, CancelReason::Agent, |_| {})
+                .elicit(params, &[(cancel.clone(), CancelReason::Agent)], |_| {})
                 .await
                 .map_err(|e| format!("unsupported input request: {}", e.message))
         }
@@ -650,7 +662,10 @@ async fn answer_input_request(
     }
 }
 
-async fn collect_stderr(entry: Arc<Entry>, stderr: tokio::process::ChildStderr) {
+async fn collect_stderr(
+    tail: Arc<Mutex<VecDeque<String>>>,
+    stderr: tokio::process::ChildStderr,
+) {
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     loop {
         match lines.next_line().await {
@@ -663,7 +678,7 @@ async fn collect_stderr(entry: Arc<Entry>, stderr: tokio::process::ChildStderr) 
                     line.truncate(cut);
                     line.push('…');
                 }
-                let mut tail = lock(&entry.stderr);
+                let mut tail = lock(&tail);
                 if tail.len() == STDERR_LINES {
                     tail.pop_front();
                 }

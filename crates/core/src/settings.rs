@@ -1,5 +1,5 @@
 //! The person's preferences set in the app (not the server config, which they edit by hand):
-//! which servers are muted. (Start at login is the OS's autostart entry itself, not a copy
+//! which servers are muted, which tool calls are always allowed. (Start at login is the OS's autostart entry itself, not a copy
 //! here.) Kept as JSON beside the config; written atomically so a
 //! crash mid-write leaves the old file.
 
@@ -15,6 +15,21 @@ use serde::{Deserialize, Serialize};
 pub struct Settings {
     /// Servers whose questions send no desktop notification (they still open a dialog).
     pub muted_servers: BTreeSet<String>,
+    /// Tool calls the person chose "Always allow" for, per agent, server and tool.
+    pub always_allow: BTreeSet<AllowedCall>,
+}
+
+/// One remembered "Always allow": this agent may call this tool on this server unasked.
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS,
+)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct AllowedCall {
+    /// The agent's `clientInfo.name` ("" when it gave none).
+    pub agent: String,
+    pub server: String,
+    pub tool: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +94,14 @@ impl SettingsStore {
             .expect("settings lock")
             .muted_servers
             .contains(server)
+    }
+
+    pub fn is_always_allowed(&self, call: &AllowedCall) -> bool {
+        self.current
+            .read()
+            .expect("settings lock")
+            .always_allow
+            .contains(call)
     }
 
     /// Applies `change`, saves, and returns the new settings. On a failed save the change is

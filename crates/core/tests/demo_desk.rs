@@ -527,6 +527,7 @@ async fn a_repeated_run_id_runs_the_tool_once() {
         path: PathBuf::from("config.json"),
         servers: vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
         errors: vec![],
+        gateway: Default::default(),
     };
     let app = countersign_core::App::start(config, AuditLog::open(&audit).unwrap()).await;
     app.sessions().wait_ready("desk", WAIT).await;

@@ -119,6 +119,7 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
             AuditRecord::Asked { ask, .. } => format!("asked {}", ask.id),
             AuditRecord::Resolved { id, outcome, .. } => format!("resolved {id} {outcome:?}"),
             AuditRecord::Refused { reason, .. } => format!("refused {reason}"),
+            AuditRecord::Gated { tool, .. } => format!("gated {tool}"),
         })
         .collect();
     assert_eq!(
