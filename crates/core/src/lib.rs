@@ -17,6 +17,7 @@ pub mod broker;
 mod child;
 pub mod config;
 pub mod dirs;
+pub mod gateway;
 pub mod handler;
 pub mod notice;
 pub mod raw;

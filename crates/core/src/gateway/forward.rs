@@ -1,0 +1,852 @@
+//! Forwarding: each agent session gets its own upstream session, and what passes between them
+//! is the servers' own words.
+//!
+//! Results are taken raw off the upstream wire (`RawRequests::with_results`) and handed to the
+//! agent as they were, so fields rmcp cannot model survive; only the shape the agent's protocol
+//! revision needs is adjusted (`shape_result`). Progress, logging and list-changed
+//! notifications are relayed; an agent's cancellation cancels the upstream request and
+//! withdraws the questions asked during it. Questions from the server (legacy
+//! `elicitation/create` or multi round-trip input) go to the desktop, never to the agent, and
+//! `tools/call` passes the approval gate first.
+//!
+//! Agents that keep a session (2025-11-25 and older) get one [`Forwarder`] per session from
+//! rmcp, which holds that session's upstream. 2026-07-28 agents have no sessions: each request
+//! gets a fresh `Forwarder`, so their upstreams are pooled by the agent's name and version and
+//! closed when idle.
+#![allow(deprecated)] // logging/setLevel and resources/subscribe are forwarded for legacy agents.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+    CancelledNotificationParam, ClientRequest, ContentBlock, CompleteRequest, CompleteRequestParams,
+    CompleteResult, DiscoverResult, ErrorCode, GetMeta, GetPromptRequest, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsRequest, ListPromptsResult, ListResourceTemplatesRequest,
+    ListResourceTemplatesResult, ListResourcesRequest, ListResourcesResult, ListToolsRequest,
+    ListToolsResult, PaginatedRequestParams, ProgressToken, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerNotification, ServerPeerInfo,
+    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
+    SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService};
+use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+
+/// rmcp's name for what a server says about itself in the handshake.
+type ServerConfig_ = rmcp::model::ServerConfig;
+use super::policy::{self, Decision};
+use crate::ask::{AskKind, CancelReason, Outcome};
+use crate::broker::NewAsk;
+use crate::config::ServerConfig;
+use crate::handler::{Elicitor, Handler, Relay, Tap, client_config};
+use crate::raw::RawRequests;
+use crate::session::{ConnectError, answer_input_request, asker_for, lifecycle_for, open_client};
+use crate::settings::AllowedCall;
+
+/// A pooled upstream of a 2026-07-28 agent unused this long is closed.
+const IDLE: Duration = Duration::from_secs(10 * 60);
+/// Rounds of multi round-trip input one forwarded call may take.
+const MAX_INPUT_ROUNDS: usize = 10;
+/// What an agent is called when it gives no `clientInfo`.
+const UNNAMED_AGENT: &str = "an unnamed agent";
+
+type PoolKey = (String, String, String);
+
+/// Upstreams of session-less (2026-07-28) agents, by (server, agent name, agent version).
+#[derive(Default)]
+pub(crate) struct Pool {
+    entries: tokio::sync::Mutex<HashMap<PoolKey, Arc<tokio::sync::OnceCell<Arc<Upstream>>>>>,
+    /// The last upstream `initialize`/`discover` answer per server, for `get_info` before a
+    /// session-less agent's first request has reached the server.
+    last_info: RwLock<HashMap<String, ServerConfig_>>,
+}
+
+impl Pool {
+    pub(crate) async fn clear(&self) {
+        let entries: Vec<_> = self.entries.lock().await.drain().collect();
+        for (_, cell) in entries {
+            if let Some(up) = cell.get() {
+                up.close();
+            }
+        }
+    }
+}
+
+/// Closes pooled upstreams that have been idle for [`IDLE`], until the gateway stops.
+pub(crate) async fn reap_idle(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            _ = shared.stop.cancelled() => return,
+            _ = tokio::time::sleep(IDLE / 4) => {}
+        }
+        let now = crate::broker::unix_ms();
+        let mut entries = shared.pool.entries.lock().await;
+        entries.retain(|_, cell| match cell.get() {
+            Some(up) if up.is_closed() || now.saturating_sub(up.last_used()) > IDLE.as_millis() as u64 => {
+                up.close();
+                false
+            }
+            _ => true,
+        });
+    }
+}
+
+/// One upstream session, owned by one agent session (or one pooled session-less agent).
+pub(crate) struct Upstream {
+    server: ServerConfig,
+    service: RunningService<RoleClient, Handler>,
+    elicitor: Elicitor,
+    relay: Arc<AgentRelay>,
+    closed: CancellationToken,
+    session: u64,
+    last_used: AtomicU64,
+    /// The tools as last listed: (title, description, annotations) by name, for the gate.
+    tools: Mutex<Option<HashMap<String, ToolFacts>>>,
+}
+
+#[derive(Clone, Default)]
+struct ToolFacts {
+    title: Option<String>,
+    description: Option<String>,
+    annotations: Option<Value>,
+}
+
+impl Upstream {
+    async fn connect(shared: &Arc<Shared>, server: &ServerConfig, agent: &str) -> Result<Arc<Self>, String> {
+        let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
+        let (relay, notifications) = AgentRelay::new();
+        let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
+        let raw = RawRequests::new();
+        let mut asker = asker_for(server);
+        asker.agent = Some(agent.to_owned());
+        let elicitor = Elicitor {
+            broker: shared.broker.clone(),
+            asker,
+            answer_timeout: server.answer_timeout,
+            session,
+        };
+        let handler = Handler {
+            elicitor: elicitor.clone(),
+            tap: tap.clone(),
+            raw: raw.clone(),
+            config: client_config(lifecycle_for(server).1),
+        };
+        let service = open_client(server, handler, tap.clone(), raw, Arc::default())
+            .await
+            .map_err(|e| match e {
+                ConnectError::Retry(reason) | ConnectError::Fatal(reason) => reason,
+            })?;
+        let upstream = Arc::new(Upstream {
+            server: server.clone(),
+            service,
+            elicitor,
+            relay: relay.clone(),
+            closed: tap.closed.clone(),
+            session,
+            last_used: AtomicU64::new(crate::broker::unix_ms()),
+            tools: Mutex::default(),
+        });
+        if let Some(info) = upstream.info() {
+            let mut last = shared.pool.last_info.write().unwrap_or_else(|e| e.into_inner());
+            last.insert(server.name.clone(), agent_facing(info));
+        }
+        tokio::spawn(relay_notifications(Arc::downgrade(&upstream), notifications));
+        // A dead upstream takes its questions with it, at once.
+        let broker = shared.broker.clone();
+        let closed = upstream.closed.clone();
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            broker.withdraw_session(session, CancelReason::Disconnect);
+        });
+        tracing::info!(server = %server.name, agent, session, "gateway: upstream session open");
+        Ok(upstream)
+    }
+
+    fn peer(&self) -> &Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.is_cancelled() || self.service.is_closed()
+    }
+
+    fn close(&self) {
+        self.service.cancellation_token().cancel();
+    }
+
+    fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
+    }
+
+    /// What the server said about itself in the handshake.
+    fn info(&self) -> Option<ServerPeerInfo> {
+        self.peer().peer_info().map(|i| (*i).clone())
+    }
+
+    /// Sends one request upstream on behalf of the agent's request `ctx`: its progress is
+    /// routed back, its cancellation cancels the upstream request.
+    async fn send(
+        &self,
+        mut request: ClientRequest,
+        ctx: &RequestContext<RoleServer>,
+        timeout: Duration,
+    ) -> Result<ServerResult, McpError> {
+        self.last_used.store(crate::broker::unix_ms(), Ordering::Relaxed);
+        let agent_token = ctx.meta.get_progress_token();
+        // The agent's lifecycle keys describe the agent's link to us, not ours upstream.
+        request
+            .get_meta_mut()
+            .0
+            .0
+            .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let peer = self.peer().clone();
+        let handle = peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| upstream_error(&self.server, e))?;
+        let id = handle.id.clone();
+        let upstream_token = handle.progress_token.clone();
+        if let Some(token) = agent_token {
+            self.relay
+                .progress_routes()
+                .insert(upstream_token.clone(), (ctx.peer.clone(), token));
+        }
+        let response = tokio::select! {
+            r = handle.await_response() => Some(r),
+            _ = ctx.ct.cancelled() => None,
+        };
+        self.relay.progress_routes().remove(&upstream_token);
+        match response {
+            None => {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the agent cancelled the call".into()),
+                    ))
+                    .await;
+                Err(agent_cancelled())
+            }
+            Some(result) => result.map_err(|e| upstream_error(&self.server, e)),
+        }
+    }
+
+    /// What the gate needs to know about `tool`, listing the tools if they were not yet.
+    async fn tool_facts(&self, tool: &str) -> ToolFacts {
+        if let Some(facts) = lock(&self.tools).as_ref().and_then(|t| t.get(tool).cloned()) {
+            return facts;
+        }
+        let listed = tokio::time::timeout(self.server.request_timeout, self.peer().list_all_tools()).await;
+        if let Ok(Ok(tools)) = listed {
+            let facts: HashMap<String, ToolFacts> = tools
+                .iter()
+                .map(|t| (t.name.to_string(), ToolFacts::of(t)))
+                .collect();
+            let found = facts.get(tool).cloned();
+            *lock(&self.tools) = Some(facts);
+            if let Some(found) = found {
+                return found;
+            }
+        }
+        // Unknown to the list (or the list failed): no hints, so the gate asks.
+        ToolFacts::default()
+    }
+
+    /// Keeps the gate's view current from a `tools/list` the agent made (one page).
+    fn learn_tools(&self, listed: &ListToolsResult) {
+        let mut cache = lock(&self.tools);
+        let map = cache.get_or_insert_with(HashMap::new);
+        for t in &listed.tools {
+            map.insert(t.name.to_string(), ToolFacts::of(t));
+        }
+    }
+}
+
+impl ToolFacts {
+    fn of(t: &Tool) -> Self {
+        ToolFacts {
+            title: t.title.clone(),
+            description: t.description.as_ref().map(|d| d.to_string()),
+            annotations: t
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+        }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Passes the upstream's notifications to the agent, in order, from one task.
+async fn relay_notifications(
+    upstream: std::sync::Weak<Upstream>,
+    mut notifications: mpsc::UnboundedReceiver<ServerNotification>,
+) {
+    while let Some(notification) = notifications.recv().await {
+        let Some(up) = upstream.upgrade() else {
+            return;
+        };
+        match notification {
+            ServerNotification::ProgressNotification(mut n) => {
+                let route = up.relay.progress_routes().get(&n.params.progress_token).cloned();
+                if let Some((peer, token)) = route {
+                    n.params.progress_token = token;
+                    let _ = peer.send_notification(ServerNotification::ProgressNotification(n)).await;
+                }
+            }
+            other => {
+                if matches!(other, ServerNotification::ToolListChangedNotification(_)) {
+                    *lock(&up.tools) = None;
+                }
+                let peer = lock(&up.relay.agent).clone();
+                if let Some(peer) = peer {
+                    let _ = peer.send_notification(other).await;
+                }
+            }
+        }
+    }
+}
+
+/// The agent side of an upstream session: where its notifications go, and which of the
+/// agent's calls are in flight (a question asked now belongs to them).
+pub(crate) struct AgentRelay {
+    tx: mpsc::UnboundedSender<ServerNotification>,
+    /// The agent's session, for notifications not tied to a request (session agents only).
+    agent: Mutex<Option<Peer<RoleServer>>>,
+    progress: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
+    /// In-flight calls: the withdraw tokens of the questions asked during each.
+    calls: Mutex<HashMap<u64, Vec<CancellationToken>>>,
+    next_call: AtomicU64,
+}
+
+impl AgentRelay {
+    fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<ServerNotification>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let relay = Arc::new(AgentRelay {
+            tx,
+            agent: Mutex::default(),
+            progress: Mutex::default(),
+            calls: Mutex::default(),
+            next_call: AtomicU64::new(1),
+        });
+        (relay, rx)
+    }
+
+    fn progress_routes(
+        &self,
+    ) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>> {
+        lock(&self.progress)
+    }
+
+    fn call_started(&self) -> u64 {
+        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        lock(&self.calls).insert(id, Vec::new());
+        id
+    }
+
+    /// The call ended: cancelled by the agent withdraws its questions, otherwise they are
+    /// the server's to end.
+    fn call_ended(&self, id: u64, cancelled_by_agent: bool) {
+        let tokens = lock(&self.calls).remove(&id).unwrap_or_default();
+        if cancelled_by_agent {
+            tokens.iter().for_each(CancellationToken::cancel);
+        }
+    }
+}
+
+impl Relay for AgentRelay {
+    fn notify(&self, notification: &ServerNotification) {
+        let _ = self.tx.send(notification.clone());
+    }
+
+    fn agent_cancel(&self) -> Option<CancellationToken> {
+        let mut calls = lock(&self.calls);
+        if calls.is_empty() {
+            return None;
+        }
+        // Without a request id to tie it to, a question belongs to every call in flight;
+        // cancelling any of them withdraws it (a no, which is the safe side).
+        let token = CancellationToken::new();
+        calls.values_mut().for_each(|t| t.push(token.clone()));
+        Some(token)
+    }
+}
+
+/// One agent session's (or one session-less request's) view of one configured server.
+pub(crate) struct Forwarder {
+    shared: Arc<Shared>,
+    server: String,
+    /// What the agent is told in the handshake: the upstream server's own, once reached.
+    info: RwLock<ServerConfig_>,
+    /// Set at `initialize` for agents that keep a session.
+    session_upstream: tokio::sync::OnceCell<Arc<Upstream>>,
+}
+
+impl Forwarder {
+    pub(crate) fn new(shared: Arc<Shared>, server: String) -> Self {
+        let info = shared
+            .pool
+            .last_info
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&server)
+            .cloned()
+            .unwrap_or_else(|| placeholder_info(&server));
+        Forwarder {
+            shared,
+            server,
+            info: RwLock::new(info),
+            session_upstream: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    fn config(&self) -> Result<&ServerConfig, McpError> {
+        self.shared
+            .servers
+            .get(&self.server)
+            .ok_or_else(|| McpError::internal_error(format!("no server named {}", self.server), None))
+    }
+
+    fn set_info(&self, upstream: &Upstream) {
+        if let Some(info) = upstream.info() {
+            *self.info.write().unwrap_or_else(|e| e.into_inner()) = agent_facing(info);
+        }
+    }
+
+    async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Upstream>, McpError> {
+        if let Some(up) = self.session_upstream.get() {
+            return Ok(up.clone());
+        }
+        let (name, version) = match ctx.client_info() {
+            Some(info) => (info.name, info.version),
+            None => (UNNAMED_AGENT.to_owned(), String::new()),
+        };
+        let key = (self.server.clone(), name.clone(), version);
+        loop {
+            let cell = {
+                let mut entries = self.shared.pool.entries.lock().await;
+                let cell = entries.entry(key.clone()).or_default();
+                if cell.get().is_some_and(|up| up.is_closed()) {
+                    *cell = Arc::default();
+                }
+                cell.clone()
+            };
+            let config = self.config()?.clone();
+            let shared = self.shared.clone();
+            let name = name.clone();
+            let up = cell
+                .get_or_try_init(|| async move { Upstream::connect(&shared, &config, &name).await })
+                .await
+                .map_err(|reason| unreachable_error(&self.server, &reason))?
+                .clone();
+            if !up.is_closed() {
+                return Ok(up);
+            }
+        }
+    }
+
+    async fn gate_and_call(
+        &self,
+        request: CallToolRequest,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let up = self.upstream(&ctx).await?;
+        let config = self.config()?;
+        let agent = ctx.client_info().map(|i| i.name);
+        let tool = request.params.name.to_string();
+        let facts = up.tool_facts(&tool).await;
+        let agent_key = agent.clone().unwrap_or_default();
+        let audit = self.shared.broker.audit();
+        match policy::decide(config, &agent_key, &tool, facts.annotations.as_ref(), &self.shared.settings) {
+            Decision::Allow { why } => {
+                audit.record_gated(&config.name, agent.as_deref(), &tool, true, &why);
+            }
+            Decision::Deny { why } => {
+                audit.record_gated(&config.name, agent.as_deref(), &tool, false, &why);
+                return Ok(denied(format!(
+                    "Countersign's rules do not allow {tool} on {} ({why}).",
+                    config.name
+                )));
+            }
+            Decision::Ask => {
+                let mut asker = asker_for(config);
+                asker.agent = Some(agent.clone().unwrap_or_else(|| UNNAMED_AGENT.to_owned()));
+                let arguments = request
+                    .params
+                    .arguments
+                    .clone()
+                    .map(Value::Object)
+                    .unwrap_or_else(|| json!({}));
+                let pending = self.shared.broker.open(NewAsk {
+                    asker,
+                    kind: AskKind::ToolCall {
+                        tool: tool.clone(),
+                        title: facts.title.clone(),
+                        description: facts.description.clone(),
+                        annotations: facts.annotations.clone(),
+                        arguments: arguments.clone(),
+                    },
+                    request: json!({"name": tool, "arguments": arguments}),
+                    timeout: Some(config.answer_timeout),
+                    session: up.session,
+                });
+                let outcome = pending
+                    .outcome_or_withdraw(&[(ctx.ct.clone(), CancelReason::Agent)])
+                    .await;
+                match outcome {
+                    Outcome::Accepted { .. } => {}
+                    Outcome::AlwaysAllowed => {
+                        let remembered = AllowedCall {
+                            agent: agent_key.clone(),
+                            server: config.name.clone(),
+                            tool: tool.clone(),
+                        };
+                        if let Err(e) = self.shared.settings.update(|s| {
+                            s.always_allow.insert(remembered);
+                        }) {
+                            // Allowed this once all the same: the person said yes.
+                            tracing::warn!(error = %e, "cannot remember Always allow");
+                        }
+                    }
+                    Outcome::Declined
+                    | Outcome::Cancelled {
+                        reason: CancelReason::Person,
+                    } => {
+                        return Ok(denied(format!(
+                            "The person using Countersign denied this call to {tool} on {}.",
+                            config.name
+                        )));
+                    }
+                    Outcome::Cancelled {
+                        reason: CancelReason::Agent,
+                    } => {
+                        return Err(agent_cancelled());
+                    }
+                    Outcome::Cancelled { reason } => {
+                        return Ok(denied(format!(
+                            "Countersign did not run {tool} on {}: nobody approved it ({}).",
+                            config.name,
+                            reason.notice()
+                        )));
+                    }
+                }
+            }
+        }
+        self.forward_call(&up, request, &ctx).await
+    }
+
+    /// Forwards an approved call, answering multi round-trip input on the desktop.
+    async fn forward_call(
+        &self,
+        up: &Upstream,
+        mut request: CallToolRequest,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let call = up.relay.call_started();
+        let timeout = up.server.request_timeout + up.server.answer_timeout;
+        let result = async {
+            for _round in 0..MAX_INPUT_ROUNDS {
+                let required = match up
+                    .send(ClientRequest::CallToolRequest(request.clone()), ctx, timeout)
+                    .await?
+                {
+                    ServerResult::CallToolResult(result) => return Ok(result),
+                    ServerResult::InputRequiredResult(required) => required,
+                    ServerResult::EmptyResult(_) => return Ok(CallToolResult::success(vec![])),
+                    _ => {
+                        return Err(McpError::internal_error(
+                            format!("{} answered tools/call with something else", up.server.name),
+                            None,
+                        ));
+                    }
+                };
+                let inputs = required.input_requests.unwrap_or_default();
+                let answers = futures::future::join_all(inputs.into_iter().map(|(key, input)| {
+                    let elicitor = up.elicitor.clone();
+                    let cancel = ctx.ct.clone();
+                    async move { (key, answer_input_request(&elicitor, input, &cancel).await) }
+                }))
+                .await;
+                if ctx.ct.is_cancelled() {
+                    return Err(agent_cancelled());
+                }
+                let mut responses = std::collections::BTreeMap::new();
+                for (key, answer) in answers {
+                    responses.insert(
+                        key,
+                        answer.map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?,
+                    );
+                }
+                request.params.input_responses = Some(responses);
+                request.params.request_state = required.request_state;
+            }
+            Err(McpError::internal_error(
+                format!("{} still asked for input after {MAX_INPUT_ROUNDS} rounds", up.server.name),
+                None,
+            ))
+        }
+        .await;
+        up.relay.call_ended(call, ctx.ct.is_cancelled());
+        result
+    }
+
+    /// Forwards any other request and picks the expected result out of the answer.
+    async fn relay<T>(
+        &self,
+        request: ClientRequest,
+        ctx: RequestContext<RoleServer>,
+        pick: impl FnOnce(ServerResult) -> Option<T>,
+    ) -> Result<T, McpError> {
+        let up = self.upstream(&ctx).await?;
+        let method = request.method().to_owned();
+        let result = up.send(request, &ctx, up.server.request_timeout).await?;
+        pick(result).ok_or_else(|| {
+            McpError::internal_error(
+                format!("{} answered {method} with something else", up.server.name),
+                None,
+            )
+        })
+    }
+}
+
+impl ServerHandler for Forwarder {
+    fn get_info(&self) -> ServerConfig_ {
+        self.info.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        let config = self.config()?.clone();
+        let up = Upstream::connect(&self.shared, &config, &request.client_info.name)
+            .await
+            .map_err(|reason| unreachable_error(&self.server, &reason))?;
+        *lock(&up.relay.agent) = Some(ctx.peer.clone());
+        self.set_info(&up);
+        let _ = self.session_upstream.set(up);
+        ctx.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn discover(&self, ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {
+        let up = self.upstream(&ctx).await?;
+        self.set_info(&up);
+        Ok(DiscoverResult::from_server_info(
+            self.supported_protocol_versions().into_owned(),
+            self.get_info(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        self.gate_and_call(CallToolRequest::new(request), ctx)
+            .await
+            .map(CallToolResponse::Complete)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let up = self.upstream(&ctx).await?;
+        let mut list = ListToolsRequest::default();
+        list.params = request;
+        match up
+            .send(ClientRequest::ListToolsRequest(list), &ctx, up.server.request_timeout)
+            .await?
+        {
+            ServerResult::ListToolsResult(listed) => {
+                up.learn_tools(&listed);
+                Ok(listed)
+            }
+            _ => Err(McpError::internal_error(
+                format!("{} answered tools/list with something else", up.server.name),
+                None,
+            )),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let mut list = ListPromptsRequest::default();
+        list.params = request;
+        self.relay(ClientRequest::ListPromptsRequest(list), ctx, |r| match r {
+            ServerResult::ListPromptsResult(r) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.relay(ClientRequest::GetPromptRequest(GetPromptRequest::new(request)), ctx, |r| match r {
+            ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let mut list = ListResourcesRequest::default();
+        list.params = request;
+        self.relay(ClientRequest::ListResourcesRequest(list), ctx, |r| match r {
+            ServerResult::ListResourcesResult(r) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut list = ListResourceTemplatesRequest::default();
+        list.params = request;
+        self.relay(ClientRequest::ListResourceTemplatesRequest(list), ctx, |r| match r {
+            ServerResult::ListResourceTemplatesResult(r) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.relay(
+            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
+            ctx,
+            |r| match r {
+                ServerResult::ReadResourceResult(r) => Some(ReadResourceResponse::Complete(r)),
+                _ => None,
+            },
+        )
+        .await
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.relay(ClientRequest::CompleteRequest(CompleteRequest::new(request)), ctx, |r| match r {
+            ServerResult::CompleteResult(r) => Some(r),
+            _ => None,
+        })
+        .await
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.relay(ClientRequest::SetLevelRequest(SetLevelRequest::new(request)), ctx, |_| Some(()))
+            .await
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.relay(ClientRequest::SubscribeRequest(SubscribeRequest::new(request)), ctx, |_| Some(()))
+            .await
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.relay(
+            ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
+            ctx,
+            |_| Some(()),
+        )
+        .await
+    }
+}
+
+/// What the agent is told about the server: the upstream's own capabilities and identity,
+/// without what the gateway does not forward (tasks, extensions it cannot vouch for).
+fn agent_facing(upstream: ServerPeerInfo) -> ServerConfig_ {
+    let mut capabilities = upstream.capabilities;
+    capabilities.experimental = None;
+    capabilities.extensions = None;
+    let mut info = InitializeResult::new(capabilities);
+    if let Some(server_info) = upstream.server_info {
+        info.server_info = server_info;
+    }
+    info.instructions = upstream.instructions;
+    info
+}
+
+fn placeholder_info(server: &str) -> ServerConfig_ {
+    let mut capabilities = ServerCapabilities::default();
+    capabilities.tools = Some(Default::default());
+    let mut info = InitializeResult::new(capabilities);
+    let mut implementation = Implementation::default();
+    implementation.name = server.to_owned();
+    implementation.version = String::new();
+    info.server_info = implementation;
+    info
+}
+
+/// A denial, as the agent sees it: a tool result with `isError: true` that says why.
+fn denied(message: String) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(message)])
+}
+
+/// What a cancelled request ends with (the agent no longer waits for it).
+fn agent_cancelled() -> McpError {
+    McpError::new(ErrorCode::INTERNAL_ERROR, "the agent cancelled the request", None)
+}
+
+fn upstream_error(server: &ServerConfig, e: rmcp::ServiceError) -> McpError {
+    match e {
+        // The server's own error, as it sent it.
+        rmcp::ServiceError::McpError(error) => error,
+        other => McpError::internal_error(format!("{}: {other}", server.name), None),
+    }
+}
+
+fn unreachable_error(server: &str, reason: &str) -> McpError {
+    McpError::internal_error(format!("Countersign cannot reach {server}: {reason}"), None)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+

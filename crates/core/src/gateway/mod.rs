@@ -1,0 +1,357 @@
+//! The gateway: agents reach their configured servers through Countersign, so the person
+//! answers every question on the desktop (whatever the agent supports) and approves the tool
+//! calls policy marks.
+//!
+//! Streamable HTTP on 127.0.0.1 only, one path per server (`/mcp/<name>`) so agents see each
+//! server's own tool names. Every request passes [`guard`] first: Host and Origin must be this
+//! machine's gateway (DNS rebinding), the bearer token must match; anything else is refused
+//! before it can reach a server. Behind it, rmcp's Streamable HTTP server speaks both protocol
+//! generations to the agent and `forward` gives each agent session its own upstream session.
+
+pub mod connect;
+mod forward;
+pub mod policy;
+pub mod token;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+use crate::config::{GatewayConfig, ServerConfig};
+use crate::settings::SettingsStore;
+pub use connect::{ClientSetup, GatewayInfo, GatewayServer};
+
+/// Upstream session numbers for the broker start here, far from the app's own sessions'.
+const FIRST_GATEWAY_SESSION: u64 = 1 << 40;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    #[error("cannot read or create the gateway token {path}: {source}")]
+    Token {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
+/// Written beside the audit log while the gateway listens, for `countersign-bridge`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Discovery {
+    pub url: String,
+    pub pid: u32,
+}
+
+#[derive(Default)]
+struct Status {
+    addr: Option<SocketAddr>,
+    error: Option<String>,
+}
+
+pub(crate) struct Shared {
+    pub(crate) servers: BTreeMap<String, ServerConfig>,
+    pub(crate) broker: Broker,
+    pub(crate) settings: SettingsStore,
+    pub(crate) next_session: AtomicU64,
+    pub(crate) pool: forward::Pool,
+    config: GatewayConfig,
+    token: String,
+    token_path: PathBuf,
+    paused: AtomicBool,
+    status: Mutex<Status>,
+    stop: CancellationToken,
+}
+
+/// The gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    shared: Arc<Shared>,
+}
+
+impl Gateway {
+    /// Reads (or creates) the token; does not listen yet.
+    pub fn new(
+        config: GatewayConfig,
+        servers: Vec<ServerConfig>,
+        broker: Broker,
+        settings: SettingsStore,
+        token_path: PathBuf,
+    ) -> Result<Self, GatewayError> {
+        let token = token::load_or_create(&token_path).map_err(|source| GatewayError::Token {
+            path: token_path.clone(),
+            source,
+        })?;
+        Ok(Gateway {
+            shared: Arc::new(Shared {
+                servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+                broker,
+                settings,
+                next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
+                pool: forward::Pool::default(),
+                config,
+                token,
+                token_path,
+                paused: AtomicBool::new(false),
+                status: Mutex::default(),
+                stop: CancellationToken::new(),
+            }),
+        })
+    }
+
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// Where it listens, once it does.
+    pub fn addr(&self) -> Option<SocketAddr> {
+        lock(&self.shared.status).addr
+    }
+
+    /// Binds 127.0.0.1 on the configured port and serves until [`Self::shutdown`]. A failure
+    /// is also kept for [`Self::info`], so the app can say why agents cannot connect.
+    pub async fn listen(&self) -> Result<SocketAddr, GatewayError> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.shared.config.port));
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => Ok(self.serve(listener)),
+            Err(source) => {
+                let error = GatewayError::Bind { addr, source };
+                lock(&self.shared.status).error = Some(error.to_string());
+                Err(error)
+            }
+        }
+    }
+
+    /// Serves on a bound listener (tests bind port 0).
+    pub fn serve(&self, listener: tokio::net::TcpListener) -> SocketAddr {
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], self.shared.config.port)));
+        *lock(&self.shared.status) = Status {
+            addr: Some(addr),
+            error: None,
+        };
+        let router = self.router(addr);
+        let stop = self.shared.stop.clone();
+        tokio::spawn(async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "gateway stopped");
+            }
+        });
+        tokio::spawn(forward::reap_idle(self.shared.clone()));
+        tracing::info!(%addr, servers = self.shared.servers.len(), "gateway listening");
+        addr
+    }
+
+    fn router(&self, addr: SocketAddr) -> axum::Router {
+        let origins = vec![
+            format!("http://127.0.0.1:{}", addr.port()),
+            format!("http://localhost:{}", addr.port()),
+        ];
+        let mut router = axum::Router::new();
+        for name in self.shared.servers.keys() {
+            let config = StreamableHttpServerConfig::default()
+                .with_cancellation_token(self.shared.stop.child_token())
+                .with_allowed_origins(origins.clone())
+                // Plain JSON for a plain answer; rmcp switches to SSE when progress or logging
+                // comes first.
+                .with_json_response(true)
+                .with_legacy_session_mode(true);
+            let shared = self.shared.clone();
+            let server = name.clone();
+            let service: StreamableHttpService<forward::Forwarder, LocalSessionManager> =
+                StreamableHttpService::new(
+                    move || Ok(forward::Forwarder::new(shared.clone(), server.clone())),
+                    Arc::default(),
+                    config,
+                );
+            router = router.nest_service(&connect::server_path(name), service);
+        }
+        router
+            .fallback(|| async {
+                refusal(
+                    StatusCode::NOT_FOUND,
+                    "no server by that name on this gateway; the path is /mcp/<server>",
+                )
+            })
+            .layer(axum::middleware::from_fn_with_state(
+                (self.shared.clone(), addr.port()),
+                guard,
+            ))
+    }
+
+    pub fn is_paused(&self) -> bool {
+        self.shared.paused.load(Ordering::Relaxed)
+    }
+
+    /// While paused every agent request is refused (503); open sessions stay.
+    pub fn set_paused(&self, paused: bool) {
+        self.shared.paused.store(paused, Ordering::Relaxed);
+        tracing::info!(paused, "gateway");
+    }
+
+    /// The page the person reads to connect agents.
+    pub fn info(&self, bridge_command: &str) -> GatewayInfo {
+        let status = lock(&self.shared.status);
+        let port = status
+            .addr
+            .map(|a| a.port())
+            .unwrap_or(self.shared.config.port);
+        let url = format!("http://127.0.0.1:{port}");
+        let names: Vec<String> = self.shared.servers.keys().cloned().collect();
+        GatewayInfo {
+            enabled: self.shared.config.enabled,
+            listening: status.addr.is_some() && !self.is_paused(),
+            paused: self.is_paused(),
+            error: status.error.clone(),
+            servers: names
+                .iter()
+                .map(|n| GatewayServer {
+                    name: n.clone(),
+                    url: format!("{url}{}", connect::server_path(n)),
+                })
+                .collect(),
+            clients: connect::client_setups(&url, &self.shared.token, bridge_command, &names),
+            token_path: self.shared.token_path.display().to_string(),
+            url,
+        }
+    }
+
+    /// Tells `countersign-bridge` where to find the gateway (`path` is removed at shutdown).
+    pub fn write_discovery(&self, path: &Path) -> std::io::Result<()> {
+        let Some(addr) = self.addr() else {
+            return Ok(());
+        };
+        let discovery = Discovery {
+            url: format!("http://{addr}"),
+            pid: std::process::id(),
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_vec(&discovery).unwrap_or_default())?;
+        std::fs::rename(&tmp, path)
+    }
+
+    /// Stops accepting agents and closes every upstream session.
+    pub async fn shutdown(&self) {
+        self.shared.stop.cancel();
+        self.shared.pool.clear().await;
+    }
+}
+
+/// Refuses what is not a local agent holding the token, before anything reaches a server.
+async fn guard(
+    State((shared, port)): State<(Arc<Shared>, u16)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if !host.is_some_and(|h| is_local_authority(h, port)) {
+        return refusal(
+            StatusCode::FORBIDDEN,
+            "Host is not this machine's gateway (DNS rebinding is refused)",
+        );
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let ok = origin.to_str().ok().is_some_and(|o| {
+            o.strip_prefix("http://")
+                .is_some_and(|authority| is_local_authority(authority, port))
+        });
+        if !ok {
+            return refusal(StatusCode::FORBIDDEN, "requests from web pages are refused");
+        }
+    }
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "))
+        .map(str::trim);
+    if !given.is_some_and(|t| token::matches(t.as_bytes(), shared.token.as_bytes())) {
+        let mut response = refusal(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token (see Countersign's Connect agents page)",
+        );
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"countersign\""),
+        );
+        return response;
+    }
+    if shared.paused.load(Ordering::Relaxed) {
+        return refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Countersign's gateway is paused; resume it from the app or its tray menu",
+        );
+    }
+    next.run(request).await
+}
+
+/// `127.0.0.1:PORT`, `localhost:PORT` or `[::1]:PORT`, with exactly our port.
+fn is_local_authority(authority: &str, port: u16) -> bool {
+    let Some((host, p)) = authority.rsplit_once(':') else {
+        return false;
+    };
+    p.parse::<u16>() == Ok(port)
+        && matches!(
+            host.to_ascii_lowercase().as_str(),
+            "127.0.0.1" | "localhost" | "[::1]"
+        )
+}
+
+/// A refusal agents can show: a JSON-RPC error body with the reason.
+fn refusal(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": format!("Countersign: {message}")},
+    });
+    let mut response = (status, Body::from(body.to_string())).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machine_on_our_port_is_local() {
+        assert!(is_local_authority("127.0.0.1:47717", 47717));
+        assert!(is_local_authority("localhost:47717", 47717));
+        assert!(is_local_authority("LOCALHOST:47717", 47717));
+        assert!(is_local_authority("[::1]:47717", 47717));
+        assert!(!is_local_authority("127.0.0.1:80", 47717));
+        assert!(!is_local_authority("127.0.0.1", 47717));
+        assert!(!is_local_authority("evil.example:47717", 47717));
+        assert!(!is_local_authority("localhost.evil.example:47717", 47717));
+        assert!(!is_local_authority("127.0.0.2:47717", 47717));
+    }
+}

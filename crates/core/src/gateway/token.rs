@@ -1,0 +1,82 @@
+//! The gateway's bearer token: random, kept in a file only the user can read, and the same
+//! across runs so agent configs pasted once keep working.
+
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+/// 32 random bytes, hex: enough that guessing is hopeless, plain enough to paste.
+fn fresh() -> std::io::Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Reads the token at `path`, creating it (mode 0600) if missing or empty. A file that others
+/// can read is tightened to 0600, since the token grants every configured server.
+pub fn load_or_create(path: &Path) -> std::io::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) if !text.trim().is_empty() => {
+            let mode = std::fs::metadata(path)?.permissions().mode();
+            if mode & 0o077 != 0 {
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+            }
+            return Ok(text.trim().to_owned());
+        }
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let token = fresh()?;
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    file.write_all(token.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    Ok(token)
+}
+
+/// Compares without an early exit, so response timing does not reveal a matching prefix.
+pub fn matches(given: &[u8], token: &[u8]) -> bool {
+    if given.len() != token.len() {
+        return false;
+    }
+    given.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn created_private_and_kept_across_runs() {
+        let dir = std::env::temp_dir().join(format!("cs-token-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("gateway-token");
+        let first = load_or_create(&path).unwrap();
+        assert_eq!(first.len(), 64);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(load_or_create(&path).unwrap(), first);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(load_or_create(&path).unwrap(), first);
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn compares_whole_tokens_only() {
+        assert!(matches(b"abc", b"abc"));
+        assert!(!matches(b"abd", b"abc"));
+        assert!(!matches(b"ab", b"abc"));
+        assert!(!matches(b"", b"abc"));
+    }
+}
