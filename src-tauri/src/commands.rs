@@ -5,6 +5,8 @@ use serde_json::Value;
 use tauri::State;
 
 use countersign_core::app::{ConfigInfo, History, ServerView, ToolRun, ToolView};
+use countersign_core::gateway::GatewayInfo;
+use countersign_core::settings::{AllowedCall, Settings};
 use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
 
 #[tauri::command]
@@ -101,4 +103,29 @@ pub fn set_start_at_login(handle: tauri::AppHandle, on: bool) -> Result<(), AppE
     result.map_err(|e| AppError::Settings {
         message: format!("cannot change start at login: {e}"),
     })
+}
+
+/// The Connect agents page: where the gateway listens and what to paste into each agent.
+#[tauri::command(async)]
+pub fn gateway_info(app: State<'_, App>) -> Result<GatewayInfo, AppError> {
+    app.gateway_info(&crate::launch::bridge_command())
+}
+
+/// Pauses (every agent request refused) or resumes the gateway.
+#[tauri::command(async)]
+pub fn set_gateway_paused(app: State<'_, App>, paused: bool) -> Result<GatewayInfo, AppError> {
+    app.set_gateway_paused(paused)?;
+    app.gateway_info(&crate::launch::bridge_command())
+}
+
+/// The person's settings, including the remembered "Always allow" decisions.
+#[tauri::command]
+pub fn get_settings(app: State<'_, App>) -> Settings {
+    app.settings()
+}
+
+/// Forgets one "Always allow"; returns the settings as saved.
+#[tauri::command(async)]
+pub fn revoke_always_allow(app: State<'_, App>, call: AllowedCall) -> Result<Settings, AppError> {
+    app.revoke_always_allow(&call)
 }

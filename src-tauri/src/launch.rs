@@ -36,6 +36,17 @@ pub enum LaunchError {
     Audit(#[from] countersign_core::audit::AuditError),
 }
 
+/// `countersign-bridge` as agents should launch it: beside the app binary when it is there
+/// (an installed package, a build), by name on PATH otherwise.
+pub fn bridge_command() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("countersign-bridge")))
+        .filter(|p| p.exists())
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "countersign-bridge".into())
+}
+
 /// The demo server shipped beside the app binary; by name on PATH otherwise.
 fn demo_server_command() -> String {
     std::env::current_exe()
@@ -59,5 +70,10 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
     if let Some(warning) = warning {
         tracing::warn!("{warning}");
     }
-    Ok(App::start(loaded, audit).await.with_settings(settings))
+    let token = dirs::gateway_token_path().ok_or(LaunchError::NoHome)?;
+    Ok(App::start(loaded, audit)
+        .await
+        .with_settings(settings)
+        .with_gateway(token, dirs::gateway_file())
+        .await)
 }

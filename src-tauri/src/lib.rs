@@ -91,6 +91,10 @@ pub fn run() {
             commands::set_muted,
             commands::desktop_info,
             commands::set_start_at_login,
+            commands::gateway_info,
+            commands::set_gateway_paused,
+            commands::get_settings,
+            commands::revoke_always_allow,
         ])
         .build(tauri::generate_context!());
     let app = match app {

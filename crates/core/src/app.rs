@@ -114,6 +114,8 @@ pub enum AppError {
     Audit { message: String },
     #[error("{message}")]
     Settings { message: String },
+    #[error("{message}")]
+    Gateway { message: String },
 }
 
 impl From<crate::session::SessionError> for AppError {
@@ -143,6 +145,10 @@ pub struct App {
     sessions: SessionManager,
     settings: SettingsStore,
     runs: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    gateway: Option<crate::gateway::Gateway>,
+    /// Why there is no gateway, when there is none.
+    gateway_error: Option<String>,
+    discovery: Option<std::path::PathBuf>,
 }
 
 impl App {
@@ -157,7 +163,92 @@ impl App {
             sessions,
             settings: SettingsStore::default(),
             runs: Default::default(),
+            gateway: None,
+            gateway_error: None,
+            discovery: None,
         }
+    }
+
+    /// Starts the gateway as configured (after [`Self::with_settings`]: it remembers "Always
+    /// allow" there), keeping its token at `token_path` and telling `countersign-bridge`
+    /// where it listens through `discovery`. A failure is kept for the Connect page, not fatal.
+    pub async fn with_gateway(
+        mut self,
+        token_path: std::path::PathBuf,
+        discovery: Option<std::path::PathBuf>,
+    ) -> App {
+        let gateway = match crate::gateway::Gateway::new(
+            self.config.gateway.clone(),
+            self.config.servers.clone(),
+            self.broker.clone(),
+            self.settings.clone(),
+            token_path,
+        ) {
+            Ok(gateway) => gateway,
+            Err(e) => {
+                tracing::warn!("{e}");
+                self.gateway_error = Some(e.to_string());
+                return self;
+            }
+        };
+        if self.config.gateway.enabled {
+            match gateway.listen().await {
+                Ok(_) => {
+                    if let Some(path) = &discovery
+                        && let Err(e) = gateway.write_discovery(path)
+                    {
+                        tracing::warn!(path = %path.display(), error = %e, "cannot write the gateway's address for countersign-bridge");
+                    }
+                }
+                Err(e) => tracing::warn!("gateway: {e}"),
+            }
+        }
+        self.gateway = Some(gateway);
+        self.discovery = discovery;
+        self
+    }
+
+    pub fn gateway(&self) -> Option<&crate::gateway::Gateway> {
+        self.gateway.as_ref()
+    }
+
+    /// The Connect agents page; `bridge_command` is how this install runs the bridge.
+    pub fn gateway_info(&self, bridge_command: &str) -> Result<crate::gateway::GatewayInfo, AppError> {
+        match &self.gateway {
+            Some(gateway) => Ok(gateway.info(bridge_command)),
+            None => Err(AppError::Gateway {
+                message: self
+                    .gateway_error
+                    .clone()
+                    .unwrap_or_else(|| "the gateway is not running".into()),
+            }),
+        }
+    }
+
+    pub fn set_gateway_paused(&self, paused: bool) -> Result<(), AppError> {
+        match &self.gateway {
+            Some(gateway) => {
+                gateway.set_paused(paused);
+                Ok(())
+            }
+            None => Err(AppError::Gateway {
+                message: "the gateway is not running".into(),
+            }),
+        }
+    }
+
+    /// Forgets one "Always allow": that agent's next call of that tool is asked about again.
+    pub fn revoke_always_allow(
+        &self,
+        call: &crate::settings::AllowedCall,
+    ) -> Result<Settings, AppError> {
+        self.settings
+            .update(|s| {
+                s.always_allow.remove(call);
+            })
+            .map_err(|e| AppError::Settings {
+                message: e.to_string(),
+            })
     }
 
     /// Uses `settings` (loaded from disk by the caller) instead of in-memory defaults.
@@ -328,7 +419,15 @@ impl App {
     }
 
     /// Cancels every open ask, then closes every session and waits for children to exit.
+    /// Cancels every open question, then closes the gateway's and the app's sessions.
     pub async fn shutdown(&self) {
+        self.broker.shutdown();
+        if let Some(gateway) = &self.gateway {
+            gateway.shutdown().await;
+        }
+        if let Some(path) = &self.discovery {
+            let _ = std::fs::remove_file(path);
+        }
         self.sessions.shutdown().await;
     }
 }

@@ -4,4 +4,4 @@ import type { JsonValue } from "./serde_json/JsonValue";
 /**
  * What the person chose. Only `Accept` can ever produce an `accept` on the wire.
  */
-export type Answer = { "action": "accept", content: { [key in string]: JsonValue } | null, } | { "action": "decline" } | { "action": "cancel" };
+export type Answer = { "action": "accept", content: { [key in string]: JsonValue } | null, } | { "action": "decline" } | { "action": "cancel" } | { "action": "alwaysAllow" };

@@ -10,4 +10,13 @@ export type AskKind = { "kind": "form", message: string, schema: FormSchema, } |
  * Where the address leads, as `url_policy` judged it on arrival (empty in records
  * written before it was kept).
  */
-host: string, warnings: Array<UrlWarning>, };
+host: string, warnings: Array<UrlWarning>, } | { "kind": "toolCall", tool: string, 
+/**
+ * The tool's `title`, `description` and `annotations` as the server listed them
+ * (untrusted text; annotations are hints unless the server is trusted).
+ */
+title: string | null, description: string | null, annotations: Record<string, unknown> | null, 
+/**
+ * The call's arguments as the agent sent them.
+ */
+arguments: unknown, };

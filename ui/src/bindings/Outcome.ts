@@ -5,4 +5,4 @@ import type { JsonValue } from "./serde_json/JsonValue";
 /**
  * How an ask ended. Exactly one per ask.
  */
-export type Outcome = { "outcome": "accepted", content: { [key in string]: JsonValue } | null, } | { "outcome": "declined" } | { "outcome": "cancelled", reason: CancelReason, };
+export type Outcome = { "outcome": "accepted", content: { [key in string]: JsonValue } | null, } | { "outcome": "declined" } | { "outcome": "cancelled", reason: CancelReason, } | { "outcome": "alwaysAllowed" };
