@@ -213,7 +213,10 @@ impl App {
     }
 
     /// The Connect agents page; `bridge_command` is how this install runs the bridge.
-    pub fn gateway_info(&self, bridge_command: &str) -> Result<crate::gateway::GatewayInfo, AppError> {
+    pub fn gateway_info(
+        &self,
+        bridge_command: &str,
+    ) -> Result<crate::gateway::GatewayInfo, AppError> {
         match &self.gateway {
             Some(gateway) => Ok(gateway.info(bridge_command)),
             None => Err(AppError::Gateway {

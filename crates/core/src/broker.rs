@@ -324,14 +324,12 @@ impl PendingAsk {
         if withdraw.is_empty() {
             return outcome.await;
         }
-        let fired = futures::future::select_all(
-            withdraw
-                .iter()
-                .map(|(token, reason)| Box::pin(async move {
-                    token.cancelled().await;
-                    *reason
-                })),
-        );
+        let fired = futures::future::select_all(withdraw.iter().map(|(token, reason)| {
+            Box::pin(async move {
+                token.cancelled().await;
+                *reason
+            })
+        }));
         tokio::select! {
             o = &mut outcome => o,
             (reason, _, _) = fired => {

@@ -320,7 +320,9 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                     line,
                     column,
                     server: None,
-                    message: "gateway: \"port\" must be a fixed port (1-65535) that agents can be told".into(),
+                    message:
+                        "gateway: \"port\" must be a fixed port (1-65535) that agents can be told"
+                            .into(),
                 });
             }
             Ok(g) => {

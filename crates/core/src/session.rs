@@ -662,10 +662,7 @@ pub(crate) async fn answer_input_request(
     }
 }
 
-async fn collect_stderr(
-    tail: Arc<Mutex<VecDeque<String>>>,
-    stderr: tokio::process::ChildStderr,
-) {
+async fn collect_stderr(tail: Arc<Mutex<VecDeque<String>>>, stderr: tokio::process::ChildStderr) {
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     loop {
         match lines.next_line().await {

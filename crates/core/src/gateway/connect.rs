@@ -59,7 +59,12 @@ pub fn server_path(server: &str) -> String {
 }
 
 /// The blocks to paste, for every server, into each host this page knows.
-pub fn client_setups(base_url: &str, token: &str, bridge: &str, servers: &[String]) -> Vec<ClientSetup> {
+pub fn client_setups(
+    base_url: &str,
+    token: &str,
+    bridge: &str,
+    servers: &[String],
+) -> Vec<ClientSetup> {
     let url = |s: &str| format!("{base_url}{}", server_path(s));
     let bearer = format!("Bearer {token}");
     let claude_code = servers
@@ -115,7 +120,10 @@ pub fn client_setups(base_url: &str, token: &str, bridge: &str, servers: &[Strin
 
 /// POSIX single quotes: the server name and URL are the person's own, but may hold spaces.
 fn shell_quote(s: &str) -> String {
-    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b)) {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b))
+    {
         s.to_owned()
     } else {
         format!("'{}'", s.replace('\'', "'\\''"))
@@ -134,7 +142,14 @@ mod tests {
             "/usr/bin/countersign-bridge",
             &["demo".into(), "my desk".into()],
         );
-        let by = |c: &str| setups.iter().find(|s| s.client == c).unwrap().snippet.clone();
+        let by = |c: &str| {
+            setups
+                .iter()
+                .find(|s| s.client == c)
+                .unwrap()
+                .snippet
+                .clone()
+        };
         assert_eq!(
             by("claudeCode").lines().next().unwrap(),
             "claude mcp add --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer tok'"
@@ -147,10 +162,16 @@ mod tests {
         );
         assert!(!by("claudeDesktop").contains("tok"));
         let cursor: Value = serde_json::from_str(&by("cursor")).unwrap();
-        assert_eq!(cursor["mcpServers"]["demo"]["headers"]["Authorization"], "Bearer tok");
+        assert_eq!(
+            cursor["mcpServers"]["demo"]["headers"]["Authorization"],
+            "Bearer tok"
+        );
         let vscode: Value = serde_json::from_str(&by("vscode")).unwrap();
         assert_eq!(vscode["servers"]["demo"]["type"], "http");
-        assert_eq!(vscode["servers"]["demo"]["url"], "http://127.0.0.1:47717/mcp/demo");
+        assert_eq!(
+            vscode["servers"]["demo"]["url"],
+            "http://127.0.0.1:47717/mcp/demo"
+        );
     }
 
     #[test]

@@ -22,17 +22,19 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
-    CancelledNotificationParam, ClientRequest, ContentBlock, CompleteRequest, CompleteRequestParams,
-    CompleteResult, DiscoverResult, ErrorCode, GetMeta, GetPromptRequest, GetPromptRequestParams,
-    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsRequest, ListPromptsResult, ListResourceTemplatesRequest,
+    CancelledNotificationParam, ClientRequest, CompleteRequest, CompleteRequestParams,
+    CompleteResult, ContentBlock, DiscoverResult, ErrorCode, GetMeta, GetPromptRequest,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsRequest, ListPromptsResult, ListResourceTemplatesRequest,
     ListResourceTemplatesResult, ListResourcesRequest, ListResourcesResult, ListToolsRequest,
     ListToolsResult, PaginatedRequestParams, ProgressToken, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerNotification, ServerPeerInfo,
-    ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerNotification,
+    ServerPeerInfo, ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
     SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
 };
-use rmcp::service::{Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService};
+use rmcp::service::{
+    Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService,
+};
 use rmcp::{ErrorData as McpError, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -90,7 +92,10 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
         let now = crate::broker::unix_ms();
         let mut entries = shared.pool.entries.lock().await;
         entries.retain(|_, cell| match cell.get() {
-            Some(up) if up.is_closed() || now.saturating_sub(up.last_used()) > IDLE.as_millis() as u64 => {
+            Some(up)
+                if up.is_closed()
+                    || now.saturating_sub(up.last_used()) > IDLE.as_millis() as u64 =>
+            {
                 up.close();
                 false
             }
@@ -120,7 +125,11 @@ struct ToolFacts {
 }
 
 impl Upstream {
-    async fn connect(shared: &Arc<Shared>, server: &ServerConfig, agent: &str) -> Result<Arc<Self>, String> {
+    async fn connect(
+        shared: &Arc<Shared>,
+        server: &ServerConfig,
+        agent: &str,
+    ) -> Result<Arc<Self>, String> {
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (relay, notifications) = AgentRelay::new();
         let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
@@ -155,10 +164,17 @@ impl Upstream {
             tools: Mutex::default(),
         });
         if let Some(info) = upstream.info() {
-            let mut last = shared.pool.last_info.write().unwrap_or_else(|e| e.into_inner());
+            let mut last = shared
+                .pool
+                .last_info
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
             last.insert(server.name.clone(), agent_facing(info));
         }
-        tokio::spawn(relay_notifications(Arc::downgrade(&upstream), notifications));
+        tokio::spawn(relay_notifications(
+            Arc::downgrade(&upstream),
+            notifications,
+        ));
         // A dead upstream takes its questions with it, at once.
         let broker = shared.broker.clone();
         let closed = upstream.closed.clone();
@@ -198,8 +214,10 @@ impl Upstream {
         mut request: ClientRequest,
         ctx: &RequestContext<RoleServer>,
         timeout: Duration,
+        call: Option<u64>,
     ) -> Result<ServerResult, McpError> {
-        self.last_used.store(crate::broker::unix_ms(), Ordering::Relaxed);
+        self.last_used
+            .store(crate::broker::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
         // The agent's lifecycle keys describe the agent's link to us, not ours upstream.
         request
@@ -228,6 +246,11 @@ impl Upstream {
         self.relay.progress_routes().remove(&upstream_token);
         match response {
             None => {
+                // The questions first: the server's own withdrawal, prompted by ours, must not
+                // be what ends them.
+                if let Some(call) = call {
+                    self.relay.call_ended(call, true);
+                }
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
                         Some(id),
@@ -242,10 +265,14 @@ impl Upstream {
 
     /// What the gate needs to know about `tool`, listing the tools if they were not yet.
     async fn tool_facts(&self, tool: &str) -> ToolFacts {
-        if let Some(facts) = lock(&self.tools).as_ref().and_then(|t| t.get(tool).cloned()) {
+        if let Some(facts) = lock(&self.tools)
+            .as_ref()
+            .and_then(|t| t.get(tool).cloned())
+        {
             return facts;
         }
-        let listed = tokio::time::timeout(self.server.request_timeout, self.peer().list_all_tools()).await;
+        let listed =
+            tokio::time::timeout(self.server.request_timeout, self.peer().list_all_tools()).await;
         if let Ok(Ok(tools)) = listed {
             let facts: HashMap<String, ToolFacts> = tools
                 .iter()
@@ -301,10 +328,16 @@ async fn relay_notifications(
         };
         match notification {
             ServerNotification::ProgressNotification(mut n) => {
-                let route = up.relay.progress_routes().get(&n.params.progress_token).cloned();
+                let route = up
+                    .relay
+                    .progress_routes()
+                    .get(&n.params.progress_token)
+                    .cloned();
                 if let Some((peer, token)) = route {
                     n.params.progress_token = token;
-                    let _ = peer.send_notification(ServerNotification::ProgressNotification(n)).await;
+                    let _ = peer
+                        .send_notification(ServerNotification::ProgressNotification(n))
+                        .await;
                 }
             }
             other => {
@@ -414,10 +447,9 @@ impl Forwarder {
     }
 
     fn config(&self) -> Result<&ServerConfig, McpError> {
-        self.shared
-            .servers
-            .get(&self.server)
-            .ok_or_else(|| McpError::internal_error(format!("no server named {}", self.server), None))
+        self.shared.servers.get(&self.server).ok_or_else(|| {
+            McpError::internal_error(format!("no server named {}", self.server), None)
+        })
     }
 
     fn set_info(&self, upstream: &Upstream) {
@@ -470,7 +502,13 @@ impl Forwarder {
         let facts = up.tool_facts(&tool).await;
         let agent_key = agent.clone().unwrap_or_default();
         let audit = self.shared.broker.audit();
-        match policy::decide(config, &agent_key, &tool, facts.annotations.as_ref(), &self.shared.settings) {
+        match policy::decide(
+            config,
+            &agent_key,
+            &tool,
+            facts.annotations.as_ref(),
+            &self.shared.settings,
+        ) {
             Decision::Allow { why } => {
                 audit.record_gated(&config.name, agent.as_deref(), &tool, true, &why);
             }
@@ -560,7 +598,12 @@ impl Forwarder {
         let result = async {
             for _round in 0..MAX_INPUT_ROUNDS {
                 let required = match up
-                    .send(ClientRequest::CallToolRequest(request.clone()), ctx, timeout)
+                    .send(
+                        ClientRequest::CallToolRequest(request.clone()),
+                        ctx,
+                        timeout,
+                        Some(call),
+                    )
                     .await?
                 {
                     ServerResult::CallToolResult(result) => return Ok(result),
@@ -587,14 +630,19 @@ impl Forwarder {
                 for (key, answer) in answers {
                     responses.insert(
                         key,
-                        answer.map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?,
+                        answer.map_err(|m| {
+                            McpError::internal_error(format!("{}: {m}", up.server.name), None)
+                        })?,
                     );
                 }
                 request.params.input_responses = Some(responses);
                 request.params.request_state = required.request_state;
             }
             Err(McpError::internal_error(
-                format!("{} still asked for input after {MAX_INPUT_ROUNDS} rounds", up.server.name),
+                format!(
+                    "{} still asked for input after {MAX_INPUT_ROUNDS} rounds",
+                    up.server.name
+                ),
                 None,
             ))
         }
@@ -612,7 +660,9 @@ impl Forwarder {
     ) -> Result<T, McpError> {
         let up = self.upstream(&ctx).await?;
         let method = request.method().to_owned();
-        let result = up.send(request, &ctx, up.server.request_timeout).await?;
+        let result = up
+            .send(request, &ctx, up.server.request_timeout, None)
+            .await?;
         pick(result).ok_or_else(|| {
             McpError::internal_error(
                 format!("{} answered {method} with something else", up.server.name),
@@ -671,7 +721,12 @@ impl ServerHandler for Forwarder {
         let mut list = ListToolsRequest::default();
         list.params = request;
         match up
-            .send(ClientRequest::ListToolsRequest(list), &ctx, up.server.request_timeout)
+            .send(
+                ClientRequest::ListToolsRequest(list),
+                &ctx,
+                up.server.request_timeout,
+                None,
+            )
             .await?
         {
             ServerResult::ListToolsResult(listed) => {
@@ -704,10 +759,14 @@ impl ServerHandler for Forwarder {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        self.relay(ClientRequest::GetPromptRequest(GetPromptRequest::new(request)), ctx, |r| match r {
-            ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
-            _ => None,
-        })
+        self.relay(
+            ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
+            ctx,
+            |r| match r {
+                ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
+                _ => None,
+            },
+        )
         .await
     }
 
@@ -718,10 +777,14 @@ impl ServerHandler for Forwarder {
     ) -> Result<ListResourcesResult, McpError> {
         let mut list = ListResourcesRequest::default();
         list.params = request;
-        self.relay(ClientRequest::ListResourcesRequest(list), ctx, |r| match r {
-            ServerResult::ListResourcesResult(r) => Some(r),
-            _ => None,
-        })
+        self.relay(
+            ClientRequest::ListResourcesRequest(list),
+            ctx,
+            |r| match r {
+                ServerResult::ListResourcesResult(r) => Some(r),
+                _ => None,
+            },
+        )
         .await
     }
 
@@ -732,10 +795,14 @@ impl ServerHandler for Forwarder {
     ) -> Result<ListResourceTemplatesResult, McpError> {
         let mut list = ListResourceTemplatesRequest::default();
         list.params = request;
-        self.relay(ClientRequest::ListResourceTemplatesRequest(list), ctx, |r| match r {
-            ServerResult::ListResourceTemplatesResult(r) => Some(r),
-            _ => None,
-        })
+        self.relay(
+            ClientRequest::ListResourceTemplatesRequest(list),
+            ctx,
+            |r| match r {
+                ServerResult::ListResourceTemplatesResult(r) => Some(r),
+                _ => None,
+            },
+        )
         .await
     }
 
@@ -760,10 +827,14 @@ impl ServerHandler for Forwarder {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        self.relay(ClientRequest::CompleteRequest(CompleteRequest::new(request)), ctx, |r| match r {
-            ServerResult::CompleteResult(r) => Some(r),
-            _ => None,
-        })
+        self.relay(
+            ClientRequest::CompleteRequest(CompleteRequest::new(request)),
+            ctx,
+            |r| match r {
+                ServerResult::CompleteResult(r) => Some(r),
+                _ => None,
+            },
+        )
         .await
     }
 
@@ -772,8 +843,12 @@ impl ServerHandler for Forwarder {
         request: SetLevelRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.relay(ClientRequest::SetLevelRequest(SetLevelRequest::new(request)), ctx, |_| Some(()))
-            .await
+        self.relay(
+            ClientRequest::SetLevelRequest(SetLevelRequest::new(request)),
+            ctx,
+            |_| Some(()),
+        )
+        .await
     }
 
     async fn subscribe(
@@ -781,8 +856,12 @@ impl ServerHandler for Forwarder {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.relay(ClientRequest::SubscribeRequest(SubscribeRequest::new(request)), ctx, |_| Some(()))
-            .await
+        self.relay(
+            ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
+            ctx,
+            |_| Some(()),
+        )
+        .await
     }
 
     async fn unsubscribe(
@@ -831,7 +910,11 @@ fn denied(message: String) -> CallToolResult {
 
 /// What a cancelled request ends with (the agent no longer waits for it).
 fn agent_cancelled() -> McpError {
-    McpError::new(ErrorCode::INTERNAL_ERROR, "the agent cancelled the request", None)
+    McpError::new(
+        ErrorCode::INTERNAL_ERROR,
+        "the agent cancelled the request",
+        None,
+    )
 }
 
 fn upstream_error(server: &ServerConfig, e: rmcp::ServiceError) -> McpError {
@@ -849,4 +932,3 @@ fn unreachable_error(server: &str, reason: &str) -> McpError {
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
-

@@ -11,9 +11,13 @@ use crate::settings::{AllowedCall, SettingsStore};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
     /// Forward without asking; `why` goes to the audit log.
-    Allow { why: String },
+    Allow {
+        why: String,
+    },
     /// Refuse without asking.
-    Deny { why: String },
+    Deny {
+        why: String,
+    },
     Ask,
 }
 
@@ -77,15 +81,24 @@ mod tests {
     fn a_read_only_claim_counts_only_for_a_trusted_server() {
         let settings = SettingsStore::default();
         let ro = json!({"readOnlyHint": true});
-        assert_eq!(decide(&server(false), "a", "purge_spam", Some(&ro), &settings), Decision::Ask);
+        assert_eq!(
+            decide(&server(false), "a", "purge_spam", Some(&ro), &settings),
+            Decision::Ask
+        );
         assert!(matches!(
             decide(&server(true), "a", "purge_spam", Some(&ro), &settings),
             Decision::Allow { .. }
         ));
         // No annotations, or a write: ask even when trusted.
-        assert_eq!(decide(&server(true), "a", "t", None, &settings), Decision::Ask);
+        assert_eq!(
+            decide(&server(true), "a", "t", None, &settings),
+            Decision::Ask
+        );
         let write = json!({"readOnlyHint": false, "destructiveHint": false});
-        assert_eq!(decide(&server(true), "a", "t", Some(&write), &settings), Decision::Ask);
+        assert_eq!(
+            decide(&server(true), "a", "t", Some(&write), &settings),
+            Decision::Ask
+        );
     }
 
     #[test]
@@ -96,8 +109,14 @@ mod tests {
         s.tool_policy.insert("delete".into(), ToolRule::Allow);
         s.tool_policy.insert("peek".into(), ToolRule::Ask);
         let ro = json!({"readOnlyHint": true});
-        assert!(matches!(decide(&s, "a", "list", Some(&ro), &settings), Decision::Deny { .. }));
-        assert!(matches!(decide(&s, "a", "delete", None, &settings), Decision::Allow { .. }));
+        assert!(matches!(
+            decide(&s, "a", "list", Some(&ro), &settings),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            decide(&s, "a", "delete", None, &settings),
+            Decision::Allow { .. }
+        ));
         assert_eq!(decide(&s, "a", "peek", Some(&ro), &settings), Decision::Ask);
 
         settings
@@ -110,7 +129,10 @@ mod tests {
             })
             .unwrap();
         let plain = server(false);
-        assert!(matches!(decide(&plain, "a", "book", None, &settings), Decision::Allow { .. }));
+        assert!(matches!(
+            decide(&plain, "a", "book", None, &settings),
+            Decision::Allow { .. }
+        ));
         // Remembered for that agent only.
         assert_eq!(decide(&plain, "b", "book", None, &settings), Decision::Ask);
     }

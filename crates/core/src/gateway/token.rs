@@ -50,7 +50,11 @@ pub fn matches(given: &[u8], token: &[u8]) -> bool {
     if given.len() != token.len() {
         return false;
     }
-    given.iter().zip(token).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    given
+        .iter()
+        .zip(token)
+        .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+        == 0
 }
 
 #[cfg(test)]
@@ -64,11 +68,17 @@ mod tests {
         let path = dir.join("gateway-token");
         let first = load_or_create(&path).unwrap();
         assert_eq!(first.len(), 64);
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         assert_eq!(load_or_create(&path).unwrap(), first);
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(load_or_create(&path).unwrap(), first);
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

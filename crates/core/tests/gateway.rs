@@ -1,0 +1,461 @@
+//! The gateway end to end: agents (rmcp clients of both protocol generations) reach the demo
+//! ticket desk through Countersign over HTTP. The person's part is played through the broker,
+//! as the desktop would; effects are checked in the desk's ticket store.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
+use countersign_core::gateway::Gateway;
+use countersign_core::settings::SettingsStore;
+use countersign_core::{
+    Answer, Ask, AskEvent, AskKind, AuditLog, Broker, CancelReason, Outcome, ServerConfig,
+};
+use countersign_demo_server::{HttpServer, TicketStore, serve_http};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientConfig, Implementation, ProtocolVersion,
+};
+use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+struct Desk {
+    store: TicketStore,
+    server: HttpServer,
+}
+
+async fn desk() -> Desk {
+    let store = TicketStore::seeded();
+    let server = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store.clone())
+        .await
+        .expect("demo desk over HTTP");
+    Desk { store, server }
+}
+
+struct Rig {
+    gateway: Gateway,
+    addr: SocketAddr,
+    broker: Broker,
+    events: broadcast::Receiver<AskEvent>,
+    settings: SettingsStore,
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cs-gateway-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+async fn rig(test: &str, servers: Vec<ServerConfig>) -> Rig {
+    let dir = scratch(test);
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let events = broker.subscribe();
+    let settings = SettingsStore::default();
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        servers,
+        broker.clone(),
+        settings.clone(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = gateway.serve(listener);
+    Rig {
+        gateway,
+        addr,
+        broker,
+        events,
+        settings,
+    }
+}
+
+fn upstream(name: &str, desk: &Desk, protocol: ProtocolChoice) -> ServerConfig {
+    let mut config = ServerConfig::http(name, &desk.server.url());
+    config.protocol = protocol;
+    config
+}
+
+type Agent = RunningService<RoleClient, ClientConfig>;
+
+impl Rig {
+    fn url(&self, server: &str) -> String {
+        format!("http://{}/mcp/{server}", self.addr)
+    }
+
+    /// An agent that declares no elicitation capability at all.
+    async fn agent(&self, server: &str, name: &str, modern: bool) -> Agent {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(server));
+        config.auth_header = Some(self.gateway.token().to_owned());
+        let transport = StreamableHttpClientTransport::from_config(config);
+        let mut info = Implementation::default();
+        info.name = name.into();
+        info.version = "1.0".into();
+        let mut client = ClientConfig::default();
+        client.client_info = info;
+        let lifecycle = if modern {
+            client.protocol_version = ProtocolVersion::V_2026_07_28;
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            }
+        } else {
+            client.protocol_version = ProtocolVersion::V_2025_11_25;
+            ClientLifecycleMode::Initialize
+        };
+        tokio::time::timeout(
+            WAIT,
+            serve_client_with_lifecycle(client, transport, lifecycle),
+        )
+        .await
+        .expect("agent handshake in time")
+        .expect("agent handshake")
+    }
+
+    async fn next_ask(&mut self) -> Ask {
+        loop {
+            match tokio::time::timeout(WAIT, self.events.recv()).await {
+                Ok(Ok(AskEvent::Added { ask })) => return ask,
+                Ok(Ok(_)) => continue,
+                other => panic!("no ask arrived: {other:?}"),
+            }
+        }
+    }
+
+    async fn next_resolution(&mut self) -> (u64, Outcome) {
+        loop {
+            match tokio::time::timeout(WAIT, self.events.recv()).await {
+                Ok(Ok(AskEvent::Resolved { id, outcome })) => return (id, outcome),
+                Ok(Ok(_)) => continue,
+                other => panic!("nothing resolved: {other:?}"),
+            }
+        }
+    }
+}
+
+async fn call(agent: &Agent, tool: &str, args: Value) -> CallToolResult {
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = args.as_object().cloned();
+    tokio::time::timeout(WAIT, agent.peer().call_tool(params))
+        .await
+        .expect("call answered in time")
+        .expect("call answered")
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn confirm() -> Answer {
+    let mut content = Map::new();
+    content.insert("confirm".into(), json!(true));
+    Answer::Accept {
+        content: Some(content),
+    }
+}
+
+/// Allow the next tool-call approval once, and return it.
+async fn allow_next_call(rig: &mut Rig, tool: &str) -> Ask {
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(&ask.kind, AskKind::ToolCall { tool: t, .. } if t == tool),
+        "{ask:?}"
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    ask
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_lists_and_calls_through_the_gateway_and_the_person_answers_the_question() {
+    for (modern_agent, upstream_protocol) in [
+        (false, ProtocolChoice::Legacy),
+        (false, ProtocolChoice::Auto),
+        (true, ProtocolChoice::Legacy),
+        (true, ProtocolChoice::Auto),
+    ] {
+        let desk = desk().await;
+        let mut rig = rig(
+            &format!("pairs-{modern_agent}-{upstream_protocol:?}"),
+            vec![upstream("desk", &desk, upstream_protocol)],
+        )
+        .await;
+        let pair = format!("agent 2026: {modern_agent}, upstream {upstream_protocol:?}");
+        let agent = rig.agent("desk", "test-agent", modern_agent).await;
+        let tools = agent.peer().list_all_tools().await.expect("tools/list");
+        assert!(tools.iter().any(|t| t.name == "delete_ticket"), "{pair}");
+
+        // The approval first (an untrusted server), then the desk's own question.
+        let deleting = tokio::spawn({
+            let peer = agent.peer().clone();
+            async move {
+                let mut params = CallToolRequestParams::new("delete_ticket");
+                params.arguments = json!({"id": "t2"}).as_object().cloned();
+                peer.call_tool(params).await
+            }
+        });
+        let approval = allow_next_call(&mut rig, "delete_ticket").await;
+        assert_eq!(
+            approval.asker.agent.as_deref(),
+            Some("test-agent"),
+            "{pair}"
+        );
+        assert_eq!(approval.asker.server, "desk");
+        let question = rig.next_ask().await;
+        assert!(
+            matches!(question.kind, AskKind::Form { .. }),
+            "{pair}: {question:?}"
+        );
+        assert_eq!(
+            question.asker.agent.as_deref(),
+            Some("test-agent"),
+            "{pair}"
+        );
+        rig.broker.answer(question.id, confirm()).unwrap();
+        let result = tokio::time::timeout(WAIT, deleting)
+            .await
+            .expect("in time")
+            .unwrap()
+            .expect("delete_ticket answered");
+        assert_ne!(result.is_error, Some(true), "{pair}: {}", text(&result));
+        assert!(!desk.store.contains("t2"), "{pair}: t2 was not deleted");
+        rig.gateway.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lying_tool_is_asked_about_unless_the_server_is_trusted_and_a_deny_is_an_error_result()
+{
+    let desk = desk().await;
+    let untrusted = upstream("desk", &desk, ProtocolChoice::Legacy);
+    let mut trusted = upstream("trusted-desk", &desk, ProtocolChoice::Legacy);
+    trusted.trusted = true;
+    let mut rig = rig("lying", vec![untrusted, trusted]).await;
+
+    let agent = rig.agent("desk", "test-agent", false).await;
+    let purging = tokio::spawn({
+        let peer = agent.peer().clone();
+        async move {
+            peer.call_tool(CallToolRequestParams::new("purge_spam"))
+                .await
+        }
+    });
+    let ask = rig.next_ask().await;
+    match &ask.kind {
+        AskKind::ToolCall {
+            tool, annotations, ..
+        } => {
+            assert_eq!(tool, "purge_spam");
+            // The claim is shown, but it did not let the call through.
+            assert_eq!(annotations.as_ref().unwrap()["readOnlyHint"], true);
+        }
+        other => panic!("{other:?}"),
+    }
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let denied = purging.await.unwrap().expect("a result, not an error");
+    assert_eq!(denied.is_error, Some(true));
+    assert!(text(&denied).contains("denied"), "{}", text(&denied));
+    assert!(
+        desk.store.contains("t5"),
+        "the spam ticket was purged despite the deny"
+    );
+
+    // Trusted: its read-only claim counts, so it runs without a question.
+    let agent = rig.agent("trusted-desk", "test-agent", false).await;
+    let result = call(&agent, "purge_spam", json!({})).await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert!(!desk.store.contains("t5"));
+    assert!(rig.broker.pending().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn always_allow_is_remembered_for_that_agent_only_and_rules_come_first() {
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.tool_policy = BTreeMap::from([("book_meeting".to_owned(), ToolRule::Deny)]);
+    let mut rig = rig("always", vec![config]).await;
+    let agent = rig.agent("desk", "agent-a", false).await;
+
+    let listing = tokio::spawn({
+        let peer = agent.peer().clone();
+        async move {
+            peer.call_tool(CallToolRequestParams::new("list_tickets"))
+                .await
+        }
+    });
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, Answer::AlwaysAllow).unwrap();
+    assert_ne!(listing.await.unwrap().unwrap().is_error, Some(true));
+    assert!(
+        rig.settings
+            .get()
+            .always_allow
+            .iter()
+            .any(|c| c.agent == "agent-a" && c.server == "desk" && c.tool == "list_tickets")
+    );
+    // Again: no question.
+    let again = call(&agent, "list_tickets", json!({})).await;
+    assert_ne!(again.is_error, Some(true));
+    assert!(rig.broker.pending().is_empty());
+
+    // Another agent is asked.
+    let other = rig.agent("desk", "agent-b", false).await;
+    let listing = tokio::spawn({
+        let peer = other.peer().clone();
+        async move {
+            peer.call_tool(CallToolRequestParams::new("list_tickets"))
+                .await
+        }
+    });
+    let ask = rig.next_ask().await;
+    assert_eq!(ask.asker.agent.as_deref(), Some("agent-b"));
+    rig.broker.answer(ask.id, Answer::Cancel).unwrap();
+    let denied = listing.await.unwrap().unwrap();
+    assert_eq!(denied.is_error, Some(true), "Escape denies");
+
+    // A deny rule refuses without asking.
+    let refused = call(&agent, "book_meeting", json!({})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(rig.broker.pending().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_cancelling_its_call_withdraws_the_question_and_nothing_is_deleted() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "cancel",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let agent = rig.agent("desk", "test-agent", false).await;
+    let mut params = CallToolRequestParams::new("delete_ticket");
+    params.arguments = json!({"id": "t3"}).as_object().cloned();
+    let handle = agent
+        .peer()
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    allow_next_call(&mut rig, "delete_ticket").await;
+    let question = rig.next_ask().await;
+    assert!(matches!(question.kind, AskKind::Form { .. }));
+    handle.cancel(Some("changed my mind".into())).await.unwrap();
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, question.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    // A late yes is refused, and the ticket stays.
+    assert!(rig.broker.answer(question.id, confirm()).is_err());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(desk.store.contains("t3"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_token_or_a_foreign_host_or_origin_is_refused_before_any_server_is_reached() {
+    // Counts every desk the server makes: one per upstream session (or request).
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let store = TicketStore::seeded();
+    let server = countersign_demo_server::serve_http_with(SocketAddr::from(([127, 0, 0, 1], 0)), {
+        let made = made.clone();
+        move || {
+            made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            countersign_demo_server::TicketDesk::new(store.clone())
+        }
+    })
+    .await
+    .unwrap();
+    let desk = Desk {
+        store: TicketStore::seeded(),
+        server,
+    };
+    let rig = rig(
+        "guard",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let sessions = || made.load(std::sync::atomic::Ordering::SeqCst);
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}});
+    let post = |token: Option<&str>| {
+        let mut request = http
+            .post(rig.url("desk"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(init.to_string());
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        request
+    };
+    let token = rig.gateway.token().to_owned();
+    assert_eq!(post(None).send().await.unwrap().status(), 401);
+    assert_eq!(post(Some("wrong")).send().await.unwrap().status(), 401);
+    let foreign_host = post(Some(&token))
+        .header("host", "evil.example:80")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign_host.status(), 403);
+    let foreign_origin = post(Some(&token))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign_origin.status(), 403);
+    // None of them opened an upstream session: the desk saw no session at all.
+    assert_eq!(sessions(), 0);
+    // The right token, our Host: accepted.
+    let ok = post(Some(&token)).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    assert!(sessions() >= 1);
+    let unknown = http
+        .post(format!("http://{}/mcp/nope", rig.addr))
+        .header("authorization", format!("Bearer {token}"))
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_agents_at_once_get_separate_upstream_sessions() {
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.tool_policy = BTreeMap::from([("session_info".to_owned(), ToolRule::Allow)]);
+    let rig = rig("two", vec![config]).await;
+    let a = rig.agent("desk", "agent-a", false).await;
+    let b = rig.agent("desk", "agent-b", false).await;
+    let session = |r: CallToolResult| -> String {
+        let info: Value = serde_json::from_str(&text(&r)).unwrap();
+        info["sessionId"].as_str().unwrap().to_owned()
+    };
+    let (ra, rb) = tokio::join!(
+        call(&a, "session_info", json!({})),
+        call(&b, "session_info", json!({}))
+    );
+    let (sa, sb) = (session(ra), session(rb));
+    assert_ne!(sa, sb);
+    // And each agent keeps its own.
+    assert_eq!(session(call(&a, "session_info", json!({})).await), sa);
+    assert!(rig.broker.pending().is_empty());
+}
