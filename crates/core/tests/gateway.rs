@@ -23,6 +23,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast;
 
+mod common;
+
 const WAIT: Duration = Duration::from_secs(20);
 
 struct Desk {
@@ -458,4 +460,58 @@ async fn two_agents_at_once_get_separate_upstream_sessions() {
     // And each agent keeps its own.
     assert_eq!(session(call(&a, "session_info", json!({})).await), sa);
     assert!(rig.broker.pending().is_empty());
+}
+
+/// Runs the TypeScript SDK agent to completion and returns its JSON lines.
+async fn ts_agent(args: Vec<String>) -> Vec<Value> {
+    let script = common::peer_path("ts-agent.mjs");
+    let output = tokio::time::timeout(
+        WAIT,
+        tokio::process::Command::new(common::node())
+            .arg(script)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the agent finished in time")
+    .expect("the agent ran");
+    let lines: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        output.status.success(),
+        "agent failed: {lines:?}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_typescript_sdk_agent_over_http_deletes_a_ticket_once_the_person_confirms() {
+    let desk = desk().await;
+    let mut rig = rig("ts-http", vec![upstream("desk", &desk, ProtocolChoice::Auto)]).await;
+    let agent = tokio::spawn(ts_agent(vec![
+        "--url".into(),
+        rig.url("desk"),
+        "--token".into(),
+        rig.gateway.token().to_owned(),
+        "--name".into(),
+        "ts-agent".into(),
+        "--call".into(),
+        "delete_ticket".into(),
+        "--args".into(),
+        json!({"id": "t4"}).to_string(),
+    ]));
+    let approval = allow_next_call(&mut rig, "delete_ticket").await;
+    assert_eq!(approval.asker.agent.as_deref(), Some("ts-agent"));
+    let question = rig.next_ask().await;
+    rig.broker.answer(question.id, confirm()).unwrap();
+    let lines = agent.await.unwrap();
+    let names = lines[0]["names"].as_array().unwrap();
+    assert!(names.iter().any(|n| n == "delete_ticket"), "{lines:?}");
+    assert_eq!(lines[1]["step"], "call", "{lines:?}");
+    assert_ne!(lines[1]["result"]["isError"], true, "{lines:?}");
+    assert!(!desk.store.contains("t4"));
 }
