@@ -515,3 +515,60 @@ async fn a_typescript_sdk_agent_over_http_deletes_a_ticket_once_the_person_confi
     assert_ne!(lines[1]["result"]["isError"], true, "{lines:?}");
     assert!(!desk.store.contains("t4"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn server_everythings_question_reaches_the_person_for_an_agent_that_cannot_elicit() {
+    let script = common::everything_script();
+    let mut everything = common::with_test_timeouts(ServerConfig::stdio(
+        "everything",
+        common::node(),
+        &[script.as_str(), "stdio"],
+    ));
+    everything.trusted = false;
+    everything.tool_policy = BTreeMap::from([(
+        "trigger-elicitation-request".to_owned(),
+        ToolRule::Allow,
+    )]);
+    let mut rig = rig("everything", vec![everything]).await;
+    // An rmcp agent with no capabilities: server-everything would refuse to ask it directly.
+    let agent = rig.agent("everything", "plain-agent", false).await;
+    let asking = tokio::spawn({
+        let peer = agent.peer().clone();
+        async move {
+            peer.call_tool(CallToolRequestParams::new("trigger-elicitation-request"))
+                .await
+        }
+    });
+    let ask = rig.next_ask().await;
+    assert_eq!(ask.asker.server, "everything");
+    assert_eq!(ask.asker.agent.as_deref(), Some("plain-agent"));
+    assert!(matches!(ask.kind, AskKind::Form { .. }), "{ask:?}");
+    let content = json!({
+        "name": "Ada Lovelace",
+        "firstLine": "It was a dark and stormy night.",
+        "integer": 42,
+        "number": 2.5,
+        "untitledSingleSelectEnum": "Monica",
+        "untitledMultipleSelectEnum": ["Guitar"],
+        "titledSingleSelectEnum": "hero-1",
+        "titledMultipleSelectEnum": ["fish-1"],
+        "legacyTitledEnum": "pet-1",
+    });
+    rig.broker
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: content.as_object().cloned(),
+            },
+        )
+        .unwrap();
+    let result = tokio::time::timeout(WAIT, asking)
+        .await
+        .expect("in time")
+        .unwrap()
+        .expect("answered");
+    let said = text(&result);
+    assert!(said.contains("User provided the requested information"), "{said}");
+    assert!(said.contains("Ada Lovelace"), "{said}");
+    rig.gateway.shutdown().await;
+}
