@@ -1,0 +1,145 @@
+//! Finding the running app's gateway: its address and the bearer token.
+//!
+//! The app writes `gateway.json` while its gateway listens and removes it when it quits, so a
+//! missing file means "not running". A file left behind by a crashed app is caught by connecting
+//! once before relaying anything: the agent hears "not running" at once, not a puzzling error on
+//! some later request.
+
+use std::{env, io, path::PathBuf, time::Duration};
+
+use reqwest::Url;
+use serde_json::Value;
+
+/// Replaces the url from `gateway.json` (tests, unusual setups).
+pub const URL_ENV: &str = "COUNTERSIGN_GATEWAY_URL";
+/// Replaces where the token is read from.
+pub const TOKEN_FILE_ENV: &str = "COUNTERSIGN_GATEWAY_TOKEN_FILE";
+
+const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A gateway that accepted a connection just now.
+#[derive(Debug)]
+pub struct Gateway {
+    pub base: Url,
+    pub token: String,
+    /// Where the token was read, for the message when the gateway refuses it.
+    pub token_path: PathBuf,
+}
+
+/// Why there is nothing to relay to; the text is what the person reads.
+#[derive(Debug)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The message for a gateway that does not answer at `url`.
+pub fn not_running_at(url: &Url) -> String {
+    format!(
+        "Countersign is not running (no gateway at {}). Start the Countersign app and try again.",
+        url.as_str().trim_end_matches('/')
+    )
+}
+
+/// Where the gateway is, checked by connecting to it, and the token to show it.
+pub async fn locate() -> Result<Gateway, Unavailable> {
+    let base = base_url()?;
+    probe(&base).await?;
+    let (token, token_path) = read_token()?;
+    Ok(Gateway {
+        base,
+        token,
+        token_path,
+    })
+}
+
+fn base_url() -> Result<Url, Unavailable> {
+    if let Some(url) = env::var_os(URL_ENV) {
+        return parse_url(&url.to_string_lossy(), URL_ENV);
+    }
+    let path = countersign_core::dirs::gateway_file().ok_or_else(no_data_dir)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Unavailable(format!(
+                "Countersign is not running (no gateway: {} does not exist). Start the \
+                 Countersign app and try again.",
+                path.display()
+            )));
+        }
+        Err(e) => {
+            return Err(Unavailable(format!("cannot read {}: {e}", path.display())));
+        }
+    };
+    let url = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|json| json.get("url")?.as_str().map(str::to_owned))
+        .ok_or_else(|| {
+            Unavailable(format!(
+                "{} does not say where the gateway is (expected {{\"url\": \"http://...\"}})",
+                path.display()
+            ))
+        })?;
+    parse_url(&url, &path.display().to_string())
+}
+
+fn parse_url(text: &str, from: &str) -> Result<Url, Unavailable> {
+    match Url::parse(text.trim()) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(url),
+        _ => Err(Unavailable(format!(
+            "the gateway address {text:?} (from {from}) is not an http URL"
+        ))),
+    }
+}
+
+async fn probe(base: &Url) -> Result<(), Unavailable> {
+    let addrs = base.socket_addrs(|| None).map_err(|e| {
+        Unavailable(format!(
+            "cannot resolve the gateway address {}: {e}",
+            base.as_str()
+        ))
+    })?;
+    let mut last_error = None;
+    for addr in addrs {
+        match tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(e)) => last_error = Some(e),
+            Err(_) => last_error = Some(io::Error::from(io::ErrorKind::TimedOut)),
+        }
+    }
+    match last_error {
+        Some(e) if e.kind() != io::ErrorKind::ConnectionRefused => Err(Unavailable(format!(
+            "cannot reach Countersign's gateway at {}: {e}. Is the Countersign app running?",
+            base.as_str().trim_end_matches('/')
+        ))),
+        _ => Err(Unavailable(not_running_at(base))),
+    }
+}
+
+fn read_token() -> Result<(String, PathBuf), Unavailable> {
+    let path = match env::var_os(TOKEN_FILE_ENV) {
+        Some(path) => PathBuf::from(path),
+        None => countersign_core::dirs::gateway_token_path().ok_or_else(no_data_dir)?,
+    };
+    let token = std::fs::read_to_string(&path).map_err(|e| {
+        Unavailable(format!(
+            "cannot read Countersign's gateway token from {}: {e}",
+            path.display()
+        ))
+    })?;
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(Unavailable(format!(
+            "Countersign's gateway token file {} is empty",
+            path.display()
+        )));
+    }
+    Ok((token.to_owned(), path))
+}
+
+fn no_data_dir() -> Unavailable {
+    Unavailable("cannot tell where Countersign keeps its files (is HOME set?)".to_owned())
+}

@@ -1,0 +1,872 @@
+//! The relay: agent lines on stdin become POSTs to the gateway; what the gateway answers, and
+//! what it sends on its own, becomes lines on stdout.
+//!
+//! Messages stay `serde_json::Value`, and each POST body is the exact text the agent wrote:
+//! rmcp's typed model drops fields it does not know, and a transport adapter must not change
+//! what it carries. The bridge reads only what the transport needs: the method and id, the
+//! session id and protocol version that `initialize` returns, a 2026-07-28 request's own version
+//! in `params._meta`, and tool schemas for the `Mcp-Param-*` headers.
+//!
+//! Requests run concurrently (a long `tools/call` must not hold up a `ping`, or the
+//! `notifications/cancelled` that withdraws it). Notifications and responses are posted in the
+//! order they were written, and `initialize` completes before the next line is read, because the
+//! session id it returns goes on everything after it. One writer task owns stdout, so lines never
+//! interleave.
+
+use std::{
+    collections::HashMap,
+    fmt::Display,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use futures::StreamExt;
+use reqwest::{
+    Response, StatusCode, Url,
+    header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
+};
+use serde_json::{Map, Value};
+use sse_stream::{Sse, SseStream};
+use tokio::{
+    io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt},
+    sync::mpsc,
+    task::{AbortHandle, JoinHandle, JoinSet},
+    time::Instant,
+};
+
+use crate::{discovery, headers};
+
+/// JSON-RPC: the line was not JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: JSON, but not a message.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's implementation-defined server error: the gateway could not be reached, refused,
+/// or failed.
+pub const GATEWAY_ERROR: i64 = -32000;
+
+const SESSION_HEADER: HeaderName = HeaderName::from_static("mcp-session-id");
+const VERSION_HEADER: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID_HEADER: HeaderName = HeaderName::from_static("last-event-id");
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// How long requests still running may finish after the agent closes stdin.
+const DRAIN_ON_EOF: Duration = Duration::from_secs(10);
+/// How often a response stream that ended before its answer is resumed.
+const RESUME_ATTEMPTS: u32 = 3;
+const DELETE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Writes `countersign-bridge: <message>` to stderr, which agents show in their logs.
+pub fn log(message: impl Display) {
+    eprintln!("countersign-bridge: {message}");
+}
+
+/// The one task that writes stdout: a line per message, flushed at once.
+pub fn spawn_writer() -> (mpsc::Sender<String>, JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::channel::<String>(64);
+    let task = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(mut line) = rx.recv().await {
+            line.push('\n');
+            let written = async {
+                stdout.write_all(line.as_bytes()).await?;
+                stdout.flush().await
+            };
+            if let Err(e) = written.await {
+                log(format_args!("cannot write to stdout: {e}"));
+                break;
+            }
+        }
+    });
+    (tx, task)
+}
+
+/// A JSON-RPC error response.
+pub fn error_response(id: Value, code: i64, message: &str) -> Value {
+    let mut error = Map::new();
+    error.insert("code".into(), code.into());
+    error.insert("message".into(), message.into());
+    let mut response = Map::new();
+    response.insert("jsonrpc".into(), "2.0".into());
+    response.insert("id".into(), id);
+    response.insert("error".into(), Value::Object(error));
+    Value::Object(response)
+}
+
+/// With no gateway to talk to: answers the first request on `input` (normally `initialize`)
+/// with `message`, so the agent shows why instead of waiting, and gives up after `wait`.
+pub async fn refuse_first_request(
+    mut input: impl AsyncBufRead + Unpin,
+    out: &mpsc::Sender<String>,
+    message: &str,
+    wait: Duration,
+) {
+    let deadline = Instant::now() + wait;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match tokio::time::timeout_at(deadline, input.read_until(b'\n', &mut buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        }
+        let Ok(message_in) = serde_json::from_slice::<Value>(&buf) else {
+            continue;
+        };
+        if let Some(Request { id, .. }) = request_of(&message_in) {
+            let reply = error_response(id, GATEWAY_ERROR, message);
+            let _ = out.send(reply.to_string()).await;
+            return;
+        }
+    }
+}
+
+/// A request's id and method: what its answer is matched by and what the bridge learns from it.
+#[derive(Clone, Debug)]
+struct Request {
+    id: Value,
+    method: String,
+}
+
+fn request_of(message: &Value) -> Option<Request> {
+    let method = message.get("method")?.as_str()?;
+    let id = message.get("id").filter(|id| !id.is_null())?;
+    Some(Request {
+        id: id.clone(),
+        method: method.to_owned(),
+    })
+}
+
+fn answers(message: &Value, request: &Request) -> bool {
+    message.get("method").is_none()
+        && message.get("id") == Some(&request.id)
+        && (message.get("result").is_some() || message.get("error").is_some())
+}
+
+/// What the transport has learned so far.
+#[derive(Default)]
+struct State {
+    /// `Mcp-Session-Id` from the `initialize` response (legacy protocol versions only).
+    session: Option<String>,
+    /// The negotiated version, or the one the latest 2026-07-28 request named for itself.
+    version: Option<String>,
+    /// Input schemas with `x-mcp-header` annotations, by tool name, from `tools/list`.
+    annotated_tools: HashMap<String, Value>,
+    /// The GET stream for server-initiated messages, once opened.
+    listener: Option<AbortHandle>,
+}
+
+/// How a response stream ended.
+#[derive(Default)]
+struct StreamEnd {
+    answered: bool,
+    last_event_id: Option<String>,
+    retry: Option<Duration>,
+}
+
+pub struct Relay {
+    http: reqwest::Client,
+    base: Url,
+    endpoint: Url,
+    server: String,
+    auth: HeaderValue,
+    token_path: std::path::PathBuf,
+    out: mpsc::Sender<String>,
+    state: Mutex<State>,
+}
+
+impl Relay {
+    pub fn new(
+        gateway: discovery::Gateway,
+        server: &str,
+        out: mpsc::Sender<String>,
+    ) -> Result<Arc<Self>, String> {
+        let endpoint = endpoint(&gateway.base, server)?;
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", gateway.token))
+            .map_err(|_| "the gateway token contains characters a header cannot carry")?;
+        auth.set_sensitive(true);
+        let http = reqwest::Client::builder()
+            // The gateway is on loopback: a proxy from the environment must not see the token.
+            .no_proxy()
+            .connect_timeout(Duration::from_secs(5))
+            .build()
+            .map_err(|e| format!("cannot set up HTTP: {}", chain(&e)))?;
+        Ok(Arc::new(Self {
+            http,
+            base: gateway.base,
+            endpoint,
+            server: server.to_owned(),
+            auth,
+            token_path: gateway.token_path,
+            out,
+            state: Mutex::default(),
+        }))
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Relays until `input` ends (or the agent stops the bridge with a signal), lets running
+    /// requests finish for a while, and ends the session.
+    pub async fn run(self: &Arc<Self>, mut input: impl AsyncBufRead + Unpin) {
+        let mut requests = JoinSet::new();
+        let mut buf = Vec::new();
+        let terminated = terminated();
+        tokio::pin!(terminated);
+        let mut stopped = false;
+        loop {
+            buf.clear();
+            let read = tokio::select! {
+                read = input.read_until(b'\n', &mut buf) => read,
+                () = &mut terminated => {
+                    stopped = true;
+                    break;
+                }
+            };
+            match read {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => {
+                    log(format_args!("cannot read stdin: {e}"));
+                    break;
+                }
+            }
+            while requests.try_join_next().is_some() {}
+            let text = match line_text(&buf) {
+                None => continue,
+                Some(Err(why)) => {
+                    self.parse_error(&why).await;
+                    continue;
+                }
+                Some(Ok(text)) => text,
+            };
+            let message = match serde_json::from_str::<Value>(text) {
+                Ok(message) if message.is_object() => message,
+                Ok(_) => {
+                    log("a line on stdin is JSON but not a JSON-RPC message object");
+                    let why = "Invalid Request: expected a JSON-RPC message object";
+                    self.write(&error_response(Value::Null, INVALID_REQUEST, why))
+                        .await;
+                    continue;
+                }
+                Err(e) => {
+                    self.parse_error(&e.to_string()).await;
+                    continue;
+                }
+            };
+            let body = text.to_owned();
+            match request_of(&message) {
+                Some(request) if request.method != "initialize" => {
+                    let this = Arc::clone(self);
+                    requests.spawn(async move { this.forward(body, &message).await });
+                }
+                _ => self.forward(body, &message).await,
+            }
+        }
+        let drain = async { while requests.join_next().await.is_some() {} };
+        let wait = if stopped {
+            Duration::ZERO
+        } else {
+            DRAIN_ON_EOF
+        };
+        if tokio::time::timeout(wait, drain).await.is_err() {
+            log(format_args!(
+                "{} request(s) still running were abandoned",
+                requests.len()
+            ));
+            requests.shutdown().await;
+        }
+        self.end_session().await;
+    }
+
+    async fn parse_error(&self, why: &str) {
+        log(format_args!("a line on stdin is not JSON ({why})"));
+        let reply = error_response(Value::Null, PARSE_ERROR, &format!("Parse error: {why}"));
+        self.write(&reply).await;
+    }
+
+    async fn write(&self, message: &Value) {
+        // The writer has stopped only if stdout is gone, and then nobody is listening.
+        let _ = self.out.send(message.to_string()).await;
+    }
+
+    /// Posts one message and relays whatever comes back for it.
+    async fn forward(self: &Arc<Self>, body: String, message: &Value) {
+        let request = request_of(message);
+        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+        let headers = self.post_headers(message);
+        let sent = self
+            .http
+            .post(self.endpoint.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await;
+        let response = match sent {
+            Ok(response) => response,
+            Err(e) => {
+                return self
+                    .fail(request.as_ref(), method, &self.transport_error(&e))
+                    .await;
+            }
+        };
+        let status = response.status();
+        if !status.is_success() {
+            return self.http_error(request.as_ref(), method, response).await;
+        }
+        if method == "initialize" && request.is_some() {
+            let session = response
+                .headers()
+                .get(&SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            self.state().session = session;
+        }
+        if status != StatusCode::ACCEPTED && status != StatusCode::NO_CONTENT {
+            if is_event_stream(&response) {
+                self.relay_stream(response, request.as_ref()).await;
+            } else {
+                self.relay_json(response, request.as_ref()).await;
+            }
+        }
+        if method == "notifications/initialized" {
+            self.open_listener();
+        }
+    }
+
+    /// The headers for posting `message`, as rmcp's client would send them: no version on
+    /// `initialize`, the negotiated one after it, a 2026-07-28 request's own version from
+    /// `params._meta`, and from 2026-07-28 on the SEP-2243 routing headers.
+    fn post_headers(&self, message: &Value) -> HeaderMap {
+        let mut headers = self.base_headers("application/json, text/event-stream");
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let is_request = request_of(message).is_some();
+        let is_initialize = message.get("method").and_then(Value::as_str) == Some("initialize");
+        let mut state = self.state();
+        if let Some(session) = state.session.as_deref().filter(|_| !is_initialize) {
+            insert(&mut headers, SESSION_HEADER, session);
+        }
+        if is_initialize {
+            return headers;
+        }
+        if let Some(version) = headers::inline_version(message).filter(|_| is_request) {
+            state.version = Some(version.to_owned());
+        }
+        let Some(version) = state.version.clone() else {
+            return headers;
+        };
+        insert(&mut headers, VERSION_HEADER, &version);
+        if headers::needs_standard_headers(&version) {
+            let tool = message
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .and_then(Value::as_str)
+                .filter(|_| message.get("method").and_then(Value::as_str) == Some("tools/call"));
+            let schema = tool.and_then(|name| state.annotated_tools.get(name));
+            for (name, value) in headers::standard_headers(message, schema) {
+                if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
+                    insert(&mut headers, name, &value);
+                }
+            }
+        }
+        headers
+    }
+
+    fn base_headers(&self, accept: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(AUTHORIZATION, self.auth.clone());
+        headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        headers
+    }
+
+    /// Authorization, Accept, and the session and version if known: for GETs and DELETE.
+    fn session_headers(&self, accept: &'static str) -> HeaderMap {
+        let mut headers = self.base_headers(accept);
+        let state = self.state();
+        if let Some(session) = &state.session {
+            insert(&mut headers, SESSION_HEADER, session);
+        }
+        if let Some(version) = &state.version {
+            insert(&mut headers, VERSION_HEADER, version);
+        }
+        headers
+    }
+
+    async fn relay_json(&self, response: Response, request: Option<&Request>) {
+        let text = match response.text().await {
+            Ok(text) => text,
+            Err(e) => {
+                let why = format!("the gateway's answer broke off: {}", chain(&e));
+                return self.fail(request, "", &why).await;
+            }
+        };
+        if text.trim().is_empty() {
+            if request.is_some() {
+                self.fail(request, "", "the gateway answered with an empty body")
+                    .await;
+            }
+            return;
+        }
+        match serde_json::from_str::<Value>(&text) {
+            Ok(message) if message.get("jsonrpc").is_some() => {
+                self.deliver(message, request).await;
+            }
+            Ok(_) => {
+                let why = format!(
+                    "the gateway's answer is not a JSON-RPC message: {}",
+                    snippet(&text)
+                );
+                self.fail(request, "", &why).await;
+            }
+            Err(e) => {
+                let why = format!("the gateway's answer is not JSON ({e})");
+                self.fail(request, "", &why).await;
+            }
+        }
+    }
+
+    /// Relays a response stream until it answers `request`; one that ends early is resumed
+    /// from its last event id, as rmcp's client does (the server may close it on purpose and
+    /// keep the rest for a reconnect).
+    async fn relay_stream(&self, mut response: Response, request: Option<&Request>) {
+        let mut attempts = 0;
+        loop {
+            let end = self.relay_events(response, request).await;
+            let Some(request) = request.filter(|_| !end.answered) else {
+                return;
+            };
+            let Some(last_event_id) = end.last_event_id.filter(|_| attempts < RESUME_ATTEMPTS)
+            else {
+                let why = "the gateway closed the stream before answering";
+                return self.fail(Some(request), "", why).await;
+            };
+            attempts += 1;
+            tokio::time::sleep(end.retry.unwrap_or(Duration::from_secs(1))).await;
+            let mut headers = self.session_headers(EVENT_STREAM);
+            insert(&mut headers, LAST_EVENT_ID_HEADER, &last_event_id);
+            match self
+                .http
+                .get(self.endpoint.clone())
+                .headers(headers)
+                .send()
+                .await
+            {
+                Ok(resumed) if resumed.status().is_success() && is_event_stream(&resumed) => {
+                    response = resumed;
+                }
+                Ok(resumed) => {
+                    let why = format!(
+                        "the gateway could not resume the answer's stream ({})",
+                        resumed.status()
+                    );
+                    return self.fail(Some(request), "", &why).await;
+                }
+                Err(e) => {
+                    let why = self.transport_error(&e);
+                    return self.fail(Some(request), "", &why).await;
+                }
+            }
+        }
+    }
+
+    /// Writes each event's data as a line, as it arrives, until the one answering `request`.
+    async fn relay_events(&self, response: Response, request: Option<&Request>) -> StreamEnd {
+        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        let mut end = StreamEnd::default();
+        while let Some(event) = events.next().await {
+            let Sse {
+                event,
+                data,
+                id,
+                retry,
+            } = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    log(format_args!("the gateway's event stream broke off: {e}"));
+                    break;
+                }
+            };
+            if id.is_some() {
+                end.last_event_id = id;
+            }
+            if let Some(ms) = retry {
+                end.retry = Some(Duration::from_millis(ms));
+            }
+            // Priming events carry only an id; other event types are not MCP messages.
+            let Some(data) = data.filter(|d| !d.trim().is_empty()) else {
+                continue;
+            };
+            if event.as_deref().is_some_and(|kind| kind != "message") {
+                continue;
+            }
+            match serde_json::from_str::<Value>(&data) {
+                Ok(message) => {
+                    if self.deliver(message, request).await {
+                        end.answered = true;
+                        break;
+                    }
+                }
+                Err(e) => log(format_args!("skipped an event that is not JSON ({e})")),
+            }
+        }
+        end
+    }
+
+    /// Writes `message`; true if it answers `request`, after learning what the transport needs
+    /// from that answer.
+    async fn deliver(&self, message: Value, request: Option<&Request>) -> bool {
+        let answered = request.filter(|request| answers(&message, request));
+        if let Some(request) = answered {
+            self.learn(request, &message);
+        }
+        self.write(&message).await;
+        answered.is_some()
+    }
+
+    fn learn(&self, request: &Request, answer: &Value) {
+        let Some(result) = answer.get("result") else {
+            return;
+        };
+        let mut state = self.state();
+        match request.method.as_str() {
+            "initialize" => {
+                let version = result.get("protocolVersion").and_then(Value::as_str);
+                state.version = version.map(str::to_owned);
+            }
+            "tools/list" => {
+                for (name, schema) in headers::listed_tool_schemas(result) {
+                    if headers::has_annotations(&schema) {
+                        state.annotated_tools.insert(name, schema);
+                    } else {
+                        state.annotated_tools.remove(&name);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Answers `request` (if it is one) with a JSON-RPC error, and says why on stderr.
+    async fn fail(&self, request: Option<&Request>, method: &str, why: &str) {
+        match request {
+            Some(request) => {
+                log(format_args!("{} failed: {why}", request.method));
+                self.write(&error_response(request.id.clone(), GATEWAY_ERROR, why))
+                    .await;
+            }
+            None if method.is_empty() => log(why),
+            None => log(format_args!("could not deliver {method}: {why}")),
+        }
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> String {
+        if e.is_connect() {
+            discovery::not_running_at(&self.base)
+        } else {
+            format!(
+                "the connection to Countersign's gateway failed: {}",
+                chain(e)
+            )
+        }
+    }
+
+    async fn http_error(&self, request: Option<&Request>, method: &str, response: Response) {
+        let status = response.status();
+        let body = response.text().await.unwrap_or_default();
+        let json = serde_json::from_str::<Value>(&body).ok();
+        // rmcp's own refusals (a header or version it will not take) are JSON-RPC errors that
+        // answer the request: the most precise answer there is, so it goes through as it is.
+        if let (Some(request), Some(json)) = (request, &json)
+            && answers(json, request)
+        {
+            log(format_args!(
+                "{} refused ({status}): {}",
+                request.method,
+                snippet(&body)
+            ));
+            return self.write(json).await;
+        }
+        let detail = json
+            .as_ref()
+            .and_then(|j| j.pointer("/error/message"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .unwrap_or_else(|| snippet(&body));
+        let has_session = self.state().session.is_some();
+        let why = match status {
+            StatusCode::UNAUTHORIZED => format!(
+                "Countersign refused the token (401): is the token file current? (read from {})",
+                self.token_path.display()
+            ),
+            StatusCode::FORBIDDEN => {
+                format!(
+                    "Countersign refused the request ({}): {detail}",
+                    status.as_u16()
+                )
+            }
+            StatusCode::NOT_FOUND if has_session => format!(
+                "Countersign no longer knows this session (404; the app may have restarted): \
+                 restart the agent's connection to {:?}",
+                self.server
+            ),
+            StatusCode::NOT_FOUND => format!(
+                "Countersign has no server named {:?} (404): check the name in the agent's \
+                 config against the servers in Countersign",
+                self.server
+            ),
+            _ if status.is_server_error() => {
+                format!(
+                    "Countersign's gateway failed ({}): {detail}",
+                    status.as_u16()
+                )
+            }
+            _ => format!(
+                "Countersign's gateway answered {}: {detail}",
+                status.as_u16()
+            ),
+        };
+        self.fail(request, method, &why).await;
+    }
+
+    /// Opens the GET stream on which a legacy session's server sends what it sends unasked
+    /// (elicitation outside a call, list-changed notifications), once the handshake is done.
+    fn open_listener(self: &Arc<Self>) {
+        let mut state = self.state();
+        if state.session.is_none() || state.listener.is_some() {
+            return;
+        }
+        let this = Arc::clone(self);
+        state.listener = Some(tokio::spawn(async move { this.listen().await }).abort_handle());
+    }
+
+    async fn listen(&self) {
+        let mut last_event_id: Option<String> = None;
+        let mut delay = Duration::from_secs(1);
+        let mut failures = 0u32;
+        loop {
+            let mut headers = self.session_headers(EVENT_STREAM);
+            if let Some(id) = &last_event_id {
+                insert(&mut headers, LAST_EVENT_ID_HEADER, id);
+            }
+            let failure = match self
+                .http
+                .get(self.endpoint.clone())
+                .headers(headers)
+                .send()
+                .await
+            {
+                Ok(response) if response.status().is_success() && is_event_stream(&response) => {
+                    failures = 0;
+                    let end = self.relay_events(response, None).await;
+                    last_event_id = end.last_event_id.or(last_event_id);
+                    delay = end.retry.unwrap_or(Duration::from_secs(1));
+                    None
+                }
+                // The gateway sends nothing unasked: nothing to listen for.
+                Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+                Ok(response) if response.status().is_client_error() => {
+                    log(format_args!(
+                        "the gateway refused the stream for server messages ({})",
+                        response.status()
+                    ));
+                    return;
+                }
+                Ok(response) => Some(format!("the gateway answered {}", response.status())),
+                Err(e) => Some(self.transport_error(&e)),
+            };
+            if let Some(why) = failure {
+                failures += 1;
+                // Once per outage: the app may be gone for a while, and stderr is a log.
+                if failures == 1 {
+                    log(format_args!(
+                        "the stream for server messages failed ({why}); retrying"
+                    ));
+                }
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// Ends a legacy session (DELETE), so the gateway drops its upstream session at once.
+    async fn end_session(&self) {
+        let listener = self.state().listener.take();
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+        if self.state().session.is_none() {
+            return;
+        }
+        let headers = self.session_headers("application/json, text/event-stream");
+        let delete = self
+            .http
+            .delete(self.endpoint.clone())
+            .headers(headers)
+            .send();
+        match tokio::time::timeout(DELETE_TIMEOUT, delete).await {
+            Ok(Ok(response))
+                if response.status().is_success()
+                    || response.status() == StatusCode::METHOD_NOT_ALLOWED => {}
+            Ok(Ok(response)) => log(format_args!(
+                "ending the session: the gateway answered {}",
+                response.status()
+            )),
+            Ok(Err(e)) => log(format_args!(
+                "ending the session: {}",
+                self.transport_error(&e)
+            )),
+            Err(_) => log("ending the session: the gateway did not answer in time"),
+        }
+    }
+}
+
+/// Resolves when the bridge is told to stop (SIGTERM, or Ctrl-C): agents often end a server
+/// that way instead of closing its stdin, and the session should still be ended.
+async fn terminated() {
+    let interrupted = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                () = interrupted => {}
+            }
+            return;
+        }
+    }
+    interrupted.await;
+}
+
+/// The line without its line ending; `None` for a blank line, `Err` if it is not UTF-8.
+fn line_text(buf: &[u8]) -> Option<Result<&str, String>> {
+    match std::str::from_utf8(buf) {
+        Ok(text) => Some(Ok(text.trim())).filter(|t| t != &Ok("")),
+        Err(e) => Some(Err(format!("not UTF-8: {e}"))),
+    }
+}
+
+/// `{base}/mcp/{server}`, the name encoded exactly as the gateway encodes it for its routes
+/// (`connect::server_path` in core: form encoding with `%20` for spaces), because routes are
+/// matched on the raw path and two valid encodings of one name would not match.
+fn endpoint(base: &Url, server: &str) -> Result<Url, String> {
+    let segment = url::form_urlencoded::byte_serialize(server.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20");
+    let text = format!("{}/mcp/{segment}", base.as_str().trim_end_matches('/'));
+    Url::parse(&text).map_err(|e| format!("cannot make the server's address {text}: {e}"))
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with(EVENT_STREAM))
+}
+
+fn insert(headers: &mut HeaderMap, name: HeaderName, value: &str) {
+    if let Ok(value) = HeaderValue::from_str(value) {
+        headers.insert(name, value);
+    }
+}
+
+/// An error and its causes on one line (reqwest's own text leaves out the interesting part).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// The start of a body, on one line, for an error message.
+fn snippet(body: &str) -> String {
+    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}...", &flat[..cut]),
+        None if flat.is_empty() => "(no details)".to_owned(),
+        None => flat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn requests_are_told_from_notifications_and_responses() {
+        let request = request_of(&json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+        assert_eq!(
+            request.map(|r| (r.id, r.method)),
+            Some((json!(7), "ping".into()))
+        );
+        assert!(
+            request_of(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).is_none()
+        );
+        assert!(request_of(&json!({"jsonrpc": "2.0", "id": 7, "result": {}})).is_none());
+    }
+
+    #[test]
+    fn an_answer_matches_its_request_by_id() {
+        let request = Request {
+            id: json!("a"),
+            method: "tools/list".into(),
+        };
+        assert!(answers(
+            &json!({"jsonrpc": "2.0", "id": "a", "result": {}}),
+            &request
+        ));
+        assert!(answers(
+            &json!({"jsonrpc": "2.0", "id": "a", "error": {}}),
+            &request
+        ));
+        assert!(!answers(
+            &json!({"jsonrpc": "2.0", "id": "b", "result": {}}),
+            &request
+        ));
+        // A server's own request that happens to reuse the id is not the answer.
+        assert!(!answers(
+            &json!({"jsonrpc": "2.0", "id": "a", "method": "elicitation/create"}),
+            &request
+        ));
+    }
+
+    #[test]
+    fn blank_lines_are_skipped_and_bad_bytes_reported() {
+        assert_eq!(line_text(b"  \r\n"), None);
+        assert_eq!(line_text(b"{}\r\n"), Some(Ok("{}")));
+        assert!(matches!(line_text(b"\xff\n"), Some(Err(_))));
+    }
+
+    #[test]
+    fn the_server_name_is_one_path_segment() {
+        let base = Url::parse("http://127.0.0.1:47717").expect("url");
+        let url = |name| endpoint(&base, name).expect("endpoint").to_string();
+        assert_eq!(url("demo"), "http://127.0.0.1:47717/mcp/demo");
+        assert_eq!(
+            url("my server/x~"),
+            "http://127.0.0.1:47717/mcp/my%20server%2Fx%7E"
+        );
+        let prefixed = Url::parse("http://127.0.0.1:1/prefix/").expect("url");
+        assert_eq!(
+            endpoint(&prefixed, "a").expect("endpoint").as_str(),
+            "http://127.0.0.1:1/prefix/mcp/a"
+        );
+    }
+
+    #[test]
+    fn snippets_are_short_and_flat() {
+        assert_eq!(snippet("Not\n Found"), "Not Found");
+        assert_eq!(snippet(""), "(no details)");
+        assert!(snippet(&"x ".repeat(500)).len() < 210);
+    }
+}
