@@ -1,0 +1,592 @@
+//! The built `countersign-bridge` against a real Streamable HTTP MCP server in this process: the
+//! demo desk behind a small front that stands in for the gateway (bearer token, `/mcp/demo`),
+//! driven line by line over the child's stdin and stdout as an agent would.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex, PoisonError},
+    time::{Duration, Instant},
+};
+
+use axum::{
+    extract::Request,
+    http::StatusCode,
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use countersign_demo_server::{TicketDesk, TicketStore};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
+        PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    },
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+mod common;
+
+use common::{Bridge, Scratch, closed_port, error_message, first_text, initialize, meta_2026};
+
+const TOKEN: &str = "test-token-3f9a";
+
+/// One HTTP request as the front saw it.
+#[derive(Clone, Debug)]
+struct Seen {
+    method: String,
+    path: String,
+    session: Option<String>,
+    version: Option<String>,
+    mcp_method: Option<String>,
+    mcp_name: Option<String>,
+    mcp_param_region: Option<String>,
+}
+
+impl Seen {
+    fn of(request: &Request) -> Self {
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Self {
+            method: request.method().to_string(),
+            path: request.uri().path().to_owned(),
+            session: header("mcp-session-id"),
+            version: header("mcp-protocol-version"),
+            mcp_method: header("mcp-method"),
+            mcp_name: header("mcp-name"),
+            mcp_param_region: header("mcp-param-region"),
+        }
+    }
+}
+
+/// A server whose one tool routes on an argument (`x-mcp-header`), which 2026-07-28 clients
+/// must repeat in an `Mcp-Param-Region` header.
+#[derive(Clone)]
+struct Regions;
+
+fn deploy_tool() -> Tool {
+    let schema = json!({"type": "object", "required": ["region"], "properties": {
+        "region": {"type": "string", "x-mcp-header": "Region"},
+        "note": {"type": "string"}
+    }});
+    Tool::new(
+        "deploy",
+        "Deploys to a region",
+        schema.as_object().cloned().unwrap_or_default(),
+    )
+}
+
+impl ServerHandler for Regions {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![deploy_tool()]))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        (name == "deploy").then(deploy_tool)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let region = request
+            .arguments
+            .as_ref()
+            .and_then(|args| args.get("region"))
+            .and_then(Value::as_str)
+            .unwrap_or("nowhere");
+        let text = format!("deploying to {region}");
+        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+    }
+}
+
+/// The demo desk at `/mcp/demo` (and [`Regions`] at `/mcp/regions`) behind a bearer-token
+/// check: the shape of Countersign's gateway.
+struct FakeGateway {
+    addr: SocketAddr,
+    store: TicketStore,
+    seen: Arc<Mutex<Vec<Seen>>>,
+    shutdown: CancellationToken,
+}
+
+impl FakeGateway {
+    async fn start() -> Self {
+        let store = TicketStore::seeded();
+        let shutdown = CancellationToken::new();
+        let config =
+            StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
+        let desk_store = store.clone();
+        let desk: StreamableHttpService<TicketDesk, LocalSessionManager> =
+            StreamableHttpService::new(
+                move || Ok(TicketDesk::new(desk_store.clone())),
+                Arc::default(),
+                config.clone(),
+            );
+        let regions: StreamableHttpService<Regions, LocalSessionManager> =
+            StreamableHttpService::new(|| Ok(Regions), Arc::default(), config);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let front = axum::middleware::from_fn(move |request: Request, next: Next| {
+            let log = Arc::clone(&log);
+            async move { check_token(log, request, next).await }
+        });
+        let router = axum::Router::new()
+            .nest_service("/mcp/demo", desk)
+            .nest_service("/mcp/regions", regions)
+            .layer(front);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(async move { stop.cancelled_owned().await })
+                .await
+        });
+        Self {
+            addr,
+            store,
+            seen,
+            shutdown,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    fn seen(&self) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl Drop for FakeGateway {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+async fn check_token(log: Arc<Mutex<Vec<Seen>>>, request: Request, next: Next) -> Response {
+    log.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(Seen::of(&request));
+    let authorization = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    if authorization != Some(&format!("Bearer {TOKEN}")) {
+        return (StatusCode::UNAUTHORIZED, "Unauthorized").into_response();
+    }
+    next.run(request).await
+}
+
+#[tokio::test]
+async fn legacy_session_round_trip_found_through_gateway_json() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("legacy");
+    // The app's side of the contract: gateway.json and the token in its data dir.
+    scratch.write(
+        &scratch.app_data().join("gateway.json"),
+        &json!({"url": gateway.url(), "pid": 1}).to_string(),
+    );
+    scratch.write(
+        &scratch.app_data().join("gateway-token"),
+        &format!("{TOKEN}\n"),
+    );
+    let mut bridge = Bridge::spawn(&scratch, "demo", &[]);
+
+    let init = bridge
+        .request(1, "initialize", initialize("2025-11-25")["params"].clone())
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    // A line that is not JSON gets a parse error and the bridge carries on.
+    bridge.send_line("this is not json").await;
+    let parse_error = bridge.recv().await;
+    assert_eq!(parse_error["error"]["code"], -32700, "{parse_error}");
+    assert_eq!(parse_error["id"], Value::Null);
+    bridge.send_line("[1, 2]").await;
+    let invalid = bridge.recv().await;
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+
+    let tools = bridge.request(2, "tools/list", json!({})).await;
+    let names: Vec<&str> = tools["result"]["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(names.contains(&"list_tickets"), "{names:?}");
+
+    let call = bridge
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "list_tickets", "arguments": {}}),
+        )
+        .await;
+    let text = first_text(&call);
+    assert!(text.contains("t1") && text.contains("t5"), "{text}");
+
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+
+    let seen = gateway.seen();
+    let posts: Vec<&Seen> = seen.iter().filter(|s| s.method == "POST").collect();
+    assert!(posts.iter().all(|s| s.path == "/mcp/demo"), "{seen:?}");
+    let session = posts[0].session.clone();
+    assert_eq!(session, None, "initialize opens the session: {seen:?}");
+    assert_eq!(
+        posts[0].version, None,
+        "initialize has no version header yet"
+    );
+    let session = posts[1]
+        .session
+        .clone()
+        .expect("session id after initialize");
+    for post in &posts[1..] {
+        assert_eq!(post.session.as_deref(), Some(session.as_str()), "{post:?}");
+        assert_eq!(post.version.as_deref(), Some("2025-11-25"), "{post:?}");
+        // SEP-2243 routing headers belong to 2026-07-28 and later only.
+        assert_eq!(post.mcp_method, None, "{post:?}");
+    }
+    // The GET stream for server messages was opened, and the session ended with a DELETE.
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "GET" && s.session.as_deref() == Some(session.as_str())),
+        "{seen:?}"
+    );
+    assert!(
+        seen.iter()
+            .any(|s| s.method == "DELETE" && s.session.as_deref() == Some(session.as_str())),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_question_mid_call_goes_to_the_agent_and_a_ping_is_not_held_up() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("elicit");
+    let token = scratch.token_file(TOKEN);
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    bridge.answer(json!(1)).await;
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    // delete_ticket asks for confirmation in the middle of the call, on the call's stream.
+    bridge
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "delete_ticket", "arguments": {"id": "t3"}}}))
+        .await;
+    let question = bridge.recv().await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    // While the call waits for the person, another request still gets through.
+    let pong = bridge.request(3, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    bridge
+        .send(json!({"jsonrpc": "2.0", "id": question["id"],
+            "result": {"action": "accept", "content": {"confirm": true}}}))
+        .await;
+    let (deleted, _) = bridge.answer(json!(2)).await;
+    assert_eq!(first_text(&deleted), "Deleted ticket t3.", "{deleted}");
+    assert!(!gateway.store.ids().contains(&"t3".to_owned()));
+
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+#[tokio::test]
+async fn stateless_2026_07_28_requests_carry_their_version_and_routing_headers() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("modern");
+    let token = scratch.token_file(TOKEN);
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+
+    let discover = bridge
+        .request(1, "server/discover", json!({"_meta": meta_2026()}))
+        .await;
+    assert!(discover.get("result").is_some(), "{discover}");
+    let tools = bridge
+        .request(2, "tools/list", json!({"_meta": meta_2026()}))
+        .await;
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    let call = bridge
+        .request(
+            3,
+            "tools/call",
+            json!({"name": "session_info", "arguments": {}, "_meta": meta_2026()}),
+        )
+        .await;
+    let info: Value = serde_json::from_str(first_text(&call)).expect("session_info is JSON");
+    assert_eq!(info["protocolVersion"], "2026-07-28", "{info}");
+    let call = bridge
+        .request(
+            4,
+            "tools/call",
+            json!({"name": "list_tickets", "arguments": {}, "_meta": meta_2026()}),
+        )
+        .await;
+    assert!(first_text(&call).contains("t1"), "{call}");
+
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+
+    let seen = gateway.seen();
+    assert!(
+        seen.iter().all(|s| s.method == "POST"),
+        "no session, no GET or DELETE: {seen:?}"
+    );
+    assert!(seen.iter().all(|s| s.session.is_none()), "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|s| s.version.as_deref() == Some("2026-07-28")),
+        "{seen:?}"
+    );
+    let last = seen.last().expect("requests");
+    assert_eq!(last.mcp_method.as_deref(), Some("tools/call"));
+    assert_eq!(last.mcp_name.as_deref(), Some("list_tickets"));
+}
+
+#[tokio::test]
+async fn annotated_tool_arguments_travel_as_param_headers_on_2026_07_28() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("params");
+    let token = scratch.token_file(TOKEN);
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "regions", &env);
+    // The bridge learns the annotation from tools/list, as rmcp's client does; rmcp's server
+    // refuses a call whose annotated argument is missing from the headers.
+    let tools = bridge
+        .request(1, "tools/list", json!({"_meta": meta_2026()}))
+        .await;
+    assert_eq!(tools["result"]["tools"][0]["name"], "deploy", "{tools}");
+    let call = bridge
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "deploy", "arguments": {"region": "eu-west", "note": "n"},
+                "_meta": meta_2026()}),
+        )
+        .await;
+    assert_eq!(first_text(&call), "deploying to eu-west", "{call}");
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+    let last = gateway.seen().pop().expect("requests");
+    assert_eq!(
+        last.mcp_param_region.as_deref(),
+        Some("eu-west"),
+        "{last:?}"
+    );
+}
+
+#[tokio::test]
+async fn stopped_with_sigterm_it_still_ends_the_session() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("sigterm");
+    let token = scratch.token_file(TOKEN);
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    bridge.answer(json!(1)).await;
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let pong = bridge.request(2, "ping", json!({})).await;
+    assert_eq!(pong["result"], json!({}), "{pong}");
+    let pid = bridge.child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    // stdin stays open: the signal alone ends it.
+    let (status, stderr) = bridge.wait().await;
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        gateway
+            .seen()
+            .iter()
+            .any(|s| s.method == "DELETE" && s.session.is_some()),
+        "{:?}",
+        gateway.seen()
+    );
+}
+
+#[tokio::test]
+async fn a_wrong_token_is_an_error_reply_and_a_message() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("token");
+    let token = scratch.token_file("not-the-token");
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let message = error_message(&reply);
+    assert!(message.contains("refused the token (401)"), "{message}");
+    let (_, stderr) = bridge.finish().await;
+    assert!(stderr.contains("refused the token"), "{stderr}");
+}
+
+#[tokio::test]
+async fn an_unknown_server_is_named_in_the_error() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("unknown");
+    let token = scratch.token_file(TOKEN);
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "no such/server", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let message = error_message(&reply);
+    assert!(
+        message.contains("no server named \"no such/server\" (404)"),
+        "{message}"
+    );
+    let (_, stderr) = bridge.finish().await;
+    assert!(stderr.contains("no such/server"), "{stderr}");
+    // The name travels as one percent-encoded path segment.
+    assert!(
+        gateway
+            .seen()
+            .iter()
+            .any(|s| s.path == "/mcp/no%20such%2Fserver"),
+        "{:?}",
+        gateway.seen()
+    );
+}
+
+#[tokio::test]
+async fn with_no_gateway_listening_it_says_so_answers_initialize_and_exits() {
+    let scratch = Scratch::new("closed");
+    let token = scratch.token_file(TOKEN);
+    let url = format!("http://127.0.0.1:{}", closed_port().await);
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let started = Instant::now();
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let expected = format!("Countersign is not running (no gateway at {url})");
+    assert!(error_message(&reply).contains(&expected), "{reply}");
+    // It exits by itself, stdin still open.
+    let (status, stderr) = bridge.wait().await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains(&expected), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn with_no_app_and_a_silent_agent_it_still_exits() {
+    // An empty home: no gateway.json, no override.
+    let scratch = Scratch::new("silent");
+    let started = Instant::now();
+    let bridge = Bridge::spawn(&scratch, "demo", &[]);
+    let (status, stderr) = bridge.wait().await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("Countersign is not running"), "{stderr}");
+    assert!(stderr.contains("gateway.json"), "{stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn usage_without_a_server_name() {
+    let scratch = Scratch::new("usage");
+    for args in [&[][..], &["--help"][..]] {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_countersign-bridge"))
+            .args(args)
+            .env_clear()
+            .env("HOME", scratch.home())
+            .output()
+            .await
+            .expect("run");
+        assert_eq!(output.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains("usage: countersign-bridge <server>"),
+            "{stderr}"
+        );
+    }
+}

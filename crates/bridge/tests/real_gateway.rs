@@ -1,0 +1,193 @@
+//! The bridge against Countersign's own gateway (core's `Gateway`, as the app runs it) in this
+//! process, with the demo desk over HTTP upstream. This checks the contract the fake front in
+//! `bridge.rs` only imitates: the discovery file and token the gateway writes, its guard (token,
+//! Host, Origin), its routes, and both protocol generations. The person's approval of each tool
+//! call is played through the broker, as the desktop would.
+
+use std::{net::SocketAddr, time::Duration};
+
+use countersign_core::{
+    Answer, AskEvent, AskKind, AuditLog, Broker, ServerConfig, config::GatewayConfig,
+    gateway::Gateway, settings::SettingsStore,
+};
+use countersign_demo_server::{HttpServer, TicketStore, serve_http};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+mod common;
+
+use common::{Bridge, Scratch, WAIT, error_message, first_text, initialize, meta_2026};
+
+struct Rig {
+    scratch: Scratch,
+    gateway: Gateway,
+    broker: Broker,
+    events: broadcast::Receiver<AskEvent>,
+    _desk: HttpServer,
+}
+
+impl Rig {
+    /// The gateway serving the demo desk as `demo`, announced in the scratch home exactly where
+    /// the app announces it.
+    async fn start(name: &str) -> Self {
+        let scratch = Scratch::new(name);
+        let desk = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), TicketStore::seeded())
+            .await
+            .expect("demo desk over HTTP");
+        let broker =
+            Broker::new(AuditLog::open(scratch.home().join("audit.jsonl")).expect("audit log"));
+        let events = broker.subscribe();
+        let gateway = Gateway::new(
+            GatewayConfig::default(),
+            vec![ServerConfig::http("demo", &desk.url())],
+            broker.clone(),
+            SettingsStore::default(),
+            scratch.app_data().join("gateway-token"),
+        )
+        .expect("gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        gateway.serve(listener);
+        gateway
+            .write_discovery(&scratch.app_data().join("gateway.json"))
+            .expect("gateway.json");
+        Self {
+            scratch,
+            gateway,
+            broker,
+            events,
+            _desk: desk,
+        }
+    }
+
+    /// Waits for the approval of a call to `tool` and allows it once.
+    async fn allow_call(&mut self, tool: &str) {
+        loop {
+            match tokio::time::timeout(WAIT, self.events.recv()).await {
+                Ok(Ok(AskEvent::Added { ask })) => {
+                    assert!(
+                        matches!(&ask.kind, AskKind::ToolCall { tool: t, .. } if t == tool),
+                        "{ask:?}"
+                    );
+                    self.broker
+                        .answer(ask.id, Answer::Accept { content: None })
+                        .expect("answer");
+                    return;
+                }
+                Ok(Ok(_)) => continue,
+                other => panic!("no approval was asked: {other:?}"),
+            }
+        }
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let gateway = self.gateway.clone();
+        tokio::spawn(async move { gateway.shutdown().await });
+    }
+}
+
+fn tool_names(tools: &Value) -> Vec<String> {
+    tools["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {tools}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_legacy_agent_lists_and_calls_through_the_gateway() {
+    let mut rig = Rig::start("real-legacy").await;
+    let mut bridge = Bridge::spawn(&rig.scratch, "demo", &[]);
+    let init = bridge
+        .request(1, "initialize", initialize("2025-11-25")["params"].clone())
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let tools = bridge.request(2, "tools/list", json!({})).await;
+    assert!(
+        tool_names(&tools).contains(&"list_tickets".to_owned()),
+        "{tools}"
+    );
+    bridge
+        .send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "list_tickets", "arguments": {}}}))
+        .await;
+    rig.allow_call("list_tickets").await;
+    let (call, _) = bridge.answer(json!(3)).await;
+    assert!(first_text(&call).contains("t1"), "{call}");
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_07_28_agent_lists_and_calls_through_the_gateway() {
+    let mut rig = Rig::start("real-modern").await;
+    let mut bridge = Bridge::spawn(&rig.scratch, "demo", &[]);
+    let tools = bridge
+        .request(1, "tools/list", json!({"_meta": meta_2026()}))
+        .await;
+    assert!(
+        tool_names(&tools).contains(&"list_tickets".to_owned()),
+        "{tools}"
+    );
+    bridge
+        .send(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "list_tickets", "arguments": {}, "_meta": meta_2026()}}),
+        )
+        .await;
+    rig.allow_call("list_tickets").await;
+    let (call, _) = bridge.answer(json!(2)).await;
+    assert!(first_text(&call).contains("t1"), "{call}");
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gateway_refusals_reach_the_agent_in_words() {
+    let rig = Rig::start("real-refusals").await;
+
+    let mut unknown = Bridge::spawn(&rig.scratch, "nosuch", &[]);
+    unknown.send(initialize("2025-11-25")).await;
+    let (reply, _) = unknown.answer(json!(1)).await;
+    assert!(
+        error_message(&reply).contains("no server named \"nosuch\" (404)"),
+        "{reply}"
+    );
+    let (_, stderr) = unknown.finish().await;
+    assert!(stderr.contains("nosuch"), "{stderr}");
+
+    let wrong = rig.scratch.token_file("not-the-token");
+    let env = [(
+        "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+        wrong.to_str().expect("utf-8 path"),
+    )];
+    let mut refused = Bridge::spawn(&rig.scratch, "demo", &env);
+    refused.send(initialize("2025-11-25")).await;
+    let (reply, _) = refused.answer(json!(1)).await;
+    assert!(
+        error_message(&reply).contains("refused the token (401)"),
+        "{reply}"
+    );
+    let (_, stderr) = refused.finish().await;
+    assert!(stderr.contains("refused the token"), "{stderr}");
+
+    // Once the gateway stops (the app quit), a new bridge says so at once.
+    rig.gateway.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut gone = Bridge::spawn(&rig.scratch, "demo", &[]);
+    gone.send(initialize("2025-11-25")).await;
+    let (reply, _) = gone.answer(json!(1)).await;
+    assert!(
+        error_message(&reply).contains("Countersign is not running"),
+        "{reply}"
+    );
+    let (status, _) = gone.wait().await;
+    assert_eq!(status.code(), Some(1));
+}
