@@ -25,7 +25,7 @@ ui:
 	npm run --prefix ui build
 
 run: ui
-	cargo build -p countersign-demo-server -p countersign
+	cargo build -p countersign-demo-server -p countersign-bridge -p countersign
 	bash scripts/run-app.sh
 
 test: ui unit ui-test conformance e2e package-test

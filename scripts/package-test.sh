@@ -19,7 +19,7 @@ for dep in libwebkit2gtk-4.1-0 libgtk-3-0 libayatana-appindicator3-1; do
   grep -q "\b$dep\b" <<<"$depends" || fail "Depends lacks $dep"
 done
 contents="$(dpkg-deb -c "$deb")"
-for path in usr/bin/countersign usr/bin/countersign-demo-server \
+for path in usr/bin/countersign usr/bin/countersign-demo-server usr/bin/countersign-bridge \
             usr/share/applications/Countersign.desktop; do
   grep -Eq " (\./)?$path\$" <<<"$contents" || fail "the package lacks /$path"
 done
