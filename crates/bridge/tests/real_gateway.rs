@@ -191,3 +191,91 @@ async fn the_gateway_refusals_reach_the_agent_in_words() {
     let (status, _) = gone.wait().await;
     assert_eq!(status.code(), Some(1));
 }
+
+/// An agent written with the TypeScript SDK's client, launching the bridge as Claude Desktop
+/// would: it lists the desk's tools and deletes a ticket; the person approves the call and
+/// confirms the desk's own question; the ticket store shows the effect.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_typescript_sdk_agent_deletes_a_ticket_through_the_bridge() {
+    let scratch = Scratch::new("ts-agent");
+    let store = TicketStore::seeded();
+    let desk = serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store.clone())
+        .await
+        .expect("demo desk over HTTP");
+    let broker = Broker::new(AuditLog::open(scratch.home().join("audit.jsonl")).expect("audit"));
+    let mut events = broker.subscribe();
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![ServerConfig::http("demo", &desk.url())],
+        broker.clone(),
+        SettingsStore::default(),
+        scratch.app_data().join("gateway-token"),
+    )
+    .expect("gateway");
+    gateway.serve(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+    gateway
+        .write_discovery(&scratch.app_data().join("gateway.json"))
+        .expect("gateway.json");
+
+    let peers = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers");
+    // The SDK hands the bridge only a safe subset of the environment (HOME among it), which
+    // is all the bridge needs to find the app.
+    let agent = tokio::process::Command::new("node")
+        .arg(peers.join("ts-agent.mjs"))
+        .args(["--name", "ts-bridge-agent", "--call", "delete_ticket", "--args"])
+        .arg(json!({"id": "t2"}).to_string())
+        .arg("--")
+        .arg(env!("CARGO_BIN_EXE_countersign-bridge"))
+        .arg("demo")
+        .env("HOME", scratch.home())
+        .kill_on_drop(true)
+        .output();
+    let agent = tokio::spawn(agent);
+
+    let mut answered = 0;
+    while answered < 2 {
+        let ask = match tokio::time::timeout(WAIT, events.recv()).await {
+            Ok(Ok(AskEvent::Added { ask })) => ask,
+            Ok(Ok(_)) => continue,
+            other => panic!("no question arrived: {other:?}"),
+        };
+        assert_eq!(ask.asker.agent.as_deref(), Some("ts-bridge-agent"));
+        let answer = match &ask.kind {
+            AskKind::ToolCall { tool, .. } => {
+                assert_eq!(tool, "delete_ticket");
+                Answer::Accept { content: None }
+            }
+            AskKind::Form { .. } => Answer::Accept {
+                content: json!({"confirm": true}).as_object().cloned(),
+            },
+            other => panic!("{other:?}"),
+        };
+        broker.answer(ask.id, answer).expect("answer");
+        answered += 1;
+    }
+    let output = tokio::time::timeout(WAIT, agent)
+        .await
+        .expect("the agent finished in time")
+        .expect("join")
+        .expect("node ran");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    assert!(
+        lines[0]["names"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|n| n == "delete_ticket")),
+        "{lines:?}"
+    );
+    assert_eq!(lines[1]["step"], "call", "{lines:?}");
+    assert_ne!(lines[1]["result"]["isError"], true, "{lines:?}");
+    assert!(!store.contains("t2"), "the ticket is still there");
+    gateway.shutdown().await;
+}
