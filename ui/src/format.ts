@@ -1,6 +1,7 @@
 //! Sentences for the person, made from backend values: endpoints, session states, outcomes,
 //! withdrawal reasons, times. Pure functions, no DOM.
 
+import type { AskKind } from "./bindings/AskKind";
 import type { CancelReason } from "./bindings/CancelReason";
 import type { Endpoint } from "./bindings/Endpoint";
 import type { Outcome } from "./bindings/Outcome";
@@ -36,16 +37,22 @@ export function reasonText(reason: CancelReason): string {
   }
 }
 
-/** An outcome in a few words, for history rows and notices about answers given elsewhere. */
-export function outcomeText(outcome: Outcome | null): string {
+/** An outcome in a few words, for history rows and notices about answers given elsewhere.
+ * A tool call's outcomes are worded as approvals (an accept allows it once, anything but an
+ * allow denies it). */
+export function outcomeText(outcome: Outcome | null, kind?: AskKind["kind"]): string {
   if (outcome === null) return "No outcome recorded";
+  const call = kind === "toolCall";
   switch (outcome.outcome) {
     case "accepted":
-      return "Accepted";
+      return call ? "Allowed once" : "Accepted";
+    case "alwaysAllowed":
+      return "Always allowed";
     case "declined":
-      return "Declined";
+      return call ? "Denied" : "Declined";
     case "cancelled":
-      return outcome.reason === "person" ? "Cancelled" : `Cancelled: ${reasonText(outcome.reason)}`;
+      if (outcome.reason === "person") return call ? "Denied (dismissed)" : "Cancelled";
+      return `Cancelled: ${reasonText(outcome.reason)}`;
   }
 }
 

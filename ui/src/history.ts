@@ -66,9 +66,17 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
   const { ask } = entry;
   const server = el("td", {}, inlineText(ask.asker.server, 60));
   if (ask.asker.agent) append(server, el("div", { class: "muted" }, "for ", inlineText(ask.asker.agent, 60)));
-  const question = el("td", { class: "history-question" }, inlineText(ask.message, 200));
-  if (ask.kind === "url") append(question, el("div", { class: "muted" }, "Open ", inlineText(shortText(ask.url, 200))));
-  const outcome = el("td", {}, outcomeText(entry.outcome));
+  const question = el("td", { class: "history-question" });
+  if (ask.kind === "toolCall") {
+    append(question, "Run ", el("code", {}, inlineText(ask.tool, 120)));
+    if (ask.title) append(question, " ", el("span", { class: "muted" }, inlineText(ask.title, 120)));
+    const args = argumentsLine(ask.arguments);
+    if (args !== null) append(question, el("div", { class: "muted mono" }, inlineText(args, 200)));
+  } else {
+    append(question, inlineText(ask.message, 200));
+    if (ask.kind === "url") append(question, el("div", { class: "muted" }, "Open ", inlineText(shortText(ask.url, 200))));
+  }
+  const outcome = el("td", {}, outcomeText(entry.outcome, ask.kind));
   if (entry.outcome?.outcome === "accepted" && entry.outcome.content !== null) {
     append(outcome, el("div", { class: "muted mono" }, inlineText(JSON.stringify(entry.outcome.content), 200)));
   }
@@ -78,4 +86,14 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
     question,
     outcome,
     el("td", { class: "nowrap" }, entry.resolvedAtMs === null ? "—" : dateTime(entry.resolvedAtMs)));
+}
+
+/** A call's arguments on one line, or `null` when it had none. */
+function argumentsLine(args: unknown): string | null {
+  if (args === undefined || args === null) return null;
+  try {
+    return JSON.stringify(args) ?? null;
+  } catch {
+    return null;
+  }
 }

@@ -123,7 +123,7 @@ export class AskDesk implements AskViewHost {
     // While the person's own answer is in flight, its outcome is theirs, not a withdrawal.
     const own = view.busy && (outcome.outcome !== "cancelled" || outcome.reason === "person");
     this.remove(id);
-    this.notify(view, own ? ownText(outcome) : withdrawnText(outcome));
+    this.notify(view, own ? ownText(outcome, view.ask.kind) : withdrawnText(outcome, view.ask.kind));
   }
 
   /** The person's choice from a view: send it, then tear down or show why it was refused. */
@@ -135,7 +135,7 @@ export class AskDesk implements AskViewHost {
         this.gone.add(id);
         if (this.views.get(id) !== view) return; // already torn down by its `resolved` event
         this.remove(id);
-        this.notify(view, ownText(outcome));
+        this.notify(view, ownText(outcome, view.ask.kind));
       },
       (error: unknown) => {
         if (this.views.get(id) !== view) return;
@@ -214,23 +214,32 @@ export class AskDesk implements AskViewHost {
   }
 }
 
-function ownText(outcome: Outcome): string {
+/** The person's own answer, confirmed. */
+function ownText(outcome: Outcome, kind: Ask["kind"]): string {
+  const call = kind === "toolCall";
   switch (outcome.outcome) {
     case "accepted":
-      return "Sent.";
+      return call ? "Allowed once." : "Sent.";
+    case "alwaysAllowed":
+      return "Always allowed (revocable in Settings).";
     case "declined":
-      return "Declined.";
+      return call ? "Denied." : "Declined.";
     case "cancelled":
-      return outcome.reason === "person" ? "Cancelled." : reasonText(outcome.reason);
+      if (outcome.reason === "person") return call ? "Denied." : "Cancelled.";
+      return reasonText(outcome.reason);
   }
 }
 
-function withdrawnText(outcome: Outcome): string {
+/** The ask ended without this window's answer (withdrawn, or answered elsewhere). */
+function withdrawnText(outcome: Outcome, kind: Ask["kind"]): string {
+  const call = kind === "toolCall";
   switch (outcome.outcome) {
     case "accepted":
-      return "This question was answered.";
+      return call ? "This call was allowed." : "This question was answered.";
+    case "alwaysAllowed":
+      return "This call was allowed (Always allow).";
     case "declined":
-      return "This question was declined.";
+      return call ? "This call was denied." : "This question was declined.";
     case "cancelled":
       return reasonText(outcome.reason);
   }

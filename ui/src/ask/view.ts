@@ -1,7 +1,8 @@
 //! One ask as the person sees it inside the dialog: who asks (server, how it is reached, for
-//! which agent), the message, and either the form (Submit / Decline) or the URL to open
-//! (Open / Decline). A view only gathers the person's choice and hands it to the desk; it never
-//! talks to the backend itself.
+//! which agent), the message, and either the form (Submit / Decline), the URL to open
+//! (Open / Decline), or a tool call to approve (Allow once / Always allow / Deny, toolcall.ts).
+//! A view only gathers the person's choice and hands it to the desk; it never talks to the
+//! backend itself.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -11,6 +12,7 @@ import { el, append, replace, uid } from "../dom";
 import { clockTime, endpointPhrase } from "../format";
 import { clippedText, inlineText, shortText } from "../untrusted";
 import { buildField, type FieldControl } from "./fields";
+import { toolCallPanel } from "./toolcall";
 import { isWebAddress, warningText } from "./url";
 
 export interface AskViewHost {
@@ -40,19 +42,34 @@ export class AskView {
       attrs: { "aria-labelledby": this.titleId, "data-ask-id": ask.id },
     });
     append(this.root, this.header());
+    if (ask.kind === "toolCall") {
+      const panel = toolCallPanel(ask, {
+        summaryId: this.messageId,
+        errors: this.formErrors,
+        send: (answer) => this.send(answer),
+      });
+      this.buttons.push(...panel.buttons);
+      this.initialFocus = panel.initialFocus;
+      append(this.root, panel.root);
+      return;
+    }
     append(this.root, clippedText(ask.message, {
       id: this.messageId, chars: 600, lines: 10, class: "ask-message",
     }));
     append(this.root, ask.kind === "form" ? this.form(ask) : this.urlPanel(ask));
   }
 
-  /** A short name for the switcher: server and the start of the message. */
+  /** A short name for the switcher: server and the start of the message (or the tool). */
   get shortLabel(): string {
-    const what = this.ask.kind === "url" ? "open a page" : this.ask.message;
-    return `${shortText(this.ask.asker.server, 40)}: ${shortText(what || "a question", 60)}`;
+    const ask = this.ask;
+    const what = ask.kind === "url" ? "open a page"
+      : ask.kind === "toolCall" ? `run ${ask.tool}`
+      : ask.message;
+    return `${shortText(ask.asker.server, 40)}: ${shortText(what || "a question", 60)}`;
   }
 
-  /** Focus where the person starts: the first field, else Submit (an empty form), else the URL. */
+  /** Focus where the person starts: the first field, else Submit (an empty form), else the URL,
+   * and Deny for a tool call. */
   focusInitial(): void {
     this.initialFocus?.focus();
   }
@@ -105,31 +122,40 @@ export class AskView {
 
   private header(): HTMLElement {
     const { asker } = this.ask;
+    // A tool call names agent, server and endpoint in its own panel (toolcall.ts).
+    const call = this.ask.kind === "toolCall";
     const close = el("button", {
       class: "close-button",
-      attrs: { type: "button", "aria-label": "Close", title: "Close (Escape): cancels the question" },
+      attrs: {
+        type: "button",
+        "aria-label": "Close",
+        title: call ? "Close (Escape): denies the call" : "Close (Escape): cancels the question",
+      },
       on: { click: () => this.cancel() },
     }, "×");
     this.buttons.push(close);
 
-    const where = endpointPhrase(asker.endpoint);
-    const meta = el("p", { class: "ask-meta" },
-      el("span", { class: "meta-label" }, `${where.label} `),
-      inlineText(where.value, 120, "endpoint"));
-    if (asker.agent) {
-      append(meta, el("span", { class: "sep", attrs: { "aria-hidden": "true" } }, " · "),
-        el("span", { class: "agent" }, "for agent ", inlineText(asker.agent, 80, "agent-name")));
+    const meta = el("p", { class: "ask-meta" });
+    const sep = () => el("span", { class: "sep", attrs: { "aria-hidden": "true" } }, " · ");
+    if (!call) {
+      const where = endpointPhrase(asker.endpoint);
+      append(meta,
+        el("span", { class: "meta-label" }, `${where.label} `),
+        inlineText(where.value, 120, "endpoint"));
+      if (asker.agent) {
+        append(meta, sep(), el("span", { class: "agent" }, "for agent ", inlineText(asker.agent, 80, "agent-name")));
+      }
     }
     if (this.ask.deadlineMs !== null) {
-      append(meta, el("span", { class: "sep", attrs: { "aria-hidden": "true" } }, " · "),
-        el("span", { class: "deadline" }, `closes at ${clockTime(this.ask.deadlineMs)}`));
+      if (meta.hasChildNodes()) append(meta, sep());
+      append(meta, el("span", { class: "deadline" }, `closes at ${clockTime(this.ask.deadlineMs)}`));
     }
     return el("header", { class: "ask-head" },
       el("div", { class: "ask-title-row" },
         el("h2", { class: "ask-title", id: this.titleId },
-          inlineText(asker.server, 80, "server-name"), " asks"),
+          ...(call ? ["Approve a tool call"] : [inlineText(asker.server, 80, "server-name"), " asks"])),
         close),
-      meta);
+      meta.hasChildNodes() ? meta : null);
   }
 
   private form(ask: Extract<Ask, { kind: "form" }>): HTMLElement {

@@ -94,8 +94,13 @@ export class FakeBackend {
     if (!this.asks.some((a) => a.id === id)) {
       return { err: { kind: "answer", message: "not pending", error: { kind: "notPending" } } };
     }
+    const ask = this.asks.find((a) => a.id === id);
+    if (answer.action === "alwaysAllow" && ask.kind !== "toolCall") {
+      return { err: { kind: "answer", message: "malformed", error: { kind: "malformed", message: "only a tool call can be always allowed" } } };
+    }
     const outcome =
       answer.action === "accept" ? { outcome: "accepted", content: answer.content }
+      : answer.action === "alwaysAllow" ? { outcome: "alwaysAllowed" }
       : answer.action === "decline" ? { outcome: "declined" }
       : { outcome: "cancelled", reason: "person" };
     this.asks = this.asks.filter((a) => a.id !== id);

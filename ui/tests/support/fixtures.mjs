@@ -41,6 +41,26 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
   };
 }
 
+/** A tool-call approval: an agent's call through the gateway that policy sends to the person. */
+export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoint = endpointStdio(),
+  tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
+  deadlineMs = null, receivedAtMs } = {}) {
+  nextId += 1;
+  return {
+    id: id ?? nextId,
+    asker: { server, endpoint, agent },
+    request: { name: tool, arguments: args },
+    receivedAtMs: receivedAtMs ?? Date.now() + nextId,
+    deadlineMs,
+    kind: "toolCall",
+    tool,
+    title,
+    description,
+    annotations,
+    arguments: args,
+  };
+}
+
 function base(name, o) {
   return {
     name,

@@ -1,0 +1,157 @@
+//! A tool-call approval inside the ask dialog: an agent called a tool through the gateway and
+//! policy says the person decides. It says who calls (the agent), where (the server and how it is
+//! reached), what (the tool's name and title, its description, the server's annotations as
+//! unverified hints, the arguments as JSON), and offers Allow once / Always allow / Deny; Escape
+//! and the close button deny too (the desk answers `cancel`). Everything here that the server or
+//! the agent wrote is untrusted text (untrusted.ts): never markup, bidi controls visible, long
+//! text clipped with "Show all".
+
+import type { Answer } from "../bindings/Answer";
+import type { Ask } from "../bindings/Ask";
+import { el, append, uid } from "../dom";
+import { endpointPhrase } from "../format";
+import { clippedText, inlineText } from "../untrusted";
+
+export type ToolCallAsk = Extract<Ask, { kind: "toolCall" }>;
+
+export interface ToolCallPanel {
+  /** Everything below the dialog's header. */
+  root: HTMLElement;
+  /** Disabled while an answer is on its way. */
+  buttons: HTMLButtonElement[];
+  initialFocus: HTMLElement;
+}
+
+export interface ToolCallParts {
+  /** Id for the one-sentence summary (the dialog's `aria-describedby`). */
+  summaryId: string;
+  /** Where answer errors show (the view's alert region). */
+  errors: HTMLElement;
+  send: (answer: Answer) => void;
+}
+
+/** The agent's name as the person reads it, or `unnamed` in its place: the backend sets the name
+ * for every tool call, but an agent may send an empty one. */
+function agentText(agent: string | null, cls: string, unnamed: string): Node {
+  return agent ? inlineText(agent, 80, cls) : el("em", { class: cls }, unnamed);
+}
+
+export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallPanel {
+  const { asker } = ask;
+  const title = ask.title ?? annotationTitle(ask.annotations);
+
+  const summary = el("p", { class: "ask-message call-summary", id: parts.summaryId },
+    agentText(asker.agent, "agent-name", "An agent that gave no name"), " wants to run ",
+    el("code", { class: "tool-name" }, inlineText(ask.tool, 80)),
+    " on ", inlineText(asker.server, 80, "server-name"), ".");
+
+  const where = endpointPhrase(asker.endpoint);
+  const toolCell = el("dd", {},
+    el("code", { class: "tool-name" }, inlineText(ask.tool, 120)),
+    title && title !== ask.tool ? el("span", { class: "tool-title" }, " — ", inlineText(title, 160)) : null);
+  if (ask.description) {
+    append(toolCell, clippedText(ask.description, { chars: 400, lines: 6, class: "call-desc" }));
+  }
+  const facts = el("dl", { class: "call-facts" },
+    el("dt", {}, "Agent"), el("dd", {}, agentText(asker.agent, "agent-name", "(no name given)")),
+    el("dt", {}, "Server"), el("dd", {},
+      inlineText(asker.server, 120, "server-name"),
+      el("span", { class: "muted" }, ` ${where.label} `, inlineText(where.value, 200, "endpoint"))),
+    el("dt", {}, "Tool"), toolCell);
+
+  const root = el("div", { class: "call-panel" }, summary, facts);
+
+  const hints = annotationHints(ask.annotations);
+  if (hints.length > 0) {
+    const hintsLabel = uid("call-hints");
+    append(root, el("section", { class: "call-hints", attrs: { "aria-labelledby": hintsLabel } },
+      el("p", { class: "subhead", id: hintsLabel }, "The server says:"),
+      el("ul", {}, ...hints.map((h) => el("li", {}, el("span", { class: `badge ${h.badge}` }, h.label), ` ${h.detail}`))),
+      el("p", { class: "field-hint" }, "These are the server's own claims about its tool; nothing has checked them.")));
+  }
+
+  const argsLabel = uid("call-args");
+  const argsText = argumentsText(ask.arguments);
+  append(root, el("section", { class: "call-args", attrs: { "aria-labelledby": argsLabel } },
+    el("p", { class: "subhead", id: argsLabel }, "Arguments"),
+    argsText === null
+      ? el("p", { class: "muted" }, "No arguments.")
+      : clippedText(argsText, { tag: "pre", chars: 1200, lines: 14, class: "output json" })));
+
+  const noteId = uid("always-note");
+  const note = el("p", { class: "field-hint always-note", id: noteId },
+    "“Always allow” is remembered for ", agentText(asker.agent, "agent-name", "this unnamed agent"), " running ",
+    el("code", {}, inlineText(ask.tool, 80)), " on ", inlineText(asker.server, 80),
+    ": it runs without asking from then on, until you revoke it in Settings.");
+
+  const deny = el("button", {
+    class: "button",
+    attrs: { type: "button" },
+    on: { click: () => parts.send({ action: "decline" }) },
+  }, "Deny");
+  const always = el("button", {
+    class: "button",
+    attrs: { type: "button", "aria-describedby": noteId },
+    on: { click: () => parts.send({ action: "alwaysAllow" }) },
+  }, "Always allow");
+  const once = el("button", {
+    class: "button primary",
+    attrs: { type: "button" },
+    on: { click: () => parts.send({ action: "accept", content: null }) },
+  }, "Allow once");
+  append(root, parts.errors, el("div", { class: "actions" }, note, deny, always, once));
+
+  // Focus starts on Deny, the safe default: there is nothing to fill in, and this dialog can open
+  // while the person is typing elsewhere, so a stray Enter or Space must refuse, never allow.
+  return { root, buttons: [deny, always, once], initialFocus: deny };
+}
+
+/** The arguments as indented JSON, or `null` when the call sent none. */
+export function argumentsText(args: unknown): string | null {
+  if (args === undefined || args === null) return null;
+  try {
+    return JSON.stringify(args, null, 2) ?? null;
+  } catch {
+    return String(args);
+  }
+}
+
+interface Hint {
+  label: string;
+  detail: string;
+  badge: string;
+}
+
+/** The MCP annotations the server declared, in words. Only hints: a server that is not trusted
+ * may say anything, and the spec's defaults (not read-only, destructive) apply when it is silent. */
+export function annotationHints(annotations: Record<string, unknown> | null): Hint[] {
+  if (annotations === null || typeof annotations !== "object") return [];
+  const a = annotations;
+  const out: Hint[] = [];
+  if (a.readOnlyHint === true) {
+    out.push({ label: "read-only", detail: "it changes nothing", badge: "badge-read-only" });
+  } else if (a.readOnlyHint === false) {
+    out.push({ label: "not read-only", detail: "it may change things", badge: "" });
+  }
+  if (a.readOnlyHint !== true) {
+    if (a.destructiveHint === true) {
+      out.push({ label: "destructive", detail: "it may delete or overwrite things", badge: "badge-destructive" });
+    } else if (a.destructiveHint === false) {
+      out.push({ label: "not destructive", detail: "it only adds things", badge: "" });
+    }
+    if (a.idempotentHint === true) {
+      out.push({ label: "idempotent", detail: "running it again with the same arguments changes nothing more", badge: "" });
+    }
+  }
+  if (a.openWorldHint === true) {
+    out.push({ label: "open world", detail: "it reaches the outside world (other services, the internet)", badge: "" });
+  } else if (a.openWorldHint === false) {
+    out.push({ label: "closed world", detail: "it works only within its own data", badge: "" });
+  }
+  return out;
+}
+
+function annotationTitle(annotations: Record<string, unknown> | null): string | null {
+  const t = annotations?.title;
+  return typeof t === "string" && t !== "" ? t : null;
+}
