@@ -1,10 +1,12 @@
-//! The window: a top bar with the Servers / History tabs, the config banner, the views, the status
-//! line, and the ask dialog. `start` subscribes to the backend's events first and then draws
-//! everything from the backend's state, so a reload at any moment shows the same thing.
+//! The window: a top bar with the Servers / History / Connect agents / Settings tabs, the config
+//! banner, the views, the status line, and the ask dialog. `start` subscribes to the backend's
+//! events first and then draws everything from the backend's state, so a reload at any moment
+//! shows the same thing.
 
 import { el, append, replace } from "./dom";
 import { commands, errorText, events } from "./ipc";
 import { AskDesk } from "./ask/desk";
+import { ConnectPane } from "./connect";
 import { HistoryPane } from "./history";
 import { Notice } from "./notice";
 import { ServersPane } from "./servers";
@@ -17,6 +19,7 @@ export async function start(root: HTMLElement): Promise<void> {
   const desk = new AskDesk(notice);
   const servers = new ServersPane();
   const history = new HistoryPane();
+  const connect = new ConnectPane();
   const settings = new SettingsPane();
   const banner = el("div", { class: "banners" });
   const trayNote = el("div", { class: "tray-note" });
@@ -24,6 +27,7 @@ export async function start(root: HTMLElement): Promise<void> {
   const tabs = new Tabs([
     { id: "servers", label: "Servers", content: servers.root },
     { id: "history", label: "History", content: history.root, onShow: () => void history.reload() },
+    { id: "connect", label: "Connect agents", content: connect.root, onShow: () => void connect.reload() },
     { id: "settings", label: "Settings", content: settings.root, onShow: () => void settings.reload() },
   ]);
 

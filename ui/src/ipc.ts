@@ -5,16 +5,19 @@
 import { invoke } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 
+import type { AllowedCall } from "./bindings/AllowedCall";
 import type { Answer } from "./bindings/Answer";
 import type { AppError } from "./bindings/AppError";
 import type { Ask } from "./bindings/Ask";
 import type { AskEvent } from "./bindings/AskEvent";
 import type { ConfigInfo } from "./bindings/ConfigInfo";
 import type { DesktopInfo } from "./bindings/DesktopInfo";
+import type { GatewayInfo } from "./bindings/GatewayInfo";
 import type { History } from "./bindings/History";
 import type { Outcome } from "./bindings/Outcome";
 import type { ServerView } from "./bindings/ServerView";
 import type { SessionEvent } from "./bindings/SessionEvent";
+import type { Settings } from "./bindings/Settings";
 import type { ToolRun } from "./bindings/ToolRun";
 import type { ToolView } from "./bindings/ToolView";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
@@ -34,6 +37,11 @@ export const commands = {
   setMuted: (server: string, muted: boolean) => invoke<null>("set_muted", { server, muted }),
   desktopInfo: () => invoke<DesktopInfo>("desktop_info"),
   setStartAtLogin: (on: boolean) => invoke<null>("set_start_at_login", { on }),
+  /** Rejects with an AppError `{kind: "gateway"}` when there is no gateway (it could not start). */
+  gatewayInfo: () => invoke<GatewayInfo>("gateway_info"),
+  setGatewayPaused: (paused: boolean) => invoke<GatewayInfo>("set_gateway_paused", { paused }),
+  getSettings: () => invoke<Settings>("get_settings"),
+  revokeAlwaysAllow: (call: AllowedCall) => invoke<Settings>("revoke_always_allow", { call }),
 };
 
 export const events = {

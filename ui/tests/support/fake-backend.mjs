@@ -14,6 +14,12 @@ export class FakeBackend {
     this.history = state.history ?? { asks: [], refused: [], skipped: 0 };
     this.config = state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] };
     this.desktop = state.desktop ?? { tray: true, startAtLogin: false };
+    /** `gateway_info`'s reply: a GatewayInfo, or with `gatewayError` set, that AppError. */
+    this.gateway = structuredClone(state.gateway ?? null);
+    this.gatewayError = state.gatewayError ?? null;
+    this.settings = structuredClone(state.settings ?? { mutedServers: [], alwaysAllow: [] });
+    /** Optional (args) => reply for set_gateway_paused / revoke_always_allow (e.g. an error). */
+    this.onGateway = null;
     /** Optional (args) => reply for set_muted / set_start_at_login (e.g. a save error). */
     this.onSetting = null;
     /** Every command as {cmd, args}, in order. */
@@ -80,6 +86,29 @@ export class FakeBackend {
         if (reply) return reply;
         this.desktop.startAtLogin = args.on;
         return { ok: null };
+      }
+      case "gateway_info":
+        if (this.gatewayError) return { err: this.gatewayError };
+        if (!this.gateway) return { err: { kind: "gateway", message: "the gateway is not running" } };
+        return { ok: this.gateway };
+      case "set_gateway_paused": {
+        const reply = this.onGateway?.(args);
+        if (reply) return reply;
+        if (!this.gateway) return { err: { kind: "gateway", message: "the gateway is not running" } };
+        // As core's Gateway::info: listening = bound and not paused.
+        this.gateway.paused = args.paused;
+        this.gateway.listening = this.gateway.enabled && this.gateway.error === null && !args.paused;
+        return { ok: this.gateway };
+      }
+      case "get_settings":
+        return { ok: this.settings };
+      case "revoke_always_allow": {
+        const reply = this.onGateway?.(args);
+        if (reply) return reply;
+        const c = args.call;
+        this.settings.alwaysAllow = this.settings.alwaysAllow.filter((a) =>
+          !(a.agent === c.agent && a.server === c.server && a.tool === c.tool));
+        return { ok: this.settings };
       }
       default:
         return { err: { kind: "session", message: `unknown command ${cmd}` } };

@@ -61,6 +61,30 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoi
   };
 }
 
+/** What `gateway_info` returns for a running gateway over `servers`. */
+export function gatewayInfo({ servers = ["demo", "tickets"], paused = false, enabled = true, error = null,
+  token = "cs_SECRET_TOKEN" } = {}) {
+  const url = "http://127.0.0.1:47717";
+  const at = (s) => `${url}/mcp/${s}`;
+  return {
+    enabled,
+    listening: enabled && error === null && !paused,
+    paused,
+    error,
+    url,
+    tokenPath: "/home/me/.local/share/countersign/gateway-token",
+    servers: servers.map((name) => ({ name, url: at(name) })),
+    clients: [
+      { client: "claudeCode", title: "Claude Code", whereTo: "Run in a terminal (add --scope user to use it in every project)",
+        format: "shell",
+        snippet: servers.map((s) => `claude mcp add --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
+      { client: "cursor", title: "Cursor", whereTo: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"",
+        format: "json",
+        snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { url: at(s), headers: { Authorization: `Bearer ${token}` } }])) }, null, 2) },
+    ],
+  };
+}
+
 function base(name, o) {
   return {
     name,
