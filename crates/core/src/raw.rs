@@ -27,11 +27,14 @@ const KEEP: usize = 256;
 /// A line longer than this is not scanned (rmcp's own limits refuse such messages anyway).
 const MAX_LINE: usize = 4 * 1024 * 1024;
 const METHOD: &[u8] = b"elicitation/create";
+const RESULT: &[u8] = b"\"result\"";
 
-/// Raw params of `elicitation/create` requests, by request id.
+/// Raw params of `elicitation/create` requests, by request id; for gateway sessions also
+/// the raw results of responses, so a forwarded result keeps what rmcp cannot model.
 #[derive(Default)]
 pub struct RawRequests {
     inner: Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>,
+    results: Option<Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>>,
 }
 
 impl RawRequests {
@@ -39,9 +42,19 @@ impl RawRequests {
         Arc::default()
     }
 
-    /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params.
+    /// Also keeps every response's raw `result` until [`Self::take_result`].
+    pub fn with_results() -> Arc<Self> {
+        Arc::new(RawRequests {
+            results: Some(Mutex::default()),
+            ..Default::default()
+        })
+    }
+
+    /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params, and
+    /// results when asked to.
     pub fn observe(&self, text: &[u8]) {
-        if !contains(text, METHOD) {
+        let wanted = contains(text, METHOD) || (self.results.is_some() && contains(text, RESULT));
+        if !wanted {
             return;
         }
         let Ok(value) = serde_json::from_slice::<Value>(text) else {
@@ -57,38 +70,62 @@ impl RawRequests {
         let Value::Object(mut message) = message else {
             return;
         };
+        let Some(id) = message.get("id").and_then(request_id) else {
+            return;
+        };
+        if let Some(results) = &self.results
+            && let Some(result) = message.remove("result")
+        {
+            remember(results, id, result);
+            return;
+        }
         if message.get("method").and_then(Value::as_str) != Some("elicitation/create") {
             return;
         }
-        let id = match message.get("id") {
-            Some(Value::Number(n)) => match n.as_i64() {
-                Some(n) => NumberOrString::Number(n),
-                None => return,
-            },
-            Some(Value::String(s)) => NumberOrString::String(s.as_str().into()),
-            _ => return,
-        };
         let params = message.remove("params").unwrap_or(Value::Null);
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, order) = &mut *guard;
-        if map.insert(id.clone(), params).is_none() {
-            order.push_back(id);
-        }
-        while order.len() > KEEP {
-            if let Some(old) = order.pop_front() {
-                map.remove(&old);
-            }
-        }
+        remember(&self.inner, id, params);
     }
 
     /// The params of request `id` as received, once.
     pub fn take(&self, id: &RequestId) -> Option<Value> {
-        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, order) = &mut *guard;
-        let params = map.remove(id)?;
-        order.retain(|o| o != id);
-        Some(params)
+        take(&self.inner, id)
     }
+
+    /// The raw result of the response to our request `id`, once.
+    pub fn take_result(&self, id: &RequestId) -> Option<Value> {
+        take(self.results.as_ref()?, id)
+    }
+}
+
+type Kept = Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>;
+
+fn request_id(id: &Value) -> Option<RequestId> {
+    match id {
+        Value::Number(n) => n.as_i64().map(NumberOrString::Number),
+        Value::String(s) => Some(NumberOrString::String(s.as_str().into())),
+        _ => None,
+    }
+}
+
+fn remember(kept: &Kept, id: RequestId, value: Value) {
+    let mut guard = kept.lock().unwrap_or_else(|e| e.into_inner());
+    let (map, order) = &mut *guard;
+    if map.insert(id.clone(), value).is_none() {
+        order.push_back(id);
+    }
+    while order.len() > KEEP {
+        if let Some(old) = order.pop_front() {
+            map.remove(&old);
+        }
+    }
+}
+
+fn take(kept: &Kept, id: &RequestId) -> Option<Value> {
+    let mut guard = kept.lock().unwrap_or_else(|e| e.into_inner());
+    let (map, order) = &mut *guard;
+    let value = map.remove(id)?;
+    order.retain(|o| o != id);
+    Some(value)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -491,7 +491,11 @@ async fn ts_agent(args: Vec<String>) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_typescript_sdk_agent_over_http_deletes_a_ticket_once_the_person_confirms() {
     let desk = desk().await;
-    let mut rig = rig("ts-http", vec![upstream("desk", &desk, ProtocolChoice::Auto)]).await;
+    let mut rig = rig(
+        "ts-http",
+        vec![upstream("desk", &desk, ProtocolChoice::Auto)],
+    )
+    .await;
     let agent = tokio::spawn(ts_agent(vec![
         "--url".into(),
         rig.url("desk"),
@@ -525,10 +529,8 @@ async fn server_everythings_question_reaches_the_person_for_an_agent_that_cannot
         &[script.as_str(), "stdio"],
     ));
     everything.trusted = false;
-    everything.tool_policy = BTreeMap::from([(
-        "trigger-elicitation-request".to_owned(),
-        ToolRule::Allow,
-    )]);
+    everything.tool_policy =
+        BTreeMap::from([("trigger-elicitation-request".to_owned(), ToolRule::Allow)]);
     let mut rig = rig("everything", vec![everything]).await;
     // An rmcp agent with no capabilities: server-everything would refuse to ask it directly.
     let agent = rig.agent("everything", "plain-agent", false).await;
@@ -568,7 +570,109 @@ async fn server_everythings_question_reaches_the_person_for_an_agent_that_cannot
         .unwrap()
         .expect("answered");
     let said = text(&result);
-    assert!(said.contains("User provided the requested information"), "{said}");
+    assert!(
+        said.contains("User provided the requested information"),
+        "{said}"
+    );
     assert!(said.contains("Ada Lovelace"), "{said}");
+    rig.gateway.shutdown().await;
+}
+
+/// A raw JSON-RPC exchange with the gateway, as an agent that is not built on rmcp would.
+struct RawAgent {
+    http: reqwest::Client,
+    url: String,
+    token: String,
+    session: Option<String>,
+}
+
+impl RawAgent {
+    async fn post(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+            );
+        if let Some(session) = &self.session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let response = request.send().await.expect("posted");
+        if let Some(session) = response.headers().get("mcp-session-id") {
+            self.session = Some(session.to_str().unwrap().to_owned());
+        }
+        let body = response.text().await.expect("body");
+        // Plain JSON, or the one `data:` line of an SSE answer.
+        let json = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find(|d| !d.trim().is_empty())
+            .unwrap_or(&body)
+            .to_owned();
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {body}"))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
+    let script = common::peer_path("raw-server.mjs");
+    let mut raw = common::with_test_timeouts(ServerConfig::stdio(
+        "raw",
+        common::node(),
+        &[script.as_str()],
+    ));
+    raw.protocol = ProtocolChoice::Legacy;
+    raw.trusted = true; // its echo claims read-only: no approval in the way
+    let rig = rig("faithful", vec![raw]).await;
+    let mut agent = RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("raw"),
+        token: rig.gateway.token().to_owned(),
+        session: None,
+    };
+    let init = agent
+        .post(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-agent", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "raw-server", "{init}");
+    let vendor = json!({"kept": true, "n": 7});
+    let tools = agent.post(2, "tools/list", json!({})).await;
+    assert_eq!(tools["result"]["tools"][0]["x-vendor"], vendor, "{tools}");
+    let called = agent
+        .post(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"a": 1}}),
+        )
+        .await;
+    assert_eq!(called["result"]["x-vendor"], vendor, "{called}");
+    assert_eq!(called["result"]["content"][0]["text"], "{\"a\":1}");
+    let resources = agent.post(4, "resources/list", json!({})).await;
+    assert_eq!(
+        resources["result"]["resources"][0]["x-vendor"], vendor,
+        "{resources}"
+    );
+    let read = agent
+        .post(5, "resources/read", json!({"uri": "raw://a"}))
+        .await;
+    assert_eq!(read["result"]["contents"][0]["x-vendor"], vendor, "{read}");
+    let prompts = agent.post(6, "prompts/list", json!({})).await;
+    assert_eq!(
+        prompts["result"]["prompts"][0]["x-vendor"], vendor,
+        "{prompts}"
+    );
+    let prompt = agent.post(7, "prompts/get", json!({"name": "p"})).await;
+    assert_eq!(prompt["result"]["x-vendor"], vendor, "{prompt}");
+    // Our mark never leaks.
+    assert!(!called.to_string().contains("countersign"), "{called}");
     rig.gateway.shutdown().await;
 }

@@ -27,10 +27,10 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsRequest, ListPromptsResult, ListResourceTemplatesRequest,
     ListResourceTemplatesResult, ListResourcesRequest, ListResourcesResult, ListToolsRequest,
-    ListToolsResult, PaginatedRequestParams, ProgressToken, ReadResourceRequest,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerNotification,
-    ServerPeerInfo, ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
-    SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressToken, ProtocolVersion,
+    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerNotification, ServerPeerInfo, ServerResult, SetLevelRequest, SetLevelRequestParams,
+    SubscribeRequest, SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService,
@@ -41,6 +41,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use super::faithful::shape_result;
 
 /// rmcp's name for what a server says about itself in the handshake.
 type ServerConfig_ = rmcp::model::ServerConfig;
@@ -108,6 +109,8 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
 pub(crate) struct Upstream {
     server: ServerConfig,
     service: RunningService<RoleClient, Handler>,
+    /// The upstream's results as they were on the wire.
+    raw: Arc<RawRequests>,
     elicitor: Elicitor,
     relay: Arc<AgentRelay>,
     closed: CancellationToken,
@@ -133,7 +136,7 @@ impl Upstream {
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (relay, notifications) = AgentRelay::new();
         let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
-        let raw = RawRequests::new();
+        let raw = RawRequests::with_results();
         let mut asker = asker_for(server);
         asker.agent = Some(agent.to_owned());
         let elicitor = Elicitor {
@@ -148,7 +151,7 @@ impl Upstream {
             raw: raw.clone(),
             config: client_config(lifecycle_for(server).1),
         };
-        let service = open_client(server, handler, tap.clone(), raw, Arc::default())
+        let service = open_client(server, handler, tap.clone(), raw.clone(), Arc::default())
             .await
             .map_err(|e| match e {
                 ConnectError::Retry(reason) | ConnectError::Fatal(reason) => reason,
@@ -156,6 +159,7 @@ impl Upstream {
         let upstream = Arc::new(Upstream {
             server: server.clone(),
             service,
+            raw,
             elicitor,
             relay: relay.clone(),
             closed: tap.closed.clone(),
@@ -215,7 +219,7 @@ impl Upstream {
         ctx: &RequestContext<RoleServer>,
         timeout: Duration,
         call: Option<u64>,
-    ) -> Result<ServerResult, McpError> {
+    ) -> Result<(ServerResult, Option<Value>), McpError> {
         self.last_used
             .store(crate::broker::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
@@ -253,13 +257,21 @@ impl Upstream {
                 }
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
-                        Some(id),
+                        Some(id.clone()),
                         Some("the agent cancelled the call".into()),
                     ))
                     .await;
+                let _ = self.raw.take_result(&id);
                 Err(agent_cancelled())
             }
-            Some(result) => result.map_err(|e| upstream_error(&self.server, e)),
+            Some(result) => {
+                // Read beside rmcp before rmcp resolved the request, so it is here now (unless
+                // the server answered in plain JSON over HTTP, which only rmcp sees).
+                let raw = self.raw.take_result(&id);
+                result
+                    .map(|typed| (typed, raw))
+                    .map_err(|e| upstream_error(&self.server, e))
+            }
         }
     }
 
@@ -606,9 +618,14 @@ impl Forwarder {
                     )
                     .await?
                 {
-                    ServerResult::CallToolResult(result) => return Ok(result),
-                    ServerResult::InputRequiredResult(required) => required,
-                    ServerResult::EmptyResult(_) => return Ok(CallToolResult::success(vec![])),
+                    (ServerResult::CallToolResult(mut result), raw) => {
+                        self.keep_raw(ctx, raw, &mut result.meta);
+                        return Ok(result);
+                    }
+                    (ServerResult::InputRequiredResult(required), _) => required,
+                    (ServerResult::EmptyResult(_), _) => {
+                        return Ok(CallToolResult::success(vec![]));
+                    }
                     _ => {
                         return Err(McpError::internal_error(
                             format!("{} answered tools/call with something else", up.server.name),
@@ -651,19 +668,39 @@ impl Forwarder {
         result
     }
 
-    /// Forwards any other request and picks the expected result out of the answer.
+    /// Has the agent get `raw` (shaped for its revision) instead of the typed result whose
+    /// `_meta` this marks (see `faithful`).
+    fn keep_raw(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        raw: Option<Value>,
+        meta: &mut Option<MetaObject>,
+    ) {
+        if let Some(mut raw) = raw {
+            let modern = ctx
+                .protocol_version()
+                .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+            shape_result(&mut raw, modern);
+            self.shared.stash.mark(meta, raw);
+        }
+    }
+
+    /// Forwards any other request and picks the expected result out of the answer; `pick`
+    /// marks the result it returns with the `mark` it is given, so the raw one goes out.
     async fn relay<T>(
         &self,
         request: ClientRequest,
         ctx: RequestContext<RoleServer>,
-        pick: impl FnOnce(ServerResult) -> Option<T>,
+        pick: impl FnOnce(ServerResult, &mut dyn FnMut(&mut Option<MetaObject>)) -> Option<T>,
     ) -> Result<T, McpError> {
         let up = self.upstream(&ctx).await?;
         let method = request.method().to_owned();
-        let result = up
+        let (result, raw) = up
             .send(request, &ctx, up.server.request_timeout, None)
             .await?;
-        pick(result).ok_or_else(|| {
+        let mut raw = raw;
+        let mut mark = |meta: &mut Option<MetaObject>| self.keep_raw(&ctx, raw.take(), meta);
+        pick(result, &mut mark).ok_or_else(|| {
             McpError::internal_error(
                 format!("{} answered {method} with something else", up.server.name),
                 None,
@@ -729,8 +766,9 @@ impl ServerHandler for Forwarder {
             )
             .await?
         {
-            ServerResult::ListToolsResult(listed) => {
+            (ServerResult::ListToolsResult(mut listed), raw) => {
                 up.learn_tools(&listed);
+                self.keep_raw(&ctx, raw, &mut listed.meta);
                 Ok(listed)
             }
             _ => Err(McpError::internal_error(
@@ -747,10 +785,17 @@ impl ServerHandler for Forwarder {
     ) -> Result<ListPromptsResult, McpError> {
         let mut list = ListPromptsRequest::default();
         list.params = request;
-        self.relay(ClientRequest::ListPromptsRequest(list), ctx, |r| match r {
-            ServerResult::ListPromptsResult(r) => Some(r),
-            _ => None,
-        })
+        self.relay(
+            ClientRequest::ListPromptsRequest(list),
+            ctx,
+            |r, mark| match r {
+                ServerResult::ListPromptsResult(mut r) => {
+                    mark(&mut r.meta);
+                    Some(r)
+                }
+                _ => None,
+            },
+        )
         .await
     }
 
@@ -762,8 +807,11 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
             ctx,
-            |r| match r {
-                ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
+            |r, mark| match r {
+                ServerResult::GetPromptResult(mut r) => {
+                    mark(&mut r.meta);
+                    Some(GetPromptResponse::Complete(r))
+                }
                 _ => None,
             },
         )
@@ -780,8 +828,11 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::ListResourcesRequest(list),
             ctx,
-            |r| match r {
-                ServerResult::ListResourcesResult(r) => Some(r),
+            |r, mark| match r {
+                ServerResult::ListResourcesResult(mut r) => {
+                    mark(&mut r.meta);
+                    Some(r)
+                }
                 _ => None,
             },
         )
@@ -798,8 +849,11 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::ListResourceTemplatesRequest(list),
             ctx,
-            |r| match r {
-                ServerResult::ListResourceTemplatesResult(r) => Some(r),
+            |r, mark| match r {
+                ServerResult::ListResourceTemplatesResult(mut r) => {
+                    mark(&mut r.meta);
+                    Some(r)
+                }
                 _ => None,
             },
         )
@@ -814,8 +868,11 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
             ctx,
-            |r| match r {
-                ServerResult::ReadResourceResult(r) => Some(ReadResourceResponse::Complete(r)),
+            |r, mark| match r {
+                ServerResult::ReadResourceResult(mut r) => {
+                    mark(&mut r.meta);
+                    Some(ReadResourceResponse::Complete(r))
+                }
                 _ => None,
             },
         )
@@ -830,8 +887,11 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::CompleteRequest(CompleteRequest::new(request)),
             ctx,
-            |r| match r {
-                ServerResult::CompleteResult(r) => Some(r),
+            |r, mark| match r {
+                ServerResult::CompleteResult(mut r) => {
+                    mark(&mut r.meta);
+                    Some(r)
+                }
                 _ => None,
             },
         )
@@ -846,7 +906,7 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::SetLevelRequest(SetLevelRequest::new(request)),
             ctx,
-            |_| Some(()),
+            |_, _| Some(()),
         )
         .await
     }
@@ -859,7 +919,7 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
             ctx,
-            |_| Some(()),
+            |_, _| Some(()),
         )
         .await
     }
@@ -872,7 +932,7 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
             ctx,
-            |_| Some(()),
+            |_, _| Some(()),
         )
         .await
     }

@@ -9,6 +9,7 @@
 //! generations to the agent and `forward` gives each agent session its own upstream session.
 
 pub mod connect;
+mod faithful;
 mod forward;
 pub mod policy;
 pub mod token;
@@ -70,6 +71,7 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
+    pub(crate) stash: Arc<faithful::Stash>,
     config: GatewayConfig,
     token: String,
     token_path: PathBuf,
@@ -104,6 +106,7 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
+                stash: Arc::default(),
                 config,
                 token,
                 token_path,
@@ -192,6 +195,11 @@ impl Gateway {
                     "no server by that name on this gateway; the path is /mcp/<server>",
                 )
             })
+            .layer(axum::middleware::from_fn_with_state(
+                self.shared.stash.clone(),
+                faithful::swap,
+            ))
+            // Outermost: nothing runs for a request that fails the guard.
             .layer(axum::middleware::from_fn_with_state(
                 (self.shared.clone(), addr.port()),
                 guard,
