@@ -113,8 +113,16 @@ pub fn gateway_info(app: State<'_, App>) -> Result<GatewayInfo, AppError> {
 
 /// Pauses (every agent request refused) or resumes the gateway.
 #[tauri::command(async)]
-pub fn set_gateway_paused(app: State<'_, App>, paused: bool) -> Result<GatewayInfo, AppError> {
+pub fn set_gateway_paused(
+    handle: tauri::AppHandle,
+    app: State<'_, App>,
+    paused: bool,
+) -> Result<GatewayInfo, AppError> {
     app.set_gateway_paused(paused)?;
+    // The tray menu's Pause/Resume item says the new state (redrawn on the main thread).
+    let pending = app.pending();
+    let tray_handle = handle.clone();
+    let _ = handle.run_on_main_thread(move || crate::tray::update(&tray_handle, &pending));
     app.gateway_info(&crate::launch::bridge_command())
 }
 

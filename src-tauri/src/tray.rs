@@ -116,8 +116,20 @@ fn menu(app: &AppHandle, pending: &[Ask]) -> tauri::Result<Menu<tauri::Wry>> {
                 .build(app)?,
         );
     }
+    builder = builder.separator();
+    // Pausing refuses every agent's request until resumed (the person's "stop everything").
+    let gateway = app
+        .try_state::<countersign_core::App>()
+        .and_then(|core| core.gateway().map(|g| (g.addr().is_some(), g.is_paused())));
+    if let Some((true, paused)) = gateway {
+        let label = if paused {
+            "Resume the agent gateway"
+        } else {
+            "Pause the agent gateway"
+        };
+        builder = builder.item(&MenuItemBuilder::with_id("gateway", label).build(app)?);
+    }
     builder
-        .separator()
         .item(&MenuItemBuilder::with_id("quit", "Quit Countersign").build(app)?)
         .build()
 }
@@ -137,6 +149,14 @@ fn on_menu(app: &AppHandle, id: &str) {
         // Quitting goes through the exit path, which answers every open question `cancel`
         // before the process ends.
         "quit" => app.exit(0),
+        "gateway" => {
+            if let Some(core) = app.try_state::<countersign_core::App>()
+                && let Some(gateway) = core.gateway()
+            {
+                gateway.set_paused(!gateway.is_paused());
+                update(app, &core.pending());
+            }
+        }
         // Every question is in the main window; opening it shows them all.
         _ if id == "open" || id.starts_with("ask:") => crate::bring_forward(app),
         _ => {}
