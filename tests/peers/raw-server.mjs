@@ -1,24 +1,43 @@
 #!/usr/bin/env node
 // An MCP server written without any SDK, over stdio, whose answers carry fields no SDK models
 // (vendor keys on a tool, its result, a resource and a prompt). The gateway tests check that
-// agents receive them unchanged.
+// agents receive them unchanged, and a tool (`chatty`) that sends progress, a log line and a
+// tools/list_changed notification before its result.
 
+import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
+const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const vendor = { 'x-vendor': { kept: true, n: 7 } };
 const results = {
   initialize: (p) => ({
     protocolVersion: p.protocolVersion === '2025-06-18' ? '2025-06-18' : '2025-11-25',
-    capabilities: { tools: {}, resources: {}, prompts: {} },
+    capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, logging: {} },
     serverInfo: { name: 'raw-server', version: '1.0.0' },
   }),
   'tools/list': () => ({
     tools: [{
       name: 'echo', description: 'Echoes', inputSchema: { type: 'object' },
       annotations: { readOnlyHint: true }, ...vendor,
+    }, {
+      name: 'ask_and_wait', description: 'Asks, then waits until cancelled', inputSchema: { type: 'object' },
+    }, {
+      name: 'chatty', description: 'Reports progress, logs and changes its tool list',
+      inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
     }],
   }),
-  'tools/call': (p) => ({ content: [{ type: 'text', text: JSON.stringify(p.arguments ?? {}) }], ...vendor }),
+  'tools/call': (p) => {
+    if (p.name === 'chatty') {
+      // Progress for this call, a log line, and a changed tool list, before the result.
+      const token = p._meta?.progressToken;
+      if (token !== undefined) {
+        out({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2, message: 'half way' } });
+      }
+      out({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', logger: 'raw', data: 'chatty ran' } });
+      out({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
+    }
+    return { content: [{ type: 'text', text: JSON.stringify(p.arguments ?? {}) }], ...vendor };
+  },
   'resources/list': () => ({ resources: [{ uri: 'raw://a', name: 'a', ...vendor }] }),
   'resources/read': (p) => ({ contents: [{ uri: p.uri, text: 'hello', ...vendor }] }),
   'prompts/list': () => ({ prompts: [{ name: 'p', ...vendor }] }),
@@ -26,11 +45,26 @@ const results = {
   ping: () => ({}),
 };
 
-const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+// `ask_and_wait` asks the client a question and never answers the call; a cancellation of
+// the call is written to $RAW_SERVER_LOG, so a test can see that it arrived.
+const waiting = new Set();
+function askAndWait(m) {
+  waiting.add(m.id);
+  out({ jsonrpc: '2.0', id: `q-${m.id}`, method: 'elicitation/create', params: {
+    message: 'Really?', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } } },
+  } });
+}
+
 createInterface({ input: process.stdin }).on('line', (line) => {
   let m;
   try { m = JSON.parse(line); } catch { return; }
+  if (m.method === 'notifications/cancelled' && waiting.has(m.params?.requestId)) {
+    waiting.delete(m.params.requestId);
+    if (process.env.RAW_SERVER_LOG) appendFileSync(process.env.RAW_SERVER_LOG, `cancelled ${m.params.requestId}\n`);
+    return;
+  }
   if (m.id === undefined || !m.method) return;
+  if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait') return askAndWait(m);
   const make = results[m.method];
   if (make) out({ jsonrpc: '2.0', id: m.id, result: make(m.params ?? {}) });
   else out({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } });

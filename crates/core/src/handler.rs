@@ -178,14 +178,15 @@ impl Handler {
         // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions);
         // through the gateway also when the agent cancels the call it belongs to.
         let mut withdraw = vec![(context.ct.clone(), CancelReason::Server)];
-        if let Some(agent) = self.tap.relay.as_ref().and_then(|r| r.agent_cancel()) {
-            withdraw.push((agent, CancelReason::Agent));
+        let agent = self.tap.relay.as_ref().and_then(|r| r.agent_cancel());
+        if let Some(agent) = &agent {
+            withdraw.push((agent.clone(), CancelReason::Agent));
         }
         let tap = self.tap.clone();
         let request_id = context.id.clone();
         let result = self
             .elicitor
-            .elicit(params, &withdraw, |ask| tap.link(&request_id, ask))
+            .elicit(params, &withdraw, |ask| tap.link(&request_id, ask, agent))
             .await;
         self.tap.unlink(&context.id);
         result
@@ -238,8 +239,9 @@ impl ClientHandler for Handler {
 }
 
 enum Slot {
-    /// The request is being handled; the ask once opened.
-    Open(Option<AskId>),
+    /// The request is being handled; the ask once opened, and the agent's cancellation it
+    /// belongs to (gateway sessions).
+    Open(Option<(AskId, Option<CancellationToken>)>),
     /// The server cancelled it before an ask was opened.
     Cancelled,
 }
@@ -295,7 +297,7 @@ impl Tap {
         let ask = {
             let mut slots = self.slots();
             match slots.get_mut(id) {
-                Some(Slot::Open(Some(ask))) => Some(*ask),
+                Some(Slot::Open(Some((ask, agent)))) => Some((*ask, agent.clone())),
                 Some(slot) => {
                     *slot = Slot::Cancelled;
                     None
@@ -303,18 +305,24 @@ impl Tap {
                 None => None,
             }
         };
-        if let Some(ask) = ask {
-            self.broker.withdraw(ask, CancelReason::Server);
+        if let Some((ask, agent)) = ask {
+            // A server that withdraws because the agent cancelled the call is only echoing the
+            // agent: say who really ended it.
+            let reason = match agent {
+                Some(agent) if agent.is_cancelled() => CancelReason::Agent,
+                _ => CancelReason::Server,
+            };
+            self.broker.withdraw(ask, reason);
         }
     }
 
-    fn link(&self, id: &RequestId, ask: AskId) {
+    fn link(&self, id: &RequestId, ask: AskId, agent: Option<CancellationToken>) {
         let cancelled_already = {
             let mut slots = self.slots();
             match slots.get(id) {
                 Some(Slot::Cancelled) => true,
                 _ => {
-                    slots.insert(id.clone(), Slot::Open(Some(ask)));
+                    slots.insert(id.clone(), Slot::Open(Some((ask, agent))));
                     false
                 }
             }

@@ -2,6 +2,10 @@
 //! ticket desk through Countersign over HTTP. The person's part is played through the broker,
 //! as the desktop would; effects are checked in the desk's ticket store.
 
+// The agent in the notification test reads `notifications/message`, which rmcp marks
+// deprecated (SEP-2577) but 2025-11-25 servers still send.
+#![allow(deprecated)]
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -675,4 +679,139 @@ async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
     // Our mark never leaks.
     assert!(!called.to_string().contains("countersign"), "{called}");
     rig.gateway.shutdown().await;
+}
+
+/// An agent that records the notifications it gets.
+#[derive(Clone)]
+struct Listening {
+    info: ClientConfig,
+    heard: tokio::sync::mpsc::UnboundedSender<String>,
+}
+
+impl rmcp::ClientHandler for Listening {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.heard.send(format!(
+            "progress {} {}",
+            params.progress,
+            params.message.unwrap_or_default()
+        ));
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.heard.send(format!("log {}", params.data));
+    }
+
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<RoleClient>) {
+        let _ = self.heard.send("tools changed".into());
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_logging_and_list_changes_reach_the_agent() {
+    let script = common::peer_path("raw-server.mjs");
+    let mut raw = common::with_test_timeouts(ServerConfig::stdio(
+        "raw",
+        common::node(),
+        &[script.as_str()],
+    ));
+    raw.protocol = ProtocolChoice::Legacy;
+    raw.tool_policy = BTreeMap::from([("chatty".to_owned(), ToolRule::Allow)]);
+    let rig = rig("notifications", vec![raw]).await;
+    let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+    let mut info = ClientConfig::default();
+    info.client_info.name = "listener".into();
+    info.protocol_version = ProtocolVersion::V_2025_11_25;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(rig.url("raw"));
+    config.auth_header = Some(rig.gateway.token().to_owned());
+    let agent = serve_client_with_lifecycle(
+        Listening { info, heard },
+        StreamableHttpClientTransport::from_config(config),
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("handshake");
+    let result = tokio::time::timeout(
+        WAIT,
+        agent.peer().call_tool(CallToolRequestParams::new("chatty")),
+    )
+    .await
+    .expect("in time")
+    .expect("answered");
+    assert_ne!(result.is_error, Some(true));
+    let mut got = Vec::new();
+    while got.len() < 3 {
+        match tokio::time::timeout(WAIT, hearing.recv()).await {
+            Ok(Some(line)) => got.push(line),
+            other => panic!("heard only {got:?}: {other:?}"),
+        }
+    }
+    got.sort();
+    assert_eq!(
+        got,
+        ["log \"chatty ran\"", "progress 1 half way", "tools changed"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_upstream_server_sees_the_agents_cancellation() {
+    let dir = scratch("upstream-cancel-log");
+    let log = dir.join("raw-server.log");
+    let script = common::peer_path("raw-server.mjs");
+    let mut raw = common::with_test_timeouts(ServerConfig::stdio(
+        "raw",
+        common::node(),
+        &[script.as_str()],
+    ));
+    raw.protocol = ProtocolChoice::Legacy;
+    raw.tool_policy = BTreeMap::from([("ask_and_wait".to_owned(), ToolRule::Allow)]);
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut raw.transport {
+        env.insert("RAW_SERVER_LOG".into(), log.display().to_string());
+    }
+    let mut rig = rig("upstream-cancel", vec![raw]).await;
+    let agent = rig.agent("raw", "test-agent", false).await;
+    let handle = agent
+        .peer()
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                CallToolRequestParams::new("ask_and_wait"),
+            )),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let question = rig.next_ask().await;
+    assert_eq!(question.asker.agent.as_deref(), Some("test-agent"));
+    handle.cancel(None).await.unwrap();
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, question.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let seen = std::fs::read_to_string(&log).unwrap_or_default();
+        if seen.starts_with("cancelled ") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never saw the cancellation"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -329,38 +329,28 @@ impl Drop for Upstream {
     }
 }
 
+/// A notification on its way to the agent: to the peer of the request it belongs to (progress),
+/// or to the agent's session.
+type Outgoing = (Option<Peer<RoleServer>>, ServerNotification);
+
 /// Passes the upstream's notifications to the agent, in order, from one task.
 async fn relay_notifications(
     upstream: std::sync::Weak<Upstream>,
-    mut notifications: mpsc::UnboundedReceiver<ServerNotification>,
+    mut notifications: mpsc::UnboundedReceiver<Outgoing>,
 ) {
-    while let Some(notification) = notifications.recv().await {
+    while let Some((peer, notification)) = notifications.recv().await {
         let Some(up) = upstream.upgrade() else {
             return;
         };
-        match notification {
-            ServerNotification::ProgressNotification(mut n) => {
-                let route = up
-                    .relay
-                    .progress_routes()
-                    .get(&n.params.progress_token)
-                    .cloned();
-                if let Some((peer, token)) = route {
-                    n.params.progress_token = token;
-                    let _ = peer
-                        .send_notification(ServerNotification::ProgressNotification(n))
-                        .await;
-                }
-            }
-            other => {
-                if matches!(other, ServerNotification::ToolListChangedNotification(_)) {
-                    *lock(&up.tools) = None;
-                }
-                let peer = lock(&up.relay.agent).clone();
-                if let Some(peer) = peer {
-                    let _ = peer.send_notification(other).await;
-                }
-            }
+        if matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+        ) {
+            *lock(&up.tools) = None;
+        }
+        let peer = peer.or_else(|| lock(&up.relay.agent).clone());
+        if let Some(peer) = peer {
+            let _ = peer.send_notification(notification).await;
         }
     }
 }
@@ -368,7 +358,7 @@ async fn relay_notifications(
 /// The agent side of an upstream session: where its notifications go, and which of the
 /// agent's calls are in flight (a question asked now belongs to them).
 pub(crate) struct AgentRelay {
-    tx: mpsc::UnboundedSender<ServerNotification>,
+    tx: mpsc::UnboundedSender<Outgoing>,
     /// The agent's session, for notifications not tied to a request (session agents only).
     agent: Mutex<Option<Peer<RoleServer>>>,
     progress: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
@@ -378,7 +368,7 @@ pub(crate) struct AgentRelay {
 }
 
 impl AgentRelay {
-    fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<ServerNotification>) {
+    fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Outgoing>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let relay = Arc::new(AgentRelay {
             tx,
@@ -414,7 +404,24 @@ impl AgentRelay {
 
 impl Relay for AgentRelay {
     fn notify(&self, notification: &ServerNotification) {
-        let _ = self.tx.send(notification.clone());
+        // Progress is routed now, while the call is surely still in flight: the server sends
+        // it before its result, and the route goes when the result is in.
+        let outgoing = match notification {
+            ServerNotification::ProgressNotification(n) => {
+                let Some((peer, token)) = self
+                    .progress_routes()
+                    .get(&n.params.progress_token)
+                    .cloned()
+                else {
+                    return;
+                };
+                let mut n = n.clone();
+                n.params.progress_token = token;
+                (Some(peer), ServerNotification::ProgressNotification(n))
+            }
+            other => (None, other.clone()),
+        };
+        let _ = self.tx.send(outgoing);
     }
 
     fn agent_cancel(&self) -> Option<CancellationToken> {
