@@ -432,6 +432,19 @@ async fn no_token_or_a_foreign_host_or_origin_is_refused_before_any_server_is_re
     // The right token, our Host: accepted.
     let ok = post(Some(&token)).send().await.unwrap();
     assert_eq!(ok.status(), 200);
+    // The scheme's case does not matter; the token's does.
+    let lower = http
+        .post(rig.url("desk"))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("authorization", format!("bearer {token}"))
+        .body(init.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lower.status(), 200);
+    let upper_token = post(Some(&token.to_uppercase())).send().await.unwrap();
+    assert_eq!(upper_token.status(), 401);
     assert!(sessions() >= 1);
     let unknown = http
         .post(format!("http://{}/mcp/nope", rig.addr))

@@ -290,11 +290,13 @@ async fn guard(
             return refusal(StatusCode::FORBIDDEN, "requests from web pages are refused");
         }
     }
+    // The scheme name is case-insensitive (RFC 9110); the token is not.
     let given = headers
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(|h| h.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     if !given.is_some_and(|t| token::matches(t.as_bytes(), shared.token.as_bytes())) {
         let mut response = refusal(
             StatusCode::UNAUTHORIZED,
