@@ -116,6 +116,24 @@ pub enum AppError {
     Settings { message: String },
     #[error("{message}")]
     Gateway { message: String },
+    /// Reading or writing an agent's config file, or importing into Countersign's.
+    #[error("{message}")]
+    AgentConfig { message: String },
+    /// The file is not what was previewed or rewritten: the person must look again (or, for
+    /// an undo, confirm with `force`).
+    #[error("{message}")]
+    ChangedOnDisk { message: String },
+}
+
+impl From<crate::clients::ClientError> for AppError {
+    fn from(e: crate::clients::ClientError) -> Self {
+        match e {
+            crate::clients::ClientError::Changed { message } => AppError::ChangedOnDisk { message },
+            other => AppError::AgentConfig {
+                message: other.to_string(),
+            },
+        }
+    }
 }
 
 impl From<crate::session::SessionError> for AppError {
@@ -149,6 +167,8 @@ pub struct App {
     /// Why there is no gateway, when there is none.
     gateway_error: Option<String>,
     discovery: Option<std::path::PathBuf>,
+    /// The agents' config files (import, rewrite); `None` without a home directory.
+    clients: Option<crate::clients::Clients>,
 }
 
 impl App {
@@ -157,7 +177,9 @@ impl App {
         let broker = Broker::new(audit);
         let sessions = SessionManager::new(broker.clone());
         sessions.start(config.servers.clone()).await;
+        let clients = crate::clients::Clients::detect(config.path.clone(), config.gateway.port);
         App {
+            clients,
             config,
             broker,
             sessions,
@@ -252,6 +274,88 @@ impl App {
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),
             })
+    }
+
+    /// Uses `clients` (tests: a temporary home) instead of this user's files.
+    pub fn with_clients(mut self, clients: crate::clients::Clients) -> App {
+        self.clients = Some(clients);
+        self
+    }
+
+    fn clients(&self) -> Result<&crate::clients::Clients, AppError> {
+        self.clients.as_ref().ok_or_else(|| AppError::AgentConfig {
+            message: "no home directory: agents' config files cannot be found".into(),
+        })
+    }
+
+    /// The agents' config files and the rewrites that can be undone.
+    pub fn agent_configs(&self) -> Result<crate::clients::AgentConfigs, AppError> {
+        Ok(self.clients()?.overview())
+    }
+
+    /// What importing `client`'s servers into Countersign's config would do (writes nothing).
+    pub fn preview_import(
+        &self,
+        client: crate::clients::ClientKind,
+    ) -> Result<crate::clients::ImportPreview, AppError> {
+        Ok(self.clients()?.preview_import(client)?)
+    }
+
+    /// Imports the chosen servers of a preview; the app uses them after a restart.
+    pub fn import_servers(
+        &self,
+        plan: u64,
+        names: &[String],
+    ) -> Result<crate::clients::ImportResult, AppError> {
+        Ok(self.clients()?.import(plan, names)?)
+    }
+
+    /// The rewrite of `client`'s config that routes its servers through the gateway (writes
+    /// nothing); `bridge_command` is how this install runs the bridge.
+    pub fn preview_rewrite(
+        &self,
+        client: crate::clients::ClientKind,
+        bridge_command: &str,
+    ) -> Result<crate::clients::RewritePreview, AppError> {
+        let clients = self.clients()?;
+        let info = self.gateway_info(bridge_command)?;
+        if !info.enabled {
+            return Err(AppError::Gateway {
+                message:
+                    "the gateway is turned off in the config, so agents cannot be routed through it"
+                        .into(),
+            });
+        }
+        let Some(gateway) = &self.gateway else {
+            return Err(AppError::Gateway {
+                message: "the gateway is not running".into(),
+            });
+        };
+        let route = crate::clients::Route {
+            base_url: info.url,
+            token: gateway.token().to_owned(),
+            bridge: bridge_command.to_owned(),
+            served: info.servers.into_iter().map(|s| s.name).collect(),
+        };
+        Ok(clients.preview_rewrite(client, &route)?)
+    }
+
+    /// Writes a previewed rewrite (backup first, recorded for the undo).
+    pub fn rewrite_agent_config(
+        &self,
+        plan: u64,
+    ) -> Result<crate::clients::RewriteResult, AppError> {
+        Ok(self.clients()?.rewrite(plan)?)
+    }
+
+    /// Puts an agent's config back from the rewrite's backup; `force` also when it changed
+    /// since.
+    pub fn undo_rewrite(
+        &self,
+        id: &str,
+        force: bool,
+    ) -> Result<crate::clients::UndoResult, AppError> {
+        Ok(self.clients()?.undo(id, force)?)
     }
 
     /// Uses `settings` (loaded from disk by the caller) instead of in-memory defaults.

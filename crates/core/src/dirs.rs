@@ -40,3 +40,9 @@ pub fn gateway_file() -> Option<PathBuf> {
 pub fn gateway_token_path() -> Option<PathBuf> {
     data_dir().map(|d| d.join("gateway-token"))
 }
+
+/// The record of agents' config files rewritten to route through the gateway, for the undo
+/// (`clients`).
+pub fn rewrites_path() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("rewrites.json"))
+}

@@ -9,12 +9,14 @@
 //! - [`audit`]: every question and outcome, on disk before the answer goes out.
 //! - [`notice`]: what a desktop notification says, a burst coalesced into one.
 //! - [`settings`]: the person's in-app preferences (muted servers).
+//! - [`clients`]: the agents' own config files: import their servers, route them through the gateway.
 
 pub mod app;
 pub mod ask;
 pub mod audit;
 pub mod broker;
 mod child;
+pub mod clients;
 pub mod config;
 pub mod dirs;
 pub mod gateway;

@@ -58,6 +58,37 @@ pub fn server_path(server: &str) -> String {
     format!("/mcp/{segment}")
 }
 
+/// How a host's config names a server reached through the gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EntryShape {
+    /// `{"command": <bridge>, "args": [<server>]}`: hosts that only launch commands.
+    Bridge,
+    /// `{"url", "headers"}` (Cursor).
+    Http,
+    /// `{"type": "http", "url", "headers"}` (VS Code; what `claude mcp add --transport http`
+    /// writes).
+    TypedHttp,
+}
+
+/// One server's entry in a host's config, reaching it through the gateway at `base_url`.
+pub fn gateway_entry(
+    shape: EntryShape,
+    base_url: &str,
+    token: &str,
+    bridge: &str,
+    server: &str,
+) -> Value {
+    let url = format!("{base_url}{}", server_path(server));
+    let bearer = format!("Bearer {token}");
+    match shape {
+        EntryShape::Bridge => json!({"command": bridge, "args": [server]}),
+        EntryShape::Http => json!({"url": url, "headers": {"Authorization": bearer}}),
+        EntryShape::TypedHttp => {
+            json!({"type": "http", "url": url, "headers": {"Authorization": bearer}})
+        }
+    }
+}
+
 /// The blocks to paste, for every server, into each host this page knows.
 pub fn client_setups(
     base_url: &str,
@@ -79,12 +110,15 @@ pub fn client_setups(
         })
         .collect::<Vec<_>>()
         .join("\n");
-    let map = |entry: &dyn Fn(&str) -> Value| -> serde_json::Map<String, Value> {
-        servers.iter().map(|s| (s.clone(), entry(s))).collect()
+    let map = |shape: EntryShape| -> serde_json::Map<String, Value> {
+        servers
+            .iter()
+            .map(|s| (s.clone(), gateway_entry(shape, base_url, token, bridge, s)))
+            .collect()
     };
-    let desktop = json!({"mcpServers": map(&|s| json!({"command": bridge, "args": [s]}))});
-    let cursor = json!({"mcpServers": map(&|s| json!({"url": url(s), "headers": {"Authorization": bearer}}))});
-    let vscode = json!({"servers": map(&|s| json!({"type": "http", "url": url(s), "headers": {"Authorization": bearer}}))});
+    let desktop = json!({"mcpServers": map(EntryShape::Bridge)});
+    let cursor = json!({"mcpServers": map(EntryShape::Http)});
+    let vscode = json!({"servers": map(EntryShape::TypedHttp)});
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     vec![
         ClientSetup {
@@ -119,7 +153,7 @@ pub fn client_setups(
 }
 
 /// POSIX single quotes: the server name and URL are the person's own, but may hold spaces.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_./:@%+=,".contains(&b))

@@ -1,0 +1,567 @@
+//! The agents' own config files (Claude Desktop, Claude Code, Cursor, VS Code): importing the
+//! MCP servers they list into Countersign's config, and rewriting one so that it reaches those
+//! servers through Countersign's gateway, with a backup and an undo.
+//!
+//! A top-level module rather than part of `gateway`: it is about other programs' files on this
+//! machine, and feeds two things: Countersign's config (import) and the agents' routes through
+//! the gateway (rewrite). Nothing in it runs while agents are being served, and it needs from
+//! the gateway only the shape of an entry ([`crate::gateway::connect::gateway_entry`]), its
+//! address and token.
+//!
+//! Everything read from those files is the person's or another program's and may be anything:
+//! it is parsed, never trusted to be well formed, and every write is previewed first, backed
+//! up, and atomic. Previews are kept here as plans; the write that follows carries out exactly
+//! the plan the person saw (or refuses, when a file changed in between).
+
+mod files;
+mod import;
+pub mod jsonc;
+mod read;
+mod rewrite;
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ServerConfig, TransportConfig};
+pub use import::{
+    ImportCandidate, ImportPreview, ImportResult, ImportStatus, ImportedServer, Skipped,
+};
+pub use rewrite::{
+    RewritePreview, RewriteRecord, RewriteResult, RewriteView, RouteChange, UndoResult,
+};
+
+/// An agent host whose MCP config file Countersign knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+pub enum ClientKind {
+    #[serde(rename = "claudeDesktop")]
+    ClaudeDesktop,
+    #[serde(rename = "claudeCode")]
+    ClaudeCode,
+    #[serde(rename = "cursor")]
+    Cursor,
+    #[serde(rename = "vscode")]
+    VsCode,
+}
+
+impl ClientKind {
+    pub const ALL: [ClientKind; 4] = [
+        ClientKind::ClaudeDesktop,
+        ClientKind::ClaudeCode,
+        ClientKind::Cursor,
+        ClientKind::VsCode,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            ClientKind::ClaudeDesktop => "Claude Desktop",
+            ClientKind::ClaudeCode => "Claude Code",
+            ClientKind::Cursor => "Cursor",
+            ClientKind::VsCode => "VS Code",
+        }
+    }
+
+    /// Appended to a server's name when Countersign already has a different server by it.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            ClientKind::ClaudeDesktop => "claude-desktop",
+            ClientKind::ClaudeCode => "claude-code",
+            ClientKind::Cursor => "cursor",
+            ClientKind::VsCode => "vscode",
+        }
+    }
+
+    /// The key the servers are under.
+    pub fn servers_key(self) -> &'static str {
+        match self {
+            ClientKind::VsCode => "servers",
+            _ => "mcpServers",
+        }
+    }
+
+    /// How this host names a server reached through the gateway (the Connect page's snippets).
+    pub fn entry_shape(self) -> crate::gateway::connect::EntryShape {
+        use crate::gateway::connect::EntryShape;
+        match self {
+            ClientKind::ClaudeDesktop => EntryShape::Bridge,
+            ClientKind::Cursor => EntryShape::Http,
+            // `claude mcp add --transport http` writes the type; VS Code needs it.
+            ClientKind::ClaudeCode | ClientKind::VsCode => EntryShape::TypedHttp,
+        }
+    }
+}
+
+/// Where each host keeps its user-wide MCP config (Linux): Claude Desktop and VS Code under
+/// the XDG config dir (`~/.config`), Claude Code and Cursor in dot-files in the home dir.
+/// Claude Code's per-project servers (`projects.<path>.mcpServers` in the same file) and
+/// workspace files (`.vscode/mcp.json`, `.cursor/mcp.json` in a project) are not read: only
+/// the user-wide lists, which are what a person means by "my servers".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Places {
+    pub home: PathBuf,
+    pub config_home: PathBuf,
+}
+
+impl Places {
+    /// This user's, from the platform (`$HOME`, `$XDG_CONFIG_HOME`).
+    pub fn detect() -> Option<Places> {
+        directories::BaseDirs::new().map(|b| Places {
+            home: b.home_dir().to_owned(),
+            config_home: b.config_dir().to_owned(),
+        })
+    }
+
+    /// A home directory with the default layout (tests use a temporary one).
+    pub fn under_home(home: &Path) -> Places {
+        Places {
+            home: home.to_owned(),
+            config_home: home.join(".config"),
+        }
+    }
+
+    pub fn file(&self, client: ClientKind) -> PathBuf {
+        match client {
+            ClientKind::ClaudeDesktop => self
+                .config_home
+                .join("Claude")
+                .join("claude_desktop_config.json"),
+            ClientKind::ClaudeCode => self.home.join(".claude.json"),
+            ClientKind::Cursor => self.home.join(".cursor").join("mcp.json"),
+            ClientKind::VsCode => self.config_home.join("Code").join("User").join("mcp.json"),
+        }
+    }
+
+    /// For the person to read: `~/...`.
+    pub fn display(&self, path: &Path) -> String {
+        files::display(path, &self.home)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{path}: not found")]
+    NotFound { path: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    /// Broken JSON (or a shape we cannot use), located in the file.
+    #[error("{path}:{line}:{column}: {message}")]
+    Syntax {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    /// The file is not what the plan or the record was made from; `force` may override it
+    /// where that is offered.
+    #[error("{message}")]
+    Changed { message: String },
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// The Connect page's list of hosts, their files, and the rewrites that can be undone.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentConfigs {
+    /// Countersign's own config, where imports go.
+    pub config_path: String,
+    pub files: Vec<AgentFile>,
+    /// Newest first.
+    pub rewrites: Vec<RewriteView>,
+    /// Why the rewrites cannot be listed (a broken record file), if they cannot.
+    pub rewrites_error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFile {
+    pub client: ClientKind,
+    pub title: String,
+    pub path: String,
+    pub found: bool,
+}
+
+/// What a rewrite needs from the running gateway.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// `http://127.0.0.1:PORT`
+    pub base_url: String,
+    pub token: String,
+    /// How agents launch `countersign-bridge`.
+    pub bridge: String,
+    /// The servers the running gateway serves (it reads the config at start only).
+    pub served: Vec<String>,
+}
+
+/// How many previews are kept for the write that may follow.
+const PLANS_KEPT: usize = 16;
+
+#[derive(Default)]
+struct Plans {
+    next: u64,
+    import: VecDeque<(u64, import::ImportPlan)>,
+    rewrite: VecDeque<(u64, rewrite::RewritePlan)>,
+}
+
+/// The agents' config files as this user has them. Cheap to clone.
+#[derive(Clone)]
+pub struct Clients {
+    places: Places,
+    /// Countersign's own config file (the one the app runs with).
+    config_path: PathBuf,
+    /// The record of rewrites (`rewrites.json` in Countersign's data dir); `None`: no rewrites.
+    records_path: Option<PathBuf>,
+    /// The gateway's port: entries that point at it are already routed through Countersign.
+    gateway_port: u16,
+    plans: Arc<Mutex<Plans>>,
+}
+
+impl Clients {
+    pub fn new(
+        places: Places,
+        config_path: PathBuf,
+        records_path: Option<PathBuf>,
+        gateway_port: u16,
+    ) -> Self {
+        Clients {
+            places,
+            config_path,
+            records_path,
+            gateway_port,
+            plans: Arc::default(),
+        }
+    }
+
+    /// This user's files, `config_path` as the app runs with it.
+    pub fn detect(config_path: PathBuf, gateway_port: u16) -> Option<Self> {
+        Places::detect().map(|places| {
+            Clients::new(
+                places,
+                config_path,
+                crate::dirs::rewrites_path(),
+                gateway_port,
+            )
+        })
+    }
+
+    pub fn overview(&self) -> AgentConfigs {
+        let files = ClientKind::ALL
+            .iter()
+            .map(|&client| {
+                let path = self.places.file(client);
+                AgentFile {
+                    client,
+                    title: client.title().into(),
+                    found: path.is_file(),
+                    path: self.places.display(&path),
+                }
+            })
+            .collect();
+        let (rewrites, rewrites_error) = match self.rewrites() {
+            Ok(r) => (r, None),
+            Err(e) => (Vec::new(), Some(e.to_string())),
+        };
+        AgentConfigs {
+            config_path: self.places.display(&self.config_path),
+            files,
+            rewrites,
+            rewrites_error,
+        }
+    }
+
+    fn remember<T>(
+        &self,
+        pick: impl FnOnce(&mut Plans) -> &mut VecDeque<(u64, T)>,
+        plan: T,
+    ) -> u64 {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        plans.next += 1;
+        let id = plans.next;
+        let list = pick(&mut plans);
+        if list.len() == PLANS_KEPT {
+            list.pop_front();
+        }
+        list.push_back((id, plan));
+        id
+    }
+
+    fn take_plan<T>(
+        &self,
+        pick: impl FnOnce(&mut Plans) -> &mut VecDeque<(u64, T)>,
+        id: u64,
+    ) -> Result<T, ClientError> {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        let list = pick(&mut plans);
+        match list.iter().position(|(i, _)| *i == id) {
+            Some(at) => Ok(list.remove(at).map(|(_, p)| p).ok_or_else(expired)?),
+            None => Err(expired()),
+        }
+    }
+
+    fn put_back<T>(
+        &self,
+        pick: impl FnOnce(&mut Plans) -> &mut VecDeque<(u64, T)>,
+        id: u64,
+        plan: T,
+    ) {
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        pick(&mut plans).push_back((id, plan));
+    }
+}
+
+fn expired() -> ClientError {
+    ClientError::Refused("this preview is no longer available; open it again".into())
+}
+
+/// How a client's entry would load in Countersign: the server, `None` when it is marked
+/// `disabled`, or why it cannot load.
+pub(crate) fn as_countersign(
+    name: &str,
+    value: &serde_json::Value,
+) -> Result<Option<ServerConfig>, String> {
+    let mut servers = serde_json::Map::new();
+    servers.insert(name.to_owned(), value.clone());
+    let text = serde_json::json!({ "mcpServers": servers }).to_string();
+    let loaded = crate::config::parse(Path::new(""), &text);
+    if let Some(e) = loaded.errors.first() {
+        return Err(e.message.clone());
+    }
+    Ok(loaded.servers.into_iter().next())
+}
+
+/// Two entries name the same server when they would start or reach the same thing.
+pub(crate) fn same_server(a: &ServerConfig, b: &ServerConfig) -> bool {
+    a.transport == b.transport
+}
+
+/// The command line or URL, for a preview.
+pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String {
+    if let Ok(Some(server)) = as_countersign(name, value) {
+        return match server.transport {
+            TransportConfig::Stdio { command, args, .. } => std::iter::once(&command)
+                .chain(args.iter())
+                .map(|a| crate::gateway::connect::shell_quote(a))
+                .collect::<Vec<_>>()
+                .join(" "),
+            TransportConfig::Http { url, .. } => url,
+        };
+    }
+    let text = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+    match (text("command"), text("url"), text("serverUrl")) {
+        (Some(command), _, _) => {
+            let args = value
+                .get("args")
+                .and_then(|a| a.as_array())
+                .map(|a| {
+                    a.iter()
+                        .map(|v| match v.as_str() {
+                            Some(s) => crate::gateway::connect::shell_quote(s),
+                            None => v.to_string(),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            std::iter::once(crate::gateway::connect::shell_quote(&command))
+                .chain(args)
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        (None, Some(url), _) | (None, None, Some(url)) => url,
+        _ => "(no command or URL)".into(),
+    }
+}
+
+/// The entry reaches Countersign's own gateway (an HTTP URL on this machine's gateway port
+/// under `/mcp/`, or `countersign-bridge`).
+pub(crate) fn is_routed(value: &serde_json::Value, gateway_port: u16) -> bool {
+    let command = value.get("command").and_then(|c| c.as_str()).unwrap_or("");
+    let program = Path::new(command)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if program == "countersign-bridge" {
+        return true;
+    }
+    let Some(url) = value
+        .get("url")
+        .or_else(|| value.get("serverUrl"))
+        .and_then(|u| u.as_str())
+    else {
+        return false;
+    };
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    let local = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    local && url.port_or_known_default() == Some(gateway_port) && url.path().starts_with("/mcp/")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A temporary directory (a home for the tests), removed when dropped.
+    pub(crate) struct TempHome(PathBuf);
+
+    impl TempHome {
+        pub(crate) fn new(tag: &str) -> Self {
+            static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!(
+                "cs-clients-{tag}-{}-{n}-{}",
+                std::process::id(),
+                files::now_ms()
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            TempHome(dir)
+        }
+
+        pub(crate) fn path(&self) -> &Path {
+            &self.0
+        }
+
+        /// Writes `text` at `rel` (parents created) and returns the full path.
+        pub(crate) fn write(&self, rel: &Path, text: &str) -> PathBuf {
+            let path = self.0.join(rel);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, text).expect("write");
+            path
+        }
+    }
+
+    impl Drop for TempHome {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// A home with Countersign's config at `~/.config/countersign/config.json`.
+    pub(crate) struct Setup {
+        pub home: TempHome,
+        pub clients: Clients,
+        pub config: PathBuf,
+    }
+
+    pub(crate) const PORT: u16 = 47717;
+
+    pub(crate) fn setup(tag: &str, countersign_config: &str) -> Setup {
+        let home = TempHome::new(tag);
+        let config = home.write(
+            Path::new(".config/countersign/config.json"),
+            countersign_config,
+        );
+        let clients = Clients::new(
+            Places::under_home(home.path()),
+            config.clone(),
+            Some(home.path().join(".local/share/countersign/rewrites.json")),
+            PORT,
+        );
+        Setup {
+            home,
+            clients,
+            config,
+        }
+    }
+
+    impl Setup {
+        pub(crate) fn client_file(&self, client: ClientKind, text: &str) -> PathBuf {
+            let path = self.clients.places.file(client);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, text).expect("write");
+            path
+        }
+    }
+
+    #[test]
+    fn each_host_has_its_file_under_the_home_dir() {
+        let places = Places::under_home(Path::new("/home/me"));
+        let shown: Vec<String> = ClientKind::ALL
+            .iter()
+            .map(|&c| places.display(&places.file(c)))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                "~/.config/Claude/claude_desktop_config.json",
+                "~/.claude.json",
+                "~/.cursor/mcp.json",
+                "~/.config/Code/User/mcp.json"
+            ]
+        );
+    }
+
+    #[test]
+    fn overview_lists_hosts_and_which_files_exist() {
+        let s = setup("overview", "{}");
+        s.client_file(ClientKind::Cursor, "{}");
+        let overview = s.clients.overview();
+        assert_eq!(overview.config_path, "~/.config/countersign/config.json");
+        let found: Vec<(ClientKind, bool)> =
+            overview.files.iter().map(|f| (f.client, f.found)).collect();
+        assert_eq!(
+            found,
+            [
+                (ClientKind::ClaudeDesktop, false),
+                (ClientKind::ClaudeCode, false),
+                (ClientKind::Cursor, true),
+                (ClientKind::VsCode, false)
+            ]
+        );
+        assert!(overview.rewrites.is_empty());
+        assert_eq!(overview.rewrites_error, None);
+    }
+
+    #[test]
+    fn the_gateway_s_own_entries_are_recognised() {
+        use serde_json::json;
+        assert!(is_routed(
+            &json!({"command": "/usr/bin/countersign-bridge", "args": ["demo"]}),
+            PORT
+        ));
+        assert!(is_routed(
+            &json!({"command": "countersign-bridge", "args": ["demo"]}),
+            PORT
+        ));
+        assert!(is_routed(
+            &json!({"type": "http", "url": "http://127.0.0.1:47717/mcp/demo"}),
+            PORT
+        ));
+        assert!(is_routed(
+            &json!({"url": "http://localhost:47717/mcp/a%20b"}),
+            PORT
+        ));
+        assert!(is_routed(
+            &json!({"serverUrl": "http://[::1]:47717/mcp/x"}),
+            PORT
+        ));
+        assert!(!is_routed(
+            &json!({"url": "http://127.0.0.1:8080/mcp/demo"}),
+            PORT
+        ));
+        assert!(!is_routed(
+            &json!({"url": "https://evil.example:47717/mcp/demo"}),
+            PORT
+        ));
+        assert!(!is_routed(
+            &json!({"url": "http://127.0.0.1:47717/other"}),
+            PORT
+        ));
+        assert!(!is_routed(
+            &json!({"command": "npx", "args": ["countersign-bridge"]}),
+            PORT
+        ));
+        assert!(!is_routed(&json!({"url": 12}), PORT));
+        assert!(!is_routed(&json!("not an object"), PORT));
+    }
+}

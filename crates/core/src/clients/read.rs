@@ -1,0 +1,416 @@
+//! Reading a host's config file: its server entries, each with where its value sits in the
+//! text (so a rewrite replaces just that value and keeps the rest of the file, comments
+//! included), and Countersign's own config, for comparison and for the import.
+
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::{ClientError, ClientKind, Places, jsonc};
+use crate::config::ServerConfig;
+
+/// One server entry of a host's file.
+#[derive(Debug, Clone)]
+pub(crate) struct Entry {
+    pub name: String,
+    pub value: Value,
+    /// The value's bytes in the file's text.
+    pub span: Range<usize>,
+}
+
+/// A host's config file as read.
+#[derive(Debug, Clone)]
+pub(crate) struct ClientFile {
+    pub path: PathBuf,
+    pub text: String,
+    /// In file order. A name given twice appears twice (the hosts use the last one).
+    pub entries: Vec<Entry>,
+    /// Claude Code: servers configured per project (not imported).
+    pub project_servers: usize,
+    /// VS Code: the file declares `inputs` (prompted values).
+    pub has_inputs: bool,
+}
+
+impl ClientFile {
+    /// The entries as the host sees them: for a name given twice, the last.
+    pub fn effective(&self) -> Vec<&Entry> {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(i, e)| {
+                !self.entries[i + 1..]
+                    .iter()
+                    .any(|later| later.name == e.name)
+            })
+            .map(|(_, e)| e)
+            .collect()
+    }
+}
+
+pub(crate) fn io_error(path: &str, e: &std::io::Error) -> ClientError {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        ClientError::NotFound { path: path.into() }
+    } else {
+        ClientError::Io {
+            path: path.into(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// Reads `client`'s file. Missing: `NotFound`; not JSON (with comments): located `Syntax`.
+pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientFile, ClientError> {
+    let path = places.file(client);
+    let shown = places.display(&path);
+    let bytes = std::fs::read(&path).map_err(|e| io_error(&shown, &e))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let (line, column) = position(
+            &String::from_utf8_lossy(e.as_bytes()),
+            e.utf8_error().valid_up_to(),
+        );
+        ClientError::Syntax {
+            path: shown.clone(),
+            line,
+            column,
+            message: "not UTF-8 text".into(),
+        }
+    })?;
+    let stripped = jsonc::strip(&text);
+    let syntax = |offset: usize, message: String| {
+        let (line, column) = position(&text, offset);
+        ClientError::Syntax {
+            path: shown.clone(),
+            line,
+            column,
+            message,
+        }
+    };
+    let top = pairs(&stripped).map_err(|e| {
+        syntax(
+            offset_of(&stripped, e.line(), e.column()),
+            strip_position(&e),
+        )
+    })?;
+    let key = client.servers_key();
+    let mut entries = Vec::new();
+    let mut project_servers = 0;
+    let mut has_inputs = false;
+    for (name, raw) in &top {
+        let start = offset_in(&stripped, raw);
+        if name == key {
+            // A later key of the same name wins, as in the hosts' own parsers.
+            let servers = pairs(raw.get()).map_err(|e| {
+                syntax(
+                    start + offset_of(raw.get(), e.line(), e.column()),
+                    format!("\"{key}\": {}", strip_position(&e)),
+                )
+            })?;
+            entries = servers
+                .into_iter()
+                .map(|(name, value)| {
+                    let at = offset_in(&stripped, value);
+                    Entry {
+                        name,
+                        value: serde_json::from_str(value.get()).unwrap_or(Value::Null),
+                        span: at..at + value.get().len(),
+                    }
+                })
+                .collect();
+        } else if client == ClientKind::ClaudeCode && name == "projects" {
+            let projects: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
+            project_servers = projects
+                .as_object()
+                .into_iter()
+                .flat_map(|p| p.values())
+                .filter_map(|p| p.get("mcpServers")?.as_object().map(|m| m.len()))
+                .sum();
+        } else if client == ClientKind::VsCode && name == "inputs" {
+            has_inputs = serde_json::from_str::<Value>(raw.get())
+                .ok()
+                .and_then(|v| v.as_array().map(|a| !a.is_empty()))
+                .unwrap_or(false);
+        }
+    }
+    Ok(ClientFile {
+        path,
+        text,
+        entries,
+        project_servers,
+        has_inputs,
+    })
+}
+
+/// Countersign's own config as it is on disk now (not as the app loaded it at start: an
+/// import since then is in here).
+pub(crate) struct OurConfig {
+    /// `None`: the file does not exist yet.
+    pub text: Option<String>,
+    /// The whole file, in its order.
+    pub top: serde_json::Map<String, Value>,
+    /// Every name under `mcpServers`, loadable or not.
+    pub names: Vec<String>,
+    /// The entries that load (and are not disabled).
+    pub servers: Vec<ServerConfig>,
+}
+
+impl OurConfig {
+    pub fn read(path: &Path, places: &Places) -> Result<OurConfig, ClientError> {
+        let shown = places.display(path);
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => Some(t),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_error(&shown, &e)),
+        };
+        let Some(text) = text else {
+            return Ok(OurConfig {
+                text: None,
+                top: serde_json::Map::new(),
+                names: Vec::new(),
+                servers: Vec::new(),
+            });
+        };
+        let top: serde_json::Map<String, Value> =
+            serde_json::from_str(&text).map_err(|e| ClientError::Syntax {
+                path: shown.clone(),
+                line: e.line(),
+                column: e.column(),
+                message: format!("Countersign's config: {}", strip_position(&e)),
+            })?;
+        let names = match top.get("mcpServers") {
+            None => Vec::new(),
+            Some(Value::Object(servers)) => servers.keys().cloned().collect(),
+            Some(_) => {
+                return Err(ClientError::Refused(format!(
+                    "{shown}: \"mcpServers\" is not an object; fix Countersign's config first"
+                )));
+            }
+        };
+        let servers = crate::config::parse(path, &text).servers;
+        Ok(OurConfig {
+            text: Some(text),
+            top,
+            names,
+            servers,
+        })
+    }
+}
+
+/// An object's members in order, values as raw slices of `text` (duplicates kept).
+fn pairs(text: &str) -> Result<Vec<(String, &RawValue)>, serde_json::Error> {
+    struct Pairs<'a>(Vec<(String, &'a RawValue)>);
+    struct PairsVisitor;
+    impl<'de> Visitor<'de> for PairsVisitor {
+        type Value = Pairs<'de>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some((k, v)) = map.next_entry::<String, &'de RawValue>()? {
+                out.push((k, v));
+            }
+            Ok(Pairs(out))
+        }
+    }
+    impl<'de> serde::Deserialize<'de> for Pairs<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_map(PairsVisitor)
+        }
+    }
+    serde_json::from_str::<Pairs>(text).map(|p| p.0)
+}
+
+/// Where a raw slice of `text` starts in it.
+fn offset_in(text: &str, raw: &RawValue) -> usize {
+    (raw.get().as_ptr() as usize).saturating_sub(text.as_ptr() as usize)
+}
+
+/// Byte offset of serde_json's 1-based line and (byte) column.
+fn offset_of(text: &str, line: usize, column: usize) -> usize {
+    let line_start: usize = text
+        .split_inclusive('\n')
+        .take(line.saturating_sub(1))
+        .map(str::len)
+        .sum();
+    (line_start + column.saturating_sub(1)).min(text.len())
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub(crate) fn position(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
+/// serde_json's message without its " at line L column C" (we give our own).
+fn strip_position(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_owned(),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::setup;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn reads_each_host_s_format() {
+        let s = setup("formats", "{}");
+        s.client_file(
+            ClientKind::ClaudeDesktop,
+            r#"{"mcpServers": {"fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]}}, "globalShortcut": ""}"#,
+        );
+        s.client_file(
+            ClientKind::ClaudeCode,
+            r#"{"numStartups": 3, "mcpServers": {"gh": {"type": "http", "url": "https://api.example.com/mcp"}},
+                "projects": {"/src/a": {"mcpServers": {"x": {"command": "x"}, "y": {"command": "y"}}}, "/src/b": {}}}"#,
+        );
+        s.client_file(
+            ClientKind::Cursor,
+            r#"{"mcpServers": {"linear": {"url": "https://mcp.linear.app/mcp", "headers": {"X": "1"}}}}"#,
+        );
+        s.client_file(
+            ClientKind::VsCode,
+            "{\n  // my servers\n  \"inputs\": [{\"id\": \"tok\", \"type\": \"promptString\", \"password\": true}],\n  \"servers\": {\n    \"desk\": {\"type\": \"stdio\", \"command\": \"desk\", \"env\": {\"T\": \"${input:tok}\"},},\n  },\n}\n",
+        );
+        let places = &s.clients.places;
+        let desktop = client_file(places, ClientKind::ClaudeDesktop).unwrap();
+        assert_eq!(desktop.entries.len(), 1);
+        assert_eq!(desktop.entries[0].name, "fs");
+        assert_eq!(desktop.entries[0].value["args"][2], "/tmp");
+
+        let code = client_file(places, ClientKind::ClaudeCode).unwrap();
+        assert_eq!(code.entries[0].name, "gh");
+        assert_eq!(code.project_servers, 2);
+
+        let cursor = client_file(places, ClientKind::Cursor).unwrap();
+        assert_eq!(cursor.entries[0].value["headers"], json!({"X": "1"}));
+
+        let vscode = client_file(places, ClientKind::VsCode).unwrap();
+        assert!(vscode.has_inputs);
+        let desk = &vscode.entries[0];
+        assert_eq!(desk.name, "desk");
+        assert_eq!(desk.value["env"]["T"], "${input:tok}");
+        // The span is the value's own text in the original file (trailing comma and all).
+        assert_eq!(
+            &vscode.text[desk.span.clone()],
+            "{\"type\": \"stdio\", \"command\": \"desk\", \"env\": {\"T\": \"${input:tok}\"},}"
+        );
+    }
+
+    #[test]
+    fn missing_broken_and_odd_files_are_errors_not_panics() {
+        let s = setup("broken", "{}");
+        let places = &s.clients.places;
+        match client_file(places, ClientKind::Cursor) {
+            Err(e @ ClientError::NotFound { .. }) => {
+                assert_eq!(e.to_string(), "~/.cursor/mcp.json: not found")
+            }
+            other => panic!("{other:?}"),
+        }
+        s.client_file(
+            ClientKind::Cursor,
+            "{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\"}\n    \"b\": {}\n  }\n}\n",
+        );
+        match client_file(places, ClientKind::Cursor) {
+            Err(
+                e @ ClientError::Syntax {
+                    line: 4, column: 5, ..
+                },
+            ) => assert!(
+                e.to_string()
+                    .starts_with("~/.cursor/mcp.json:4:5: expected `,` or `}`"),
+                "{e}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        s.client_file(ClientKind::Cursor, "{\"mcpServers\": [1, 2]}");
+        match client_file(places, ClientKind::Cursor) {
+            Err(e @ ClientError::Syntax { line: 1, .. }) => {
+                assert!(
+                    e.to_string().contains("\"mcpServers\": invalid type"),
+                    "{e}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        for odd in [
+            "",
+            "[]",
+            "null",
+            "\"x\"",
+            "{\"mcpServers\": null}",
+            "{\"a\":",
+            "\u{0}",
+        ] {
+            s.client_file(ClientKind::Cursor, odd);
+            let _ = client_file(places, ClientKind::Cursor);
+        }
+        // Entries that are not objects are read; what they are is judged later.
+        s.client_file(
+            ClientKind::Cursor,
+            "{\"mcpServers\": {\"n\": 1, \"s\": \"x\"}}",
+        );
+        assert_eq!(
+            client_file(places, ClientKind::Cursor)
+                .unwrap()
+                .entries
+                .len(),
+            2
+        );
+        std::fs::write(places.file(ClientKind::Cursor), b"{\"a\": \"\xff\"}").unwrap();
+        assert!(matches!(
+            client_file(places, ClientKind::Cursor),
+            Err(ClientError::Syntax { message, .. }) if message == "not UTF-8 text"
+        ));
+    }
+
+    #[test]
+    fn an_error_in_a_commented_vs_code_file_points_into_the_file_as_written() {
+        let s = setup("broken-jsonc", "{}");
+        s.client_file(
+            ClientKind::VsCode,
+            "{\n  // ✓ servers, with comments\n  \"servers\": {\n    /* ✓✓ */ \"a\": {\"command\": x},\n  },\n}\n",
+        );
+        match client_file(&s.clients.places, ClientKind::VsCode) {
+            Err(e @ ClientError::Syntax { line: 4, .. }) => assert!(
+                e.to_string()
+                    .starts_with("~/.config/Code/User/mcp.json:4:31: expected value"),
+                "{e}"
+            ),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_name_given_twice_counts_once_the_last() {
+        let s = setup("dups", "{}");
+        s.client_file(
+            ClientKind::Cursor,
+            r#"{"mcpServers": {"a": {"command": "one"}, "b": {"command": "b"}, "a": {"command": "two"}}}"#,
+        );
+        let file = client_file(&s.clients.places, ClientKind::Cursor).unwrap();
+        let names: Vec<_> = file
+            .effective()
+            .iter()
+            .map(|e| (e.name.clone(), e.value["command"].clone()))
+            .collect();
+        assert_eq!(
+            names,
+            [("b".into(), json!("b")), ("a".into(), json!("two"))]
+        );
+    }
+}

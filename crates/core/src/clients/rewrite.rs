@@ -1,0 +1,823 @@
+//! Rewrite: a host's config changed so that its servers are reached through Countersign's
+//! gateway, and the undo.
+//!
+//! Only the values of the entries that change are replaced in the file's text; every other
+//! byte (comments, formatting, the host's other settings) stays as it was. An entry is routed
+//! when Countersign has the same server (same command and arguments, or same URL and headers):
+//! under the same name preferably, else under the name the import gave it. A server only
+//! sharing a name with one of Countersign's is left alone, so an agent never silently starts
+//! talking to a different server.
+//!
+//! Before writing, the file is copied to `<file>.countersign-backup-<unix-ms>` beside it, and
+//! the rewrite is recorded (`rewrites.json` in Countersign's data dir: host, file, backup, time,
+//! SHA-256 of what was written). Undo puts the backup back byte for byte with its permissions;
+//! if the file changed since (the hash differs) it refuses unless forced, and a forced undo
+//! keeps the changed file as `<file>.countersign-replaced-<unix-ms>`. Backups are never deleted.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::import::Skipped;
+use super::read::{self, OurConfig};
+use super::{
+    ClientError, ClientKind, Clients, Route, as_countersign, files, is_routed, jsonc, same_server,
+};
+use crate::gateway::connect::{EntryShape, gateway_entry};
+
+/// One entry the rewrite changes.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteChange {
+    /// Its name in the host's file (kept).
+    pub name: String,
+    /// The Countersign server it will reach.
+    pub server: String,
+    /// What it runs or reaches now.
+    pub from: String,
+    /// What it will be: the gateway URL or the bridge command.
+    pub to: String,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RewritePreview {
+    /// Pass to the rewrite; `None` when nothing would change.
+    #[ts(type = "number | null")]
+    pub plan: Option<u64>,
+    pub client: ClientKind,
+    pub title: String,
+    pub path: String,
+    /// Where the current file will be copied first.
+    pub backup_path: String,
+    /// The whole file as it would be written.
+    pub new_text: String,
+    pub changes: Vec<RouteChange>,
+    /// Entries left as they are, and why.
+    pub kept: Vec<Skipped>,
+    pub warnings: Vec<String>,
+}
+
+/// A rewrite as recorded, for the undo.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteRecord {
+    pub id: String,
+    pub client: ClientKind,
+    pub path: PathBuf,
+    pub backup_path: PathBuf,
+    pub at_ms: u64,
+    /// SHA-256 (hex) of the text written.
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Records {
+    #[serde(default)]
+    rewrites: Vec<RewriteRecord>,
+}
+
+/// A recorded rewrite as the Connect page lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteView {
+    pub id: String,
+    pub client: ClientKind,
+    pub title: String,
+    pub path: String,
+    pub backup_path: String,
+    #[ts(type = "number")]
+    pub at_ms: u64,
+    /// The file is no longer what the rewrite wrote (an undo would need `force`).
+    pub changed_since: bool,
+    pub backup_found: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RewriteResult {
+    pub rewrite: RewriteView,
+    /// How many entries now go through Countersign.
+    pub routed: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct UndoResult {
+    pub path: String,
+    pub restored_from: String,
+    /// A forced undo of a file changed since: where that changed file was kept.
+    pub kept_as: Option<String>,
+}
+
+pub(crate) struct RewritePlan {
+    client: ClientKind,
+    path: PathBuf,
+    source_sha256: String,
+    new_text: String,
+    at_ms: u64,
+    routed: usize,
+}
+
+const BACKUP: &str = ".countersign-backup-";
+const REPLACED: &str = ".countersign-replaced-";
+
+/// The Countersign server a host's entry is: same definition, preferring the same name, then
+/// the name an import from this host gives it.
+fn counterpart<'a>(
+    client: ClientKind,
+    name: &str,
+    server: &crate::config::ServerConfig,
+    ours: &'a OurConfig,
+) -> Option<&'a str> {
+    let renamed = format!("{name}-{}", client.suffix());
+    let mut same: Vec<&str> = ours
+        .servers
+        .iter()
+        .filter(|s| same_server(s, server))
+        .map(|s| s.name.as_str())
+        .collect();
+    same.sort_by_key(|n| (*n != name, !n.starts_with(&renamed)));
+    same.first().copied()
+}
+
+/// `value` as JSON text to stand where `old` stood: on one line if `old` was, else pretty,
+/// continuation lines indented like the line it starts on.
+fn render(value: &Value, old: &str, line_indent: &str) -> String {
+    if !old.contains('\n') {
+        return value.to_string();
+    }
+    let unit: &[u8] = if line_indent.contains('\t') {
+        b"\t"
+    } else {
+        b"  "
+    };
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(unit);
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+    if value.serialize(&mut ser).is_err() {
+        return value.to_string();
+    }
+    String::from_utf8_lossy(&out).replace('\n', &format!("\n{line_indent}"))
+}
+
+/// The blanks that start the line `offset` is on.
+fn indent_at(text: &str, offset: usize) -> &str {
+    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
+    let line = &text[line_start..];
+    let len = line.len() - line.trim_start_matches([' ', '\t']).len();
+    &line[..len]
+}
+
+impl Clients {
+    /// The rewrite of `client`'s file that would route its servers through the gateway.
+    /// Writes nothing.
+    pub fn preview_rewrite(
+        &self,
+        client: ClientKind,
+        route: &Route,
+    ) -> Result<RewritePreview, ClientError> {
+        let file = read::client_file(&self.places, client)?;
+        let ours = OurConfig::read(&self.config_path, &self.places)?;
+        let shape = client.entry_shape();
+        let mut changes = Vec::new();
+        let mut kept = Vec::new();
+        let mut splices: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+        for entry in &file.entries {
+            let keep = |reason: String| Skipped {
+                name: entry.name.clone(),
+                reason,
+            };
+            if is_routed(&entry.value, self.gateway_port) {
+                kept.push(keep("already routed through Countersign".into()));
+                continue;
+            }
+            let server = match as_countersign(&entry.name, &entry.value) {
+                Ok(Some(server)) => server,
+                Ok(None) => {
+                    kept.push(keep(format!("disabled in {}", client.title())));
+                    continue;
+                }
+                Err(reason) => {
+                    kept.push(keep(format!("Countersign cannot use it: {reason}")));
+                    continue;
+                }
+            };
+            let Some(ours_name) = counterpart(client, &entry.name, &server, &ours) else {
+                kept.push(keep("not in Countersign's config: import it first".into()));
+                continue;
+            };
+            let value = gateway_entry(
+                shape,
+                &route.base_url,
+                &route.token,
+                &route.bridge,
+                ours_name,
+            );
+            let old = &file.text[entry.span.clone()];
+            splices.push((
+                entry.span.clone(),
+                render(&value, old, indent_at(&file.text, entry.span.start)),
+            ));
+            let mut notes = Vec::new();
+            if !route.served.iter().any(|s| s == ours_name) {
+                notes.push("Countersign serves it once restarted".to_owned());
+            }
+            changes.push(RouteChange {
+                name: entry.name.clone(),
+                server: ours_name.to_owned(),
+                from: super::transport_summary(&entry.name, &entry.value),
+                to: super::transport_summary(&entry.name, &value),
+                note: (!notes.is_empty()).then(|| notes.join("; ")),
+            });
+        }
+        let mut new_text = file.text.clone();
+        splices.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+        for (span, text) in splices {
+            new_text.replace_range(span, &text);
+        }
+        if serde_json::from_str::<Value>(&jsonc::strip(&new_text)).is_err() {
+            return Err(ClientError::Refused(format!(
+                "{}: the rewritten file would not be valid JSON; nothing was written",
+                self.places.display(&file.path)
+            )));
+        }
+        let shown = self.places.display(&file.path);
+        let mut warnings = Vec::new();
+        if !changes.is_empty() && shape != EntryShape::Bridge {
+            let mode = std::fs::metadata(&file.path).map_or(0, |m| m.permissions().mode());
+            if mode & 0o044 != 0 {
+                warnings.push(format!(
+                    "{shown} can be read by other users of this computer, and will hold the gateway's token."
+                ));
+            }
+        }
+        if client == ClientKind::ClaudeCode && !changes.is_empty() {
+            warnings.push(format!(
+                "Quit Claude Code first: it writes {shown} while it runs and could put the old entries back."
+            ));
+        }
+        let at_ms = files::now_ms();
+        let backup = files::free_name(&file.path, BACKUP, at_ms);
+        let plan = (!changes.is_empty()).then(|| {
+            self.remember(
+                |p| &mut p.rewrite,
+                RewritePlan {
+                    client,
+                    path: file.path.clone(),
+                    source_sha256: files::sha256_hex(file.text.as_bytes()),
+                    new_text: new_text.clone(),
+                    at_ms,
+                    routed: changes.len(),
+                },
+            )
+        });
+        Ok(RewritePreview {
+            plan,
+            client,
+            title: client.title().into(),
+            path: shown,
+            backup_path: self.places.display(&backup),
+            new_text,
+            changes,
+            kept,
+            warnings,
+        })
+    }
+
+    /// Writes the previewed `plan`: the backup, the new text (atomically, permissions kept),
+    /// the record. Refused when the file changed since the preview.
+    pub fn rewrite(&self, plan: u64) -> Result<RewriteResult, ClientError> {
+        let plan = self.take_plan(|p| &mut p.rewrite, plan)?;
+        let shown = self.places.display(&plan.path);
+        let io = |path: &Path, what: &str, e: std::io::Error| ClientError::Io {
+            path: self.places.display(path),
+            message: format!("{what}: {e}"),
+        };
+        let current = std::fs::read(&plan.path).map_err(|e| read::io_error(&shown, &e))?;
+        if files::sha256_hex(&current) != plan.source_sha256 {
+            return Err(ClientError::Changed {
+                message: format!(
+                    "{shown} changed since the preview; nothing was written. Open the preview again."
+                ),
+            });
+        }
+        // The record must be writable before anything else is touched.
+        let mut records = self.load_records()?;
+        let backup = files::free_name(&plan.path, BACKUP, plan.at_ms);
+        files::copy_new(&plan.path, &backup)
+            .map_err(|e| io(&backup, "cannot write the backup", e))?;
+        files::write_atomic(&plan.path, plan.new_text.as_bytes(), None)
+            .map_err(|e| io(&plan.path, "cannot write", e))?;
+        let at_ms = files::now_ms();
+        let mut id = format!("{}-{at_ms}", plan.client.suffix());
+        let mut n = 2;
+        while records.rewrites.iter().any(|r| r.id == id) {
+            id = format!("{}-{at_ms}-{n}", plan.client.suffix());
+            n += 1;
+        }
+        let record = RewriteRecord {
+            id,
+            client: plan.client,
+            path: plan.path.clone(),
+            backup_path: backup.clone(),
+            at_ms,
+            sha256: files::sha256_hex(plan.new_text.as_bytes()),
+        };
+        records.rewrites.push(record.clone());
+        if let Err(e) = self.save_records(&records) {
+            // Without the record there is no undo: put the file back as it was.
+            let restored = files::write_atomic(&plan.path, &current, None);
+            return Err(match restored {
+                Ok(()) => ClientError::Io {
+                    path: shown,
+                    message: format!("not rewritten: cannot record the rewrite for undo ({e})"),
+                },
+                Err(r) => ClientError::Io {
+                    path: shown,
+                    message: format!(
+                        "rewritten, but the record for undo could not be written ({e}) and the file could not be put back ({r}); the backup is {}",
+                        self.places.display(&backup)
+                    ),
+                },
+            });
+        }
+        tracing::info!(client = ?plan.client, path = %plan.path.display(), backup = %backup.display(), "rewrote an agent's config to route through Countersign");
+        Ok(RewriteResult {
+            rewrite: self.view(&record),
+            routed: plan.routed,
+        })
+    }
+
+    /// Every recorded rewrite, newest first.
+    pub fn rewrites(&self) -> Result<Vec<RewriteView>, ClientError> {
+        let records = self.load_records()?;
+        Ok(records
+            .rewrites
+            .iter()
+            .rev()
+            .map(|r| self.view(r))
+            .collect())
+    }
+
+    /// Puts the backup of rewrite `id` back. Refused when the file changed since the rewrite,
+    /// unless `force`.
+    pub fn undo(&self, id: &str, force: bool) -> Result<UndoResult, ClientError> {
+        let mut records = self.load_records()?;
+        let Some(at) = records.rewrites.iter().position(|r| r.id == id) else {
+            return Err(ClientError::Refused(
+                "there is no such rewrite to undo (it may have been undone already)".into(),
+            ));
+        };
+        let record = records.rewrites[at].clone();
+        let shown = self.places.display(&record.path);
+        let backup_shown = self.places.display(&record.backup_path);
+        let backup = std::fs::read(&record.backup_path).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => {
+                ClientError::Refused(format!("the backup {backup_shown} is gone; cannot undo"))
+            }
+            _ => read::io_error(&backup_shown, &e),
+        })?;
+        let mode = std::fs::metadata(&record.backup_path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .ok();
+        let current = match std::fs::read(&record.path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(read::io_error(&shown, &e)),
+        };
+        let changed = current
+            .as_deref()
+            .is_none_or(|c| files::sha256_hex(c) != record.sha256);
+        if changed && !force {
+            let newer = records
+                .rewrites
+                .iter()
+                .any(|r| r.path == record.path && r.at_ms > record.at_ms);
+            let message = if newer {
+                format!(
+                    "{shown} was rewritten again after this; undo the later rewrite first, or undo this one anyway to go back to {backup_shown}"
+                )
+            } else if current.is_none() {
+                format!(
+                    "{shown} was removed since Countersign rewrote it; undo anyway to put {backup_shown} back"
+                )
+            } else {
+                format!(
+                    "{shown} has changed since Countersign rewrote it; undo anyway to put {backup_shown} back (the changed file is kept beside it)"
+                )
+            };
+            return Err(ClientError::Changed { message });
+        }
+        let kept_as = match (&current, changed) {
+            (Some(_), true) => {
+                let aside = files::free_name(&record.path, REPLACED, files::now_ms());
+                files::copy_new(&record.path, &aside).map_err(|e| ClientError::Io {
+                    path: self.places.display(&aside),
+                    message: format!("cannot keep the changed file: {e}"),
+                })?;
+                Some(aside)
+            }
+            _ => None,
+        };
+        files::write_atomic(&record.path, &backup, mode).map_err(|e| ClientError::Io {
+            path: shown.clone(),
+            message: e.to_string(),
+        })?;
+        records.rewrites.remove(at);
+        if let Err(e) = self.save_records(&records) {
+            tracing::warn!("undone, but the record of rewrites could not be updated: {e}");
+        }
+        tracing::info!(path = %record.path.display(), backup = %record.backup_path.display(), force, "undid a rewrite");
+        Ok(UndoResult {
+            path: shown,
+            restored_from: backup_shown,
+            kept_as: kept_as.map(|p| self.places.display(&p)),
+        })
+    }
+
+    fn view(&self, r: &RewriteRecord) -> RewriteView {
+        let changed_since =
+            std::fs::read(&r.path).map_or(true, |bytes| files::sha256_hex(&bytes) != r.sha256);
+        RewriteView {
+            id: r.id.clone(),
+            client: r.client,
+            title: r.client.title().into(),
+            path: self.places.display(&r.path),
+            backup_path: self.places.display(&r.backup_path),
+            at_ms: r.at_ms,
+            changed_since,
+            backup_found: r.backup_path.is_file(),
+        }
+    }
+
+    fn load_records(&self) -> Result<Records, ClientError> {
+        let Some(path) = &self.records_path else {
+            return Ok(Records::default());
+        };
+        let shown = self.places.display(path);
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text).map_err(|e| ClientError::Syntax {
+                path: shown,
+                line: e.line(),
+                column: e.column(),
+                message: format!("the record of rewrites: {e}"),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Records::default()),
+            Err(e) => Err(read::io_error(&shown, &e)),
+        }
+    }
+
+    fn save_records(&self, records: &Records) -> Result<(), ClientError> {
+        let Some(path) = &self.records_path else {
+            return Err(ClientError::Refused(
+                "no data directory to record the rewrite in, so it could not be undone".into(),
+            ));
+        };
+        let mut text = serde_json::to_string_pretty(records).unwrap_or_default();
+        text.push('\n');
+        files::write_atomic(path, text.as_bytes(), None).map_err(|e| ClientError::Io {
+            path: self.places.display(path),
+            message: e.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{PORT, Setup, setup};
+    use super::*;
+    use serde_json::json;
+
+    const OURS: &str = r#"{"mcpServers": {
+        "desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]},
+        "github": {"type": "http", "url": "https://gh.example/mcp", "headers": {"Authorization": "Bearer gh"}},
+        "files-vscode": {"command": "files-mcp"}
+    }}"#;
+
+    fn route() -> Route {
+        Route {
+            base_url: format!("http://127.0.0.1:{PORT}"),
+            token: "TOKEN".into(),
+            bridge: "/opt/countersign/countersign-bridge".into(),
+            served: vec!["desk".into(), "github".into()],
+        }
+    }
+
+    fn read_json(path: &Path) -> Value {
+        serde_json::from_str(&jsonc::strip(&std::fs::read_to_string(path).unwrap())).unwrap()
+    }
+
+    fn rewrite(s: &Setup, client: ClientKind) -> (RewritePreview, RewriteResult) {
+        let preview = s.clients.preview_rewrite(client, &route()).unwrap();
+        let result = s.clients.rewrite(preview.plan.expect("a plan")).unwrap();
+        (preview, result)
+    }
+
+    #[test]
+    fn each_host_gets_its_gateway_shape() {
+        let s = setup("rw-shapes", OURS);
+        let desk = json!({"command": "desk-mcp", "args": ["--db", "/tmp/d"]});
+        let gh = json!({"type": "http", "url": "https://gh.example/mcp", "headers": {"Authorization": "Bearer gh"}});
+        let want_http = |typed: bool, server: &str| {
+            let mut v = json!({"url": format!("http://127.0.0.1:{PORT}/mcp/{server}"), "headers": {"Authorization": "Bearer TOKEN"}});
+            if typed {
+                v = json!({"type": "http", "url": v["url"], "headers": v["headers"]});
+            }
+            v
+        };
+        for client in ClientKind::ALL {
+            let path = s.client_file(
+                client,
+                &json!({"other": true, client.servers_key(): {"desk": desk, "gh": gh, "mine": {"command": "mine"}}}).to_string(),
+            );
+            let (preview, result) = rewrite(&s, client);
+            assert_eq!(result.routed, 2, "{client:?}");
+            let written = read_json(&path);
+            let servers = &written[client.servers_key()];
+            match client {
+                ClientKind::ClaudeDesktop => {
+                    assert_eq!(
+                        servers["desk"],
+                        json!({"command": "/opt/countersign/countersign-bridge", "args": ["desk"]})
+                    );
+                    assert_eq!(
+                        servers["gh"],
+                        json!({"command": "/opt/countersign/countersign-bridge", "args": ["github"]})
+                    );
+                    assert!(!preview.new_text.contains("TOKEN"));
+                }
+                ClientKind::Cursor => {
+                    assert_eq!(servers["desk"], want_http(false, "desk"));
+                    assert_eq!(servers["gh"], want_http(false, "github"));
+                }
+                ClientKind::ClaudeCode | ClientKind::VsCode => {
+                    assert_eq!(servers["desk"], want_http(true, "desk"));
+                    assert_eq!(servers["gh"], want_http(true, "github"));
+                }
+            }
+            assert_eq!(
+                servers["mine"],
+                json!({"command": "mine"}),
+                "not in Countersign: kept"
+            );
+            assert_eq!(written["other"], true);
+            assert_eq!(
+                preview.kept,
+                [Skipped {
+                    name: "mine".into(),
+                    reason: "not in Countersign's config: import it first".into()
+                }]
+            );
+            let gh_change = preview.changes.iter().find(|c| c.name == "gh").unwrap();
+            assert_eq!(gh_change.server, "github");
+            assert_eq!(gh_change.from, "https://gh.example/mcp");
+            // The backup is the file as it was.
+            let backup = s
+                .home
+                .path()
+                .join(result.rewrite.backup_path.trim_start_matches("~/"));
+            assert_eq!(result.rewrite.backup_path, preview.backup_path);
+            assert!(result.rewrite.backup_path.contains(".countersign-backup-"));
+            assert_eq!(read_json(&backup)[client.servers_key()]["desk"], desk);
+            // A second preview finds nothing left to route.
+            let again = s.clients.preview_rewrite(client, &route()).unwrap();
+            assert_eq!(again.plan, None);
+            assert!(again.changes.is_empty());
+            assert_eq!(
+                again
+                    .kept
+                    .iter()
+                    .filter(|k| k.reason == "already routed through Countersign")
+                    .count(),
+                2
+            );
+        }
+        let recorded = s.clients.rewrites().unwrap();
+        assert_eq!(recorded.len(), 4);
+        assert_eq!(recorded[0].client, ClientKind::VsCode, "newest first");
+        assert!(recorded.iter().all(|r| !r.changed_since && r.backup_found));
+    }
+
+    #[test]
+    fn only_the_routed_values_change_comments_and_layout_stay() {
+        let s = setup("rw-text", OURS);
+        let original = "{\n\t// VS Code's user MCP servers\n\t\"servers\": {\n\t\t\"desk\": {\n\t\t\t\"command\": \"desk-mcp\", // the desk\n\t\t\t\"args\": [\"--db\", \"/tmp/d\"],\n\t\t},\n\t\t\"mine\": {\"command\": \"mine\"}, /* mine */\n\t\t\"files\": {\"command\": \"files-mcp\"}\n\t},\n\t\"inputs\": []\n}\n";
+        let path = s.client_file(ClientKind::VsCode, original);
+        let preview = s
+            .clients
+            .preview_rewrite(ClientKind::VsCode, &route())
+            .unwrap();
+        let expected = format!(
+            "{{\n\t// VS Code's user MCP servers\n\t\"servers\": {{\n\t\t\"desk\": {{\n\t\t\t\"type\": \"http\",\n\t\t\t\"url\": \"http://127.0.0.1:{PORT}/mcp/desk\",\n\t\t\t\"headers\": {{\n\t\t\t\t\"Authorization\": \"Bearer TOKEN\"\n\t\t\t}}\n\t\t}},\n\t\t\"mine\": {{\"command\": \"mine\"}}, /* mine */\n\t\t\"files\": {{\"type\":\"http\",\"url\":\"http://127.0.0.1:{PORT}/mcp/files-vscode\",\"headers\":{{\"Authorization\":\"Bearer TOKEN\"}}}}\n\t}},\n\t\"inputs\": []\n}}\n"
+        );
+        assert_eq!(preview.new_text, expected);
+        let files = preview.changes.iter().find(|c| c.name == "files").unwrap();
+        assert_eq!(files.server, "files-vscode", "the name its import gave it");
+        assert_eq!(
+            files.note.as_deref(),
+            Some("Countersign serves it once restarted")
+        );
+        // Nothing written by the preview.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        s.clients.rewrite(preview.plan.unwrap()).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), expected);
+    }
+
+    #[test]
+    fn a_name_shared_with_a_different_server_is_not_routed() {
+        let s = setup("rw-clash", OURS);
+        s.client_file(ClientKind::Cursor, r#"{"mcpServers": {"github": {"command": "my-own-github"}, "old": {"type": "sse", "url": "http://x/sse"}}}"#);
+        let preview = s
+            .clients
+            .preview_rewrite(ClientKind::Cursor, &route())
+            .unwrap();
+        assert_eq!(preview.plan, None);
+        assert_eq!(
+            preview.kept[0].reason,
+            "not in Countersign's config: import it first"
+        );
+        assert!(
+            preview.kept[1]
+                .reason
+                .starts_with("Countersign cannot use it: the old SSE")
+        );
+    }
+
+    #[test]
+    fn undo_restores_byte_for_byte_with_the_mode() {
+        let s = setup("rw-undo", OURS);
+        let original = "{ \"mcpServers\" : { \"desk\" : {\"command\":\"desk-mcp\",\"args\":[\"--db\",\"/tmp/d\"]} } ,\"x\":1}";
+        let path = s.client_file(ClientKind::Cursor, original);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let (preview, result) = rewrite(&s, ClientKind::Cursor);
+        assert!(
+            preview.warnings.is_empty(),
+            "0600: no warning about other users: {:?}",
+            preview.warnings
+        );
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_ne!(std::fs::read_to_string(&path).unwrap(), original);
+        let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(undone.path, "~/.cursor/mcp.json");
+        assert_eq!(undone.kept_as, None);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(s.clients.rewrites().unwrap().is_empty());
+        // The backup stays; a second undo has nothing to do.
+        assert!(
+            s.home
+                .path()
+                .join(undone.restored_from.trim_start_matches("~/"))
+                .is_file()
+        );
+        assert!(matches!(
+            s.clients.undo(&result.rewrite.id, false),
+            Err(ClientError::Refused(_))
+        ));
+    }
+
+    #[test]
+    fn undo_after_an_outside_change_is_refused_unless_forced() {
+        let s = setup("rw-changed", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let path = s.client_file(ClientKind::ClaudeDesktop, original);
+        let (preview, result) = rewrite(&s, ClientKind::ClaudeDesktop);
+        let edited = format!(
+            "{}\n",
+            preview
+                .new_text
+                .replace("}}", "}, \"new\": {\"command\": \"n\"}}")
+        );
+        std::fs::write(&path, &edited).unwrap();
+        assert!(s.clients.rewrites().unwrap()[0].changed_since);
+        match s.clients.undo(&result.rewrite.id, false) {
+            Err(ClientError::Changed { message }) => assert!(
+                message.starts_with("~/.config/Claude/claude_desktop_config.json has changed since Countersign rewrote it"),
+                "{message}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            edited,
+            "refused: untouched"
+        );
+        let undone = s.clients.undo(&result.rewrite.id, true).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        let kept = undone.kept_as.expect("the changed file is kept");
+        assert!(kept.contains(".countersign-replaced-"));
+        assert_eq!(
+            std::fs::read_to_string(s.home.path().join(kept.trim_start_matches("~/"))).unwrap(),
+            edited
+        );
+    }
+
+    #[test]
+    fn a_file_changed_after_the_preview_is_not_rewritten() {
+        let s = setup("rw-stale", OURS);
+        let path = s.client_file(
+            ClientKind::Cursor,
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#,
+        );
+        let preview = s
+            .clients
+            .preview_rewrite(ClientKind::Cursor, &route())
+            .unwrap();
+        std::fs::write(&path, r#"{"mcpServers": {}}"#).unwrap();
+        assert!(matches!(
+            s.clients.rewrite(preview.plan.unwrap()),
+            Err(ClientError::Changed { .. })
+        ));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            r#"{"mcpServers": {}}"#
+        );
+        assert!(s.clients.rewrites().unwrap().is_empty());
+        let leftovers = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
+        assert_eq!(leftovers, 1, "no backup for a rewrite that did not happen");
+    }
+
+    #[test]
+    fn undo_of_an_older_rewrite_says_a_later_one_came_after() {
+        let s = setup("rw-twice", OURS);
+        let path = s.client_file(
+            ClientKind::Cursor,
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#,
+        );
+        let (_, first) = rewrite(&s, ClientKind::Cursor);
+        // The person adds github by hand; a second rewrite routes it.
+        let text = std::fs::read_to_string(&path).unwrap().replacen(
+            "{\"mcpServers\": {",
+            "{\"mcpServers\": {\"github\": {\"type\": \"http\", \"url\": \"https://gh.example/mcp\", \"headers\": {\"Authorization\": \"Bearer gh\"}}, ",
+            1,
+        );
+        std::fs::write(&path, text).unwrap();
+        let (_, second) = rewrite(&s, ClientKind::Cursor);
+        assert_ne!(first.rewrite.id, second.rewrite.id);
+        match s.clients.undo(&first.rewrite.id, false) {
+            Err(ClientError::Changed { message }) => {
+                assert!(message.contains("rewritten again"), "{message}")
+            }
+            other => panic!("{other:?}"),
+        }
+        s.clients.undo(&second.rewrite.id, false).unwrap();
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("Bearer gh")
+        );
+    }
+
+    #[test]
+    fn warns_when_others_can_read_the_token_and_about_claude_code_running() {
+        let s = setup("rw-warn", OURS);
+        let path = s.client_file(
+            ClientKind::ClaudeCode,
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#,
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let preview = s
+            .clients
+            .preview_rewrite(ClientKind::ClaudeCode, &route())
+            .unwrap();
+        assert_eq!(preview.warnings.len(), 2, "{:?}", preview.warnings);
+        assert!(preview.warnings[0].contains("other users"));
+        assert!(preview.warnings[1].starts_with("Quit Claude Code first"));
+    }
+
+    #[test]
+    fn a_rewrite_that_cannot_be_recorded_is_put_back() {
+        let mut s = setup("rw-norecord", OURS);
+        s.clients.records_path = None;
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let path = s.client_file(ClientKind::Cursor, original);
+        let preview = s
+            .clients
+            .preview_rewrite(ClientKind::Cursor, &route())
+            .unwrap();
+        match s.clients.rewrite(preview.plan.unwrap()) {
+            Err(e @ ClientError::Io { .. }) => {
+                assert!(e.to_string().contains("not rewritten"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+    }
+}
