@@ -5,6 +5,10 @@ use serde_json::Value;
 use tauri::State;
 
 use countersign_core::app::{ConfigInfo, History, ServerView, ToolRun, ToolView};
+use countersign_core::clients::{
+    AgentConfigs, ClientKind, ImportPreview, ImportResult, RewritePreview, RewriteResult,
+    UndoResult,
+};
 use countersign_core::gateway::GatewayInfo;
 use countersign_core::settings::{AllowedCall, Settings};
 use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
@@ -136,4 +140,48 @@ pub fn get_settings(app: State<'_, App>) -> Settings {
 #[tauri::command(async)]
 pub fn revoke_always_allow(app: State<'_, App>, call: AllowedCall) -> Result<Settings, AppError> {
     app.revoke_always_allow(&call)
+}
+
+/// The agents' config files Countersign knows and the rewrites that can be undone.
+#[tauri::command(async)]
+pub fn agent_configs(app: State<'_, App>) -> Result<AgentConfigs, AppError> {
+    app.agent_configs()
+}
+
+/// What importing an agent's servers would do; writes nothing.
+#[tauri::command(async)]
+pub fn preview_import(app: State<'_, App>, client: ClientKind) -> Result<ImportPreview, AppError> {
+    app.preview_import(client)
+}
+
+/// Imports the chosen servers of the preview `plan` into Countersign's config (backup first).
+#[tauri::command(async)]
+pub fn import_servers(
+    app: State<'_, App>,
+    plan: u64,
+    names: Vec<String>,
+) -> Result<ImportResult, AppError> {
+    app.import_servers(plan, &names)
+}
+
+/// The agent's config as it would be with its servers routed through the gateway; writes
+/// nothing.
+#[tauri::command(async)]
+pub fn preview_rewrite(
+    app: State<'_, App>,
+    client: ClientKind,
+) -> Result<RewritePreview, AppError> {
+    app.preview_rewrite(client, &crate::launch::bridge_command())
+}
+
+/// Writes the previewed rewrite `plan` (backup first, recorded for the undo).
+#[tauri::command(async)]
+pub fn rewrite_agent_config(app: State<'_, App>, plan: u64) -> Result<RewriteResult, AppError> {
+    app.rewrite_agent_config(plan)
+}
+
+/// Restores an agent's config from a rewrite's backup; `force` when it changed since.
+#[tauri::command(async)]
+pub fn undo_rewrite(app: State<'_, App>, id: String, force: bool) -> Result<UndoResult, AppError> {
+    app.undo_rewrite(&id, force)
 }

@@ -95,6 +95,12 @@ pub fn run() {
             commands::set_gateway_paused,
             commands::get_settings,
             commands::revoke_always_allow,
+            commands::agent_configs,
+            commands::preview_import,
+            commands::import_servers,
+            commands::preview_rewrite,
+            commands::rewrite_agent_config,
+            commands::undo_rewrite,
         ])
         .build(tauri::generate_context!());
     let app = match app {
