@@ -2,17 +2,31 @@
 //! resuming it, each server's gateway address, where the token lives, and for each agent host
 //! the snippet to paste into it, with a Copy button. Read on demand with `gateway_info`; nothing
 //! is kept here between loads.
+//!
+//! Below it, "Import from your agents": for each agent host's config file, importing its servers
+//! into Countersign's config and rewriting the file to route them through Countersign, each
+//! previewed first, and undoing a rewrite. The backend keeps the previews (as plans) and the
+//! record of rewrites; this view only shows them. Everything read from those files is text.
 
+import type { AgentConfigs } from "./bindings/AgentConfigs";
+import type { AgentFile } from "./bindings/AgentFile";
 import type { ClientSetup } from "./bindings/ClientSetup";
 import type { GatewayInfo } from "./bindings/GatewayInfo";
+import type { ImportCandidate } from "./bindings/ImportCandidate";
+import type { ImportPreview } from "./bindings/ImportPreview";
+import type { ImportResult } from "./bindings/ImportResult";
+import type { RewritePreview } from "./bindings/RewritePreview";
+import type { RewriteView } from "./bindings/RewriteView";
 import { el, append, replace, uid } from "./dom";
-import { commands, errorText } from "./ipc";
+import { dateTime, plural } from "./format";
+import { asAppError, commands, errorText } from "./ipc";
 import { inlineText, visibleText } from "./untrusted";
 
 export class ConnectPane {
   readonly root: HTMLElement;
   private readonly content = el("div", { class: "connect-content" });
   private readonly status = el("p", { class: "muted", attrs: { role: "status" } });
+  private readonly imports = new AgentImports();
   /** Bumped on every load, so a slow reply that a newer one overtook is dropped. */
   private generation = 0;
 
@@ -28,10 +42,12 @@ export class ConnectPane {
         "Agents reach your servers through Countersign, so every question a server asks and every ",
         "tool call that needs your approval comes to this window."),
       this.status,
-      this.content);
+      this.content,
+      this.imports.root);
   }
 
   async reload(): Promise<void> {
+    void this.imports.reload();
     const generation = ++this.generation;
     this.status.textContent = "Loading…";
     let info: GatewayInfo;
@@ -145,6 +161,369 @@ function clientCard(client: ClientSetup): HTMLElement {
       el("h4", { id: headingId }, inlineText(client.title, 80)), copy, status),
     el("p", { class: "muted client-where" }, inlineText(client.whereTo, 400)),
     pre);
+}
+
+/** "Import from your agents": one card per agent host's config file. */
+class AgentImports {
+  readonly root: HTMLElement;
+  private readonly body = el("div", { class: "clients agent-files" });
+  private readonly cards = new Map<string, AgentCard>();
+  private generation = 0;
+
+  constructor() {
+    const headingId = uid("agent-imports");
+    this.root = el("section", { class: "detail-section agent-imports", attrs: { "aria-labelledby": headingId } },
+      el("h3", { id: headingId }, "Import from your agents"),
+      el("p", { class: "muted" },
+        "Countersign can add the servers your agents already use to its own config, and rewrite an agent's ",
+        "config so that it reaches them through Countersign. You see every change before anything is written, ",
+        "and each write keeps a backup."),
+      this.body);
+  }
+
+  /** Reads the files and the recorded rewrites; redraws the cards only when there are none yet
+   * (an open preview or a result in a card stays). */
+  async reload(): Promise<void> {
+    const generation = ++this.generation;
+    let configs: AgentConfigs;
+    try {
+      configs = await commands.agentConfigs();
+    } catch (error) {
+      if (generation !== this.generation) return;
+      this.cards.clear();
+      replace(this.body, el("p", { class: "error-text", attrs: { role: "alert" } },
+        "Could not look for your agents' config files: ", inlineText(errorText(error), 400)));
+      return;
+    }
+    if (generation !== this.generation) return;
+    const known = configs.files.every((f) => this.cards.has(f.client)) && this.cards.size === configs.files.length;
+    if (!known) {
+      this.cards.clear();
+      for (const file of configs.files) {
+        this.cards.set(file.client, new AgentCard(file, () => void this.reload()));
+      }
+      replace(this.body, ...[...this.cards.values()].map((c) => c.root));
+    }
+    for (const file of configs.files) {
+      const card = this.cards.get(file.client);
+      card?.update(file, configs.rewrites.filter((r) => r.client === file.client), configs.rewritesError);
+    }
+  }
+}
+
+/** One agent host's file: Import servers…, Route through Countersign…, earlier rewrites. */
+class AgentCard {
+  readonly root: HTMLElement;
+  private readonly where = el("p", { class: "muted client-where" });
+  private readonly importButton = el("button", { class: "button small", attrs: { type: "button" } }, "Import servers…");
+  private readonly routeButton = el("button", { class: "button small", attrs: { type: "button" } }, "Route through Countersign…");
+  /** The open preview or the last result. */
+  private readonly flow = el("div", { class: "agent-flow" });
+  private readonly earlier = el("div", { class: "agent-rewrites" });
+  /** The rewrite whose result (with its Undo) is shown in `flow`, so it is not listed twice. */
+  private shownRewrite: string | null = null;
+  private rewrites: RewriteView[] = [];
+
+  constructor(private file: AgentFile, private readonly changed: () => void) {
+    const headingId = uid("agent-file");
+    this.importButton.addEventListener("click", () => void this.previewImport());
+    this.routeButton.addEventListener("click", () => void this.previewRewrite());
+    this.root = el("article", { class: "client agent-file", attrs: { "aria-labelledby": headingId } },
+      el("div", { class: "section-head" }, el("h4", { id: headingId }, file.title)),
+      this.where,
+      el("div", { class: "actions start" }, this.importButton, this.routeButton),
+      this.flow,
+      this.earlier);
+  }
+
+  update(file: AgentFile, rewrites: RewriteView[], rewritesError: string | null): void {
+    this.file = file;
+    this.rewrites = rewrites;
+    replace(this.where, el("code", {}, inlineText(file.path, 300)), file.found ? "" : " (not found)");
+    this.importButton.disabled = !file.found;
+    this.routeButton.disabled = !file.found;
+    this.drawEarlier(rewritesError);
+  }
+
+  private drawEarlier(rewritesError: string | null): void {
+    const listed = this.rewrites.filter((r) => r.id !== this.shownRewrite);
+    if (rewritesError) {
+      replace(this.earlier, el("p", { class: "error-text" }, "Earlier rewrites cannot be listed: ", inlineText(rewritesError, 400)));
+      return;
+    }
+    if (listed.length === 0) {
+      replace(this.earlier);
+      return;
+    }
+    replace(this.earlier,
+      el("p", { class: "agent-rewrites-title" }, "Rewritten by Countersign:"),
+      el("ul", { class: "rewrite-list" }, ...listed.map((r) => {
+        const status = el("span", { class: "muted", attrs: { role: "status" } });
+        const line = el("li", {},
+          `${dateTime(r.atMs)}, backup `, el("code", {}, inlineText(r.backupPath, 300)),
+          r.changedSince ? el("span", { class: "muted" }, " (the file has changed since)") : "",
+          r.backupFound ? "" : el("span", { class: "error-text" }, " (the backup is gone)"),
+          " ");
+        const undo = el("button", { class: "button small", attrs: { type: "button" } }, "Undo");
+        undo.addEventListener("click", () => void this.undo(r.id, false, status, undo));
+        append(line, undo, " ", status);
+        return line;
+      })));
+  }
+
+  private busy(on: boolean): void {
+    this.importButton.disabled = on || !this.file.found;
+    this.routeButton.disabled = on || !this.file.found;
+  }
+
+  private showError(prefix: string, error: unknown): void {
+    replace(this.flow, el("p", { class: "error-text", attrs: { role: "alert" } }, prefix, inlineText(errorText(error), 600)));
+  }
+
+  private async previewImport(): Promise<void> {
+    this.busy(true);
+    replace(this.flow, el("p", { class: "muted", attrs: { role: "status" } }, "Reading ", inlineText(this.file.path, 300), "…"));
+    let preview: ImportPreview;
+    try {
+      preview = await commands.previewImport(this.file.client);
+    } catch (error) {
+      this.showError("Could not read the servers: ", error);
+      return;
+    } finally {
+      this.busy(false);
+    }
+    this.drawImport(preview);
+  }
+
+  private drawImport(preview: ImportPreview): void {
+    const close = el("button", { class: "button small", attrs: { type: "button" } }, "Cancel");
+    close.addEventListener("click", () => replace(this.flow));
+    if (preview.candidates.length === 0) {
+      close.textContent = "Close";
+      replace(this.flow, el("div", { class: "agent-preview" },
+        el("p", {}, "No servers in ", el("code", {}, inlineText(preview.path, 300)), "."),
+        ...preview.notes.map((n) => el("p", { class: "muted" }, inlineText(n))),
+        el("div", { class: "actions start" }, close)));
+      return;
+    }
+    const boxes: { box: HTMLInputElement; candidate: ImportCandidate }[] = [];
+    const go = el("button", { class: "button primary small", attrs: { type: "button" } });
+    const status = el("p", { class: "muted", attrs: { role: "status" } });
+    const count = () => boxes.filter((b) => b.box.checked).length;
+    const label = () => {
+      const n = count();
+      go.textContent = `Import ${plural(n, "server", "servers")}`;
+      go.disabled = n === 0;
+    };
+    const rows = preview.candidates.map((candidate) => {
+      const box = el("input", { attrs: { type: "checkbox", "aria-label": `Import ${candidate.name}` } }) as HTMLInputElement;
+      const importable = candidate.importAs !== null;
+      box.checked = importable;
+      box.disabled = !importable;
+      box.addEventListener("change", label);
+      boxes.push({ box, candidate });
+      return el("tr", {},
+        el("td", {}, box),
+        el("th", { attrs: { scope: "row" } }, inlineText(candidate.name, 80)),
+        el("td", {}, el("code", {}, inlineText(candidate.transport, 300))),
+        el("td", {}, ...candidateState(candidate)));
+    });
+    label();
+    go.addEventListener("click", () => {
+      const names = boxes.filter((b) => b.box.checked).map((b) => b.candidate.name);
+      go.disabled = true;
+      close.disabled = true;
+      status.textContent = "Importing…";
+      commands.importServers(preview.plan, names).then(
+        (result) => this.imported(result),
+        (error: unknown) => {
+          status.textContent = "";
+          append(status, el("span", { class: "error-text" }, "Could not import: ", inlineText(errorText(error), 600)));
+          close.disabled = false;
+          label();
+        },
+      );
+    });
+    replace(this.flow, el("div", { class: "agent-preview" },
+      el("table", { class: "history-table import-table" },
+        el("caption", {}, "Servers in ", el("code", {}, inlineText(preview.path, 300))),
+        el("thead", {}, el("tr", {},
+          el("th", { attrs: { scope: "col" } }, "Import"),
+          el("th", { attrs: { scope: "col" } }, "Server"),
+          el("th", { attrs: { scope: "col" } }, "Runs"),
+          el("th", { attrs: { scope: "col" } }, "In Countersign"))),
+        el("tbody", {}, ...rows)),
+      ...preview.notes.map((n) => el("p", { class: "muted" }, inlineText(n))),
+      el("p", { class: "muted" }, "Chosen servers are added to ", el("code", {}, inlineText(preview.configPath, 300)),
+        "; a copy of it is kept first."),
+      el("div", { class: "actions start" }, go, close),
+      status));
+  }
+
+  private imported(result: ImportResult): void {
+    const line = el("p", { class: "agent-result", attrs: { role: "status", tabindex: "-1" } });
+    if (result.imported.length === 0) {
+      append(line, "Nothing was imported.");
+    } else {
+      append(line, `Imported ${plural(result.imported.length, "server", "servers")} into `,
+        el("code", {}, inlineText(result.configPath, 300)), "; restart Countersign to use them.");
+    }
+    const details: HTMLElement[] = [];
+    const renamed = result.imported.filter((s) => s.importAs !== s.name);
+    if (renamed.length > 0) {
+      details.push(el("p", { class: "muted" }, "Renamed: ",
+        ...renamed.flatMap((s, i) => [i > 0 ? ", " : "", inlineText(s.name, 80), " as ", inlineText(s.importAs, 100)])));
+    }
+    for (const s of result.skipped) {
+      details.push(el("p", { class: "muted" }, "Not imported: ", inlineText(s.name, 80), " (", inlineText(s.reason, 300), ")"));
+    }
+    if (result.backupPath) {
+      details.push(el("p", { class: "muted" }, "The config as it was is kept as ", el("code", {}, inlineText(result.backupPath, 300)), "."));
+    }
+    replace(this.flow, line, ...details);
+    line.focus();
+  }
+
+  private async previewRewrite(): Promise<void> {
+    this.busy(true);
+    replace(this.flow, el("p", { class: "muted", attrs: { role: "status" } }, "Reading ", inlineText(this.file.path, 300), "…"));
+    let preview: RewritePreview;
+    try {
+      preview = await commands.previewRewrite(this.file.client);
+    } catch (error) {
+      this.showError("Could not prepare the rewrite: ", error);
+      return;
+    } finally {
+      this.busy(false);
+    }
+    this.drawRewrite(preview);
+  }
+
+  private drawRewrite(preview: RewritePreview): void {
+    const close = el("button", { class: "button small", attrs: { type: "button" } }, "Cancel");
+    close.addEventListener("click", () => replace(this.flow));
+    const kept = preview.kept.length === 0 ? [] : [
+      el("p", {}, "Left as they are:"),
+      el("ul", { class: "route-kept" }, ...preview.kept.map((k) =>
+        el("li", {}, inlineText(k.name, 80), ": ", inlineText(k.reason, 300)))),
+    ];
+    const plan = preview.plan;
+    if (plan === null || preview.changes.length === 0) {
+      close.textContent = "Close";
+      replace(this.flow, el("div", { class: "agent-preview" },
+        el("p", {}, "Nothing in ", el("code", {}, inlineText(preview.path, 300)),
+          " can be routed through Countersign now."),
+        ...kept,
+        el("div", { class: "actions start" }, close)));
+      return;
+    }
+    const pre = el("pre", {
+      class: "output snippet new-text",
+      attrs: { tabindex: "0", dir: "ltr", "aria-label": `New text of ${preview.path}` },
+    });
+    append(pre, visibleText(preview.newText));
+    const go = el("button", { class: "button primary small", attrs: { type: "button" } }, `Rewrite ${preview.path}`);
+    const status = el("p", { class: "muted", attrs: { role: "status" } });
+    go.addEventListener("click", () => {
+      go.disabled = true;
+      close.disabled = true;
+      status.textContent = "Writing…";
+      commands.rewriteAgentConfig(plan).then(
+        (result) => {
+          this.shownRewrite = result.rewrite.id;
+          const undoStatus = el("span", { class: "muted", attrs: { role: "status" } });
+          const undo = el("button", { class: "button small", attrs: { type: "button" } }, "Undo");
+          undo.addEventListener("click", () => void this.undo(result.rewrite.id, false, undoStatus, undo));
+          const line = el("p", { class: "agent-result", attrs: { role: "status", tabindex: "-1" } },
+            "Rewrote ", el("code", {}, inlineText(result.rewrite.path, 300)), `: ${plural(result.routed, "server goes", "servers go")} `,
+            `through Countersign. Restart ${preview.title} to use it.`);
+          replace(this.flow, line,
+            el("p", { class: "muted" }, "The file as it was is kept as ", el("code", {}, inlineText(result.rewrite.backupPath, 300)), "."),
+            el("div", { class: "actions start" }, undo, undoStatus));
+          line.focus();
+          this.changed();
+        },
+        (error: unknown) => {
+          status.textContent = "";
+          append(status, el("span", { class: "error-text" }, "Could not rewrite: ", inlineText(errorText(error), 600)));
+          close.disabled = false;
+          // A changed file needs a new preview; anything else may be tried again.
+          go.disabled = asAppError(error)?.kind === "changedOnDisk";
+        },
+      );
+    });
+    replace(this.flow, el("div", { class: "agent-preview" },
+      el("p", {}, "These entries will reach their servers through Countersign:"),
+      el("ul", { class: "route-changes" }, ...preview.changes.map((c) => el("li", {},
+        inlineText(c.name, 80),
+        c.server !== c.name ? el("span", {}, " (Countersign's ", inlineText(c.server, 80), ")") : "",
+        ": ", el("code", {}, inlineText(c.from, 200)), " → ", el("code", {}, inlineText(c.to, 200)),
+        c.note ? el("span", { class: "muted" }, " (", inlineText(c.note, 200), ")") : ""))),
+      ...kept,
+      ...preview.warnings.map((w) => el("p", { class: "warn-note" }, inlineText(w, 400))),
+      el("p", {}, "New text of ", el("code", {}, inlineText(preview.path, 300)), ":"),
+      pre,
+      el("p", { class: "muted" }, "Before writing, the current file is copied to ",
+        el("code", {}, inlineText(preview.backupPath, 300)), "."),
+      el("div", { class: "actions start" }, go, close),
+      status));
+  }
+
+  /** Undoes rewrite `id`; when the file changed since, says so and offers "Undo anyway". */
+  private async undo(id: string, force: boolean, status: HTMLElement, button: HTMLButtonElement): Promise<void> {
+    button.disabled = true;
+    status.textContent = "Restoring…";
+    try {
+      const result = await commands.undoRewrite(id, force);
+      if (this.shownRewrite === id) this.shownRewrite = null;
+      const line = el("p", { class: "agent-result", attrs: { role: "status", tabindex: "-1" } },
+        "Restored ", el("code", {}, inlineText(result.path, 300)), " from ", el("code", {}, inlineText(result.restoredFrom, 300)),
+        `. Restart ${this.file.title} to use it.`);
+      replace(this.flow, line,
+        result.keptAs ? el("p", { class: "muted" }, "The file as it was before the undo is kept as ",
+          el("code", {}, inlineText(result.keptAs, 300)), ".") : "");
+      line.focus();
+      this.changed();
+    } catch (error) {
+      status.textContent = "";
+      append(status, el("span", { class: "error-text" }, inlineText(errorText(error), 600)));
+      if (asAppError(error)?.kind === "changedOnDisk" && !force) {
+        const anyway = el("button", { class: "button small", attrs: { type: "button" } }, "Undo anyway");
+        anyway.addEventListener("click", () => {
+          anyway.remove();
+          void this.undo(id, true, status, button);
+        });
+        append(status, " ", anyway);
+      } else {
+        button.disabled = false;
+      }
+    }
+  }
+}
+
+/** What the import does with one server, in words. */
+function candidateState(c: ImportCandidate): (Node | string)[] {
+  const parts: (Node | string)[] = [];
+  switch (c.status) {
+    case "new":
+      parts.push("New");
+      break;
+    case "renamed":
+      parts.push("Name taken: will be imported as ", inlineText(c.importAs ?? "", 100));
+      break;
+    case "alreadyThere":
+      parts.push("Already there");
+      break;
+    case "routed":
+      parts.push("Already routed through Countersign");
+      break;
+    case "skipped":
+      parts.push("Skipped");
+      break;
+  }
+  if (c.note && c.status !== "routed") parts.push(el("span", { class: "muted" }, " (", inlineText(c.note, 300), ")"));
+  for (const w of c.warnings) parts.push(el("span", { class: "warn-text" }, inlineText(w, 300)));
+  return parts;
 }
 
 /** Copies through the clipboard API; where that is refused, selects the text for Ctrl+C. */

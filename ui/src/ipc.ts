@@ -5,21 +5,28 @@
 import { invoke } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 
+import type { AgentConfigs } from "./bindings/AgentConfigs";
 import type { AllowedCall } from "./bindings/AllowedCall";
 import type { Answer } from "./bindings/Answer";
 import type { AppError } from "./bindings/AppError";
 import type { Ask } from "./bindings/Ask";
 import type { AskEvent } from "./bindings/AskEvent";
+import type { ClientKind } from "./bindings/ClientKind";
 import type { ConfigInfo } from "./bindings/ConfigInfo";
 import type { DesktopInfo } from "./bindings/DesktopInfo";
 import type { GatewayInfo } from "./bindings/GatewayInfo";
 import type { History } from "./bindings/History";
+import type { ImportPreview } from "./bindings/ImportPreview";
+import type { ImportResult } from "./bindings/ImportResult";
 import type { Outcome } from "./bindings/Outcome";
+import type { RewritePreview } from "./bindings/RewritePreview";
+import type { RewriteResult } from "./bindings/RewriteResult";
 import type { ServerView } from "./bindings/ServerView";
 import type { SessionEvent } from "./bindings/SessionEvent";
 import type { Settings } from "./bindings/Settings";
 import type { ToolRun } from "./bindings/ToolRun";
 import type { ToolView } from "./bindings/ToolView";
+import type { UndoResult } from "./bindings/UndoResult";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
 
 export const commands = {
@@ -42,6 +49,16 @@ export const commands = {
   setGatewayPaused: (paused: boolean) => invoke<GatewayInfo>("set_gateway_paused", { paused }),
   getSettings: () => invoke<Settings>("get_settings"),
   revokeAlwaysAllow: (call: AllowedCall) => invoke<Settings>("revoke_always_allow", { call }),
+  /** The agents' config files and the rewrites that can be undone. */
+  agentConfigs: () => invoke<AgentConfigs>("agent_configs"),
+  /** Reads an agent's servers; writes nothing. The import takes the preview's `plan`. */
+  previewImport: (client: ClientKind) => invoke<ImportPreview>("preview_import", { client }),
+  importServers: (plan: number, names: string[]) => invoke<ImportResult>("import_servers", { plan, names }),
+  /** The agent's config as it would be, routed through the gateway; writes nothing. */
+  previewRewrite: (client: ClientKind) => invoke<RewritePreview>("preview_rewrite", { client }),
+  rewriteAgentConfig: (plan: number) => invoke<RewriteResult>("rewrite_agent_config", { plan }),
+  /** Rejects with `{kind: "changedOnDisk"}` when the file changed since, unless `force`. */
+  undoRewrite: (id: string, force: boolean) => invoke<UndoResult>("undo_rewrite", { id, force }),
 };
 
 export const events = {

@@ -6,7 +6,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 import { launch, openApp, UI_DIR } from "./support/app.mjs";
-import { gatewayInfo, server } from "./support/fixtures.mjs";
+import { agentConfigs, gatewayInfo, importPreview, rewritePreview, rewriteView, server } from "./support/fixtures.mjs";
 
 const IMG = "<img src=x onerror=window.__pwned=1>";
 const SCRIPT = "<script>window.__pwned=1</script>";
@@ -23,6 +23,7 @@ const state = (o = {}) => ({
   servers: [server("demo"), server("tickets")],
   tools: { demo: [], tickets: [] },
   gateway: gatewayInfo(),
+  agentConfigs: agentConfigs(),
   ...o,
 });
 
@@ -45,7 +46,7 @@ test("Connect agents shows where the gateway listens, the servers, the token fil
   const servers = await panel.getByRole("region", { name: "Servers through the gateway" }).getByRole("listitem").allTextContents();
   assert.deepEqual(servers, ["demo http://127.0.0.1:47717/mcp/demo", "tickets http://127.0.0.1:47717/mcp/tickets"]);
 
-  const agents = panel.getByRole("region", { name: "Agents" });
+  const agents = panel.getByRole("region", { name: "Agents", exact: true });
   assert.match(await agents.textContent(), /contain the gateway's token, which grants access to every configured server/);
   const info = backend.gateway;
   for (const client of info.clients) {
@@ -63,7 +64,8 @@ test("Copy puts the snippet on the clipboard; where the clipboard is refused, it
   const { page, context, backend } = app;
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(env.url).origin });
   const cursor = backend.gateway.clients.find((c) => c.client === "cursor");
-  const card = page.getByRole("article", { name: "Cursor" });
+  const agents = page.getByRole("region", { name: "Agents", exact: true });
+  const card = agents.getByRole("article", { name: "Cursor" });
   await card.getByRole("button", { name: "Copy" }).click();
   await card.getByRole("status").getByText("Copied.").waitFor();
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), cursor.snippet);
@@ -73,7 +75,7 @@ test("Copy puts the snippet on the clipboard; where the clipboard is refused, it
     navigator.clipboard.writeText = () => Promise.reject(new DOMException("denied", "NotAllowedError"));
   });
   const claude = backend.gateway.clients.find((c) => c.client === "claudeCode");
-  const claudeCard = page.getByRole("article", { name: "Claude Code" });
+  const claudeCard = agents.getByRole("article", { name: "Claude Code" });
   await claudeCard.getByRole("button", { name: "Copy" }).click();
   await claudeCard.getByRole("status").getByText(/press Ctrl\+C/).waitFor();
   assert.equal(await page.evaluate(() => window.getSelection().toString()), claude.snippet);
@@ -201,6 +203,221 @@ test("Settings with nothing always allowed shows the empty state", async () => {
   await app.close();
 });
 
+// ---- Import from your agents -----------------------------------------------------------------
+
+const VARS_WARNING = "uses ${input:key}, which VS Code fills in and Countersign does not: edit the entry after importing";
+
+function cursorImport() {
+  return importPreview("cursor", [
+    ["linear", "new", "https://mcp.linear.app/mcp"],
+    ["github", "renamed", "npx -y @gh/mcp", "github-cursor", "Countersign already has a different server named \"github\""],
+    ["demo", "alreadyThere", "countersign-demo-server"],
+    ["desk", "routed", "http://127.0.0.1:47717/mcp/desk", null, "already routed through Countersign"],
+    [`old${IMG}`, "skipped", "https://old.example/sse", null, "Countersign cannot use it: the old SSE transport is not supported"],
+    ["search", "new", "https://search.example/mcp", "search", null, [VARS_WARNING]],
+  ], { notes: [`A note about ${SCRIPT}`] });
+}
+
+const NEW_CURSOR_TEXT = `{
+  "mcpServers": {
+    "linear": {
+      "url": "http://127.0.0.1:47717/mcp/linear",
+      "headers": {
+        "Authorization": "Bearer cs_SECRET_TOKEN"
+      }
+    },
+    "mine": {"command": "${SCRIPT}"}
+  }
+}
+`;
+
+function cursorRewrite() {
+  return rewritePreview("cursor", {
+    changes: [
+      ["linear", "linear", "https://mcp.linear.app/mcp", "http://127.0.0.1:47717/mcp/linear"],
+      ["gh", "github", "npx -y @gh/mcp", "http://127.0.0.1:47717/mcp/github", "Countersign serves it once restarted"],
+    ],
+    kept: [[`mine${IMG}`, "not in Countersign's config: import it first"]],
+    warnings: ["~/.cursor/mcp.json can be read by other users of this computer, and will hold the gateway's token."],
+    newText: NEW_CURSOR_TEXT,
+  });
+}
+
+async function agentCard(page, title) {
+  const region = page.getByRole("region", { name: "Import from your agents" });
+  const card = region.getByRole("article", { name: title });
+  await card.waitFor();
+  return card;
+}
+
+test("Import servers: the preview lists what each server would become, the chosen ones are imported, restart to use them", async () => {
+  const preview = cursorImport();
+  const app = await openConnect(state({ importPreviews: { cursor: preview } }));
+  const { page, backend } = app;
+  const desktop = await agentCard(page, "Claude Desktop");
+  assert.match(await desktop.textContent(), /~\/\.config\/Claude\/claude_desktop_config\.json \(not found\)/);
+  assert.equal(await desktop.getByRole("button", { name: "Import servers…" }).isDisabled(), true);
+  assert.equal(await desktop.getByRole("button", { name: "Route through Countersign…" }).isDisabled(), true);
+
+  const card = await agentCard(page, "Cursor");
+  assert.match(await card.locator(".client-where").textContent(), /^~\/\.cursor\/mcp\.json$/);
+  await card.getByRole("button", { name: "Import servers…" }).click();
+  const table = card.getByRole("table");
+  await table.waitFor();
+  assert.match(await table.locator("caption").textContent(), /Servers in ~\/\.cursor\/mcp\.json/);
+  const rows = await table.locator("tbody tr").allTextContents();
+  assert.deepEqual(rows, [
+    "linearhttps://mcp.linear.app/mcpNew",
+    "githubnpx -y @gh/mcpName taken: will be imported as github-cursor (Countersign already has a different server named \"github\")",
+    "democountersign-demo-serverAlready there",
+    "deskhttp://127.0.0.1:47717/mcp/deskAlready routed through Countersign",
+    `old${IMG}https://old.example/sseSkipped (Countersign cannot use it: the old SSE transport is not supported)`,
+    `searchhttps://search.example/mcpNew${VARS_WARNING}`,
+  ]);
+  // Importable ones are checked; the others cannot be.
+  const box = (name) => card.getByRole("checkbox", { name: `Import ${name}`, exact: true });
+  for (const name of ["linear", "github", "search"]) assert.equal(await box(name).isChecked(), true, name);
+  for (const name of ["demo", "desk", `old${IMG}`]) {
+    assert.equal(await box(name).isChecked(), false, name);
+    assert.equal(await box(name).isDisabled(), true, name);
+  }
+  assert.match(await card.textContent(), new RegExp(`A note about ${SCRIPT.replace(/[/.()]/g, "\\$&")}`));
+  assert.match(await card.textContent(), /Chosen servers are added to ~\/\.config\/countersign\/config\.json; a copy of it is kept first\./);
+  assert.equal(await card.getByRole("button", { name: /^Import \d+ servers?$/ }).textContent(), "Import 3 servers");
+  await box("search").uncheck();
+  assert.equal(await card.getByRole("button", { name: /^Import \d+ servers?$/ }).textContent(), "Import 2 servers");
+  // Nothing was written by the preview: the only calls so far are reads.
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "import_servers"), []);
+
+  await card.getByRole("button", { name: "Import 2 servers" }).click();
+  const result = card.locator(".agent-result");
+  await result.waitFor();
+  assert.equal(await result.textContent(),
+    "Imported 2 servers into ~/.config/countersign/config.json; restart Countersign to use them.");
+  assert.equal(await page.evaluate(() => document.activeElement?.classList.contains("agent-result")), true);
+  assert.match(await card.textContent(), /Renamed: github as github-cursor/);
+  assert.match(await card.textContent(), /The config as it was is kept as ~\/\.config\/countersign\/config\.json\.bak-1767225600000\./);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "import_servers").map((c) => c.args),
+    [{ plan: preview.plan, names: ["linear", "github"] }]);
+  assert.equal(await page.locator(".connect").locator("img,script").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("Route through Countersign: the new file text and the backup first, then the rewrite, then Undo", async () => {
+  const preview = cursorRewrite();
+  const app = await openConnect(state({ rewritePreviews: { cursor: preview } }));
+  const { page, backend } = app;
+  const card = await agentCard(page, "Cursor");
+  await card.getByRole("button", { name: "Route through Countersign…" }).click();
+  const pre = card.locator("pre.new-text");
+  await pre.waitFor();
+  assert.equal(await pre.getAttribute("aria-label"), "New text of ~/.cursor/mcp.json");
+  assert.equal(await pre.textContent(), NEW_CURSOR_TEXT);
+  const changes = await card.locator(".route-changes li").allTextContents();
+  assert.deepEqual(changes, [
+    "linear: https://mcp.linear.app/mcp → http://127.0.0.1:47717/mcp/linear",
+    "gh (Countersign's github): npx -y @gh/mcp → http://127.0.0.1:47717/mcp/github (Countersign serves it once restarted)",
+  ]);
+  assert.deepEqual(await card.locator(".route-kept li").allTextContents(), [`mine${IMG}: not in Countersign's config: import it first`]);
+  assert.match(await card.locator(".warn-note").textContent(), /can be read by other users/);
+  assert.match(await card.textContent(), /Before writing, the current file is copied to ~\/\.cursor\/mcp\.json\.countersign-backup-1767225600000\./);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "rewrite_agent_config"), [], "the preview writes nothing");
+
+  await card.getByRole("button", { name: "Rewrite ~/.cursor/mcp.json" }).click();
+  const result = card.locator(".agent-result");
+  await result.getByText(/^Rewrote/).waitFor();
+  assert.equal(await result.textContent(), "Rewrote ~/.cursor/mcp.json: 2 servers go through Countersign. Restart Cursor to use it.");
+  assert.match(await card.textContent(), /The file as it was is kept as ~\/\.cursor\/mcp\.json\.countersign-backup-1767225600000\./);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "rewrite_agent_config").map((c) => c.args), [{ plan: preview.plan }]);
+  // The card's list of earlier rewrites is read again, without repeating the one shown here.
+  const reads = () => backend.calls.filter((c) => c.cmd === "agent_configs").length;
+  for (let i = 0; reads() < 2 && i < 100; i++) await new Promise((r) => setTimeout(r, 20));
+  assert.equal(reads(), 2);
+  assert.equal(await card.getByRole("button", { name: "Undo" }).count(), 1);
+
+  await card.getByRole("button", { name: "Undo" }).click();
+  await card.locator(".agent-result").getByText(/^Restored/).waitFor();
+  assert.equal(await card.locator(".agent-result").textContent(),
+    "Restored ~/.cursor/mcp.json from ~/.cursor/mcp.json.countersign-backup-1767225600000. Restart Cursor to use it.");
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "undo_rewrite").map((c) => c.args), [{ id: "cursor-1", force: false }]);
+  assert.deepEqual(backend.agentConfigs.rewrites, []);
+  assert.equal(await card.getByRole("button", { name: "Undo" }).count(), 0);
+  assert.equal(await page.locator(".connect").locator("img,script").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("an earlier rewrite can be undone; when the file changed since, only after Undo anyway", async () => {
+  const app = await openConnect(state({
+    agentConfigs: agentConfigs({ rewrites: [rewriteView({ id: "vscode-7", client: "vscode", changedSince: true })] }),
+  }));
+  const { page, backend } = app;
+  const card = await agentCard(page, "VS Code");
+  const earlier = card.locator(".rewrite-list li");
+  await earlier.waitFor();
+  assert.match(await earlier.textContent(), /, backup ~\/\.config\/Code\/User\/mcp\.json\.countersign-backup-\d+ \(the file has changed since\)/);
+  assert.equal(await (await agentCard(page, "Cursor")).getByRole("button", { name: "Undo" }).count(), 0, "listed under its own host");
+
+  await earlier.getByRole("button", { name: "Undo", exact: true }).click();
+  await earlier.getByText(/has changed since Countersign rewrote it; undo anyway/).waitFor();
+  assert.equal(await earlier.getByRole("button", { name: "Undo", exact: true }).isDisabled(), true);
+  await earlier.getByRole("button", { name: "Undo anyway" }).click();
+  await card.locator(".agent-result").getByText(/^Restored/).waitFor();
+  assert.match(await card.textContent(), /The file as it was before the undo is kept as ~\/\.config\/Code\/User\/mcp\.json\.countersign-replaced-1767229200000\./);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "undo_rewrite").map((c) => c.args),
+    [{ id: "vscode-7", force: false }, { id: "vscode-7", force: true }]);
+  await page.waitForFunction(() => document.querySelectorAll(".rewrite-list li").length === 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("errors from the agents' files are shown as text: a broken file, nothing to route, a file changed since the preview", async () => {
+  const app = await openConnect(state({
+    rewritePreviews: {
+      cursor: cursorRewrite(),
+      vscode: rewritePreview("vscode", { kept: [["desk", "already routed through Countersign"]] }),
+    },
+  }));
+  const { page, backend } = app;
+  const vscode = await agentCard(page, "VS Code");
+  backend.onAgents = (cmd) => cmd === "preview_import"
+    ? { err: { kind: "agentConfig", message: `~/.config/Code/User/mcp.json:4:31: expected value ${IMG}` } }
+    : null;
+  await vscode.getByRole("button", { name: "Import servers…" }).click();
+  const alert = vscode.getByRole("alert");
+  await alert.waitFor();
+  assert.equal(await alert.textContent(), `Could not read the servers: ~/.config/Code/User/mcp.json:4:31: expected value ${IMG}`);
+  assert.equal(await vscode.getByRole("button", { name: "Import servers…" }).isEnabled(), true, "can be tried again");
+
+  await vscode.getByRole("button", { name: "Route through Countersign…" }).click();
+  await vscode.getByText(/can be routed through Countersign now/).waitFor();
+  assert.match(await vscode.textContent(), /Nothing in ~\/\.config\/Code\/User\/mcp\.json can be routed through Countersign now\.Left as they are:desk: already routed through Countersign/);
+  assert.equal(await vscode.getByRole("button", { name: /^Rewrite/ }).count(), 0);
+
+  const cursor = await agentCard(page, "Cursor");
+  await cursor.getByRole("button", { name: "Route through Countersign…" }).click();
+  backend.onAgents = (cmd) => cmd === "rewrite_agent_config"
+    ? { err: { kind: "changedOnDisk", message: "~/.cursor/mcp.json changed since the preview; nothing was written. Open the preview again." } }
+    : null;
+  await cursor.getByRole("button", { name: "Rewrite ~/.cursor/mcp.json" }).click();
+  await cursor.getByText(/Could not rewrite: ~\/\.cursor\/mcp\.json changed since the preview/).waitFor();
+  assert.equal(await cursor.getByRole("button", { name: "Rewrite ~/.cursor/mcp.json" }).isDisabled(), true, "a new preview is needed");
+  assert.equal(await cursor.getByRole("button", { name: "Cancel" }).isEnabled(), true);
+
+  // The files cannot be looked for at all.
+  backend.onAgents = () => ({ err: { kind: "agentConfig", message: "no home directory: agents' config files cannot be found" } });
+  await page.getByRole("tabpanel", { name: "Connect agents" }).getByRole("button", { name: "Refresh" }).click();
+  await page.getByRole("region", { name: "Import from your agents" })
+    .getByText("Could not look for your agents' config files: no home directory: agents' config files cannot be found").waitFor();
+  assert.equal(await page.locator(".connect").locator("img,script").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("screenshot of Connect agents (looked at by a person)", async () => {
   const dir = join(UI_DIR, "test-results");
   mkdirSync(dir, { recursive: true });
@@ -213,4 +430,20 @@ test("screenshot of Connect agents (looked at by a person)", async () => {
   await app2.page.locator(".allowed-list").waitFor();
   await app2.page.screenshot({ path: join(dir, "settings.png") });
   await app2.close();
+  const app3 = await openConnect(state({
+    importPreviews: { cursor: cursorImport() },
+    rewritePreviews: { vscode: cursorRewrite() },
+    agentConfigs: agentConfigs({ rewrites: [rewriteView({ id: "vscode-7", client: "vscode", changedSince: true })] }),
+  }));
+  const cursor = await agentCard(app3.page, "Cursor");
+  await cursor.getByRole("button", { name: "Import servers…" }).click();
+  await cursor.getByRole("table").waitFor();
+  const vscode = await agentCard(app3.page, "VS Code");
+  await vscode.getByRole("button", { name: "Route through Countersign…" }).click();
+  await vscode.locator("pre.new-text").waitFor();
+  await cursor.getByRole("table").scrollIntoViewIfNeeded();
+  await app3.page.screenshot({ path: join(dir, "connect-import.png") });
+  await vscode.getByRole("button", { name: /^Rewrite/ }).scrollIntoViewIfNeeded();
+  await app3.page.screenshot({ path: join(dir, "connect-rewrite.png") });
+  await app3.close();
 });

@@ -18,6 +18,13 @@ export class FakeBackend {
     this.gateway = structuredClone(state.gateway ?? null);
     this.gatewayError = state.gatewayError ?? null;
     this.settings = structuredClone(state.settings ?? { mutedServers: [], alwaysAllow: [] });
+    /** `agent_configs`'s reply: AgentConfigs (fixtures.agentConfigs()); the agents' files. */
+    this.agentConfigs = structuredClone(state.agentConfigs ?? null);
+    /** Per client: `preview_import`'s ImportPreview / `preview_rewrite`'s RewritePreview. */
+    this.importPreviews = structuredClone(state.importPreviews ?? {});
+    this.rewritePreviews = structuredClone(state.rewritePreviews ?? {});
+    /** Optional (cmd, args) => reply for the agent-config commands (e.g. an error). */
+    this.onAgents = null;
     /** Optional (args) => reply for set_gateway_paused / revoke_always_allow (e.g. an error). */
     this.onGateway = null;
     /** Optional (args) => reply for set_muted / set_start_at_login (e.g. a save error). */
@@ -110,9 +117,78 @@ export class FakeBackend {
           !(a.agent === c.agent && a.server === c.server && a.tool === c.tool));
         return { ok: this.settings };
       }
+      case "agent_configs":
+      case "preview_import":
+      case "import_servers":
+      case "preview_rewrite":
+      case "rewrite_agent_config":
+      case "undo_rewrite":
+        return this.agents(cmd, args);
       default:
         return { err: { kind: "session", message: `unknown command ${cmd}` } };
     }
+  }
+
+  /** The agents' config files, as core's `clients` module answers (plans by number). */
+  agents(cmd, args) {
+    const reply = this.onAgents?.(cmd, args);
+    if (reply) return reply;
+    const configs = this.agentConfigs;
+    if (!configs) return { err: { kind: "agentConfig", message: "no home directory: agents' config files cannot be found" } };
+    const notFound = (client) => {
+      const file = configs.files.find((f) => f.client === client);
+      return { err: { kind: "agentConfig", message: `${file?.path ?? client}: not found` } };
+    };
+    switch (cmd) {
+      case "agent_configs":
+        return { ok: configs };
+      case "preview_import":
+        return this.importPreviews[args.client] ? { ok: this.importPreviews[args.client] } : notFound(args.client);
+      case "import_servers": {
+        const preview = Object.values(this.importPreviews).find((p) => p.plan === args.plan);
+        if (!preview) return { err: { kind: "agentConfig", message: "this preview is no longer available; open it again" } };
+        const chosen = preview.candidates.filter((c) => c.importAs !== null && args.names.includes(c.name));
+        if (chosen.length === 0) return { err: { kind: "agentConfig", message: "choose at least one server that can be imported" } };
+        return { ok: {
+          configPath: configs.configPath,
+          backupPath: `${configs.configPath}.bak-1767225600000`,
+          imported: chosen.map((c) => ({ name: c.name, importAs: c.importAs })),
+          skipped: [],
+        } };
+      }
+      case "preview_rewrite":
+        return this.rewritePreviews[args.client] ? { ok: this.rewritePreviews[args.client] } : notFound(args.client);
+      case "rewrite_agent_config": {
+        const preview = Object.values(this.rewritePreviews).find((p) => p.plan === args.plan);
+        if (!preview) return { err: { kind: "agentConfig", message: "this preview is no longer available; open it again" } };
+        const rewrite = {
+          id: `${preview.client}-${configs.rewrites.length + 1}`,
+          client: preview.client,
+          title: preview.title,
+          path: preview.path,
+          backupPath: preview.backupPath,
+          atMs: Date.UTC(2026, 0, 1, 12, 0, 0),
+          changedSince: false,
+          backupFound: true,
+        };
+        configs.rewrites.unshift(rewrite);
+        return { ok: { rewrite, routed: preview.changes.length } };
+      }
+      case "undo_rewrite": {
+        const rewrite = configs.rewrites.find((r) => r.id === args.id);
+        if (!rewrite) return { err: { kind: "agentConfig", message: "there is no such rewrite to undo (it may have been undone already)" } };
+        if (rewrite.changedSince && !args.force) {
+          return { err: { kind: "changedOnDisk", message: `${rewrite.path} has changed since Countersign rewrote it; undo anyway to put ${rewrite.backupPath} back (the changed file is kept beside it)` } };
+        }
+        configs.rewrites = configs.rewrites.filter((r) => r.id !== args.id);
+        return { ok: {
+          path: rewrite.path,
+          restoredFrom: rewrite.backupPath,
+          keptAs: rewrite.changedSince ? `${rewrite.path}.countersign-replaced-1767229200000` : null,
+        } };
+      }
+    }
+    return { err: { kind: "session", message: `unknown command ${cmd}` } };
   }
 
   answer(id, answer) {

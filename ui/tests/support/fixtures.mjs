@@ -85,6 +85,71 @@ export function gatewayInfo({ servers = ["demo", "tickets"], paused = false, ena
   };
 }
 
+const AGENT_FILES = {
+  claudeDesktop: ["Claude Desktop", "~/.config/Claude/claude_desktop_config.json"],
+  claudeCode: ["Claude Code", "~/.claude.json"],
+  cursor: ["Cursor", "~/.cursor/mcp.json"],
+  vscode: ["VS Code", "~/.config/Code/User/mcp.json"],
+};
+
+/** What `agent_configs` returns: the four hosts' files, `found` those that exist. */
+export function agentConfigs({ found = ["cursor", "vscode"], rewrites = [], rewritesError = null } = {}) {
+  return {
+    configPath: "~/.config/countersign/config.json",
+    files: Object.entries(AGENT_FILES).map(([client, [title, path]]) => ({ client, title, path, found: found.includes(client) })),
+    rewrites,
+    rewritesError,
+  };
+}
+
+/** A recorded rewrite, as `agent_configs` lists it. */
+export function rewriteView({ id = "cursor-1", client = "cursor", changedSince = false, backupFound = true,
+  atMs = Date.UTC(2026, 0, 1, 9, 30, 0) } = {}) {
+  const [title, path] = AGENT_FILES[client];
+  return { id, client, title, path, backupPath: `${path}.countersign-backup-${atMs}`, atMs, changedSince, backupFound };
+}
+
+let nextPlan = 1;
+
+/** `preview_import` for `client` with `candidates` ([name, status, transport, importAs?, note?, warnings?]). */
+export function importPreview(client, candidates, { notes = [] } = {}) {
+  const [title, path] = AGENT_FILES[client];
+  nextPlan += 1;
+  return {
+    plan: nextPlan,
+    client,
+    title,
+    path,
+    configPath: "~/.config/countersign/config.json",
+    candidates: candidates.map(([name, status, transport, importAs, note, warnings]) => ({
+      name,
+      importAs: importAs !== undefined ? importAs : (status === "new" ? name : null),
+      transport,
+      status,
+      note: note ?? null,
+      warnings: warnings ?? [],
+    })),
+    notes,
+  };
+}
+
+/** `preview_rewrite` for `client`: `changes` ([name, server, from, to, note?]), `kept` ([name, reason]). */
+export function rewritePreview(client, { changes = [], kept = [], warnings = [], newText = "{}\n" } = {}) {
+  const [title, path] = AGENT_FILES[client];
+  nextPlan += 1;
+  return {
+    plan: changes.length > 0 ? nextPlan : null,
+    client,
+    title,
+    path,
+    backupPath: `${path}.countersign-backup-1767225600000`,
+    newText,
+    changes: changes.map(([name, server, from, to, note]) => ({ name, server, from, to, note: note ?? null })),
+    kept: kept.map(([name, reason]) => ({ name, reason })),
+    warnings,
+  };
+}
+
 function base(name, o) {
   return {
     name,
