@@ -621,6 +621,27 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn agent_config_errors_cross_with_their_own_kinds() {
+        use crate::clients::ClientError;
+        let changed: AppError = ClientError::Changed {
+            message: "it changed".into(),
+        }
+        .into();
+        assert_eq!(
+            serde_json::to_value(&changed).unwrap(),
+            json!({"kind": "changedOnDisk", "message": "it changed"})
+        );
+        let missing: AppError = ClientError::NotFound {
+            path: "~/.cursor/mcp.json".into(),
+        }
+        .into();
+        assert_eq!(
+            serde_json::to_value(&missing).unwrap(),
+            json!({"kind": "agentConfig", "message": "~/.cursor/mcp.json: not found"})
+        );
+    }
+
+    #[test]
     fn arguments_are_checked_against_the_input_schema() {
         let schema =
             json!({"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]});

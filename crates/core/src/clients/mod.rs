@@ -297,10 +297,11 @@ impl Clients {
     ) -> Result<T, ClientError> {
         let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
         let list = pick(&mut plans);
-        match list.iter().position(|(i, _)| *i == id) {
-            Some(at) => Ok(list.remove(at).map(|(_, p)| p).ok_or_else(expired)?),
-            None => Err(expired()),
-        }
+        let at = list
+            .iter()
+            .position(|(i, _)| *i == id)
+            .ok_or_else(expired)?;
+        list.remove(at).map(|(_, plan)| plan).ok_or_else(expired)
     }
 
     fn put_back<T>(

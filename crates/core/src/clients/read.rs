@@ -252,7 +252,7 @@ pub(crate) fn position(text: &str, offset: usize) -> (usize, usize) {
 }
 
 /// serde_json's message without its " at line L column C" (we give our own).
-fn strip_position(e: &serde_json::Error) -> String {
+pub(crate) fn strip_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
     match text.rfind(" at line ") {
         Some(i) => text[..i].to_owned(),

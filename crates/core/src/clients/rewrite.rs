@@ -469,7 +469,7 @@ impl Clients {
                 path: shown,
                 line: e.line(),
                 column: e.column(),
-                message: format!("the record of rewrites: {e}"),
+                message: format!("the record of rewrites: {}", read::strip_position(&e)),
             }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Records::default()),
             Err(e) => Err(read::io_error(&shown, &e)),
