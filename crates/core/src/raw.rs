@@ -33,8 +33,8 @@ const RESULT: &[u8] = b"\"result\"";
 /// the raw results of responses, so a forwarded result keeps what rmcp cannot model.
 #[derive(Default)]
 pub struct RawRequests {
-    inner: Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>,
-    results: Option<Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>>,
+    inner: Kept,
+    results: Option<Kept>,
 }
 
 impl RawRequests {
@@ -97,6 +97,7 @@ impl RawRequests {
     }
 }
 
+/// Values by request id, and the order they came in (the oldest is forgotten first).
 type Kept = Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>;
 
 fn request_id(id: &Value) -> Option<RequestId> {

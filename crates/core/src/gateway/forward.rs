@@ -762,8 +762,10 @@ impl ServerHandler for Forwarder {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let up = self.upstream(&ctx).await?;
-        let mut list = ListToolsRequest::default();
-        list.params = request;
+        let list = ListToolsRequest {
+            params: request,
+            ..Default::default()
+        };
         match up
             .send(
                 ClientRequest::ListToolsRequest(list),
@@ -790,8 +792,10 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        let mut list = ListPromptsRequest::default();
-        list.params = request;
+        let list = ListPromptsRequest {
+            params: request,
+            ..Default::default()
+        };
         self.relay(
             ClientRequest::ListPromptsRequest(list),
             ctx,
@@ -830,8 +834,10 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        let mut list = ListResourcesRequest::default();
-        list.params = request;
+        let list = ListResourcesRequest {
+            params: request,
+            ..Default::default()
+        };
         self.relay(
             ClientRequest::ListResourcesRequest(list),
             ctx,
@@ -851,8 +857,10 @@ impl ServerHandler for Forwarder {
         request: Option<PaginatedRequestParams>,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        let mut list = ListResourceTemplatesRequest::default();
-        list.params = request;
+        let list = ListResourceTemplatesRequest {
+            params: request,
+            ..Default::default()
+        };
         self.relay(
             ClientRequest::ListResourceTemplatesRequest(list),
             ctx,
