@@ -1,5 +1,6 @@
-//! The History view: every ask from the audit log with its outcome, newest first, and the
-//! requests Countersign refused (e.g. a schema outside the supported subset). Read on demand with
+//! The History view: every ask from the audit log with its outcome, newest first, the
+//! requests Countersign refused (e.g. a schema outside the supported subset), and the agents'
+//! tool calls the gateway's policy decided without asking. Read on demand with
 //! `history`; nothing is kept here between loads.
 
 import type { History } from "./bindings/History";
@@ -58,7 +59,21 @@ export class HistoryPane {
             el("td", { class: "nowrap" }, dateTime(r.atMs)),
             el("td", {}, inlineText(r.server, 60)),
             el("td", {}, inlineText(r.reason, 400))))));
-    replace(this.content, asksBlock, refusedBlock);
+    const gated = [...history.gated].sort((a, b) => b.atMs - a.atMs);
+    const gatedBlock = gated.length === 0
+      ? null
+      : el("table", { class: "history-table" },
+          el("caption", {}, "Agents' tool calls decided without asking you"),
+          el("thead", {}, el("tr", {},
+            ...["When", "Agent", "Server", "Tool", "Decision", "Because"].map((h) => el("th", { attrs: { scope: "col" } }, h)))),
+          el("tbody", {}, ...gated.map((g) => el("tr", {},
+            el("td", { class: "nowrap" }, dateTime(g.atMs)),
+            el("td", {}, g.agent === null ? "an unnamed agent" : inlineText(g.agent, 60)),
+            el("td", {}, inlineText(g.server, 60)),
+            el("td", {}, inlineText(g.tool, 80)),
+            el("td", {}, g.allowed ? "Allowed" : "Refused"),
+            el("td", {}, inlineText(g.why, 200))))));
+    replace(this.content, asksBlock, refusedBlock, gatedBlock);
   }
 }
 

@@ -186,6 +186,10 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
       { run: "r", ask: url, outcome: null, resolvedAtMs: null },
     ],
     refused: [{ server: "weird", reason: "properties.x.type: \"object\" is not supported", atMs: now }],
+    gated: [
+      { server: "demo", agent: "Claude Code", tool: "list_tickets", allowed: true, why: "rule: allow", atMs: now - 1000 },
+      { server: "demo", agent: null, tool: "book_meeting", allowed: false, why: "rule: deny", atMs: now },
+    ],
     skipped: 2,
   } });
   const { page } = app;
@@ -199,6 +203,10 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
   assert.match(texts[1], /auth.*Sign in.*Open https:\/\/id\.example\.com\/x.*No outcome recorded/);
   assert.match(texts[2], /demo.*Older question.*Accepted.*"confirm":true/);
   assert.match(await page.locator(".history-table").nth(1).textContent(), /weird.*is not supported/);
+  const gated = await page.locator(".history-table").nth(2).locator("tbody tr").allTextContents();
+  assert.equal(gated.length, 2);
+  assert.match(gated[0], /an unnamed agent.*demo.*book_meeting.*Refused.*rule: deny/);
+  assert.match(gated[1], /Claude Code.*demo.*list_tickets.*Allowed.*rule: allow/);
   assert.match(await page.locator(".history").textContent(), /2 lines of the log could not be read/);
   // Keyboard: arrows move between the tabs.
   await page.keyboard.press("ArrowLeft");

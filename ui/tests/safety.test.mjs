@@ -97,6 +97,7 @@ test("markup in a URL ask, tools, stderr, run output, history and config errors 
       asks: [{ run: "r1", ask: formAsk({ server: `hs${IMG}`, message: `hm ${SCRIPT}` }),
         outcome: { outcome: "accepted", content: { k: IMG } }, resolvedAtMs: Date.now() }],
       refused: [{ server: `rs${SCRIPT}`, reason: `because ${IMG}`, atMs: Date.now() }],
+      gated: [{ server: "s", agent: `ga${IMG}`, tool: `gt${SCRIPT}`, allowed: true, why: "rule: allow", atMs: Date.now() }],
       skipped: 0,
     },
     config: { path: `/cfg/${IMG}`, errors: [{ file: `f${SCRIPT}`, line: 1, column: 2, server: IMG, message: `m ${SCRIPT}` }] },
@@ -127,7 +128,7 @@ test("markup in a URL ask, tools, stderr, run output, history and config errors 
   await page.getByRole("tab", { name: "History" }).click();
   await page.locator(".history-table").first().waitFor();
   const history = await page.locator(".history").textContent();
-  for (const literal of [`hs${IMG}`, `hm ${SCRIPT}`, `rs${SCRIPT}`, `because ${IMG}`]) assert.ok(history.includes(literal), literal);
+  for (const literal of [`hs${IMG}`, `hm ${SCRIPT}`, `rs${SCRIPT}`, `because ${IMG}`, `ga${IMG}`, `gt${SCRIPT}`]) assert.ok(history.includes(literal), literal);
 
   await backend.addAsk(urlAsk({ server: IMG, message: SCRIPT, url: `https://example.com/?q=${IMG}` }));
   await dialog(page).waitFor();

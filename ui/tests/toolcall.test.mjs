@@ -252,7 +252,7 @@ test("History words tool-call outcomes as approvals", async () => {
     entry(3, { outcome: "declined" }),
     entry(4, { outcome: "cancelled", reason: "person" }),
     entry(5, { outcome: "cancelled", reason: "agent" }),
-  ], refused: [], skipped: 0 } });
+  ], refused: [], gated: [], skipped: 0 } });
   const { page } = app;
   await page.getByRole("tab", { name: "History" }).click();
   const rows = page.locator(".history-table tbody tr");

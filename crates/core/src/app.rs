@@ -76,9 +76,25 @@ pub struct RefusedEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[ts(export)]
 #[serde(rename_all = "camelCase")]
+pub struct GatedEntry {
+    pub server: String,
+    pub agent: Option<String>,
+    pub tool: String,
+    pub allowed: bool,
+    pub why: String,
+    #[ts(type = "number")]
+    pub at_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
 pub struct History {
     pub asks: Vec<HistoryEntry>,
     pub refused: Vec<RefusedEntry>,
+    /// Agents' tool calls the gateway decided without asking (a rule, an Always allow, a
+    /// trusted server's read-only tool), newest first.
+    pub gated: Vec<GatedEntry>,
     /// Lines of the log that could not be read.
     pub skipped: usize,
 }
@@ -569,6 +585,7 @@ fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), AppError> {
 fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
     let mut asks: Vec<HistoryEntry> = Vec::new();
     let mut refused = Vec::new();
+    let mut gated = Vec::new();
     let mut index = std::collections::HashMap::new();
     for record in records {
         match record {
@@ -602,15 +619,31 @@ fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
                 reason,
                 at_ms,
             }),
-            // Not questions: the gateway's own decisions stay in the log for the record.
-            AuditRecord::Gated { .. } => {}
+            AuditRecord::Gated {
+                at_ms,
+                server,
+                agent,
+                tool,
+                allowed,
+                why,
+                ..
+            } => gated.push(GatedEntry {
+                server,
+                agent,
+                tool,
+                allowed,
+                why,
+                at_ms,
+            }),
         }
     }
     asks.reverse();
     refused.reverse();
+    gated.reverse();
     History {
         asks,
         refused,
+        gated,
         skipped,
     }
 }
@@ -639,6 +672,29 @@ mod tests {
             serde_json::to_value(&missing).unwrap(),
             json!({"kind": "agentConfig", "message": "~/.cursor/mcp.json: not found"})
         );
+    }
+
+    #[test]
+    fn the_gateways_own_decisions_are_in_the_history_newest_first() {
+        let gated = |at_ms, tool: &str, allowed| AuditRecord::Gated {
+            run: "r".into(),
+            at_ms,
+            server: "desk".into(),
+            agent: Some("a".into()),
+            tool: tool.into(),
+            allowed,
+            why: "rule".into(),
+        };
+        let history = history_from(vec![gated(1, "list", true), gated(2, "purge", false)], 0);
+        assert_eq!(
+            history
+                .gated
+                .iter()
+                .map(|g| (g.tool.as_str(), g.allowed))
+                .collect::<Vec<_>>(),
+            [("purge", false), ("list", true)]
+        );
+        assert!(history.asks.is_empty());
     }
 
     #[test]

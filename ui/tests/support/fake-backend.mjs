@@ -11,7 +11,7 @@ export class FakeBackend {
     this.servers = structuredClone(state.servers ?? []);
     this.tools = state.tools ?? {};
     this.stderr = state.stderr ?? {};
-    this.history = state.history ?? { asks: [], refused: [], skipped: 0 };
+    this.history = state.history ?? { asks: [], refused: [], gated: [], skipped: 0 };
     this.config = state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] };
     this.desktop = state.desktop ?? { tray: true, startAtLogin: false };
     /** `gateway_info`'s reply: a GatewayInfo, or with `gatewayError` set, that AppError. */
