@@ -87,7 +87,7 @@ impl App {
             .append(true)
             .open(dir.join("driver.log"))
             .unwrap();
-        let driver = driver
+        let mut driver = driver
             .env("COUNTERSIGN_CONFIG", dir.join("config.json"))
             .env("XDG_DATA_HOME", dir.join("data"))
             .env("XDG_CONFIG_HOME", dir.join("config"))
@@ -98,7 +98,15 @@ impl App {
             .stderr(log)
             .spawn()
             .expect("tauri-driver starts (run `make deps`)");
-        let client = connect(&app).await;
+        let client = match connect(&app).await {
+            Ok(client) => client,
+            Err(e) => {
+                // No App owns the driver yet: stop it here, or it holds the port for the rest.
+                stop_group(&mut driver);
+                let log = std::fs::read_to_string(dir.join("driver.log")).unwrap_or_default();
+                panic!("{e}; the app's log:\n{log}");
+            }
+        };
         App {
             client,
             dir,
@@ -366,9 +374,28 @@ impl App {
 
 impl Drop for App {
     fn drop(&mut self) {
-        let group = format!("-{}", self.driver.id());
-        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
-        let _ = self.driver.wait();
+        stop_group(&mut self.driver);
+    }
+}
+
+/// Kills the driver's process group (the driver, WebKitWebDriver, the app) and waits until every
+/// member is gone: an app still dying holds its single-instance name on the bus, and the next
+/// test's app would hand over to it and exit.
+fn stop_group(driver: &mut Child) {
+    let group = driver.id().to_string();
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", &format!("-{group}")])
+        .status();
+    let _ = driver.wait();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline
+        && Command::new("pgrep")
+            .args(["-g", &group])
+            .stdout(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    {
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
@@ -390,21 +417,22 @@ fn tauri_driver() -> PathBuf {
     }
 }
 
-async fn connect(app: &Path) -> Client {
+/// A WebDriver session on the app. A session request whose app exits at once (a second
+/// instance handing over, a crash) never returns, so each attempt has its own deadline.
+async fn connect(app: &Path) -> Result<Client, String> {
     let mut caps = serde_json::Map::new();
     caps.insert("tauri:options".into(), json!({"application": app}));
     let deadline = Instant::now() + WAIT;
     loop {
-        match ClientBuilder::native()
-            .capabilities(caps.clone())
-            .connect(DRIVER)
-            .await
-        {
-            Ok(client) => return client,
-            Err(e) => {
-                assert!(Instant::now() < deadline, "cannot reach tauri-driver: {e}");
+        let mut builder = ClientBuilder::native();
+        builder.capabilities(caps.clone());
+        match tokio::time::timeout(WAIT, builder.connect(DRIVER)).await {
+            Ok(Ok(client)) => return Ok(client),
+            Ok(Err(_)) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
+            Ok(Err(e)) => return Err(format!("cannot reach tauri-driver: {e}")),
+            Err(_) => return Err(format!("no WebDriver session on the app within {WAIT:?}")),
         }
     }
 }
