@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 pub const WAIT: Duration = Duration::from_secs(30);
 const DRIVER: &str = "http://127.0.0.1:4444";
+const DRIVER_PORT: u16 = 4444;
 /// The ask dialog: a native `<dialog>` (implicit role dialog) opened modally.
 pub const DIALOG: &str = "dialog[open]";
 
@@ -45,12 +46,18 @@ impl App {
 
     /// Like `start`, with extra environment for the app.
     pub async fn start_with_env(test: &str, servers: Value, env: &[(&str, &Path)]) -> App {
+        Self::start_with_config(test, json!({"mcpServers": servers}), env).await
+    }
+
+    /// Like `start_with_env`, with the whole config file (for keys beside `mcpServers`, such
+    /// as `gateway`).
+    pub async fn start_with_config(test: &str, config: Value, env: &[(&str, &Path)]) -> App {
         let dir = std::env::temp_dir().join(format!("cs-e2e-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(
             dir.join("config.json"),
-            serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap(),
+            serde_json::to_vec_pretty(&config).unwrap(),
         )
         .unwrap();
         let env = env
@@ -640,4 +647,128 @@ pub fn recording_opener(dir: &Path) -> (PathBuf, PathBuf) {
     .unwrap();
     Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
     (stub, record)
+}
+
+/// One HTTP/1.1 exchange with a server on 127.0.0.1 (this crate has no HTTP client; fantoccini
+/// keeps its own): the status, the headers (names lower-cased) and the body.
+pub fn http_exchange(
+    port: u16,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> (u16, Vec<(String, String)>, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port))
+        .unwrap_or_else(|e| panic!("nothing listens on 127.0.0.1:{port}: {e}"));
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
+    stream.write_all(request.as_bytes()).unwrap();
+
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let mut fill = |buf: &mut Vec<u8>| {
+        let n = stream.read(&mut chunk).expect("the response arrives");
+        buf.extend_from_slice(&chunk[..n]);
+        n
+    };
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i;
+        }
+        assert!(fill(&mut buf) > 0, "the connection closed mid-response");
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP response: {head}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+    };
+    let mut rest = buf[head_end + 4..].to_vec();
+    let body = if header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
+        // Until the last (empty) chunk.
+        while !rest.windows(5).any(|w| w == b"0\r\n\r\n") {
+            assert!(fill(&mut rest) > 0, "the connection closed mid-body");
+        }
+        let mut out = Vec::new();
+        let mut at = 0;
+        loop {
+            let line_end = at + rest[at..].windows(2).position(|w| w == b"\r\n").unwrap();
+            let size = usize::from_str_radix(
+                String::from_utf8_lossy(&rest[at..line_end])
+                    .split(';')
+                    .next()
+                    .unwrap()
+                    .trim(),
+                16,
+            )
+            .unwrap();
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&rest[line_end + 2..line_end + 2 + size]);
+            at = line_end + 2 + size + 2;
+        }
+        out
+    } else {
+        let length: usize = header("content-length")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        while rest.len() < length {
+            assert!(fill(&mut rest) > 0, "the connection closed mid-body");
+        }
+        rest.truncate(length);
+        rest
+    };
+    (status, headers, String::from_utf8_lossy(&body).into_owned())
+}
+
+impl App {
+    /// What assistive technology is told about `element`: WebDriver's computed `role` or
+    /// `label` (WebKitWebDriver has both; fantoccini does not wrap them).
+    pub async fn computed(&self, element: &Element, what: &str) -> String {
+        let session = self
+            .client
+            .session_id()
+            .await
+            .unwrap()
+            .expect("a WebDriver session");
+        let path = format!(
+            "/session/{session}/element/{}/computed{what}",
+            element.element_id()
+        );
+        let (status, _, body) = tokio::task::spawn_blocking(move || {
+            http_exchange(
+                DRIVER_PORT,
+                "GET",
+                &path,
+                &[("Accept", "application/json")],
+                "",
+            )
+        })
+        .await
+        .unwrap();
+        let reply: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+        assert_eq!(status, 200, "computed {what}: {body}");
+        reply["value"].as_str().unwrap_or_default().to_owned()
+    }
 }
