@@ -13,4 +13,4 @@ if [[ -z "${DISPLAY:-}" && -z "${COUNTERSIGN_E2E_INNER:-}" ]]; then
   exec dbus-run-session -- xvfb-run -a -s "-screen 0 1280x800x24" bash "$0" "$@"
 fi
 [[ -n "${COUNTERSIGN_E2E_INNER:-}" ]] || cargo build --workspace --all-targets
-cargo test -p countersign-e2e --test app --test desktop -- --test-threads=1 --nocapture "$@"
+cargo test -p countersign-e2e --test app --test desktop --test gateway -- --test-threads=1 --nocapture "$@"
