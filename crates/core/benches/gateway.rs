@@ -1,0 +1,1020 @@
+//! What forwarding through the gateway costs an agent, beside two other MCP proxies.
+//!
+//! Figures, not assertions: `cargo bench -p countersign-core --bench gateway` prints them
+//! (`scripts/bench-gateway.sh` installs the third-party proxies first) and BENCHMARKS.md
+//! (repo root) records runs.
+//!
+//! Every row is the same agent workload: rmcp Streamable HTTP clients (legacy `initialize`,
+//! 2025-11-25, so every target speaks it) calling `tools/call list_tickets` on the demo ticket
+//! desk, 10,000 calls one after the other on one session, then 10,000 calls from 16 callers at
+//! once, each its own agent session. 500 warm-up calls come first each time. The rows:
+//!
+//! 1. direct: the agents talk to the desk over Streamable HTTP.
+//! 2. Countersign: the agents talk to Countersign's gateway (with the bearer token), whose
+//!    upstream is that same HTTP desk; `toolPolicy: {"list_tickets": "allow"}` lets the calls
+//!    through unasked. The default upstream protocol (`auto`) and `"protocol": "legacy"`.
+//! 3. mcp-proxy (PyPI): it can only put a stdio server behind Streamable HTTP, so it fronts the
+//!    desk on stdio (one child for every agent).
+//! 4. supergateway (npm), `--stdio ... --outputTransport streamableHttp --stateful`: likewise
+//!    stdio only; one desk child per agent session.
+//!
+//! and, for rows 3 and 4, a reference: the agents talk to the desk over stdio directly.
+//!
+//! Each process has its own: this binary is the agents; it re-executes itself as the desk
+//! (`COUNTERSIGN_BENCH_ROLE=desk-http` or `desk-stdio`) and as the gateway (`=gateway`), so
+//! the CPU time of the proxy in the middle (utime + stime from /proc/<pid>/stat, all threads)
+//! and its resident memory (VmRSS) are its own.
+//!
+//! Environment: `COUNTERSIGN_BENCH_MCP_PROXY` and `COUNTERSIGN_BENCH_SUPERGATEWAY` name the
+//! proxies' executables (default: where scripts/bench-gateway.sh installs them);
+//! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
+//! countersign-legacy, mcp-proxy, supergateway, direct-stdio); `COUNTERSIGN_BENCH_CALLS`
+//! changes the 10,000.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
+use countersign_core::gateway::Gateway;
+use countersign_core::settings::SettingsStore;
+use countersign_core::{AuditLog, Broker, ServerConfig};
+use countersign_demo_server::{TicketDesk, TicketStore, serve_http, serve_stdio};
+use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService, serve_client_with_lifecycle};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+
+const ROLE_ENV: &str = "COUNTERSIGN_BENCH_ROLE";
+const UPSTREAM_ENV: &str = "COUNTERSIGN_BENCH_UPSTREAM";
+const PROTOCOL_ENV: &str = "COUNTERSIGN_BENCH_UPSTREAM_PROTOCOL";
+const MCP_PROXY_ENV: &str = "COUNTERSIGN_BENCH_MCP_PROXY";
+const SUPERGATEWAY_ENV: &str = "COUNTERSIGN_BENCH_SUPERGATEWAY";
+const ROWS_ENV: &str = "COUNTERSIGN_BENCH_ROWS";
+const CALLS_ENV: &str = "COUNTERSIGN_BENCH_CALLS";
+const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
+
+const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio";
+const DEFAULT_CALLS: usize = 10_000;
+const WARMUP_CALLS: usize = 500;
+const CALLERS: usize = 16;
+const TOOL: &str = "list_tickets";
+const SERVER: &str = "desk";
+/// A call that takes longer than this counts as failed.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// More failed calls than this and the row stops.
+const MAX_ERRORS: usize = 50;
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+// The issue's figures (TypeScript SDK client, same kind of machine) and targets.
+const SUPERGATEWAY_ISSUE: (f64, f64) = (0.6, 1.3);
+const MCP_PROXY_ISSUE: (f64, f64) = (1.0, 1.5);
+const TARGET_ADDED_P50_MS: f64 = 0.15;
+const TARGET_CPU_MS: f64 = 0.25;
+const TARGET_THROUGHPUT: f64 = 0.80;
+
+fn main() {
+    match std::env::var(ROLE_ENV).as_deref() {
+        Ok("desk-http") => return role_desk_http(),
+        Ok("desk-stdio") => return role_desk_stdio(),
+        Ok("gateway") => return role_gateway(),
+        _ => {}
+    }
+    let rows = std::env::var(ROWS_ENV).unwrap_or_else(|_| ALL_ROWS.into());
+    let calls = std::env::var(CALLS_ENV)
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(DEFAULT_CALLS);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(bench(&rows, calls));
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    // What `#[tokio::main]` builds: one worker per core.
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The roles this binary plays in its child processes.
+
+/// The desk over Streamable HTTP; prints its URL, serves until stdin closes.
+fn role_desk_http() {
+    runtime().block_on(async {
+        if nodelay() {
+            return desk_http_nodelay().await;
+        }
+        let server = serve_http(([127, 0, 0, 1], 0).into(), TicketStore::seeded())
+            .await
+            .expect("desk over HTTP");
+        println!("{}", server.url());
+        wait_for_stdin_eof().await;
+        let _ = server.shutdown().await;
+    });
+}
+
+/// `COUNTERSIGN_BENCH_NODELAY=1`: what TCP_NODELAY on the servers' sockets changes (axum 0.8's
+/// `serve` leaves Nagle's algorithm on).
+fn nodelay() -> bool {
+    std::env::var(NODELAY_ENV).as_deref() == Ok("1")
+}
+
+/// `serve_http` as the desk crate has it, with TCP_NODELAY on every accepted connection.
+async fn desk_http_nodelay() {
+    use axum::serve::ListenerExt;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let store = TicketStore::seeded();
+    let service: StreamableHttpService<TicketDesk, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(TicketDesk::new(store.clone())),
+            Default::default(),
+            StreamableHttpServerConfig::default(),
+        );
+    let router = axum::Router::new().nest_service(countersign_demo_server::MCP_PATH, service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    println!("http://{addr}{}", countersign_demo_server::MCP_PATH);
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    tokio::select! {
+        _ = axum::serve(listener, router) => {}
+        _ = wait_for_stdin_eof() => {}
+    }
+}
+
+/// TCP_NODELAY on a listening socket; Linux hands it down to the connections it accepts.
+fn set_nodelay_on_listener(listener: &tokio::net::TcpListener) {
+    use std::os::fd::AsRawFd;
+    let one: libc::c_int = 1;
+    unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            &one as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
+
+/// The desk over stdio, as `countersign-demo-server` serves it (without its log lines).
+fn role_desk_stdio() {
+    runtime().block_on(async {
+        if let Err(e) = serve_stdio(TicketDesk::new(TicketStore::seeded())).await {
+            eprintln!("desk-stdio: {e}");
+        }
+    });
+}
+
+/// Countersign's gateway alone, as the app runs it: one server (`desk`, the HTTP desk at
+/// `$COUNTERSIGN_BENCH_UPSTREAM`), `toolPolicy: {"list_tickets": "allow"}`, the audit log
+/// opened as the app opens it. Prints `URL TOKEN`, serves until stdin closes.
+fn role_gateway() {
+    runtime().block_on(async {
+        let upstream = std::env::var(UPSTREAM_ENV).expect("upstream URL");
+        let mut server = ServerConfig::http(SERVER, &upstream);
+        server.tool_policy = BTreeMap::from([(TOOL.to_owned(), ToolRule::Allow)]);
+        if std::env::var(PROTOCOL_ENV).as_deref() == Ok("legacy") {
+            server.protocol = ProtocolChoice::Legacy;
+        }
+        let dir = std::env::temp_dir().join(format!("countersign-bench-gw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).expect("audit log"));
+        let mut config = GatewayConfig::default();
+        config.port = 0;
+        let gateway = Gateway::new(
+            config,
+            vec![server],
+            broker,
+            SettingsStore::default(),
+            dir.join("gateway-token"),
+        )
+        .expect("gateway");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        if nodelay() {
+            set_nodelay_on_listener(&listener);
+        }
+        let addr = gateway.serve(listener);
+        println!("http://{addr}/mcp/{SERVER} {}", gateway.token());
+        wait_for_stdin_eof().await;
+        gateway.shutdown().await;
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+}
+
+async fn wait_for_stdin_eof() {
+    let _ = tokio::task::spawn_blocking(|| {
+        let mut sink = Vec::new();
+        let _ = std::io::stdin().read_to_end(&mut sink);
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes: started here, measured through /proc, stopped by their own pid.
+
+struct Proc {
+    name: String,
+    child: Child,
+    log: Option<PathBuf>,
+}
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The last lines it wrote to its log, for a row that could not run.
+    fn log_tail(&self) -> String {
+        let Some(log) = &self.log else {
+            return String::new();
+        };
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(8)..].join("\n    ")
+    }
+
+    fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if self.exited().is_some() {
+            return;
+        }
+        // Closing stdin ends our own roles; SIGTERM lets the proxies stop their children.
+        drop(self.child.stdin.take());
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if self.exited().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        eprintln!("{} did not stop on SIGTERM; killing it", self.name);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts one of this binary's roles and reads the line it prints once it is ready.
+fn spawn_role(role: &str, env: &[(&str, &str)]) -> Result<(Proc, String), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(exe);
+    cmd.env(ROLE_ENV, role)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {role}: {e}"))?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let proc = Proc {
+        name: role.to_owned(),
+        child,
+        log: None,
+    };
+    let mut line = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut line)
+        .map_err(|e| format!("{role}: {e}"))?;
+    if line.trim().is_empty() {
+        return Err(format!("{role} exited before it was ready"));
+    }
+    Ok((proc, line.trim().to_owned()))
+}
+
+/// Starts a third-party proxy with its output in a log file.
+fn spawn_logged(name: &str, mut cmd: Command, dir: &Path) -> Result<Proc, String> {
+    let log = dir.join(format!("{name}.log"));
+    let file = std::fs::File::create(&log).map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(file.try_clone().map_err(|e| e.to_string())?)
+        .stderr(file);
+    let child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {name} ({:?}): {e}", cmd.get_program()))?;
+    Ok(Proc {
+        name: name.to_owned(),
+        child,
+        log: Some(log),
+    })
+}
+
+/// Waits until `port` accepts connections (or the process dies).
+async fn wait_for_port(proc: &mut Proc, port: u16) -> Result<(), String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(status) = proc.exited() {
+            return Err(format!(
+                "{} exited ({status}) before it listened:\n    {}",
+                proc.name,
+                proc.log_tail()
+            ));
+        }
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} did not listen on port {port} within {READY_TIMEOUT:?}:\n    {}",
+                proc.name,
+                proc.log_tail()
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// CPU time (user + system, all threads) of one process, in ms.
+fn cpu_ms(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after "pid (comm)": state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(ticks as f64 * 1000.0 / hz)
+}
+
+/// Resident memory of one process, in MiB.
+fn rss_mib(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Every process below `pid` (the stdio desks a proxy started, and any shell between).
+fn descendants(pid: u32) -> Vec<u32> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for entry in dir.flatten() {
+            let Some(p) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
+                .and_then(|s| s.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                children.entry(ppid).or_default().push(p);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+fn sum(pids: &[u32], f: impl Fn(u32) -> Option<f64>) -> f64 {
+    pids.iter().filter_map(|&p| f(p)).sum()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The agents.
+
+type Agent = RunningService<RoleClient, ClientConfig>;
+
+#[derive(Clone)]
+enum Endpoint {
+    Http {
+        url: String,
+        token: Option<String>,
+    },
+    /// The desk on stdio, one child per agent (the reference row).
+    Stdio,
+}
+
+fn client_config(name: String) -> ClientConfig {
+    let mut info = Implementation::default();
+    info.name = name;
+    info.version = "1.0".into();
+    let mut client = ClientConfig::default();
+    client.client_info = info;
+    client.protocol_version = ProtocolVersion::V_2025_11_25;
+    client
+}
+
+async fn connect(endpoint: &Endpoint, n: usize) -> Result<Agent, String> {
+    let client = client_config(format!("bench-agent-{n}"));
+    let handshake = async {
+        match endpoint {
+            Endpoint::Http { url, token } => {
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+                config.auth_header = token.clone();
+                let transport = StreamableHttpClientTransport::from_config(config);
+                serve_client_with_lifecycle(client, transport, ClientLifecycleMode::Initialize)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+            Endpoint::Stdio => {
+                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                let mut cmd = tokio::process::Command::new(exe);
+                cmd.env(ROLE_ENV, "desk-stdio");
+                let transport = TokioChildProcess::new(cmd).map_err(|e| e.to_string())?;
+                serve_client_with_lifecycle(client, transport, ClientLifecycleMode::Initialize)
+                    .await
+                    .map_err(|e| e.to_string())
+            }
+        }
+    };
+    tokio::time::timeout(READY_TIMEOUT, handshake)
+        .await
+        .map_err(|_| "initialize timed out".to_owned())?
+        .map_err(|e| format!("initialize failed: {e}"))
+}
+
+/// `calls` calls one after the other; the latency of each, in ns.
+async fn call_loop(agent: &Agent, calls: usize) -> Result<Vec<u64>, String> {
+    let mut samples = Vec::with_capacity(calls);
+    let mut errors = 0;
+    let mut last_error = String::new();
+    for _ in 0..calls {
+        let start = Instant::now();
+        let outcome = tokio::time::timeout(
+            CALL_TIMEOUT,
+            agent.peer().call_tool(CallToolRequestParams::new(TOOL)),
+        )
+        .await;
+        let took = start.elapsed().as_nanos() as u64;
+        match outcome {
+            Ok(Ok(result)) if result.is_error != Some(true) => samples.push(took),
+            Ok(Ok(result)) => {
+                errors += 1;
+                last_error = format!("isError result: {:?}", result.content);
+            }
+            Ok(Err(e)) => {
+                errors += 1;
+                last_error = e.to_string();
+            }
+            Err(_) => {
+                errors += 1;
+                last_error = format!("no answer within {CALL_TIMEOUT:?}");
+            }
+        }
+        if errors > MAX_ERRORS {
+            return Err(format!("{errors} calls failed; the last: {last_error}"));
+        }
+    }
+    if errors > 0 {
+        eprintln!("  ({errors} calls failed; the last: {last_error})");
+    }
+    Ok(samples)
+}
+
+/// The same loop on every agent at once; all latencies, in ns.
+async fn call_loops(agents: &[std::sync::Arc<Agent>], calls: usize) -> Result<Vec<u64>, String> {
+    let per_agent = calls.div_ceil(agents.len());
+    let tasks: Vec<_> = agents
+        .iter()
+        .map(|a| {
+            let a = a.clone();
+            tokio::spawn(async move { call_loop(&a, per_agent).await })
+        })
+        .collect();
+    let mut all = Vec::with_capacity(calls);
+    for t in tasks {
+        all.extend(t.await.map_err(|e| e.to_string())??);
+    }
+    Ok(all)
+}
+
+// ---------------------------------------------------------------------------------------------
+// One row: a target, measured.
+
+/// What is measured around a target: the process in the middle and the upstream desk(s).
+struct Sides {
+    /// The proxy (or gateway) process; none when the agents talk to the desk directly.
+    middle: Option<u32>,
+    /// The desk processes: one HTTP desk, or the proxy's stdio children (found at each
+    /// sample), or the agents' own stdio children.
+    upstream: UpstreamPids,
+}
+
+enum UpstreamPids {
+    Fixed(u32),
+    ChildrenOf(u32),
+    OurChildren,
+}
+
+impl Sides {
+    fn upstream_pids(&self) -> Vec<u32> {
+        match self.upstream {
+            UpstreamPids::Fixed(p) => vec![p],
+            UpstreamPids::ChildrenOf(p) => descendants(p),
+            UpstreamPids::OurChildren => descendants(std::process::id())
+                .into_iter()
+                .filter(|&p| is_stdio_desk(p))
+                .collect(),
+        }
+    }
+
+    fn cpu(&self) -> (Option<f64>, f64) {
+        (
+            self.middle.and_then(cpu_ms),
+            sum(&self.upstream_pids(), cpu_ms),
+        )
+    }
+}
+
+fn is_stdio_desk(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|env| {
+            env.split(|b| *b == 0)
+                .any(|kv| kv == format!("{ROLE_ENV}=desk-stdio").as_bytes())
+        })
+        .unwrap_or(false)
+}
+
+struct Run {
+    samples: Vec<u64>,
+    wall: Duration,
+    middle_cpu_ms: Option<f64>,
+    upstream_cpu_ms: f64,
+}
+
+impl Run {
+    fn percentile_ms(&self, p: f64) -> f64 {
+        let rank = ((p * self.samples.len() as f64).ceil() as usize).max(1) - 1;
+        self.samples[rank.min(self.samples.len() - 1)] as f64 / 1e6
+    }
+
+    fn per_second(&self) -> f64 {
+        self.samples.len() as f64 / self.wall.as_secs_f64()
+    }
+
+    fn middle_cpu_per_call(&self) -> Option<f64> {
+        self.middle_cpu_ms.map(|c| c / self.samples.len() as f64)
+    }
+
+    fn upstream_cpu_per_call(&self) -> f64 {
+        self.upstream_cpu_ms / self.samples.len() as f64
+    }
+}
+
+struct Row {
+    label: String,
+    outcome: Result<Measured, String>,
+}
+
+struct Measured {
+    sequential: Run,
+    concurrent: Run,
+    /// RSS of the middle process before any agent, and with 16 agent sessions open.
+    idle_rss: Option<f64>,
+    rss_16: Option<f64>,
+    /// RSS of the desk processes with 16 agent sessions open.
+    upstream_rss_16: f64,
+    upstream_count_16: usize,
+}
+
+async fn measure(endpoint: &Endpoint, sides: &Sides, calls: usize) -> Result<Measured, String> {
+    let idle_rss = sides.middle.and_then(rss_mib);
+
+    // One agent, one call at a time.
+    let agent = connect(endpoint, 0).await?;
+    call_loop(&agent, WARMUP_CALLS).await?;
+    let (m0, u0) = sides.cpu();
+    let start = Instant::now();
+    let mut samples = call_loop(&agent, calls).await?;
+    let wall = start.elapsed();
+    let (m1, u1) = sides.cpu();
+    samples.sort_unstable();
+    let sequential = Run {
+        samples,
+        wall,
+        middle_cpu_ms: m0.zip(m1).map(|(a, b)| b - a),
+        upstream_cpu_ms: u1 - u0,
+    };
+    let _ = agent.cancel().await;
+
+    // 16 agents, each its own session, all calling at once.
+    let mut agents = Vec::with_capacity(CALLERS);
+    for n in 1..=CALLERS {
+        agents.push(std::sync::Arc::new(connect(endpoint, n).await?));
+    }
+    call_loops(&agents, WARMUP_CALLS).await?;
+    let (m0, u0) = sides.cpu();
+    let start = Instant::now();
+    let mut samples = call_loops(&agents, calls).await?;
+    let wall = start.elapsed();
+    let (m1, u1) = sides.cpu();
+    samples.sort_unstable();
+    let concurrent = Run {
+        samples,
+        wall,
+        middle_cpu_ms: m0.zip(m1).map(|(a, b)| b - a),
+        upstream_cpu_ms: u1 - u0,
+    };
+    let rss_16 = sides.middle.and_then(rss_mib);
+    let upstream = sides.upstream_pids();
+    let upstream_rss_16 = sum(&upstream, rss_mib);
+    for agent in agents {
+        if let Ok(agent) = std::sync::Arc::try_unwrap(agent) {
+            let _ = agent.cancel().await;
+        }
+    }
+    Ok(Measured {
+        sequential,
+        concurrent,
+        idle_rss,
+        rss_16,
+        upstream_rss_16,
+        upstream_count_16: upstream.len(),
+    })
+}
+
+async fn row_direct(calls: usize) -> Result<Measured, String> {
+    let (desk, url) = spawn_role("desk-http", &[])?;
+    let sides = Sides {
+        middle: None,
+        upstream: UpstreamPids::Fixed(desk.pid()),
+    };
+    measure(&Endpoint::Http { url, token: None }, &sides, calls).await
+}
+
+async fn row_direct_stdio(calls: usize) -> Result<Measured, String> {
+    let sides = Sides {
+        middle: None,
+        upstream: UpstreamPids::OurChildren,
+    };
+    measure(&Endpoint::Stdio, &sides, calls).await
+}
+
+async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, String> {
+    let (desk, desk_url) = spawn_role("desk-http", &[])?;
+    let (gateway, line) = spawn_role(
+        "gateway",
+        &[(UPSTREAM_ENV, &desk_url), (PROTOCOL_ENV, protocol)],
+    )?;
+    let (url, token) = line
+        .split_once(' ')
+        .ok_or_else(|| format!("gateway said {line:?}"))?;
+    let sides = Sides {
+        middle: Some(gateway.pid()),
+        upstream: UpstreamPids::Fixed(desk.pid()),
+    };
+    let endpoint = Endpoint::Http {
+        url: url.to_owned(),
+        token: Some(token.to_owned()),
+    };
+    let measured = measure(&endpoint, &sides, calls).await;
+    drop(gateway);
+    drop(desk);
+    measured
+}
+
+async fn row_mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Measured, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let port = free_port();
+    let mut cmd = Command::new(program);
+    cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--log-level", "WARNING"])
+        .args(["-e", ROLE_ENV, "desk-stdio"])
+        .arg("--")
+        .arg(&exe);
+    let mut proxy = spawn_logged("mcp-proxy", cmd, dir)?;
+    wait_for_port(&mut proxy, port).await?;
+    let sides = Sides {
+        middle: Some(proxy.pid()),
+        upstream: UpstreamPids::ChildrenOf(proxy.pid()),
+    };
+    let endpoint = Endpoint::Http {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        token: None,
+    };
+    measure(&endpoint, &sides, calls)
+        .await
+        .map_err(|e| format!("{e}\n    {}", proxy.log_tail()))
+}
+
+async fn row_supergateway(calls: usize, program: &Path, dir: &Path) -> Result<Measured, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let port = free_port();
+    let mut cmd = Command::new(program);
+    // It runs the command through a shell; the desks inherit the role from its environment.
+    cmd.env(ROLE_ENV, "desk-stdio")
+        .arg("--stdio")
+        .arg(shell_quote(&exe.to_string_lossy()))
+        .args(["--outputTransport", "streamableHttp", "--stateful"])
+        .args(["--port", &port.to_string(), "--logLevel", "none"]);
+    let mut proxy = spawn_logged("supergateway", cmd, dir)?;
+    wait_for_port(&mut proxy, port).await?;
+    let sides = Sides {
+        middle: Some(proxy.pid()),
+        upstream: UpstreamPids::ChildrenOf(proxy.pid()),
+    };
+    let endpoint = Endpoint::Http {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        token: None,
+    };
+    measure(&endpoint, &sides, calls)
+        .await
+        .map_err(|e| format!("{e}\n    {}", proxy.log_tail()))
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The proxy's executable: from the environment, else where scripts/bench-gateway.sh puts it.
+fn locate(env: &str, default: &str, install_hint: &str) -> Result<PathBuf, String> {
+    let path = match std::env::var_os(env) {
+        Some(p) => PathBuf::from(p),
+        None => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(default),
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "not installed: {} does not exist (set {env}, or run {install_hint})",
+            path.display()
+        ))
+    }
+}
+
+fn version_of(program: &Path) -> String {
+    Command::new(program)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| {
+            let mut s = String::from_utf8_lossy(&o.stdout).trim().to_owned();
+            if s.is_empty() {
+                s = String::from_utf8_lossy(&o.stderr).trim().to_owned();
+            }
+            s.lines().last().unwrap_or_default().to_owned()
+        })
+        .unwrap_or_else(|| "?".into())
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async fn bench(rows: &str, calls: usize) {
+    let wanted = |r: &str| rows.split(',').any(|x| x.trim() == r);
+    let dir = std::env::temp_dir().join(format!("countersign-bench-gw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let hint = "scripts/bench-gateway.sh";
+    let mcp_proxy = locate(MCP_PROXY_ENV, "target/bench-peers/venv/bin/mcp-proxy", hint);
+    let supergateway = locate(
+        SUPERGATEWAY_ENV,
+        "target/bench-peers/npm/node_modules/.bin/supergateway",
+        hint,
+    );
+
+    println!("countersign-core gateway benchmark: tools/call {TOOL} on the demo ticket desk");
+    println!(
+        "{cpus} CPUs; {calls} calls one at a time on one agent session, then {calls} calls from {CALLERS} agents at once (each its own session); {WARMUP_CALLS} warm-up calls before each"
+    );
+    println!(
+        "agents: rmcp {} Streamable HTTP clients (legacy initialize, 2025-11-25) in this process; every other side in its own process",
+        "3.11"
+    );
+    println!(
+        "mcp-proxy and supergateway can only put a stdio server behind Streamable HTTP (neither forwards HTTP to HTTP), so they front the desk on stdio; row R is that desk over stdio directly"
+    );
+    if nodelay() {
+        println!("{NODELAY_ENV}=1: TCP_NODELAY on the HTTP desk's and the gateway's connections");
+    }
+    if let Ok(p) = &mcp_proxy {
+        println!("mcp-proxy: {} ({})", version_of(p), p.display());
+    }
+    if let Ok(p) = &supergateway {
+        println!("supergateway: {} ({})", version_of(p), p.display());
+    }
+    println!();
+
+    let mut results: Vec<Row> = Vec::new();
+    let run = |label: &str| {
+        eprintln!("running: {label}");
+        label.to_owned()
+    };
+    if wanted("direct") {
+        let label = run("1  direct: agent -> desk (HTTP)");
+        results.push(Row {
+            label,
+            outcome: row_direct(calls).await,
+        });
+    }
+    if wanted("countersign") {
+        let label = run("2  Countersign gateway -> desk (HTTP, upstream protocol auto)");
+        results.push(Row {
+            label,
+            outcome: row_countersign(calls, "auto").await,
+        });
+    }
+    if wanted("countersign-legacy") {
+        let label = run("2b Countersign gateway -> desk (HTTP, upstream protocol legacy)");
+        results.push(Row {
+            label,
+            outcome: row_countersign(calls, "legacy").await,
+        });
+    }
+    if wanted("mcp-proxy") {
+        let label = run("3  mcp-proxy -> desk (stdio, one child shared)");
+        let outcome = match &mcp_proxy {
+            Ok(p) => row_mcp_proxy(calls, p, &dir).await,
+            Err(e) => Err(e.clone()),
+        };
+        results.push(Row { label, outcome });
+    }
+    if wanted("supergateway") {
+        let label = run("4  supergateway --stateful -> desk (stdio, child per session)");
+        let outcome = match &supergateway {
+            Ok(p) => row_supergateway(calls, p, &dir).await,
+            Err(e) => Err(e.clone()),
+        };
+        results.push(Row { label, outcome });
+    }
+    if wanted("direct-stdio") {
+        let label = run("R  reference: agent -> desk (stdio, child per agent)");
+        results.push(Row {
+            label,
+            outcome: row_direct_stdio(calls).await,
+        });
+    }
+
+    report(&results);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn report(rows: &[Row]) {
+    let direct = rows
+        .iter()
+        .find(|r| r.label.starts_with("1 "))
+        .and_then(|r| r.outcome.as_ref().ok());
+    let width = rows.iter().map(|r| r.label.len()).max().unwrap_or(0);
+    for (title, pick) in [
+        (
+            "one agent, one call at a time",
+            (|m: &Measured| &m.sequential) as fn(&Measured) -> &Run,
+        ),
+        ("16 agents at once", |m: &Measured| &m.concurrent),
+    ] {
+        println!("{title} (times in ms; CPU = user+system time of that process per call):");
+        println!(
+            "  {:width$}  {:>7} {:>7} {:>8}  {:>11} {:>10}  {:>9} {:>9}",
+            "", "p50", "p99", "calls/s", "+p50 vs 1", "thr vs 1", "CPU proxy", "CPU desk",
+        );
+        for row in rows {
+            match &row.outcome {
+                Ok(m) => {
+                    let r = pick(m);
+                    let base = direct.map(pick);
+                    println!(
+                        "  {:width$}  {:>7.3} {:>7.3} {:>8.0}  {:>11} {:>10}  {:>9} {:>9.3}",
+                        row.label,
+                        r.percentile_ms(0.50),
+                        r.percentile_ms(0.99),
+                        r.per_second(),
+                        base.map(|b| format!(
+                            "{:+.3}",
+                            r.percentile_ms(0.5) - b.percentile_ms(0.5)
+                        ))
+                        .unwrap_or_default(),
+                        base.map(|b| format!("{:.0}%", 100.0 * r.per_second() / b.per_second()))
+                            .unwrap_or_default(),
+                        r.middle_cpu_per_call()
+                            .map(|c| format!("{c:.3}"))
+                            .unwrap_or_else(|| "-".into()),
+                        r.upstream_cpu_per_call(),
+                    );
+                }
+                Err(e) => println!("  {:width$}  did not run: {e}", row.label),
+            }
+        }
+        println!();
+    }
+
+    println!("memory (VmRSS, MiB):");
+    println!(
+        "  {:width$}  {:>10} {:>18}  {:>22}",
+        "", "proxy idle", "proxy, 16 sessions", "desk(s), 16 sessions"
+    );
+    for row in rows {
+        if let Ok(m) = &row.outcome {
+            let f = |v: Option<f64>| v.map(|v| format!("{v:.1}")).unwrap_or_else(|| "-".into());
+            println!(
+                "  {:width$}  {:>10} {:>18}  {:>22}",
+                row.label,
+                f(m.idle_rss),
+                f(m.rss_16),
+                format!("{:.1} in {}", m.upstream_rss_16, m.upstream_count_16),
+            );
+        }
+    }
+    println!();
+
+    let found = |prefix: &str| {
+        rows.iter()
+            .find(|r| r.label.starts_with(prefix))
+            .and_then(|r| r.outcome.as_ref().ok())
+    };
+    let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
+    println!("targets (from the issue), against row 1:");
+    for (prefix, name) in [
+        ("2 ", "Countersign, upstream auto (the default)"),
+        ("2b", "Countersign, upstream legacy"),
+    ] {
+        let (Some(c), Some(d)) = (found(prefix), direct) else {
+            continue;
+        };
+        let added = c.sequential.percentile_ms(0.5) - d.sequential.percentile_ms(0.5);
+        let added_16 = c.concurrent.percentile_ms(0.5) - d.concurrent.percentile_ms(0.5);
+        let cpu = c.sequential.middle_cpu_per_call().unwrap_or(f64::NAN);
+        let cpu_16 = c.concurrent.middle_cpu_per_call().unwrap_or(f64::NAN);
+        let thr = c.concurrent.per_second() / d.concurrent.per_second();
+        let thr_1 = c.sequential.per_second() / d.sequential.per_second();
+        println!("  {name}:");
+        println!(
+            "    adds < {TARGET_ADDED_P50_MS} ms at p50 (one at a time): {added:.3} ms -> {} (16 at once: {added_16:.3} ms)",
+            verdict(added < TARGET_ADDED_P50_MS)
+        );
+        println!(
+            "    CPU < {TARGET_CPU_MS} ms per call: {cpu:.3} ms one at a time, {cpu_16:.3} ms 16 at once -> {}",
+            verdict(cpu < TARGET_CPU_MS && cpu_16 < TARGET_CPU_MS)
+        );
+        println!(
+            "    >= {:.0}% of direct throughput (16 at once): {:.0}% -> {} (one at a time: {:.0}%)",
+            TARGET_THROUGHPUT * 100.0,
+            thr * 100.0,
+            verdict(thr >= TARGET_THROUGHPUT),
+            thr_1 * 100.0
+        );
+    }
+    println!(
+        "  for scale (the issue, TypeScript SDK client, this kind of machine), and measured here:"
+    );
+    for (prefix, name, (added, cpu)) in [
+        ("4 ", "supergateway", SUPERGATEWAY_ISSUE),
+        ("3 ", "mcp-proxy", MCP_PROXY_ISSUE),
+    ] {
+        let here = match (found(prefix), direct) {
+            (Some(p), Some(d)) => format!(
+                "adds {:.3} ms vs row 1{}, {:.3} ms CPU/call",
+                p.sequential.percentile_ms(0.5) - d.sequential.percentile_ms(0.5),
+                found("R ")
+                    .map(|r| format!(
+                        " ({:+.3} vs row R)",
+                        p.sequential.percentile_ms(0.5) - r.sequential.percentile_ms(0.5)
+                    ))
+                    .unwrap_or_default(),
+                p.sequential.middle_cpu_per_call().unwrap_or(f64::NAN)
+            ),
+            _ => "not measured".into(),
+        };
+        println!("    {name:13} issue: adds ~{added} ms at p50, ~{cpu} ms CPU/call; here: {here}");
+    }
+}
