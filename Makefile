@@ -10,10 +10,12 @@
 #   make screenshot   docs/ask-dialog.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
+#   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
+#                     (installs those two under target/bench-peers; prints figures, asserts none)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway
 
 CONFORMANCE_PKG := countersign-conformance-client
 
@@ -67,3 +69,6 @@ conformance:
 
 smoke-peers:
 	bash scripts/smoke-peers.sh
+
+bench-gateway:
+	bash scripts/bench-gateway.sh
