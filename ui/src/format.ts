@@ -28,6 +28,8 @@ export function reasonText(reason: CancelReason): string {
       return "This question timed out.";
     case "agent":
       return "The agent cancelled the call this question belonged to.";
+    case "agentGone":
+      return "The agent disconnected.";
     case "disconnect":
       return "The server disconnected.";
     case "shutdown":

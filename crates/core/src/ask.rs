@@ -126,6 +126,9 @@ pub enum CancelReason {
     Server,
     /// The agent cancelled the call the ask belongs to.
     Agent,
+    /// The agent went away (its connection closed) while the call the ask belongs to was
+    /// waiting.
+    AgentGone,
     /// The session to the server died.
     Disconnect,
     /// Countersign is quitting.
@@ -140,6 +143,7 @@ impl CancelReason {
             CancelReason::Timeout => "This question timed out.",
             CancelReason::Server => "The server withdrew this question.",
             CancelReason::Agent => "The agent cancelled the call this question belonged to.",
+            CancelReason::AgentGone => "The agent disconnected.",
             CancelReason::Disconnect => "The server disconnected.",
             CancelReason::Shutdown => "Countersign is quitting.",
         }

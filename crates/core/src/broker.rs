@@ -311,8 +311,8 @@ impl PendingAsk {
         rx.await.unwrap_or(closed)
     }
 
-    /// Waits for the outcome, withdrawing the ask with the reason of whichever `withdraw`
-    /// token fires first.
+    /// Waits for the outcome, withdrawing the ask once a `withdraw` token fires, with the
+    /// reason of the first fired token in list order (callers put the truest reason first).
     pub async fn outcome_or_withdraw(
         self,
         withdraw: &[(CancellationToken, CancelReason)],

@@ -177,11 +177,16 @@ impl Handler {
     ) -> Result<Value, McpError> {
         // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions);
         // through the gateway also when the agent cancels the call it belongs to.
-        let mut withdraw = vec![(context.ct.clone(), CancelReason::Server)];
-        let agent = self.tap.relay.as_ref().and_then(|r| r.agent_cancel());
-        if let Some(agent) = &agent {
-            withdraw.push((agent.clone(), CancelReason::Agent));
-        }
+        let agent = self
+            .tap
+            .relay
+            .as_ref()
+            .map(|r| r.agent_cancel())
+            .unwrap_or_default();
+        // The agent's first: a server withdrawing because the agent cancelled only echoes it,
+        // and the first fired token in this list names the reason.
+        let mut withdraw = agent.clone();
+        withdraw.push((context.ct.clone(), CancelReason::Server));
         let tap = self.tap.clone();
         let request_id = context.id.clone();
         let result = self
@@ -239,9 +244,9 @@ impl ClientHandler for Handler {
 }
 
 enum Slot {
-    /// The request is being handled; the ask once opened, and the agent's cancellation it
+    /// The request is being handled; the ask once opened, and the agent's cancellations it
     /// belongs to (gateway sessions).
-    Open(Option<(AskId, Option<CancellationToken>)>),
+    Open(Option<(AskId, Vec<(CancellationToken, CancelReason)>)>),
     /// The server cancelled it before an ask was opened.
     Cancelled,
 }
@@ -251,9 +256,9 @@ pub trait Relay: Send + Sync + 'static {
     /// A notification from the server (progress, logging, list changes, ...); cancellations
     /// are not passed on, they are the tap's.
     fn notify(&self, notification: &ServerNotification);
-    /// Fires when the agent cancels a call that is in flight now: a question the server asks
-    /// during a call belongs to it.
-    fn agent_cancel(&self) -> Option<CancellationToken>;
+    /// Tokens that fire when the agent cancels (or abandons) a call that is in flight now, with
+    /// the reason each stands for: a question the server asks during a call belongs to it.
+    fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)>;
 }
 
 /// Per-session bookkeeping of server requests, so a `notifications/cancelled` seen on the wire
@@ -308,15 +313,15 @@ impl Tap {
         if let Some((ask, agent)) = ask {
             // A server that withdraws because the agent cancelled the call is only echoing the
             // agent: say who really ended it.
-            let reason = match agent {
-                Some(agent) if agent.is_cancelled() => CancelReason::Agent,
-                _ => CancelReason::Server,
-            };
+            let reason = agent
+                .iter()
+                .find(|(token, _)| token.is_cancelled())
+                .map_or(CancelReason::Server, |(_, reason)| *reason);
             self.broker.withdraw(ask, reason);
         }
     }
 
-    fn link(&self, id: &RequestId, ask: AskId, agent: Option<CancellationToken>) {
+    fn link(&self, id: &RequestId, ask: AskId, agent: Vec<(CancellationToken, CancelReason)>) {
         let cancelled_already = {
             let mut slots = self.slots();
             match slots.get(id) {

@@ -294,8 +294,12 @@ impl SessionManager {
                             let elicitor = live.elicitor.clone();
                             let cancel = cancel.clone();
                             async move {
-                                let answer =
-                                    answer_input_request(&elicitor, request, &cancel).await;
+                                let answer = answer_input_request(
+                                    &elicitor,
+                                    request,
+                                    &[(cancel.clone(), CancelReason::Agent)],
+                                )
+                                .await;
                                 (key, answer)
                             }
                         }))
@@ -638,19 +642,19 @@ pub(crate) async fn open_client(
     }
 }
 
-/// Fulfils one multi round-trip input request. `cancel` is the originating call's
-/// cancellation: rmcp gives MRTR rounds no token of their own that anything cancels.
+/// Fulfils one multi round-trip input request. `withdraw` is the originating call's
+/// cancellation (and why): rmcp gives MRTR rounds no token of their own that anything cancels.
 pub(crate) async fn answer_input_request(
     elicitor: &Elicitor,
     request: InputRequest,
-    cancel: &CancellationToken,
+    withdraw: &[(CancellationToken, CancelReason)],
 ) -> Result<Value, String> {
     match request {
         InputRequest::Elicitation(request) => {
             let params = serde_json::to_value(&request.params)
                 .map_err(|e| format!("cannot read the input request: {e}"))?;
             elicitor
-                .elicit(params, &[(cancel.clone(), CancelReason::Agent)], |_| {})
+                .elicit(params, withdraw, |_| {})
                 .await
                 .map_err(|e| format!("unsupported input request: {}", e.message))
         }

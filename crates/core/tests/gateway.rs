@@ -828,3 +828,58 @@ async fn the_upstream_server_sees_the_agents_cancellation() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_goes_away_takes_its_open_approval_with_it() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "gone",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let mut agent = RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("desk"),
+        token: rig.gateway.token().to_owned(),
+        session: None,
+    };
+    agent
+        .post(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "doomed-agent", "version": "1"}}),
+        )
+        .await;
+    // The call's response stream opens, the approval is asked, and the agent vanishes
+    // without a word (its connection closes).
+    let call = agent
+        .http
+        .post(&agent.url)
+        .header("authorization", format!("Bearer {}", agent.token))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", agent.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}})
+            .to_string(),
+        )
+        .send();
+    let streaming = tokio::spawn(call);
+    let ask = rig.next_ask().await;
+    assert!(matches!(ask.kind, AskKind::ToolCall { .. }));
+    streaming.abort();
+    let _ = streaming.await;
+    drop(agent);
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, ask.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::AgentGone
+        }
+    );
+    assert!(desk.store.contains("t1"));
+}

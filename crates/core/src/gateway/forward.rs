@@ -243,17 +243,18 @@ impl Upstream {
                 .progress_routes()
                 .insert(upstream_token.clone(), (ctx.peer.clone(), token));
         }
+        let leaving = Leaving::of(ctx);
         let response = tokio::select! {
-            r = handle.await_response() => Some(r),
-            _ = ctx.ct.cancelled() => None,
+            r = handle.await_response() => Ok(r),
+            reason = leaving.left() => Err(reason),
         };
         self.relay.progress_routes().remove(&upstream_token);
         match response {
-            None => {
+            Err(reason) => {
                 // The questions first: the server's own withdrawal, prompted by ours, must not
                 // be what ends them.
                 if let Some(call) = call {
-                    self.relay.call_ended(call, true);
+                    self.relay.call_ended(call, Some(reason));
                 }
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
@@ -264,7 +265,7 @@ impl Upstream {
                 let _ = self.raw.take_result(&id);
                 Err(agent_cancelled())
             }
-            Some(result) => {
+            Ok(result) => {
                 // Read beside rmcp before rmcp resolved the request, so it is here now (unless
                 // the server answered in plain JSON over HTTP, which only rmcp sees).
                 let raw = self.raw.take_result(&id);
@@ -362,8 +363,9 @@ pub(crate) struct AgentRelay {
     /// The agent's session, for notifications not tied to a request (session agents only).
     agent: Mutex<Option<Peer<RoleServer>>>,
     progress: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
-    /// In-flight calls: the withdraw tokens of the questions asked during each.
-    calls: Mutex<HashMap<u64, Vec<CancellationToken>>>,
+    /// In-flight calls: the withdraw tokens of the questions asked during each, with the
+    /// reason each stands for.
+    calls: Mutex<HashMap<u64, Vec<(CancellationToken, CancelReason)>>>,
     next_call: AtomicU64,
 }
 
@@ -392,12 +394,15 @@ impl AgentRelay {
         id
     }
 
-    /// The call ended: cancelled by the agent withdraws its questions, otherwise they are
-    /// the server's to end.
-    fn call_ended(&self, id: u64, cancelled_by_agent: bool) {
+    /// The call ended: cancelled (or abandoned) by the agent withdraws its questions with that
+    /// reason; otherwise they are the server's to end.
+    fn call_ended(&self, id: u64, left: Option<CancelReason>) {
         let tokens = lock(&self.calls).remove(&id).unwrap_or_default();
-        if cancelled_by_agent {
-            tokens.iter().for_each(CancellationToken::cancel);
+        if let Some(left) = left {
+            tokens
+                .iter()
+                .filter(|(_, reason)| *reason == left)
+                .for_each(|(token, _)| token.cancel());
         }
     }
 }
@@ -424,16 +429,71 @@ impl Relay for AgentRelay {
         let _ = self.tx.send(outgoing);
     }
 
-    fn agent_cancel(&self) -> Option<CancellationToken> {
+    fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)> {
         let mut calls = lock(&self.calls);
         if calls.is_empty() {
-            return None;
+            return Vec::new();
         }
         // Without a request id to tie it to, a question belongs to every call in flight;
         // cancelling any of them withdraws it (a no, which is the safe side).
-        let token = CancellationToken::new();
-        calls.values_mut().for_each(|t| t.push(token.clone()));
-        Some(token)
+        let tokens = vec![
+            (CancellationToken::new(), CancelReason::Agent),
+            (CancellationToken::new(), CancelReason::AgentGone),
+        ];
+        calls
+            .values_mut()
+            .for_each(|t| t.extend(tokens.iter().cloned()));
+        tokens
+    }
+}
+
+/// How an agent's request ends before its answer: the agent cancels it, or goes away (its
+/// HTTP response stream closed; see `gone`), which rmcp does not notice on session-keeping
+/// connections until the session idles out.
+struct Leaving {
+    cancelled: CancellationToken,
+    gone: Option<CancellationToken>,
+}
+
+impl Leaving {
+    fn of(ctx: &RequestContext<RoleServer>) -> Self {
+        Leaving {
+            cancelled: ctx.ct.clone(),
+            gone: super::gone::token(ctx),
+        }
+    }
+
+    /// The withdraw tokens for a question that belongs to this request.
+    fn withdraw(&self) -> Vec<(CancellationToken, CancelReason)> {
+        let mut tokens = vec![(self.cancelled.clone(), CancelReason::Agent)];
+        if let Some(gone) = &self.gone {
+            tokens.push((gone.clone(), CancelReason::AgentGone));
+        }
+        tokens
+    }
+
+    fn reason(&self) -> Option<CancelReason> {
+        if self.cancelled.is_cancelled() {
+            Some(CancelReason::Agent)
+        } else if self.gone.as_ref().is_some_and(|g| g.is_cancelled()) {
+            Some(CancelReason::AgentGone)
+        } else {
+            None
+        }
+    }
+
+    async fn left(&self) -> CancelReason {
+        match &self.gone {
+            Some(gone) => tokio::select! {
+                biased;
+                _ = self.cancelled.cancelled() => CancelReason::Agent,
+                _ = gone.cancelled() => CancelReason::AgentGone,
+            },
+            None => {
+                self.cancelled.cancelled().await;
+                CancelReason::Agent
+            }
+        }
     }
 }
 
@@ -561,7 +621,7 @@ impl Forwarder {
                     session: up.session,
                 });
                 let outcome = pending
-                    .outcome_or_withdraw(&[(ctx.ct.clone(), CancelReason::Agent)])
+                    .outcome_or_withdraw(&Leaving::of(&ctx).withdraw())
                     .await;
                 match outcome {
                     Outcome::Accepted { .. } => {}
@@ -588,7 +648,7 @@ impl Forwarder {
                         )));
                     }
                     Outcome::Cancelled {
-                        reason: CancelReason::Agent,
+                        reason: CancelReason::Agent | CancelReason::AgentGone,
                     } => {
                         return Err(agent_cancelled());
                     }
@@ -613,6 +673,7 @@ impl Forwarder {
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let call = up.relay.call_started();
+        let leaving = Leaving::of(ctx);
         let timeout = up.server.request_timeout + up.server.answer_timeout;
         let result = async {
             for _round in 0..MAX_INPUT_ROUNDS {
@@ -643,11 +704,11 @@ impl Forwarder {
                 let inputs = required.input_requests.unwrap_or_default();
                 let answers = futures::future::join_all(inputs.into_iter().map(|(key, input)| {
                     let elicitor = up.elicitor.clone();
-                    let cancel = ctx.ct.clone();
-                    async move { (key, answer_input_request(&elicitor, input, &cancel).await) }
+                    let withdraw = leaving.withdraw();
+                    async move { (key, answer_input_request(&elicitor, input, &withdraw).await) }
                 }))
                 .await;
-                if ctx.ct.is_cancelled() {
+                if leaving.reason().is_some() {
                     return Err(agent_cancelled());
                 }
                 let mut responses = std::collections::BTreeMap::new();
@@ -671,7 +732,7 @@ impl Forwarder {
             ))
         }
         .await;
-        up.relay.call_ended(call, ctx.ct.is_cancelled());
+        up.relay.call_ended(call, leaving.reason());
         result
     }
 

@@ -11,6 +11,7 @@
 pub mod connect;
 mod faithful;
 mod forward;
+mod gone;
 pub mod policy;
 pub mod token;
 
@@ -177,7 +178,9 @@ impl Gateway {
                 // Plain JSON for a plain answer; rmcp switches to SSE when progress or logging
                 // comes first.
                 .with_json_response(true)
-                .with_legacy_session_mode(true);
+                .with_legacy_session_mode(true)
+                // The keep-alive write is what reveals an agent that went away (see `gone`).
+                .with_sse_keep_alive(Some(std::time::Duration::from_secs(5)));
             let shared = self.shared.clone();
             let server = name.clone();
             let service: StreamableHttpService<forward::Forwarder, LocalSessionManager> =
@@ -199,6 +202,7 @@ impl Gateway {
                 self.shared.stash.clone(),
                 faithful::swap,
             ))
+            .layer(axum::middleware::from_fn(gone::watch))
             // Outermost: nothing runs for a request that fails the guard.
             .layer(axum::middleware::from_fn_with_state(
                 (self.shared.clone(), addr.port()),
