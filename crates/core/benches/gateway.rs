@@ -259,8 +259,17 @@ impl Drop for Proc {
         if self.exited().is_some() {
             return;
         }
-        // Closing stdin ends our own roles; SIGTERM lets the proxies stop their children.
-        drop(self.child.stdin.take());
+        // Closing stdin ends our own roles (and lets the gateway remove its scratch dir);
+        // SIGTERM lets the proxies stop their children.
+        if self.child.stdin.take().is_some() {
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while Instant::now() < deadline {
+                if self.exited().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         unsafe {
             libc::kill(self.child.id() as i32, libc::SIGTERM);
         }
