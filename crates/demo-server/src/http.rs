@@ -79,6 +79,11 @@ pub async fn serve_http_with(
     let addr = listener.local_addr()?;
     let stop = shutdown.clone();
     let task = tokio::spawn(async move {
+        // Two writes per SSE answer (priming event, result): without TCP_NODELAY the second
+        // waits for the client's delayed ACK, ~40 ms on a kept-alive connection.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+            let _ = stream.set_nodelay(true);
+        });
         axum::serve(listener, router)
             .with_graceful_shutdown(async move { stop.cancelled_owned().await })
             .await

@@ -152,6 +152,13 @@ impl Gateway {
         };
         let router = self.router(addr);
         let stop = self.shared.stop.clone();
+        // An answer often leaves in two writes (an SSE priming event, then the result); with
+        // Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
         tokio::spawn(async move {
             let served = axum::serve(listener, router)
                 .with_graceful_shutdown(stop.cancelled_owned())
