@@ -1,5 +1,5 @@
-//! Countersign's core: everything that is not GUI. The Tauri shell and the gateway wire these
-//! pieces together; nothing here knows about windows.
+//! Countersign's core: everything that is not GUI. The Tauri shell wires these pieces together;
+//! nothing here knows about windows.
 //!
 //! - [`config`]: which servers to connect to.
 //! - [`session`]: one supervised MCP client session per server.
@@ -8,7 +8,8 @@
 //! - [`schema`]: the elicitation form schema, and the verdict on an answer.
 //! - [`audit`]: every question and outcome, on disk before the answer goes out.
 //! - [`notice`]: what a desktop notification says, a burst coalesced into one.
-//! - [`settings`]: the person's in-app preferences (muted servers).
+//! - [`settings`]: the person's in-app preferences (muted servers, Always allow).
+//! - [`gateway`]: agents reach their servers through Countersign; the approval gate.
 //! - [`clients`]: the agents' own config files: import their servers, route them through the gateway.
 
 pub mod app;

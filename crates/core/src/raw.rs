@@ -5,7 +5,8 @@
 //! the supported subset and must be refused with the reason, and an answer must be validated
 //! against what the server really asked. So the bytes are read beside rmcp: on stdio from the
 //! child's stdout, on Streamable HTTP from the SSE events, and kept by request id until the
-//! handler takes them.
+//! handler takes them. Gateway sessions also keep the raw results of their own requests, so
+//! what rmcp cannot model still reaches the agent (`gateway::faithful`).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
