@@ -145,6 +145,18 @@ impl Rig {
     }
 }
 
+/// Starts a call in the background, for tests that answer its questions meanwhile.
+fn spawn_call(
+    agent: &Agent,
+    tool: &str,
+    args: Value,
+) -> tokio::task::JoinHandle<Result<CallToolResult, rmcp::ServiceError>> {
+    let peer = agent.peer().clone();
+    let mut params = CallToolRequestParams::new(tool.to_owned());
+    params.arguments = args.as_object().cloned();
+    tokio::spawn(async move { peer.call_tool(params).await })
+}
+
 async fn call(agent: &Agent, tool: &str, args: Value) -> CallToolResult {
     let mut params = CallToolRequestParams::new(tool.to_owned());
     params.arguments = args.as_object().cloned();
@@ -204,14 +216,7 @@ async fn an_agent_lists_and_calls_through_the_gateway_and_the_person_answers_the
         assert!(tools.iter().any(|t| t.name == "delete_ticket"), "{pair}");
 
         // The approval first (an untrusted server), then the desk's own question.
-        let deleting = tokio::spawn({
-            let peer = agent.peer().clone();
-            async move {
-                let mut params = CallToolRequestParams::new("delete_ticket");
-                params.arguments = json!({"id": "t2"}).as_object().cloned();
-                peer.call_tool(params).await
-            }
-        });
+        let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t2"}));
         let approval = allow_next_call(&mut rig, "delete_ticket").await;
         assert_eq!(
             approval.asker.agent.as_deref(),
@@ -251,13 +256,7 @@ async fn the_lying_tool_is_asked_about_unless_the_server_is_trusted_and_a_deny_i
     let mut rig = rig("lying", vec![untrusted, trusted]).await;
 
     let agent = rig.agent("desk", "test-agent", false).await;
-    let purging = tokio::spawn({
-        let peer = agent.peer().clone();
-        async move {
-            peer.call_tool(CallToolRequestParams::new("purge_spam"))
-                .await
-        }
-    });
+    let purging = spawn_call(&agent, "purge_spam", json!({}));
     let ask = rig.next_ask().await;
     match &ask.kind {
         AskKind::ToolCall {
@@ -294,13 +293,7 @@ async fn always_allow_is_remembered_for_that_agent_only_and_rules_come_first() {
     let mut rig = rig("always", vec![config]).await;
     let agent = rig.agent("desk", "agent-a", false).await;
 
-    let listing = tokio::spawn({
-        let peer = agent.peer().clone();
-        async move {
-            peer.call_tool(CallToolRequestParams::new("list_tickets"))
-                .await
-        }
-    });
+    let listing = spawn_call(&agent, "list_tickets", json!({}));
     let ask = rig.next_ask().await;
     rig.broker.answer(ask.id, Answer::AlwaysAllow).unwrap();
     assert_ne!(listing.await.unwrap().unwrap().is_error, Some(true));
@@ -318,13 +311,7 @@ async fn always_allow_is_remembered_for_that_agent_only_and_rules_come_first() {
 
     // Another agent is asked.
     let other = rig.agent("desk", "agent-b", false).await;
-    let listing = tokio::spawn({
-        let peer = other.peer().clone();
-        async move {
-            peer.call_tool(CallToolRequestParams::new("list_tickets"))
-                .await
-        }
-    });
+    let listing = spawn_call(&other, "list_tickets", json!({}));
     let ask = rig.next_ask().await;
     assert_eq!(ask.asker.agent.as_deref(), Some("agent-b"));
     rig.broker.answer(ask.id, Answer::Cancel).unwrap();
@@ -551,13 +538,7 @@ async fn server_everythings_question_reaches_the_person_for_an_agent_that_cannot
     let mut rig = rig("everything", vec![everything]).await;
     // An rmcp agent with no capabilities: server-everything would refuse to ask it directly.
     let agent = rig.agent("everything", "plain-agent", false).await;
-    let asking = tokio::spawn({
-        let peer = agent.peer().clone();
-        async move {
-            peer.call_tool(CallToolRequestParams::new("trigger-elicitation-request"))
-                .await
-        }
-    });
+    let asking = spawn_call(&agent, "trigger-elicitation-request", json!({}));
     let ask = rig.next_ask().await;
     assert_eq!(ask.asker.server, "everything");
     assert_eq!(ask.asker.agent.as_deref(), Some("plain-agent"));
