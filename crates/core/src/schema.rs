@@ -12,6 +12,8 @@
 //! - [`validate_answer`] is the backend's verdict on an `accept`'s content before anything goes
 //!   out: per-field errors written for a person, or the content to send.
 //! - [`defaults`] is the content of the untouched form.
+//! - [`redact_secrets`] is an accepted answer as it may be written down: fields flagged
+//!   [`Field::secret`] at parse time keep only their length.
 //!
 //! # What is tolerated and what is rejected
 //!
@@ -32,12 +34,14 @@
 //!   and `type: "string"` beside `const` in an option or beside `anyOf` in `items`;
 //! - a missing `items.type` beside `items.enum`;
 //! - integral numbers written as floats (`5.0`) where a count or an integer is expected;
-//! - a name listed twice in `required`.
+//! - a name listed twice in `required`;
+//! - `format: "password"` on a text field (not in the spec): it constrains nothing and marks the
+//!   field as a secret (see [`redact_secrets`]).
 //!
 //! Rejected (with the path of the offending keyword): anything that is not an object where a
 //! schema is expected, a top-level `type` other than `"object"`, a property without `type`,
 //! type unions, `object` / `null` properties, arrays of anything but string choices, a `format`
-//! other than email / uri / date / date-time, non-string or duplicate choice values, empty
+//! other than email / uri / date / date-time (or password), non-string or duplicate choice values, empty
 //! choice lists, `enumNames` of the wrong length, `$ref` / `$defs` and every applicator or
 //! assertion outside the subset (`pattern`, `exclusiveMinimum`, `multipleOf`, `allOf`, `anyOf` on
 //! a scalar, `const`, `if`, ...), bounds that cannot be met (`minLength > maxLength`,
@@ -55,9 +59,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 mod parse;
+mod secret;
 mod validate;
 
 pub use parse::parse_form_schema;
+pub use secret::redact_secrets;
 pub use validate::validate_answer;
 
 /// A form to render, derived from an elicitation's `requestedSchema`.
@@ -82,6 +88,11 @@ pub struct Field {
     /// Untrusted text.
     pub description: Option<String>,
     pub required: bool,
+    /// The field asks for something secret (a password, key, token, card number, ...; see
+    /// `secret.rs`): the dialog warns and masks it, and the audit log keeps only its length.
+    /// Absent in records written before it was kept.
+    #[serde(default)]
+    pub secret: bool,
     /// A valid answer for this field (checked at parse time); integers are normalized (`5.0` -> `5`).
     pub default: Option<Value>,
     #[serde(flatten)]
@@ -222,6 +233,7 @@ mod tests {
             title: Some("Tags".into()),
             description: None,
             required: true,
+            secret: false,
             default: Some(json!(["a"])),
             kind: FieldKind::MultiSelect {
                 options: vec![Choice {
@@ -237,7 +249,7 @@ mod tests {
             json,
             json!({
                 "name": "tags", "title": "Tags", "description": null, "required": true,
-                "default": ["a"], "kind": "multiSelect",
+                "secret": false, "default": ["a"], "kind": "multiSelect",
                 "options": [{"value": "a", "label": "A"}], "minItems": 1, "maxItems": null
             })
         );
@@ -293,6 +305,7 @@ mod tests {
             title: None,
             description: None,
             required: false,
+            secret: false,
             default,
             kind: FieldKind::Boolean,
         };

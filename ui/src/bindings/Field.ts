@@ -21,6 +21,12 @@ title: string | null,
  */
 description: string | null, required: boolean, 
 /**
+ * The field asks for something secret (a password, key, token, card number, ...; see
+ * `secret.rs`): the dialog warns and masks it, and the audit log keeps only its length.
+ * Absent in records written before it was kept.
+ */
+secret: boolean, 
+/**
  * A valid answer for this field (checked at parse time); integers are normalized (`5.0` -> `5`).
  */
 default: JsonValue | null, } & ({ "kind": "text", 

@@ -7,6 +7,7 @@
 
 use serde_json::{Map, Value};
 
+use super::secret::looks_secret;
 use super::validate::{build_validator, field_errors, pointer_segments};
 use super::{Choice, Field, FieldKind, FormSchema, SchemaError, TextFormat};
 
@@ -209,12 +210,21 @@ fn parse_field(name: &str, prop: &Value, path: &str) -> Result<Field, SchemaErro
         None | Some(Value::Null) => None,
         Some(value) => Some(normalize_default(value, &kind)),
     };
+    let secret = looks_secret(
+        &kind,
+        name,
+        title.as_deref(),
+        description.as_deref(),
+        obj.get("format").and_then(Value::as_str),
+        obj.get("writeOnly") == Some(&Value::Bool(true)),
+    );
 
     Ok(Field {
         name: name.to_owned(),
         title,
         description,
         required: false,
+        secret,
         default,
         kind,
     })
@@ -239,11 +249,14 @@ fn parse_text(obj: &Map<String, Value>, path: &str) -> Result<FieldKind, SchemaE
     }
     let format = match obj.get("format") {
         None => None,
-        Some(Value::String(f)) => Some(match f.as_str() {
-            "email" => TextFormat::Email,
-            "uri" => TextFormat::Uri,
-            "date" => TextFormat::Date,
-            "date-time" => TextFormat::DateTime,
+        Some(Value::String(f)) => match f.as_str() {
+            "email" => Some(TextFormat::Email),
+            "uri" => Some(TextFormat::Uri),
+            "date" => Some(TextFormat::Date),
+            "date-time" => Some(TextFormat::DateTime),
+            // Not in the spec, but servers send it; it constrains nothing and marks the
+            // field as a secret (see `secret.rs`).
+            "password" => None,
             other => {
                 return Err(SchemaError::new(
                     format!("{path}.format"),
@@ -252,7 +265,7 @@ fn parse_text(obj: &Map<String, Value>, path: &str) -> Result<FieldKind, SchemaE
                     ),
                 ));
             }
-        }),
+        },
         Some(_) => {
             return Err(SchemaError::new(
                 format!("{path}.format"),
