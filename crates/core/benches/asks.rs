@@ -52,6 +52,12 @@ use tokio_util::sync::CancellationToken;
 const ROLE_ENV: &str = "COUNTERSIGN_BENCH_ROLE";
 const PARTS_ENV: &str = "COUNTERSIGN_BENCH_PARTS";
 const STORM: &str = "storm";
+
+/// A broker without the per-server limit of waiting questions: the storms and the scale
+/// runs keep thousands open from one server, which the default limit would refuse.
+fn unlimited(audit: AuditLog) -> Broker {
+    Broker::with_max_open_per_server(audit, usize::MAX)
+}
 /// Marks the send time inside the question's message.
 const SENT_MARK: &str = "sent_ns=";
 
@@ -90,19 +96,19 @@ fn main() {
             println!();
             println!("1. in process: rmcp server <-duplex-> TapRead/Tapped -> Handler -> Broker -> subscriber (legacy initialize)");
             let audit = AuditLog::open_unsynced(dir.join("in-process.jsonl")).expect("audit");
-            let storm = in_process_storm(Broker::new(audit), MEASURED_ASKS).await;
+            let storm = in_process_storm(unlimited(audit), MEASURED_ASKS).await;
             storm.print("audit fsync off", MEASURED_ASKS);
             let audit = AuditLog::open(dir.join("in-process-synced.jsonl")).expect("audit");
-            let storm = in_process_storm(Broker::new(audit), SYNCED_ASKS).await;
+            let storm = in_process_storm(unlimited(audit), SYNCED_ASKS).await;
             storm.print("audit fsync ON (the default)", SYNCED_ASKS);
 
             println!();
             println!("2. over stdio: SessionManager -> child process (this binary, {ROLE_ENV}=server) (legacy initialize)");
             let audit = AuditLog::open_unsynced(dir.join("stdio.jsonl")).expect("audit");
-            let storm = stdio_storm(Broker::new(audit), MEASURED_ASKS).await;
+            let storm = stdio_storm(unlimited(audit), MEASURED_ASKS).await;
             storm.print("audit fsync off", MEASURED_ASKS);
             let audit = AuditLog::open(dir.join("stdio-synced.jsonl")).expect("audit");
-            let storm = stdio_storm(Broker::new(audit), SYNCED_ASKS).await;
+            let storm = stdio_storm(unlimited(audit), SYNCED_ASKS).await;
             storm.print("audit fsync ON (the default)", SYNCED_ASKS);
         });
     }
@@ -483,7 +489,7 @@ fn hop_parts(audit_path: &Path) {
         "jsonrpc": "2.0", "id": 7, "result": {"action": "accept", "content": content},
     }))
     .expect("reply");
-    let broker = Broker::new(AuditLog::open_unsynced(audit_path).expect("audit"));
+    let broker = unlimited(AuditLog::open_unsynced(audit_path).expect("audit"));
     let mut events = broker.subscribe();
 
     let rows: Vec<(&str, Stats)> = vec![
@@ -537,7 +543,7 @@ fn hop_parts(audit_path: &Path) {
                 .map(|_| {
                     let new_ask = new_ask.clone();
                     let start = Instant::now();
-                    let ask = broker.open(new_ask);
+                    let ask = broker.open(new_ask).expect("no limit");
                     let took = start.elapsed().as_nanos() as u64;
                     drop(ask);
                     while events.try_recv().is_ok() {}
@@ -626,12 +632,13 @@ fn broker_at_scale(audit_path: &Path) {
         Err(_) => SCALE_SIZES.to_vec(),
     };
     for &size in &sizes {
-        let broker = Broker::new(AuditLog::open_unsynced(audit_path).expect("audit"));
+        let broker = unlimited(AuditLog::open_unsynced(audit_path).expect("audit"));
         // A subscriber, as the shell always has one; drained outside the timed section.
         let mut events = broker.subscribe();
         let drain = |events: &mut broadcast::Receiver<AskEvent>| while events.try_recv().is_ok() {};
-        let mut pending: Vec<PendingAsk> =
-            (0..size).map(|_| broker.open(template.clone())).collect();
+        let mut pending: Vec<PendingAsk> = (0..size)
+            .map(|_| broker.open(template.clone()).expect("no limit"))
+            .collect();
         drain(&mut events);
         let mut picker = Picker(0x9E37_79B9_7F4A_7C15 ^ size as u64);
         let mut answer_ns = Vec::with_capacity(SCALE_OPS);
@@ -653,7 +660,7 @@ fn broker_at_scale(audit_path: &Path) {
             // Keep the set at `size`: replace the ended ask with a fresh one.
             let fresh = template.clone();
             let start = Instant::now();
-            let opened = broker.open(fresh);
+            let opened = broker.open(fresh).expect("no limit");
             open_ns.push(start.elapsed().as_nanos() as u64);
             drop(std::mem::replace(&mut pending[slot], opened));
             drain(&mut events);

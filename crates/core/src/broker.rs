@@ -25,6 +25,28 @@ use crate::schema;
 /// re-read `pending()`, which is always the truth.
 const EVENT_CAPACITY: usize = 4096;
 
+/// How many questions one server may have waiting at once unless the broker is built with
+/// another limit: enough for any real workflow, few enough that the dialog stays usable.
+pub const DEFAULT_MAX_OPEN_PER_SERVER: usize = 20;
+
+/// Why a question was not opened. Recorded as refused before it is returned.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    #[error(
+        "Countersign: {server} already has {} waiting; answer or decline some first",
+        questions(*limit)
+    )]
+    TooManyOpen { server: String, limit: usize },
+}
+
+fn questions(n: usize) -> String {
+    if n == 1 {
+        "1 question".to_owned()
+    } else {
+        format!("{n} questions")
+    }
+}
+
 /// A question about to be asked, before the broker gives it an id.
 #[derive(Debug, Clone)]
 pub struct NewAsk {
@@ -45,6 +67,9 @@ struct Pending {
 
 struct State {
     pending: HashMap<AskId, Pending>,
+    /// Per server, asks past the limit check but not yet in `pending` (their record is being
+    /// written), so concurrent opens cannot overshoot the limit.
+    opening: HashMap<String, usize>,
     shut_down: bool,
 }
 
@@ -53,6 +78,7 @@ struct Inner {
     next_id: AtomicU64,
     events: broadcast::Sender<AskEvent>,
     audit: AuditLog,
+    max_open_per_server: usize,
 }
 
 /// Cheap to clone; all clones are the same broker.
@@ -72,16 +98,23 @@ pub struct PendingAsk {
 
 impl Broker {
     pub fn new(audit: AuditLog) -> Self {
+        Self::with_max_open_per_server(audit, DEFAULT_MAX_OPEN_PER_SERVER)
+    }
+
+    /// A broker that lets each server have at most `limit` questions waiting.
+    pub fn with_max_open_per_server(audit: AuditLog, limit: usize) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         Broker {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     pending: HashMap::new(),
+                    opening: HashMap::new(),
                     shut_down: false,
                 }),
                 next_id: AtomicU64::new(1),
                 events,
                 audit,
+                max_open_per_server: limit,
             }),
         }
     }
@@ -103,7 +136,13 @@ impl Broker {
     }
 
     /// Opens an ask and announces it. After shutdown the ask ends at once as cancelled.
-    pub fn open(&self, new: NewAsk) -> PendingAsk {
+    ///
+    /// # Errors
+    ///
+    /// [`OpenError::TooManyOpen`] when the asking server already has its limit of questions
+    /// waiting; the refusal is in the audit log and nothing is shown.
+    pub fn open(&self, new: NewAsk) -> Result<PendingAsk, OpenError> {
+        let _slot = self.reserve(&new)?;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
         let now_ms = unix_ms();
         let ask = Ask {
@@ -148,7 +187,38 @@ impl Broker {
             self.inner.audit.record_resolved(id, &outcome);
             let _ = self.inner.events.send(AskEvent::Resolved { id, outcome });
         }
-        pending
+        Ok(pending)
+    }
+
+    /// Takes one of the asking server's slots until the returned guard drops (after the ask
+    /// is in `pending`, where it keeps counting), or refuses and records why.
+    fn reserve(&self, new: &NewAsk) -> Result<Slot<'_>, OpenError> {
+        let server = &new.asker.server;
+        let limit = self.inner.max_open_per_server;
+        {
+            let mut state = self.lock();
+            let open = state
+                .pending
+                .values()
+                .filter(|p| p.ask.asker.server == *server)
+                .count()
+                + state.opening.get(server).copied().unwrap_or(0);
+            if open < limit {
+                *state.opening.entry(server.clone()).or_default() += 1;
+                return Ok(Slot {
+                    broker: self,
+                    server: server.clone(),
+                });
+            }
+        }
+        let error = OpenError::TooManyOpen {
+            server: server.clone(),
+            limit,
+        };
+        self.inner
+            .audit
+            .record_refused(server, &error.to_string(), &new.request);
+        Err(error)
     }
 
     /// The person's answer. An accept's content is validated against the schema as received;
@@ -261,7 +331,9 @@ impl Broker {
             return false;
         };
         // The record is on disk before the outcome can reach the server.
-        self.inner.audit.record_resolved(id, &outcome);
+        self.inner
+            .audit
+            .record_resolved(id, &redacted(&pending.ask, &outcome));
         let _ = self.inner.events.send(AskEvent::Resolved {
             id,
             outcome: outcome.clone(),
@@ -274,6 +346,40 @@ impl Broker {
         // A panic while holding the lock cannot leave the map half-updated (single inserts and
         // removes), so a poisoned lock is still safe to use.
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A server's place in the queue between the limit check and the ask being pending.
+struct Slot<'a> {
+    broker: &'a Broker,
+    server: String,
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        let mut state = self.broker.lock();
+        if let Some(n) = state.opening.get_mut(&self.server) {
+            *n -= 1;
+            if *n == 0 {
+                state.opening.remove(&self.server);
+            }
+        }
+    }
+}
+
+/// The outcome as the audit log may keep it: a form's secret fields only as their length
+/// (the server still gets them).
+fn redacted(ask: &Ask, outcome: &Outcome) -> Outcome {
+    match (&ask.kind, outcome) {
+        (
+            AskKind::Form { schema, .. },
+            Outcome::Accepted {
+                content: Some(content),
+            },
+        ) => Outcome::Accepted {
+            content: Some(schema::redact_secrets(schema, content)),
+        },
+        _ => outcome.clone(),
     }
 }
 
@@ -397,7 +503,7 @@ mod tests {
     async fn an_ask_resolves_exactly_once_and_is_audited_first() {
         let (broker, path) = broker();
         let mut events = broker.subscribe();
-        let pending = broker.open(confirm_ask(1, None));
+        let pending = broker.open(confirm_ask(1, None)).unwrap();
         let id = pending.id();
         assert!(matches!(events.recv().await.unwrap(), AskEvent::Added { ask } if ask.id == id));
         assert_eq!(broker.pending().len(), 1);
@@ -434,7 +540,7 @@ mod tests {
     #[tokio::test]
     async fn invalid_content_comes_back_per_field_and_the_ask_stays_open() {
         let (broker, _) = broker();
-        let pending = broker.open(confirm_ask(1, None));
+        let pending = broker.open(confirm_ask(1, None)).unwrap();
         let id = pending.id();
         let bad = json!({"confirm": "yes"}).as_object().cloned();
         match broker.answer(id, Answer::Accept { content: bad }) {
@@ -462,7 +568,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_deadline_withdraws_as_timeout() {
         let (broker, _) = broker();
-        let pending = broker.open(confirm_ask(1, Some(Duration::from_secs(5))));
+        let pending = broker
+            .open(confirm_ask(1, Some(Duration::from_secs(5))))
+            .unwrap();
         assert_eq!(
             pending.outcome().await,
             Outcome::Cancelled {
@@ -476,7 +584,7 @@ mod tests {
     async fn dropping_the_requester_withdraws_as_disconnect() {
         let (broker, _) = broker();
         let mut events = broker.subscribe();
-        let pending = broker.open(confirm_ask(1, None));
+        let pending = broker.open(confirm_ask(1, None)).unwrap();
         let id = pending.id();
         let waiter = tokio::spawn(pending.outcome());
         let _ = events.recv().await;
@@ -497,8 +605,8 @@ mod tests {
     #[tokio::test]
     async fn session_withdrawal_and_shutdown_cancel_only_what_they_should() {
         let (broker, _) = broker();
-        let a = broker.open(confirm_ask(1, None));
-        let b = broker.open(confirm_ask(2, None));
+        let a = broker.open(confirm_ask(1, None)).unwrap();
+        let b = broker.open(confirm_ask(2, None)).unwrap();
         assert_eq!(broker.withdraw_session(1, CancelReason::Disconnect), 1);
         assert_eq!(
             a.outcome().await,
@@ -515,7 +623,7 @@ mod tests {
             }
         );
         // After shutdown a new ask ends at once; nothing can accept it.
-        let c = broker.open(confirm_ask(1, None));
+        let c = broker.open(confirm_ask(1, None)).unwrap();
         assert!(broker.pending().is_empty());
         assert_eq!(
             c.outcome().await,
@@ -525,11 +633,112 @@ mod tests {
         );
     }
 
+    fn from_server(server: &str, mut new: NewAsk) -> NewAsk {
+        new.asker.server = server.into();
+        new
+    }
+
+    #[tokio::test]
+    async fn a_server_past_its_limit_is_refused_in_words_and_on_record() {
+        let (broker, path) = broker();
+        let open: Vec<PendingAsk> = (0..DEFAULT_MAX_OPEN_PER_SERVER)
+            .map(|_| broker.open(confirm_ask(1, None)).unwrap())
+            .collect();
+        let refused = broker.open(confirm_ask(1, None)).err().unwrap();
+        assert_eq!(
+            refused.to_string(),
+            "Countersign: desk already has 20 questions waiting; answer or decline some first"
+        );
+        assert_eq!(broker.pending().len(), 20);
+        // Another server still gets through.
+        let other = broker
+            .open(from_server("tickets", confirm_ask(1, None)))
+            .unwrap();
+        assert_eq!(broker.pending().len(), 21);
+        // Answering one makes room again.
+        broker.answer(open[0].id(), Answer::Decline).unwrap();
+        let again = broker.open(confirm_ask(1, None)).unwrap();
+
+        let (records, _) = crate::audit::read_history(&path).unwrap();
+        let refusals: Vec<_> = records
+            .iter()
+            .filter_map(|r| match r {
+                AuditRecord::Refused { server, reason, .. } => Some((server, reason)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(refusals.len(), 1, "{records:?}");
+        assert_eq!(refusals[0].0, "desk");
+        assert!(refusals[0].1.contains("already has 20 questions waiting"));
+        // The refused question never became an ask: 20 + other + again asked.
+        let asked = records
+            .iter()
+            .filter(|r| matches!(r, AuditRecord::Asked { .. }))
+            .count();
+        assert_eq!(asked, 22);
+        drop((open, other, again));
+    }
+
+    #[tokio::test]
+    async fn concurrent_opens_never_overshoot_the_limit() {
+        let (broker, _) = broker();
+        let broker = Broker::with_max_open_per_server(broker.audit().clone(), 3);
+        let handles: Vec<_> = (0..16)
+            .map(|_| {
+                let broker = broker.clone();
+                std::thread::spawn(move || broker.open(confirm_ask(1, None)).ok())
+            })
+            .collect();
+        let opened: Vec<PendingAsk> = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect();
+        assert_eq!(opened.len(), 3);
+        assert_eq!(broker.pending().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_secret_reaches_the_requester_but_the_log_keeps_only_its_length() {
+        let (broker, path) = broker();
+        let schema = json!({"type": "object", "properties": {
+            "user": {"type": "string"},
+            "password": {"type": "string", "title": "Password"}
+        }});
+        let mut new = confirm_ask(1, None);
+        new.kind = AskKind::Form {
+            message: "Sign in".into(),
+            schema: schema::parse_form_schema(&schema).unwrap(),
+        };
+        new.request = json!({"message": "Sign in", "requestedSchema": schema});
+        let pending = broker.open(new).unwrap();
+        let content = json!({"user": "ana", "password": "correct horse"});
+        broker
+            .answer(
+                pending.id(),
+                Answer::Accept {
+                    content: content.as_object().cloned(),
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            pending.outcome().await.to_elicit_result(),
+            json!({"action": "accept", "content": content})
+        );
+        let on_disk = std::fs::read_to_string(&path).unwrap();
+        assert!(!on_disk.contains("correct horse"), "{on_disk}");
+        let (records, _) = crate::audit::read_history(&path).unwrap();
+        assert!(
+            matches!(&records[1], AuditRecord::Resolved { outcome: Outcome::Accepted { content: Some(c) }, .. }
+                if Value::Object(c.clone()) == json!({"user": "ana", "password": {"redacted": true, "length": 13}})),
+            "{records:?}"
+        );
+    }
+
     #[tokio::test]
     async fn racing_answers_resolve_once() {
         let (broker, _) = broker();
         for _ in 0..50 {
-            let pending = broker.open(confirm_ask(1, None));
+            let pending = broker.open(confirm_ask(1, None)).unwrap();
             let id = pending.id();
             let handles: Vec<_> = (0..4)
                 .map(|i| {

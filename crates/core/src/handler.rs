@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::ask::{AskId, AskKind, Asker, CancelReason};
-use crate::broker::{Broker, NewAsk};
+use crate::broker::{Broker, NewAsk, OpenError};
 use crate::raw::RawRequests;
 use crate::schema;
 
@@ -105,13 +105,16 @@ impl Elicitor {
             },
             form => form,
         };
-        let pending = self.broker.open(NewAsk {
-            asker: self.asker.clone(),
-            kind,
-            request: params,
-            timeout: Some(self.answer_timeout),
-            session: self.session,
-        });
+        let pending = self
+            .broker
+            .open(NewAsk {
+                asker: self.asker.clone(),
+                kind,
+                request: params,
+                timeout: Some(self.answer_timeout),
+                session: self.session,
+            })
+            .map_err(too_many_open)?;
         on_open(pending.id());
         Ok(pending
             .outcome_or_withdraw(withdraw)
@@ -158,6 +161,15 @@ impl Elicitor {
             other => Err(format!("unknown elicitation mode \"{other}\"")),
         }
     }
+}
+
+/// A server over its limit of waiting questions gets -32603 (the client cannot take the request
+/// now) with the limit in words and in `data.limit`; the broker has recorded the refusal.
+fn too_many_open(error: OpenError) -> McpError {
+    let data = match &error {
+        OpenError::TooManyOpen { limit, .. } => serde_json::json!({"limit": limit}),
+    };
+    McpError::internal_error(error.to_string(), Some(data))
 }
 
 /// The rmcp client handler for one session.
@@ -475,5 +487,40 @@ mod tests {
             assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
             assert!(err.message.contains(reason), "{}", err.message);
         }
+    }
+
+    #[tokio::test]
+    async fn a_question_past_the_servers_limit_is_an_error_naming_it() {
+        let (mut elicitor, path) = elicitor("limit");
+        elicitor.broker = Broker::with_max_open_per_server(AuditLog::open(&path).unwrap(), 1);
+        let never = CancellationToken::new();
+        let params = json!({"message": "Name?", "requestedSchema": {"type": "object", "properties": {"n": {"type": "string"}}}});
+        let first = {
+            let elicitor = elicitor.clone();
+            let params = params.clone();
+            let never = never.clone();
+            tokio::spawn(async move {
+                elicitor
+                    .elicit(params, &[(never, CancelReason::Server)], |_| {})
+                    .await
+            })
+        };
+        while elicitor.broker.pending().is_empty() {
+            tokio::task::yield_now().await;
+        }
+        let err = elicitor
+            .elicit(params, &[(never.clone(), CancelReason::Server)], |_| {
+                panic!("shown past the limit")
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code, rmcp::model::ErrorCode::INTERNAL_ERROR);
+        assert_eq!(
+            err.message,
+            "Countersign: s already has 1 question waiting; answer or decline some first"
+        );
+        assert_eq!(err.data, Some(json!({"limit": 1})));
+        assert_eq!(elicitor.broker.pending().len(), 1);
+        first.abort();
     }
 }

@@ -607,7 +607,7 @@ impl Forwarder {
                     .clone()
                     .map(Value::Object)
                     .unwrap_or_else(|| json!({}));
-                let pending = self.shared.broker.open(NewAsk {
+                let opened = self.shared.broker.open(NewAsk {
                     asker,
                     kind: AskKind::ToolCall {
                         tool: tool.clone(),
@@ -620,6 +620,11 @@ impl Forwarder {
                     timeout: Some(config.answer_timeout),
                     session: up.session,
                 });
+                // The server has its limit of questions waiting (recorded by the broker).
+                let pending = match opened {
+                    Ok(pending) => pending,
+                    Err(full) => return Ok(denied(full.to_string())),
+                };
                 let outcome = pending
                     .outcome_or_withdraw(&Leaving::of(&ctx).withdraw())
                     .await;
