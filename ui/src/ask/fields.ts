@@ -2,6 +2,10 @@
 //! slot, and the two things the form needs from it: is it valid as entered (native constraint
 //! validation first), and what goes into the answer. An optional field left empty is left out of
 //! the answer altogether, never sent as `null` or `""`.
+//!
+//! A field the backend flagged `secret` (a password, key, token, card number...) says that MCP
+//! forbids servers to ask for it and that what is typed goes to the server, and is masked with a
+//! Show toggle. Its value is never kept by the backend's log; here it lives only in the input.
 
 import type { Field } from "../bindings/Field";
 import type { Choice } from "../bindings/Choice";
@@ -36,6 +40,10 @@ const OPTION_CHARS = 200;
 /** Field titles likewise. */
 const LABEL_CHARS = 200;
 
+/** Shown on every field the backend flagged as a secret. */
+export const SECRET_WARNING = "This looks like a secret (a password, key, token or card detail). " +
+  "MCP forbids servers to ask for these in a form, and what you type here goes to the server.";
+
 export function buildField(field: Field): FieldControl {
   switch (field.kind) {
     case "text":
@@ -65,6 +73,11 @@ function frame(field: Field, hint: string | null): Frame {
   const inputId = uid("field");
   const ids: string[] = [];
   const below: Node[] = [];
+  if (field.secret) {
+    const id = uid("secret");
+    ids.push(id);
+    below.push(el("p", { class: "warn-note secret-warning", id }, SECRET_WARNING));
+  }
   if (field.description) {
     const id = uid("desc");
     ids.push(id);
@@ -117,9 +130,10 @@ function single(field: Field, f: Frame, input: Native, read: () => Reading): Fie
   input.id = f.inputId;
   input.setAttribute("aria-describedby", f.describedBy);
   if (field.required) input.required = true;
+  const masked = input instanceof HTMLInputElement && input.type === "password";
   const root = el("div", { class: `field field-${field.kind}` },
     el("label", { class: "field-label", attrs: { for: f.inputId } }, ...f.labelContent),
-    input,
+    masked ? el("div", { class: "secret-row" }, input, showToggle(input, f.label)) : input,
     ...f.below);
   const setError = errorSetter(f, [input]);
   const clear = () => setError(null);
@@ -135,6 +149,22 @@ function single(field: Field, f: Frame, input: Native, read: () => Reading): Fie
     read,
     setError,
   };
+}
+
+/** A button that shows or hides a masked input's text. Its name stays "Show <label>";
+ * `aria-pressed` says whether the text is shown. */
+function showToggle(input: HTMLInputElement, label: string): HTMLButtonElement {
+  const button = el("button", {
+    class: "button small secret-toggle",
+    attrs: { type: "button", "aria-pressed": "false", "aria-controls": input.id, "aria-label": `Show ${label}` },
+  }, "Show");
+  button.addEventListener("click", () => {
+    const show = input.type === "password";
+    input.type = show ? "text" : "password";
+    button.setAttribute("aria-pressed", String(show));
+    button.textContent = show ? "Hide" : "Show";
+  });
+  return button;
 }
 
 function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
@@ -166,6 +196,8 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
     default:
       input.type = "text";
   }
+  // Dates are not masked (nobody's secret is a date picker); everything else a secret is typed into is.
+  if (field.secret && field.format !== "date" && field.format !== "date-time") input.type = "password";
   if (field.format !== "date" && field.format !== "date-time") {
     if (min !== null) input.minLength = min;
     if (max !== null) input.maxLength = max;
@@ -200,6 +232,9 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
 
 function numberField(field: Extract<Field, { kind: "number" }>): FieldControl {
   const input = el("input", { attrs: { type: "number", autocomplete: "off", inputmode: field.integer ? "numeric" : "decimal" } });
+  // A secret number (a PIN, a CVV) is masked; a password input has no numeric constraints of its own,
+  // so they are checked here instead.
+  if (field.secret) input.type = "password";
   // For whole numbers the step counts from `min`, so bounds are rounded inward to whole numbers
   // (an integer >= 0.5 is an integer >= 1).
   let min = field.minimum;
@@ -219,9 +254,24 @@ function numberField(field: Extract<Field, { kind: "number" }>): FieldControl {
   else if (max !== null) hint += ` of at most ${max}`;
 
   const f = frame(field, hint);
+  if (field.secret) {
+    const numberMessage = (): string => {
+      const text = input.value.trim();
+      if (text === "") return "";
+      const n = Number(text);
+      if (!Number.isFinite(n)) return field.integer ? "Enter a whole number." : "Enter a number.";
+      if (field.integer && !Number.isInteger(n)) return "Enter a whole number.";
+      if (min !== null && n < min) return `Enter at least ${min}.`;
+      if (max !== null && n > max) return `Enter at most ${max}.`;
+      return "";
+    };
+    const refresh = () => input.setCustomValidity(numberMessage());
+    input.addEventListener("input", refresh);
+    refresh();
+  }
   return single(field, f, input, () => {
-    if (input.value === "") return { present: false };
-    const n = Number(input.value);
+    if (input.value.trim() === "") return { present: false };
+    const n = Number(input.value.trim());
     return { present: true, value: n };
   });
 }

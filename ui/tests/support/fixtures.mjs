@@ -156,6 +156,7 @@ function base(name, o) {
     title: o.title ?? null,
     description: o.description ?? null,
     required: !!o.required,
+    secret: !!o.secret,
     default: o.default ?? null,
   };
 }
