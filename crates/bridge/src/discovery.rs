@@ -3,12 +3,15 @@
 //! The app writes `gateway.json` while its gateway listens and removes it when it quits, so a
 //! missing file means "not running". A file left behind by a crashed app is caught by connecting
 //! once before relaying anything: the agent hears "not running" at once, not a puzzling error on
-//! some later request.
+//! some later request. That connection is also where the bridge checks that the listener is
+//! the user's own (`owner`), before the token is even read.
 
-use std::{env, io, path::PathBuf, time::Duration};
+use std::{env, io, net::SocketAddr, path::PathBuf, time::Duration};
 
 use reqwest::Url;
 use serde_json::Value;
+
+use crate::owner;
 
 /// Replaces the url from `gateway.json` (tests, unusual setups).
 pub const URL_ENV: &str = "COUNTERSIGN_GATEWAY_URL";
@@ -21,6 +24,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub struct Gateway {
     pub base: Url,
+    /// What `base` resolved to; the HTTP client is pinned to these, the addresses checked.
+    pub addrs: Vec<SocketAddr>,
     pub token: String,
     /// Where the token was read, for the message when the gateway refuses it.
     pub token_path: PathBuf,
@@ -47,10 +52,14 @@ pub fn not_running_at(url: &Url) -> String {
 /// Where the gateway is, checked by connecting to it, and the token to show it.
 pub async fn locate() -> Result<Gateway, Unavailable> {
     let base = base_url()?;
-    probe(&base).await?;
+    let addrs = probe(&base).await?;
+    owner::check(&addrs)
+        .await
+        .map_err(|refusal| Unavailable(refusal.to_string()))?;
     let (token, token_path) = read_token()?;
     Ok(Gateway {
         base,
+        addrs,
         token,
         token_path,
     })
@@ -95,7 +104,8 @@ fn parse_url(text: &str, from: &str) -> Result<Url, Unavailable> {
     }
 }
 
-async fn probe(base: &Url) -> Result<(), Unavailable> {
+/// Connects once (writing nothing); the addresses `base` resolves to.
+async fn probe(base: &Url) -> Result<Vec<SocketAddr>, Unavailable> {
     let addrs = base.socket_addrs(|| None).map_err(|e| {
         Unavailable(format!(
             "cannot resolve the gateway address {}: {e}",
@@ -103,9 +113,9 @@ async fn probe(base: &Url) -> Result<(), Unavailable> {
         ))
     })?;
     let mut last_error = None;
-    for addr in addrs {
+    for &addr in &addrs {
         match tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
-            Ok(Ok(_)) => return Ok(()),
+            Ok(Ok(_)) => return Ok(addrs),
             Ok(Err(e)) => last_error = Some(e),
             Err(_) => last_error = Some(io::Error::from(io::ErrorKind::TimedOut)),
         }

@@ -9,6 +9,7 @@
 
 mod discovery;
 mod headers;
+mod owner;
 mod relay;
 
 use std::{process::ExitCode, time::Duration};
@@ -66,10 +67,10 @@ async fn bridge(server: &str) -> ExitCode {
     let stdin = BufReader::new(tokio::io::stdin());
     let code = match discovery::locate().await {
         Ok(gateway) => match relay::Relay::new(gateway, server, out.clone()) {
-            Ok(relay) => {
-                relay.run(stdin).await;
-                ExitCode::SUCCESS
-            }
+            Ok(relay) => match relay.run(stdin).await {
+                relay::Ended::Normally => ExitCode::SUCCESS,
+                relay::Ended::Refused => ExitCode::FAILURE,
+            },
             Err(why) => refuse(stdin, &out, &why).await,
         },
         Err(why) => refuse(stdin, &out, &why.0).await,

@@ -16,7 +16,10 @@
 use std::{
     collections::HashMap,
     fmt::Display,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -29,12 +32,12 @@ use serde_json::{Map, Value};
 use sse_stream::{Sse, SseStream};
 use tokio::{
     io::{AsyncBufRead, AsyncBufReadExt, AsyncWriteExt},
-    sync::mpsc,
+    sync::{Notify, mpsc},
     task::{AbortHandle, JoinHandle, JoinSet},
     time::Instant,
 };
 
-use crate::{discovery, headers};
+use crate::{discovery, headers, owner};
 
 /// JSON-RPC: the line was not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -162,6 +165,15 @@ struct StreamEnd {
     retry: Option<Duration>,
 }
 
+/// How relaying ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// The agent closed stdin or stopped the bridge.
+    Normally,
+    /// A new connection led to a listener that is not the user's own: nothing more is sent.
+    Refused,
+}
+
 pub struct Relay {
     http: reqwest::Client,
     base: Url,
@@ -171,6 +183,10 @@ pub struct Relay {
     token_path: std::path::PathBuf,
     out: mpsc::Sender<String>,
     state: Mutex<State>,
+    /// Set when a connection was refused by the owner check; every later one would be too.
+    refused: AtomicBool,
+    /// Wakes the read loop to stop after a refusal.
+    stop: Notify,
 }
 
 impl Relay {
@@ -183,10 +199,18 @@ impl Relay {
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", gateway.token))
             .map_err(|_| "the gateway token contains characters a header cannot carry")?;
         auth.set_sensitive(true);
-        let http = reqwest::Client::builder()
+        let mut http = reqwest::Client::builder()
             // The gateway is on loopback: a proxy from the environment must not see the token.
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
+            // Every connection the client opens, first or reconnect, is checked before the
+            // client writes on it; reused pooled connections were checked when they were made.
+            .connector_layer(owner::OwnerCheckLayer::new(&gateway.addrs));
+        if let Some(url::Host::Domain(name)) = gateway.base.host() {
+            // Connect only to the addresses the check looks at, not a later DNS answer.
+            http = http.resolve_to_addrs(name, &gateway.addrs);
+        }
+        let http = http
             .build()
             .map_err(|e| format!("cannot set up HTTP: {}", chain(&e)))?;
         Ok(Arc::new(Self {
@@ -198,6 +222,8 @@ impl Relay {
             token_path: gateway.token_path,
             out,
             state: Mutex::default(),
+            refused: AtomicBool::new(false),
+            stop: Notify::new(),
         }))
     }
 
@@ -205,9 +231,14 @@ impl Relay {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Relays until `input` ends (or the agent stops the bridge with a signal), lets running
-    /// requests finish for a while, and ends the session.
-    pub async fn run(self: &Arc<Self>, mut input: impl AsyncBufRead + Unpin) {
+    fn is_refused(&self) -> bool {
+        self.refused.load(Ordering::SeqCst)
+    }
+
+    /// Relays until `input` ends (or the agent stops the bridge with a signal, or a connection
+    /// is refused by the owner check), lets running requests finish for a while, and ends the
+    /// session.
+    pub async fn run(self: &Arc<Self>, mut input: impl AsyncBufRead + Unpin) -> Ended {
         let mut requests = JoinSet::new();
         let mut buf = Vec::new();
         let terminated = terminated();
@@ -221,6 +252,8 @@ impl Relay {
                     stopped = true;
                     break;
                 }
+                // Requests already running still get their answers (the drain below).
+                () = self.stop.notified() => break,
             };
             match read {
                 Ok(0) => break,
@@ -275,7 +308,11 @@ impl Relay {
             ));
             requests.shutdown().await;
         }
+        if self.is_refused() {
+            return Ended::Refused;
+        }
         self.end_session().await;
+        Ended::Normally
     }
 
     async fn parse_error(&self, why: &str) {
@@ -559,7 +596,13 @@ impl Relay {
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> String {
-        if e.is_connect() {
+        if let Some(refusal) = owner::refusal_in(e) {
+            // Stop reading the agent's requests: each would only be refused again.
+            if !self.refused.swap(true, Ordering::SeqCst) {
+                self.stop.notify_one();
+            }
+            refusal.to_string()
+        } else if e.is_connect() {
             discovery::not_running_at(&self.base)
         } else {
             format!(
@@ -673,6 +716,9 @@ impl Relay {
                 Ok(response) => Some(format!("the gateway answered {}", response.status())),
                 Err(e) => Some(self.transport_error(&e)),
             };
+            if self.is_refused() {
+                return;
+            }
             if let Some(why) = failure {
                 failures += 1;
                 // Once per outage: the app may be gone for a while, and stderr is a log.
