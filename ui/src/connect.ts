@@ -160,6 +160,7 @@ function clientCard(client: ClientSetup): HTMLElement {
     el("div", { class: "section-head" },
       el("h4", { id: headingId }, inlineText(client.title, 80)), copy, status),
     el("p", { class: "muted client-where" }, inlineText(client.whereTo, 400)),
+    ...(client.note ? [el("p", { class: "muted client-note" }, client.note)] : []),
     pre);
 }
 

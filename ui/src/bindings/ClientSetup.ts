@@ -15,4 +15,9 @@ whereTo: string,
 /**
  * `shell` or `json`.
  */
-format: string, snippet: string, };
+format: string, snippet: string, 
+/**
+ * A sentence to read before pasting: what the token in the snippet protects (none for the
+ * bridge's, which holds no token).
+ */
+note: string | null, };

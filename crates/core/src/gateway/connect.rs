@@ -47,7 +47,15 @@ pub struct ClientSetup {
     /// `shell` or `json`.
     pub format: String,
     pub snippet: String,
+    /// A sentence to read before pasting: what the token in the snippet protects (none for the
+    /// bridge's, which holds no token).
+    pub note: Option<String>,
 }
+
+/// For the snippets that carry the token itself.
+const TOKEN_NOTE: &str = "This token keeps other programs and web pages from using your \
+    servers through Countersign: whoever has it can act as an agent (your rules and approvals \
+    still apply), so keep it private.";
 
 /// The path of a server on the gateway (its name as one path segment).
 pub fn server_path(server: &str) -> String {
@@ -127,6 +135,7 @@ pub fn client_setups(
             where_to: "Run in a terminal (add --scope user to use it in every project)".into(),
             format: "shell".into(),
             snippet: claude_code,
+            note: Some(TOKEN_NOTE.into()),
         },
         ClientSetup {
             client: "claudeDesktop".into(),
@@ -134,6 +143,7 @@ pub fn client_setups(
             where_to: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge; no token in the file)".into(),
             format: "json".into(),
             snippet: pretty(&desktop),
+            note: None,
         },
         ClientSetup {
             client: "cursor".into(),
@@ -141,6 +151,7 @@ pub fn client_setups(
             where_to: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"".into(),
             format: "json".into(),
             snippet: pretty(&cursor),
+            note: Some(TOKEN_NOTE.into()),
         },
         ClientSetup {
             client: "vscode".into(),
@@ -148,6 +159,7 @@ pub fn client_setups(
             where_to: ".vscode/mcp.json in a workspace (or the user mcp.json), merged into \"servers\"".into(),
             format: "json".into(),
             snippet: pretty(&vscode),
+            note: Some(TOKEN_NOTE.into()),
         },
     ]
 }
@@ -206,6 +218,18 @@ mod tests {
             vscode["servers"]["demo"]["url"],
             "http://127.0.0.1:47717/mcp/demo"
         );
+    }
+
+    #[test]
+    fn snippets_with_the_token_say_what_it_protects() {
+        let setups = client_setups("http://127.0.0.1:1", "tok", "bridge", &["demo".into()]);
+        for setup in &setups {
+            let carries_token = setup.snippet.contains("Bearer tok");
+            assert_eq!(setup.note.is_some(), carries_token, "{}", setup.client);
+            if let Some(note) = &setup.note {
+                assert!(note.contains("keep it private"), "{note}");
+            }
+        }
     }
 
     #[test]
