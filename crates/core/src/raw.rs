@@ -25,6 +25,10 @@ use tokio::io::{AsyncRead, ReadBuf};
 /// Requests kept before the oldest is forgotten: the handler takes each at once, so only
 /// requests rmcp never hands over (malformed, duplicated) can pile up.
 const KEEP: usize = 256;
+/// Bytes of kept values (counted as the size of the message each came in) per
+/// `RawRequests`; past it the oldest are forgotten, so a server sending answers nobody
+/// asked for cannot make us hold more.
+const KEEP_BYTES: usize = 16 * 1024 * 1024;
 /// A line longer than this is not scanned (rmcp's own limits refuse such messages anyway).
 const MAX_LINE: usize = 4 * 1024 * 1024;
 const METHOD: &[u8] = b"elicitation/create";
@@ -46,7 +50,7 @@ impl RawRequests {
     /// Also keeps every response's raw `result` until [`Self::take_result`].
     pub fn with_results() -> Arc<Self> {
         Arc::new(RawRequests {
-            results: Some(Mutex::default()),
+            results: Some(Kept::default()),
             ..Default::default()
         })
     }
@@ -61,13 +65,14 @@ impl RawRequests {
         let Ok(value) = serde_json::from_slice::<Value>(text) else {
             return;
         };
+        let size = text.len();
         match value {
-            Value::Array(batch) => batch.into_iter().for_each(|m| self.keep(m)),
-            message => self.keep(message),
+            Value::Array(batch) => batch.into_iter().for_each(|m| self.keep(m, size)),
+            message => self.keep(message, size),
         }
     }
 
-    fn keep(&self, message: Value) {
+    fn keep(&self, message: Value, size: usize) {
         let Value::Object(mut message) = message else {
             return;
         };
@@ -77,14 +82,14 @@ impl RawRequests {
         if let Some(results) = &self.results
             && let Some(result) = message.remove("result")
         {
-            remember(results, id, result);
+            remember(results, id, result, size);
             return;
         }
         if message.get("method").and_then(Value::as_str) != Some("elicitation/create") {
             return;
         }
         let params = message.remove("params").unwrap_or(Value::Null);
-        remember(&self.inner, id, params);
+        remember(&self.inner, id, params, size);
     }
 
     /// The params of request `id` as received, once.
@@ -98,8 +103,17 @@ impl RawRequests {
     }
 }
 
-/// Values by request id, and the order they came in (the oldest is forgotten first).
-type Kept = Mutex<(HashMap<RequestId, Value>, VecDeque<RequestId>)>;
+/// Values (with their sizes) by request id, the order they came in (the oldest is
+/// forgotten first), and their total size.
+#[derive(Default)]
+struct Kept(Mutex<KeptValues>);
+
+#[derive(Default)]
+struct KeptValues {
+    map: HashMap<RequestId, (Value, usize)>,
+    order: VecDeque<RequestId>,
+    bytes: usize,
+}
 
 fn request_id(id: &Value) -> Option<RequestId> {
     match id {
@@ -109,29 +123,33 @@ fn request_id(id: &Value) -> Option<RequestId> {
     }
 }
 
-fn remember(kept: &Kept, id: RequestId, value: Value) {
-    let mut guard = kept.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, order) = &mut *guard;
-    if map.insert(id.clone(), value).is_none() {
-        order.push_back(id);
+fn remember(kept: &Kept, id: RequestId, value: Value, size: usize) {
+    let mut kept = kept.0.lock().unwrap_or_else(|e| e.into_inner());
+    match kept.map.insert(id.clone(), (value, size)) {
+        Some((_, old)) => kept.bytes -= old,
+        None => kept.order.push_back(id),
     }
-    while order.len() > KEEP {
-        if let Some(old) = order.pop_front() {
-            map.remove(&old);
+    kept.bytes += size;
+    while kept.order.len() > KEEP || (kept.bytes > KEEP_BYTES && kept.order.len() > 1) {
+        let Some(old) = kept.order.pop_front() else {
+            break;
+        };
+        if let Some((_, size)) = kept.map.remove(&old) {
+            kept.bytes -= size;
         }
     }
 }
 
 fn take(kept: &Kept, id: &RequestId) -> Option<Value> {
-    let mut guard = kept.lock().unwrap_or_else(|e| e.into_inner());
-    let (map, order) = &mut *guard;
-    let value = map.remove(id)?;
-    order.retain(|o| o != id);
+    let mut kept = kept.0.lock().unwrap_or_else(|e| e.into_inner());
+    let (value, size) = kept.map.remove(id)?;
+    kept.bytes -= size;
+    kept.order.retain(|o| o != id);
     Some(value)
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// Passes a child's stdout through unchanged, showing each line to [`RawRequests`].
@@ -378,6 +396,20 @@ mod tests {
         }
         assert!(raw.take(&NumberOrString::Number(0)).is_none());
         assert!(raw.take(&NumberOrString::Number(KEEP as i64 + 9)).is_some());
+    }
+
+    #[test]
+    fn kept_results_stay_within_their_byte_budget() {
+        let raw = RawRequests::with_results();
+        let big = "x".repeat(3 * 1024 * 1024);
+        // Twenty answers of 3 MiB nobody asked for: at most 16 MiB of them are held.
+        for i in 0..20 {
+            raw.observe(format!(r#"{{"id":{i},"result":{{"t":"{big}"}}}}"#).as_bytes());
+        }
+        let held = raw.results.as_ref().unwrap().0.lock().unwrap().bytes;
+        assert!(held <= KEEP_BYTES, "{held}");
+        assert!(raw.take_result(&NumberOrString::Number(0)).is_none());
+        assert!(raw.take_result(&NumberOrString::Number(19)).is_some());
     }
 
     #[tokio::test]

@@ -2,72 +2,72 @@
 //! newer spec fields), but agents must get the server's own words.
 //!
 //! The upstream's raw result is read off the wire beside rmcp (`RawRequests::with_results`).
-//! The forwarder stashes it and marks the typed result it hands rmcp's server with a `_meta`
-//! key; [`swap`], a layer on the agent's HTTP responses, puts the raw result back in place of
-//! the marked one, in plain JSON bodies and in SSE events alike. Results the gateway makes
-//! itself (a denial) carry no mark and pass untouched.
+//! [`swap`], a layer on the agent's HTTP requests, gives each request its own [`Kept`] (in
+//! the request's extensions, which rmcp hands the handler); the forwarder keeps the raw result
+//! there under the JSON-RPC id of the agent's request it answers, and the layer puts it in
+//! place of the typed result of the response with that id, in plain JSON bodies and in SSE
+//! events alike. Nothing in a message selects what is swapped in: a kept result can only
+//! replace the response to the request it was kept for, on the HTTP exchange that carried
+//! that request, and it is gone with that exchange. Results the gateway makes itself (a
+//! denial) are never kept and pass untouched.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::Response;
 use futures::StreamExt;
-use rmcp::model::MetaObject;
+use rmcp::model::RequestId;
+use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
-use std::sync::Arc;
 
-const MARK: &str = "dev.countersign/raw";
-/// Raw results kept for their response; one that never goes out (the agent left) is
-/// forgotten after this many newer ones.
-const KEEP: usize = 4096;
-/// A plain JSON response larger than this is passed as is rather than held in memory whole.
+/// A plain JSON response larger than this is refused rather than held in memory whole.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
-#[derive(Default)]
-pub(crate) struct Stash {
-    kept: Mutex<(HashMap<u64, Value>, VecDeque<u64>)>,
-    next: AtomicU64,
-}
+/// Raw results waiting for the responses of one HTTP request, by the agent's request id.
+#[derive(Clone, Default)]
+pub(crate) struct Kept(Arc<Mutex<Vec<(Value, Value)>>>);
 
-impl Stash {
-    /// Keeps `raw` (already shaped for the agent) and marks `meta` with where it is.
-    pub(crate) fn mark(&self, meta: &mut Option<MetaObject>, raw: Value) {
-        let n = self.next.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-            let (map, order) = &mut *kept;
-            map.insert(n, raw);
-            order.push_back(n);
-            while order.len() > KEEP {
-                if let Some(old) = order.pop_front() {
-                    map.remove(&old);
-                }
-            }
-        }
-        meta.get_or_insert_with(|| MetaObject(Default::default()))
-            .0
-            .insert(MARK.into(), json!(n));
+impl Kept {
+    /// The `Kept` of the HTTP exchange that carried request `ctx`, if it came through [`swap`].
+    fn of(ctx: &RequestContext<RoleServer>) -> Option<&Kept> {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Kept>())
     }
 
-    fn take(&self, n: u64) -> Option<Value> {
-        let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let (map, order) = &mut *kept;
-        let raw = map.remove(&n)?;
-        if let Some(i) = order.iter().position(|o| *o == n) {
-            order.remove(i);
+    /// Has the response to request `ctx` carry `raw` instead of its typed result.
+    pub(crate) fn keep(ctx: &RequestContext<RoleServer>, raw: Value) {
+        if let Some(kept) = Self::of(ctx) {
+            kept.insert(&ctx.id, raw);
         }
-        Some(raw)
     }
 
-    /// One JSON-RPC message (or batch) as text, with marked results replaced; `None` when
-    /// there is nothing to replace.
+    fn insert(&self, id: &RequestId, raw: Value) {
+        let id = serde_json::to_value(id).unwrap_or(Value::Null);
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        kept.retain(|(k, _)| *k != id);
+        kept.push((id, raw));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
+    fn take(&self, id: &Value) -> Option<Value> {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let i = kept.iter().position(|(k, _)| k == id)?;
+        Some(kept.swap_remove(i).1)
+    }
+
+    /// One JSON-RPC message (or batch) as text, with the results kept for it in place of
+    /// the typed ones; `None` when there is nothing to replace.
     fn swap_message(&self, text: &[u8]) -> Option<Vec<u8>> {
-        memchr::memmem::find(text, MARK.as_bytes())?;
+        if self.is_empty() {
+            return None;
+        }
         let mut message: Value = serde_json::from_slice(text).ok()?;
         let swapped = match &mut message {
             Value::Array(batch) => batch.iter_mut().fold(false, |s, m| self.swap_one(m) | s),
@@ -77,35 +77,26 @@ impl Stash {
     }
 
     fn swap_one(&self, message: &mut Value) -> bool {
-        let Some(result) = message.get_mut("result") else {
+        let Some(id) = message.get("id") else {
             return false;
         };
-        let Some(n) = result
-            .get("_meta")
-            .and_then(|m| m.get(MARK))
-            .and_then(Value::as_u64)
-        else {
+        if message.get("result").is_none() {
             return false;
-        };
-        match self.take(n) {
-            Some(raw) => *result = raw,
-            // Lost (should not happen): at least do not leak our mark to the agent.
-            None => {
-                if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
-                    meta.remove(MARK);
-                }
-            }
         }
-        true
+        match self.take(id) {
+            Some(raw) => {
+                message["result"] = raw;
+                true
+            }
+            None => false,
+        }
     }
 }
 
-/// The layer: agent responses with marked results get the raw ones back.
-pub(crate) async fn swap(
-    State(stash): State<Arc<Stash>>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The layer: each agent request gets its own [`Kept`]; its responses get the raw results.
+pub(crate) async fn swap(mut request: Request, next: Next) -> Response {
+    let kept = Kept::default();
+    request.extensions_mut().insert(kept.clone());
     let response = next.run(request).await;
     let content_type = response
         .headers()
@@ -114,12 +105,20 @@ pub(crate) async fn swap(
         .unwrap_or("")
         .to_owned();
     if content_type.starts_with("application/json") {
+        // A JSON body is written once the handler is done, so whatever it kept is kept now.
+        if kept.is_empty() {
+            return response;
+        }
         let (mut parts, body) = response.into_parts();
         let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
             Ok(bytes) => bytes,
-            Err(_) => return Response::from_parts(parts, Body::empty()),
+            Err(e) => {
+                tracing::warn!(error = %e, "gateway: an answer too large to pass on");
+                parts.headers.remove(header::CONTENT_LENGTH);
+                return Response::from_parts(parts, Body::empty());
+            }
         };
-        let body = match stash.swap_message(&bytes) {
+        let body = match kept.swap_message(&bytes) {
             Some(swapped) => {
                 parts.headers.remove(header::CONTENT_LENGTH);
                 Body::from(swapped)
@@ -131,7 +130,7 @@ pub(crate) async fn swap(
         let (parts, body) = response.into_parts();
         let mut events = SseEvents::default();
         let stream = body.into_data_stream().map(move |chunk| match chunk {
-            Ok(chunk) => Ok::<Bytes, axum::Error>(events.push(&chunk, &stash)),
+            Ok(chunk) => Ok::<Bytes, axum::Error>(events.push(&chunk, &kept)),
             Err(e) => Err(e),
         });
         Response::from_parts(parts, Body::from_stream(stream))
@@ -148,13 +147,17 @@ struct SseEvents {
 
 impl SseEvents {
     /// Returns the complete events in `pending + chunk`, rewritten; keeps a partial one.
-    fn push(&mut self, chunk: &[u8], stash: &Stash) -> Bytes {
+    fn push(&mut self, chunk: &[u8], kept: &Kept) -> Bytes {
+        if self.pending.is_empty() && kept.is_empty() {
+            // Nothing to swap: pass the chunk on as it came, whole events or not.
+            return Bytes::copy_from_slice(chunk);
+        }
         self.pending.extend_from_slice(chunk);
         let Some(end) = last_event_end(&self.pending) else {
             return Bytes::new();
         };
         let complete: Vec<u8> = self.pending.drain(..end).collect();
-        if memchr::memmem::find(&complete, MARK.as_bytes()).is_none() {
+        if kept.is_empty() {
             return Bytes::from(complete);
         }
         let mut out = Vec::with_capacity(complete.len());
@@ -164,7 +167,7 @@ impl SseEvents {
             match body.strip_prefix(b"data:") {
                 Some(data) => {
                     let data = data.strip_prefix(b" ").unwrap_or(data);
-                    match stash.swap_message(data) {
+                    match kept.swap_message(data) {
                         Some(swapped) => {
                             out.extend_from_slice(b"data: ");
                             out.extend_from_slice(&swapped);
@@ -236,36 +239,36 @@ pub(crate) fn shape_result(raw: &mut Value, modern_agent: bool) {
 mod tests {
     use super::*;
 
+    fn id(n: i64) -> RequestId {
+        RequestId::Number(n)
+    }
+
     #[test]
-    fn a_marked_result_is_replaced_by_the_raw_one_in_json_and_in_sse_split_anywhere() {
-        let stash = Stash::default();
-        let mut meta = None;
-        stash.mark(
-            &mut meta,
+    fn a_kept_result_replaces_the_response_to_its_request_in_json_and_in_sse_split_anywhere() {
+        let kept = Kept::default();
+        kept.insert(
+            &id(7),
             json!({"tools": [{"name": "a", "x-vendor": {"k": 1}}]}),
         );
-        let typed =
-            json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "a"}], "_meta": meta}});
+        let typed = json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "a"}]}});
         let swapped: Value =
-            serde_json::from_slice(&stash.swap_message(typed.to_string().as_bytes()).unwrap())
+            serde_json::from_slice(&kept.swap_message(typed.to_string().as_bytes()).unwrap())
                 .unwrap();
         assert_eq!(swapped["id"], 7);
         assert_eq!(swapped["result"]["tools"][0]["x-vendor"]["k"], 1);
-        assert!(swapped["result"].get("_meta").is_none());
         // Taken once.
-        assert!(stash.take(0).is_none());
+        assert!(kept.is_empty());
 
         for split in [1, 10, 40] {
-            let mut meta = None;
-            stash.mark(&mut meta, json!({"content": [], "x-extra": split}));
+            kept.insert(&id(8), json!({"content": [], "x-extra": split}));
             let event = format!(
                 "id: 0\ndata: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": 8, "result": {"content": [], "_meta": meta}})
+                json!({"jsonrpc": "2.0", "id": 8, "result": {"content": []}})
             );
             let bytes = event.as_bytes();
             let mut events = SseEvents::default();
-            let mut out = events.push(&bytes[..split], &stash).to_vec();
-            out.extend_from_slice(&events.push(&bytes[split..], &stash));
+            let mut out = events.push(&bytes[..split], &kept).to_vec();
+            out.extend_from_slice(&events.push(&bytes[split..], &kept));
             let text = String::from_utf8(out).unwrap();
             assert!(text.starts_with("id: 0\ndata: "), "{text}");
             assert!(text.ends_with("\n\n"), "{text}");
@@ -276,16 +279,40 @@ mod tests {
     }
 
     #[test]
-    fn unmarked_messages_pass_untouched() {
-        let stash = Stash::default();
+    fn nothing_in_a_message_selects_a_kept_result_but_its_own_id() {
+        let kept = Kept::default();
+        kept.insert(&id(1), json!({"secret": "agent A's tickets"}));
+        // Another id, a string id that spells the same number, an error, a notification, and
+        // the old marker a server could forge: none of them gets the kept result.
+        for other in [
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"_meta": {"dev.countersign/raw": 0}}}),
+            json!({"jsonrpc": "2.0", "id": "1", "result": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "x"}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"id": 1}}),
+        ] {
+            assert!(
+                kept.swap_message(other.to_string().as_bytes()).is_none(),
+                "{other}"
+            );
+        }
+        // A result whose key is written with an escape is still the result of id 1.
+        let escaped = br#"{"jsonrpc":"2.0","id":1,"\u0072esult":{"typed":true}}"#;
+        let swapped: Value = serde_json::from_slice(&kept.swap_message(escaped).unwrap()).unwrap();
+        assert_eq!(swapped["result"]["secret"], "agent A's tickets");
+    }
+
+    #[test]
+    fn with_nothing_kept_messages_pass_untouched() {
+        let kept = Kept::default();
         assert!(
-            stash
-                .swap_message(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
+            kept.swap_message(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
                 .is_none()
         );
         let mut events = SseEvents::default();
-        let out = events.push(b"data: {\"a\":1}\n\n", &stash);
+        let out = events.push(b"data: {\"a\":1}\n\n", &kept);
         assert_eq!(&out[..], b"data: {\"a\":1}\n\n");
+        // Not even whole events are waited for.
+        assert_eq!(&events.push(b"data: {", &kept)[..], b"data: {");
     }
 
     #[test]
