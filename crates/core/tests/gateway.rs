@@ -864,3 +864,406 @@ async fn an_agent_that_goes_away_takes_its_open_approval_with_it() {
     );
     assert!(desk.store.contains("t1"));
 }
+
+/// `tests/peers/hostile-server.mjs` as the upstream `name`, 2025-11-25, its calls allowed by
+/// rule so no approval stands in the way; what it receives goes to `log`, if given.
+fn hostile_server(name: &str, log: Option<&std::path::Path>) -> ServerConfig {
+    let script = common::peer_path("hostile-server.mjs");
+    let mut server = common::with_test_timeouts(ServerConfig::stdio(
+        name,
+        common::node(),
+        &[script.as_str()],
+    ));
+    server.protocol = ProtocolChoice::Legacy;
+    server.tool_policy = ["forge", "forge_long", "slow_secret"]
+        .into_iter()
+        .map(|t| (t.to_owned(), ToolRule::Allow))
+        .collect();
+    server.read_policy = Some(ToolRule::Allow);
+    if let (Some(log), countersign_core::config::TransportConfig::Stdio { env, .. }) =
+        (log, &mut server.transport)
+    {
+        env.insert("HOSTILE_LOG".into(), log.display().to_string());
+    }
+    server
+}
+
+impl Rig {
+    /// A raw agent with a 2025-11-25 session on `server`.
+    async fn raw_agent(&self, server: &str, name: &str) -> RawAgent {
+        let mut agent = RawAgent {
+            http: reqwest::Client::new(),
+            url: self.url(server),
+            token: self.gateway.token().to_owned(),
+            session: None,
+        };
+        let init = agent
+            .post(
+                1,
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": name, "version": "1"}}),
+            )
+            .await;
+        assert!(init.get("result").is_some(), "{init}");
+        agent
+    }
+
+    fn records(&self) -> Vec<countersign_core::audit::AuditRecord> {
+        countersign_core::audit::read_history(self.broker.audit().path())
+            .unwrap()
+            .0
+    }
+}
+
+impl RawAgent {
+    /// Sends a call and gives up on it after `patience`, leaving its answer unread.
+    async fn abandon(&self, id: u64, method: &str, params: Value, patience: Duration) {
+        let sent = self
+            .http
+            .post(&self.url)
+            .timeout(patience)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", self.session.clone().unwrap())
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+            )
+            .send()
+            .await;
+        // Either it timed out, or the body is left unread.
+        drop(sent);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn no_result_reaches_another_agent_whatever_a_server_forges() {
+    let rig = rig(
+        "forged",
+        vec![
+            hostile_server("victim", None),
+            hostile_server("hostile", None),
+        ],
+    )
+    .await;
+    // Agent A leaves four calls before their answers are written (the answers still arrive
+    // upstream 150 ms later): nothing may be kept for them.
+    let a = rig.raw_agent("victim", "agent-a").await;
+    for n in 0..4 {
+        a.abandon(
+            10 + n,
+            "tools/call",
+            json!({"name": "slow_secret", "arguments": {"n": n}}),
+            Duration::from_millis(30),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Agent C's calls are in flight while the hostile server's agent fishes.
+    let mut c = rig.raw_agent("victim", "agent-c").await;
+    let live = tokio::spawn(async move {
+        let mut got = Vec::new();
+        for n in 100..110u64 {
+            let r = c
+                .post(
+                    n,
+                    "tools/call",
+                    json!({"name": "slow_secret", "arguments": {"n": n}}),
+                )
+                .await;
+            got.push((n, r["result"]["content"][0]["text"].clone()));
+        }
+        got
+    });
+    let mut b = rig.raw_agent("hostile", "agent-b").await;
+    let mut seen = Vec::new();
+    seen.push(b.post(2, "tools/list", json!({})).await);
+    for id in 3..40 {
+        seen.push(
+            b.post(id, "tools/call", json!({"name": "forge", "arguments": {}}))
+                .await,
+        );
+    }
+    seen.push(b.post(40, "resources/read", json!({"uri": "h://x"})).await);
+    seen.push(
+        b.post(
+            41,
+            "tools/call",
+            json!({"name": "forge_long", "arguments": {}}),
+        )
+        .await,
+    );
+    for r in &seen {
+        let text = r.to_string();
+        assert!(
+            !text.contains("SECRET-"),
+            "another agent's result leaked: {text:.300}"
+        );
+    }
+    assert_eq!(
+        seen[0]["result"]["tools"][0]["name"], "forge",
+        "{}",
+        seen[0]
+    );
+    for r in &seen[1..38] {
+        assert_eq!(
+            r["result"]["content"][0]["text"], "hostile own words",
+            "{r}"
+        );
+    }
+    assert_eq!(
+        seen[38]["result"]["contents"][0]["text"],
+        "hostile contents"
+    );
+    assert!(
+        seen[39]["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("hostile xxx")),
+        "{:.300}",
+        seen[39]
+    );
+    // Agent C got its own answers, each to its own call.
+    for (n, text) in live.await.unwrap() {
+        assert_eq!(text, json!(format!("SECRET-{n}")));
+    }
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_own_input_responses_are_refused_and_never_reach_the_server() {
+    let dir = scratch("injected-log");
+    let log = dir.join("hostile.log");
+    let rig = rig("injected", vec![hostile_server("hostile", Some(&log))]).await;
+    let mut agent = rig.raw_agent("hostile", "sly-agent").await;
+    let injected = json!({"confirm": {"action": "accept", "content": {"confirm": true}}});
+    let attempts = [
+        (
+            "tools/call",
+            json!({"name": "forge", "arguments": {}, "inputResponses": injected}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "forge", "arguments": {}, "requestState": "opaque"}),
+        ),
+        (
+            "prompts/get",
+            json!({"name": "p", "inputResponses": injected}),
+        ),
+        (
+            "resources/read",
+            json!({"uri": "h://x", "requestState": "opaque"}),
+        ),
+    ];
+    for (i, (method, params)) in attempts.into_iter().enumerate() {
+        let answer = agent.post(10 + i as u64, method, params).await;
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("only the person answers"),
+            "{method}: {answer}"
+        );
+    }
+    // The same call without them goes through: the server was reachable all along.
+    let plain = agent
+        .post(20, "tools/call", json!({"name": "forge", "arguments": {}}))
+        .await;
+    assert_eq!(plain["result"]["content"][0]["text"], "hostile own words");
+    let received = std::fs::read_to_string(&log).unwrap();
+    assert!(!received.contains("inputResponses"), "{received}");
+    assert!(!received.contains("requestState"), "{received}");
+    let refused = rig
+        .records()
+        .into_iter()
+        .filter(|r| matches!(r, countersign_core::audit::AuditRecord::Refused { .. }))
+        .count();
+    assert_eq!(refused, 4);
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn reading_an_untrusted_servers_resources_and_prompts_is_asked_about_and_recorded() {
+    use countersign_core::audit::AuditRecord;
+    let mut rig = rig("reads", vec![raw_server()]).await;
+    let agent = rig.agent("raw", "reader", false).await;
+    // Declined: the agent gets an error in words, nothing is read.
+    let peer = agent.peer().clone();
+    let read = tokio::spawn(async move {
+        peer.read_resource(rmcp::model::ReadResourceRequestParams::new("raw://a"))
+            .await
+    });
+    let ask = rig.next_ask().await;
+    match &ask.kind {
+        AskKind::ToolCall {
+            tool,
+            arguments_text,
+            description,
+            ..
+        } => {
+            assert_eq!(tool, "resources/read");
+            assert!(arguments_text.contains("raw://a"), "{arguments_text}");
+            assert!(
+                description
+                    .as_deref()
+                    .unwrap_or_default()
+                    .contains("raw://a")
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let refused = tokio::time::timeout(WAIT, read).await.unwrap().unwrap();
+    let error = format!("{:?}", refused.expect_err("a declined read is an error"));
+    assert!(
+        error.contains("denied resources/read of raw://a"),
+        "{error}"
+    );
+    // Allowed once: read.
+    let peer = agent.peer().clone();
+    let read = tokio::spawn(async move {
+        peer.read_resource(rmcp::model::ReadResourceRequestParams::new("raw://a"))
+            .await
+    });
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let contents = tokio::time::timeout(WAIT, read)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(contents.contents.len(), 1);
+    // prompts/get asks too.
+    let peer = agent.peer().clone();
+    let prompt = tokio::spawn(async move {
+        peer.get_prompt(rmcp::model::GetPromptRequestParams::new("p"))
+            .await
+    });
+    let ask = rig.next_ask().await;
+    assert!(matches!(&ask.kind, AskKind::ToolCall { tool, .. } if tool == "prompts/get"));
+    rig.broker.answer(ask.id, Answer::Cancel).unwrap();
+    assert!(
+        tokio::time::timeout(WAIT, prompt)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_err()
+    );
+    // Listing passes no gate but is on record, like every forwarded request.
+    agent.peer().list_all_tools().await.unwrap();
+    let records = rig.records();
+    let forwarded: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            AuditRecord::Forwarded { method, agent, .. } => Some((method.as_str(), agent.clone())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        forwarded.contains(&("tools/list", Some("reader".into()))),
+        "{forwarded:?}"
+    );
+    let asked = records
+        .iter()
+        .filter(|r| matches!(r, AuditRecord::Asked { .. }))
+        .count();
+    assert_eq!(asked, 3);
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_approval_shows_the_arguments_as_they_will_be_forwarded() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "exact",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let mut agent = rig.raw_agent("desk", "precise-agent").await;
+    // A number JavaScript cannot hold, keys out of alphabetical order.
+    let body = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"delete_ticket","arguments":{"z":1,"n":9007199254740993,"id":"t1"}}}"#;
+    let http = agent.http.clone();
+    let request = http
+        .post(&agent.url)
+        .header("authorization", format!("Bearer {}", agent.token))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", agent.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body)
+        .send();
+    let call = tokio::spawn(request);
+    let ask = rig.next_ask().await;
+    let AskKind::ToolCall { arguments_text, .. } = &ask.kind else {
+        panic!("{ask:?}")
+    };
+    assert_eq!(
+        arguments_text,
+        "{\n  \"z\": 1,\n  \"n\": 9007199254740993,\n  \"id\": \"t1\"\n}"
+    );
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let _ = call.await;
+    let _ = agent.post(6, "ping", json!({})).await;
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_place() {
+    let desk = desk().await;
+    let rig = rig(
+        "capped",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let mut agents = Vec::new();
+    for n in 0..32 {
+        agents.push(rig.raw_agent("desk", &format!("agent-{n}")).await);
+    }
+    let mut one_too_many = RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("desk"),
+        token: rig.gateway.token().to_owned(),
+        session: None,
+    };
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "agent-33", "version": "1"}});
+    let refused = one_too_many.post(1, "initialize", init.clone()).await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("32 agent sessions open"), "{refused}");
+    // An agent that ends its session gives its place back.
+    let leaving = agents.pop().unwrap();
+    let ended = leaving
+        .http
+        .delete(&leaving.url)
+        .header("authorization", format!("Bearer {}", leaving.token))
+        .header("mcp-session-id", leaving.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut again = RawAgent {
+            http: reqwest::Client::new(),
+            url: rig.url("desk"),
+            token: rig.gateway.token().to_owned(),
+            session: None,
+        };
+        if again
+            .post(1, "initialize", init.clone())
+            .await
+            .get("result")
+            .is_some()
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the place was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rig.gateway.shutdown().await;
+}

@@ -27,10 +27,10 @@ use rmcp::model::{
     GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
     InitializeResult, ListPromptsRequest, ListPromptsResult, ListResourceTemplatesRequest,
     ListResourceTemplatesResult, ListResourcesRequest, ListResourcesResult, ListToolsRequest,
-    ListToolsResult, MetaObject, PaginatedRequestParams, ProgressToken, ProtocolVersion,
-    ReadResourceRequest, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerNotification, ServerPeerInfo, ServerResult, SetLevelRequest, SetLevelRequestParams,
-    SubscribeRequest, SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
+    ListToolsResult, PaginatedRequestParams, ProgressToken, ProtocolVersion, ReadResourceRequest,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerNotification,
+    ServerPeerInfo, ServerResult, SetLevelRequest, SetLevelRequestParams, SubscribeRequest,
+    SubscribeRequestParams, Tool, UnsubscribeRequest, UnsubscribeRequestParams,
 };
 use rmcp::service::{
     Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService,
@@ -58,6 +58,10 @@ use crate::settings::AllowedCall;
 const IDLE: Duration = Duration::from_secs(10 * 60);
 /// Rounds of multi round-trip input one forwarded call may take.
 const MAX_INPUT_ROUNDS: usize = 10;
+/// Upstream sessions (for stdio servers, child processes) open at once per server, across
+/// agents: each agent session gets its own, so without a cap one agent holding the token
+/// could start processes without end.
+pub(crate) const MAX_UPSTREAMS_PER_SERVER: usize = 32;
 /// What an agent is called when it gives no `clientInfo`.
 const UNNAMED_AGENT: &str = "an unnamed agent";
 
@@ -118,6 +122,40 @@ pub(crate) struct Upstream {
     last_used: AtomicU64,
     /// The tools as last listed: (title, description, annotations) by name, for the gate.
     tools: Mutex<Option<HashMap<String, ToolFacts>>>,
+    /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
+    _slot: Slot,
+}
+
+/// One of a server's [`MAX_UPSTREAMS_PER_SERVER`] places, given back when dropped.
+struct Slot {
+    shared: Arc<Shared>,
+    server: String,
+}
+
+impl Slot {
+    fn take(shared: &Arc<Shared>, server: &str) -> Result<Slot, String> {
+        let mut open = lock(&shared.open_upstreams);
+        let count = open.entry(server.to_owned()).or_default();
+        if *count >= MAX_UPSTREAMS_PER_SERVER {
+            return Err(format!(
+                "{server} already has {MAX_UPSTREAMS_PER_SERVER} agent sessions open through \
+                 Countersign (the limit); close some agents' sessions first"
+            ));
+        }
+        *count += 1;
+        Ok(Slot {
+            shared: shared.clone(),
+            server: server.to_owned(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(count) = lock(&self.shared.open_upstreams).get_mut(&self.server) {
+            *count = count.saturating_sub(1);
+        }
+    }
 }
 
 #[derive(Clone, Default)]
@@ -133,6 +171,7 @@ impl Upstream {
         server: &ServerConfig,
         agent: &str,
     ) -> Result<Arc<Self>, String> {
+        let slot = Slot::take(shared, &server.name)?;
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (relay, notifications) = AgentRelay::new();
         let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
@@ -166,6 +205,7 @@ impl Upstream {
             session,
             last_used: AtomicU64::new(crate::broker::unix_ms()),
             tools: Mutex::default(),
+            _slot: slot,
         });
         if let Some(info) = upstream.info() {
             let mut last = shared
@@ -578,63 +618,156 @@ impl Forwarder {
         let config = self.config()?;
         let agent = ctx.client_info().map(|i| i.name);
         let tool = request.params.name.to_string();
+        self.refuse_agent_input(
+            "tools/call",
+            agent.as_deref(),
+            &request.params.input_responses,
+            &request.params.request_state,
+        )?;
         let facts = up.tool_facts(&tool).await;
-        let agent_key = agent.clone().unwrap_or_default();
-        let audit = self.shared.broker.audit();
-        match policy::decide(
+        let decision = policy::decide(
             config,
-            &agent_key,
+            agent.as_deref().unwrap_or_default(),
             &tool,
             facts.annotations.as_ref(),
             &self.shared.settings,
-        ) {
+        );
+        let arguments = request
+            .params
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or_else(|| json!({}));
+        let asked = AskKind::ToolCall {
+            tool: tool.clone(),
+            title: facts.title.clone(),
+            description: facts.description.clone(),
+            annotations: facts.annotations.clone(),
+            // rmcp forwards the serialization of this same map (key order kept, integers
+            // exact), so this text is what will run.
+            arguments_text: serde_json::to_string_pretty(&arguments).unwrap_or_default(),
+            arguments: arguments.clone(),
+        };
+        let gated = Gated {
+            key: &tool,
+            what: format!("this call to {tool}"),
+            request: json!({"name": tool, "arguments": arguments}),
+        };
+        match self.gate(&up, &ctx, decision, gated, asked).await {
+            Ok(()) => self.forward_call(&up, request, &ctx).await,
+            Err(Refusal::Denied(words)) => Ok(denied(words)),
+            Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+        }
+    }
+
+    /// The gate for a read (`resources/read`, `resources/subscribe`, `prompts/get`) of
+    /// `target` (a URI or a prompt's name); `params` are what will be forwarded.
+    async fn gate_read(
+        &self,
+        up: &Upstream,
+        ctx: &RequestContext<RoleServer>,
+        method: &str,
+        target: &str,
+        params: Value,
+    ) -> Result<(), McpError> {
+        let config = self.config()?;
+        let agent = ctx.client_info().map(|i| i.name);
+        let decision = policy::decide_read(
+            config,
+            agent.as_deref().unwrap_or_default(),
+            method,
+            &self.shared.settings,
+        );
+        let (title, verb) = match method {
+            "prompts/get" => ("Get a prompt", "get the prompt"),
+            "resources/subscribe" => ("Watch a resource", "be told of changes to"),
+            _ => ("Read a resource", "read"),
+        };
+        let asked = AskKind::ToolCall {
+            tool: method.to_owned(),
+            title: Some(title.to_owned()),
+            description: Some(format!(
+                "The agent asks to {verb} {target} from {}. What the server answers goes to the agent.",
+                config.name
+            )),
+            annotations: None,
+            arguments_text: serde_json::to_string_pretty(&params).unwrap_or_default(),
+            arguments: params.clone(),
+        };
+        let gated = Gated {
+            key: method,
+            what: format!("{method} of {target}"),
+            request: json!({"method": method, "params": params}),
+        };
+        match self.gate(up, ctx, decision, gated, asked).await {
+            Ok(()) => Ok(()),
+            Err(Refusal::Denied(words)) => Err(McpError::invalid_request(words, None)),
+            Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+        }
+    }
+
+    /// Carries out the policy's `decision` on one request: recorded when decided without
+    /// asking, else put to the person as `asked`.
+    async fn gate(
+        &self,
+        up: &Upstream,
+        ctx: &RequestContext<RoleServer>,
+        decision: Decision,
+        gated: Gated<'_>,
+        asked: AskKind,
+    ) -> Result<(), Refusal> {
+        let config = &up.server;
+        let agent = ctx.client_info().map(|i| i.name);
+        let audit = self.shared.broker.audit();
+        let what = &gated.what;
+        match decision {
             Decision::Allow { why } => {
-                audit.record_gated(&config.name, agent.as_deref(), &tool, true, &why);
+                // Unrecorded, it does not run.
+                audit
+                    .record_gated(&config.name, agent.as_deref(), gated.key, true, &why)
+                    .map_err(|e| {
+                        Refusal::Denied(format!(
+                            "Countersign did not allow {what} on {}: {e}.",
+                            config.name
+                        ))
+                    })
             }
             Decision::Deny { why } => {
-                audit.record_gated(&config.name, agent.as_deref(), &tool, false, &why);
-                return Ok(denied(format!(
-                    "Countersign's rules do not allow {tool} on {} ({why}).",
+                if let Err(e) =
+                    audit.record_gated(&config.name, agent.as_deref(), gated.key, false, &why)
+                {
+                    tracing::error!(error = %e, "a denial went unrecorded");
+                }
+                Err(Refusal::Denied(format!(
+                    "Countersign's rules do not allow {what} on {} ({why}).",
                     config.name
-                )));
+                )))
             }
             Decision::Ask => {
                 let mut asker = asker_for(config);
                 asker.agent = Some(agent.clone().unwrap_or_else(|| UNNAMED_AGENT.to_owned()));
-                let arguments = request
-                    .params
-                    .arguments
-                    .clone()
-                    .map(Value::Object)
-                    .unwrap_or_else(|| json!({}));
-                let opened = self.shared.broker.open(NewAsk {
-                    asker,
-                    kind: AskKind::ToolCall {
-                        tool: tool.clone(),
-                        title: facts.title.clone(),
-                        description: facts.description.clone(),
-                        annotations: facts.annotations.clone(),
-                        arguments: arguments.clone(),
-                    },
-                    request: json!({"name": tool, "arguments": arguments}),
-                    timeout: Some(config.answer_timeout),
-                    session: up.session,
-                });
-                // The server has its limit of questions waiting (recorded by the broker).
-                let pending = match opened {
-                    Ok(pending) => pending,
-                    Err(full) => return Ok(denied(full.to_string())),
-                };
+                let pending = self
+                    .shared
+                    .broker
+                    .open(NewAsk {
+                        asker,
+                        kind: asked,
+                        request: gated.request,
+                        timeout: Some(config.answer_timeout),
+                        session: up.session,
+                    })
+                    // The server has its limit of questions waiting (recorded by the broker).
+                    .map_err(|full| Refusal::Denied(full.to_string()))?;
                 let outcome = pending
-                    .outcome_or_withdraw(&Leaving::of(&ctx).withdraw())
+                    .outcome_or_withdraw(&Leaving::of(ctx).withdraw())
                     .await;
                 match outcome {
-                    Outcome::Accepted { .. } => {}
+                    Outcome::Accepted { .. } => Ok(()),
                     Outcome::AlwaysAllowed => {
                         let remembered = AllowedCall {
-                            agent: agent_key.clone(),
+                            agent: agent.unwrap_or_default(),
                             server: config.name.clone(),
-                            tool: tool.clone(),
+                            tool: gated.key.to_owned(),
                         };
                         if let Err(e) = self.shared.settings.update(|s| {
                             s.always_allow.insert(remembered);
@@ -642,32 +775,74 @@ impl Forwarder {
                             // Allowed this once all the same: the person said yes.
                             tracing::warn!(error = %e, "cannot remember Always allow");
                         }
+                        Ok(())
                     }
                     Outcome::Declined
                     | Outcome::Cancelled {
                         reason: CancelReason::Person,
-                    } => {
-                        return Ok(denied(format!(
-                            "The person using Countersign denied this call to {tool} on {}.",
-                            config.name
-                        )));
-                    }
+                    } => Err(Refusal::Denied(format!(
+                        "The person using Countersign denied {what} on {}.",
+                        config.name
+                    ))),
                     Outcome::Cancelled {
                         reason: CancelReason::Agent | CancelReason::AgentGone,
-                    } => {
-                        return Err(agent_cancelled());
-                    }
-                    Outcome::Cancelled { reason } => {
-                        return Ok(denied(format!(
-                            "Countersign did not run {tool} on {}: nobody approved it ({}).",
-                            config.name,
-                            reason.notice()
-                        )));
-                    }
+                    } => Err(Refusal::AgentLeft),
+                    Outcome::Cancelled { reason } => Err(Refusal::Denied(format!(
+                        "Countersign did not allow {what} on {}: nobody approved it ({}).",
+                        config.name,
+                        reason.notice()
+                    ))),
                 }
             }
         }
-        self.forward_call(&up, request, &ctx).await
+    }
+
+    /// Every request that reaches a server is on record; one that cannot be is not sent.
+    fn record_forwarded(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        method: &str,
+    ) -> Result<(), McpError> {
+        let agent = ctx.client_info().map(|i| i.name);
+        self.shared
+            .broker
+            .audit()
+            .record_forwarded(&self.server, agent.as_deref(), method)
+            .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))
+    }
+
+    /// Input responses answer the server's questions, and only the person answers those, in
+    /// Countersign's dialogs: an agent's own (and the request state they go with) are refused,
+    /// and the refusal recorded.
+    fn refuse_agent_input(
+        &self,
+        method: &str,
+        agent: Option<&str>,
+        input_responses: &Option<rmcp::model::InputResponses>,
+        request_state: &Option<String>,
+    ) -> Result<(), McpError> {
+        if input_responses.is_none() && request_state.is_none() {
+            return Ok(());
+        }
+        let reason = format!(
+            "Countersign: the agent sent its own inputResponses or requestState with {method}; \
+             only the person answers the server's questions, in Countersign. Send the request \
+             without them."
+        );
+        let refused = self.shared.broker.audit().record_refused(
+            &self.server,
+            &reason,
+            &json!({
+                "method": method,
+                "agent": agent,
+                "inputResponses": input_responses,
+                "requestState": request_state,
+            }),
+        );
+        if let Err(e) = refused {
+            tracing::error!(error = %e, "a refusal went unrecorded");
+        }
+        Err(McpError::invalid_params(reason, None))
     }
 
     /// Forwards an approved call, answering multi round-trip input on the desktop.
@@ -691,8 +866,8 @@ impl Forwarder {
                     )
                     .await?
                 {
-                    (ServerResult::CallToolResult(mut result), raw) => {
-                        self.keep_raw(ctx, raw, &mut result.meta);
+                    (ServerResult::CallToolResult(result), raw) => {
+                        keep_raw(ctx, raw);
                         return Ok(result);
                     }
                     (ServerResult::InputRequiredResult(required), _) => required,
@@ -741,44 +916,31 @@ impl Forwarder {
         result
     }
 
-    /// Has the agent get `raw` (shaped for its revision) instead of the typed result whose
-    /// `_meta` this marks (see `faithful`).
-    fn keep_raw(
-        &self,
-        ctx: &RequestContext<RoleServer>,
-        raw: Option<Value>,
-        meta: &mut Option<MetaObject>,
-    ) {
-        if let Some(mut raw) = raw {
-            let modern = ctx
-                .protocol_version()
-                .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-            shape_result(&mut raw, modern);
-            self.shared.stash.mark(meta, raw);
-        }
-    }
-
-    /// Forwards any other request and picks the expected result out of the answer; `pick`
-    /// marks the result it returns with the `mark` it is given, so the raw one goes out.
+    /// Forwards any other request and picks the expected result out of the answer; the
+    /// agent gets the raw one in its place.
     async fn relay<T>(
         &self,
         request: ClientRequest,
         ctx: RequestContext<RoleServer>,
-        pick: impl FnOnce(ServerResult, &mut dyn FnMut(&mut Option<MetaObject>)) -> Option<T>,
+        pick: impl FnOnce(ServerResult) -> Option<T>,
     ) -> Result<T, McpError> {
         let up = self.upstream(&ctx).await?;
         let method = request.method().to_owned();
+        // Reads were recorded at their gate.
+        if !policy::READ_METHODS.contains(&method.as_str()) {
+            self.record_forwarded(&ctx, &method)?;
+        }
         let (result, raw) = up
             .send(request, &ctx, up.server.request_timeout, None)
             .await?;
-        let mut raw = raw;
-        let mut mark = |meta: &mut Option<MetaObject>| self.keep_raw(&ctx, raw.take(), meta);
-        pick(result, &mut mark).ok_or_else(|| {
+        let picked = pick(result).ok_or_else(|| {
             McpError::internal_error(
                 format!("{} answered {method} with something else", up.server.name),
                 None,
             )
-        })
+        })?;
+        keep_raw(&ctx, raw);
+        Ok(picked)
     }
 }
 
@@ -828,6 +990,7 @@ impl ServerHandler for Forwarder {
         ctx: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let up = self.upstream(&ctx).await?;
+        self.record_forwarded(&ctx, "tools/list")?;
         let list = ListToolsRequest {
             params: request,
             ..Default::default()
@@ -841,9 +1004,9 @@ impl ServerHandler for Forwarder {
             )
             .await?
         {
-            (ServerResult::ListToolsResult(mut listed), raw) => {
+            (ServerResult::ListToolsResult(listed), raw) => {
                 up.learn_tools(&listed);
-                self.keep_raw(&ctx, raw, &mut listed.meta);
+                keep_raw(&ctx, raw);
                 Ok(listed)
             }
             _ => Err(McpError::internal_error(
@@ -862,17 +1025,10 @@ impl ServerHandler for Forwarder {
             params: request,
             ..Default::default()
         };
-        self.relay(
-            ClientRequest::ListPromptsRequest(list),
-            ctx,
-            |r, mark| match r {
-                ServerResult::ListPromptsResult(mut r) => {
-                    mark(&mut r.meta);
-                    Some(r)
-                }
-                _ => None,
-            },
-        )
+        self.relay(ClientRequest::ListPromptsRequest(list), ctx, |r| match r {
+            ServerResult::ListPromptsResult(r) => Some(r),
+            _ => None,
+        })
         .await
     }
 
@@ -881,14 +1037,21 @@ impl ServerHandler for Forwarder {
         request: GetPromptRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.refuse_agent_input(
+            "prompts/get",
+            ctx.client_info().map(|i| i.name).as_deref(),
+            &request.input_responses,
+            &request.request_state,
+        )?;
+        let up = self.upstream(&ctx).await?;
+        let params = json!({"name": request.name, "arguments": request.arguments});
+        self.gate_read(&up, &ctx, "prompts/get", &request.name, params)
+            .await?;
         self.relay(
             ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
             ctx,
-            |r, mark| match r {
-                ServerResult::GetPromptResult(mut r) => {
-                    mark(&mut r.meta);
-                    Some(GetPromptResponse::Complete(r))
-                }
+            |r| match r {
+                ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
                 _ => None,
             },
         )
@@ -907,11 +1070,8 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::ListResourcesRequest(list),
             ctx,
-            |r, mark| match r {
-                ServerResult::ListResourcesResult(mut r) => {
-                    mark(&mut r.meta);
-                    Some(r)
-                }
+            |r| match r {
+                ServerResult::ListResourcesResult(r) => Some(r),
                 _ => None,
             },
         )
@@ -930,11 +1090,8 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::ListResourceTemplatesRequest(list),
             ctx,
-            |r, mark| match r {
-                ServerResult::ListResourceTemplatesResult(mut r) => {
-                    mark(&mut r.meta);
-                    Some(r)
-                }
+            |r| match r {
+                ServerResult::ListResourceTemplatesResult(r) => Some(r),
                 _ => None,
             },
         )
@@ -946,14 +1103,21 @@ impl ServerHandler for Forwarder {
         request: ReadResourceRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.refuse_agent_input(
+            "resources/read",
+            ctx.client_info().map(|i| i.name).as_deref(),
+            &request.input_responses,
+            &request.request_state,
+        )?;
+        let up = self.upstream(&ctx).await?;
+        let params = json!({"uri": request.uri});
+        self.gate_read(&up, &ctx, "resources/read", &request.uri, params)
+            .await?;
         self.relay(
             ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
             ctx,
-            |r, mark| match r {
-                ServerResult::ReadResourceResult(mut r) => {
-                    mark(&mut r.meta);
-                    Some(ReadResourceResponse::Complete(r))
-                }
+            |r| match r {
+                ServerResult::ReadResourceResult(r) => Some(ReadResourceResponse::Complete(r)),
                 _ => None,
             },
         )
@@ -968,11 +1132,8 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::CompleteRequest(CompleteRequest::new(request)),
             ctx,
-            |r, mark| match r {
-                ServerResult::CompleteResult(mut r) => {
-                    mark(&mut r.meta);
-                    Some(r)
-                }
+            |r| match r {
+                ServerResult::CompleteResult(r) => Some(r),
                 _ => None,
             },
         )
@@ -987,7 +1148,7 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::SetLevelRequest(SetLevelRequest::new(request)),
             ctx,
-            |_, _| Some(()),
+            |_| Some(()),
         )
         .await
     }
@@ -997,10 +1158,14 @@ impl ServerHandler for Forwarder {
         request: SubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let up = self.upstream(&ctx).await?;
+        let params = json!({"uri": request.uri});
+        self.gate_read(&up, &ctx, "resources/subscribe", &request.uri, params)
+            .await?;
         self.relay(
             ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
             ctx,
-            |_, _| Some(()),
+            |_| Some(()),
         )
         .await
     }
@@ -1013,7 +1178,7 @@ impl ServerHandler for Forwarder {
         self.relay(
             ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
             ctx,
-            |_, _| Some(()),
+            |_| Some(()),
         )
         .await
     }
@@ -1044,6 +1209,22 @@ fn placeholder_info(server: &str) -> ServerConfig_ {
     info
 }
 
+/// One request at the gate: the key rules and remembered decisions use (a tool's name or
+/// a read method), how the person's answer words it, and the request for the record.
+struct Gated<'a> {
+    key: &'a str,
+    what: String,
+    request: Value,
+}
+
+/// Why the gate did not let a request through.
+enum Refusal {
+    /// In words the agent (and its model) can act on.
+    Denied(String),
+    /// The agent cancelled or went away while the person was asked.
+    AgentLeft,
+}
+
 /// A denial, as the agent sees it: a tool result with `isError: true` that says why.
 fn denied(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
@@ -1072,4 +1253,16 @@ fn unreachable_error(server: &str, reason: &str) -> McpError {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Has the agent get `raw` (shaped for its revision) in place of the typed result of its
+/// request `ctx` (see `faithful`).
+fn keep_raw(ctx: &RequestContext<RoleServer>, raw: Option<Value>) {
+    if let Some(mut raw) = raw {
+        let modern = ctx
+            .protocol_version()
+            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+        shape_result(&mut raw, modern);
+        super::faithful::Kept::keep(ctx, raw);
+    }
 }

@@ -48,7 +48,9 @@ pub fn decide(
         server: server.name.clone(),
         tool: tool.to_owned(),
     };
-    if settings.is_always_allowed(&remembered) {
+    // A remembered read is stored under the method's name; a tool the server names after one
+    // must not inherit it.
+    if !READ_METHODS.contains(&tool) && settings.is_always_allowed(&remembered) {
         return Decision::Allow {
             why: "always allowed by the person".into(),
         };
@@ -61,6 +63,50 @@ pub fn decide(
     if server.trusted && read_only {
         return Decision::Allow {
             why: "trusted server: read-only tool".into(),
+        };
+    }
+    Decision::Ask
+}
+
+/// The requests that read what a server holds, gated like tool calls.
+pub const READ_METHODS: [&str; 3] = ["resources/read", "resources/subscribe", "prompts/get"];
+
+/// Decides an agent's read (`method` is one of [`READ_METHODS`]): the person's `readPolicy`
+/// for the server, then a remembered "Always allow" of that method, then a trusted server's
+/// reads are allowed and an untrusted server's ask.
+pub fn decide_read(
+    server: &ServerConfig,
+    agent: &str,
+    method: &str,
+    settings: &SettingsStore,
+) -> Decision {
+    match server.read_policy {
+        Some(ToolRule::Allow) => {
+            return Decision::Allow {
+                why: "rule: allow reading".into(),
+            };
+        }
+        Some(ToolRule::Deny) => {
+            return Decision::Deny {
+                why: "rule: deny reading".into(),
+            };
+        }
+        Some(ToolRule::Ask) => return Decision::Ask,
+        None => {}
+    }
+    let remembered = AllowedCall {
+        agent: agent.to_owned(),
+        server: server.name.clone(),
+        tool: method.to_owned(),
+    };
+    if settings.is_always_allowed(&remembered) {
+        return Decision::Allow {
+            why: "always allowed by the person".into(),
+        };
+    }
+    if server.trusted {
+        return Decision::Allow {
+            why: "trusted server: reading".into(),
         };
     }
     Decision::Ask
@@ -135,5 +181,48 @@ mod tests {
         ));
         // Remembered for that agent only.
         assert_eq!(decide(&plain, "b", "book", None, &settings), Decision::Ask);
+    }
+
+    #[test]
+    fn reads_ask_unless_the_server_is_trusted_or_a_rule_or_the_person_says_otherwise() {
+        let settings = SettingsStore::default();
+        for method in READ_METHODS {
+            assert_eq!(
+                decide_read(&server(false), "a", method, &settings),
+                Decision::Ask
+            );
+            assert!(matches!(
+                decide_read(&server(true), "a", method, &settings),
+                Decision::Allow { .. }
+            ));
+        }
+        let mut denied = server(true);
+        denied.read_policy = Some(ToolRule::Deny);
+        assert!(matches!(
+            decide_read(&denied, "a", "resources/read", &settings),
+            Decision::Deny { .. }
+        ));
+        settings
+            .update(|st| {
+                st.always_allow.insert(AllowedCall {
+                    agent: "a".into(),
+                    server: "desk".into(),
+                    tool: "resources/read".into(),
+                });
+            })
+            .unwrap();
+        assert!(matches!(
+            decide_read(&server(false), "a", "resources/read", &settings),
+            Decision::Allow { .. }
+        ));
+        assert_eq!(
+            decide_read(&server(false), "a", "prompts/get", &settings),
+            Decision::Ask
+        );
+        // A tool the server names after a read method does not inherit that yes.
+        assert_eq!(
+            decide(&server(false), "a", "resources/read", None, &settings),
+            Decision::Ask
+        );
     }
 }
