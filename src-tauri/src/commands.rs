@@ -5,6 +5,7 @@ use serde_json::Value;
 use tauri::State;
 
 use countersign_core::app::{ConfigInfo, History, ServerView, ToolRun, ToolView};
+use countersign_core::audit::Verification;
 use countersign_core::clients::{
     AgentConfigs, ClientKind, ImportPreview, ImportResult, RewritePreview, RewriteResult,
     UndoResult,
@@ -60,6 +61,12 @@ pub async fn run_tool(
 #[tauri::command]
 pub fn history(app: State<'_, App>) -> Result<History, AppError> {
     app.history()
+}
+
+/// Checks the audit log's hash chain. `async`: it reads the whole log, off the main thread.
+#[tauri::command(async)]
+pub fn verify_audit(app: State<'_, App>) -> Result<Verification, AppError> {
+    app.verify_audit()
 }
 
 #[tauri::command]

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use countersign_core::{App, AuditLog, config, dirs, settings};
+use countersign_core::{App, AuditLog, config, dirs, private_fs, settings};
 
 #[derive(Debug, Default, Clone)]
 pub struct Options {
@@ -58,6 +58,12 @@ fn demo_server_command() -> String {
 }
 
 pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
+    // Before anything is read or written: what an older version left readable by others is
+    // made private once, and the person is told.
+    let mut notices: Vec<String> = private_fs::tighten(&dirs::own_dirs())
+        .iter()
+        .map(|t| format!("Made private: {t}."))
+        .collect();
     let source = config::locate(options.config.clone()).ok_or(LaunchError::NoHome)?;
     let loaded = config::load_or_create(&source, &demo_server_command());
     for error in &loaded.errors {
@@ -69,10 +75,12 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
     let (settings, warning) = settings::SettingsStore::load(dirs::settings_path());
     if let Some(warning) = warning {
         tracing::warn!("{warning}");
+        notices.push(warning);
     }
     let token = dirs::gateway_token_path().ok_or(LaunchError::NoHome)?;
     Ok(App::start(loaded, audit)
         .await
+        .with_notices(notices)
         .with_settings(settings)
         .with_gateway(token, dirs::gateway_file())
         .await)

@@ -2,6 +2,7 @@
 //! the webview, the tray and desktop notifications. It decides nothing; every command is a
 //! call into `countersign_core::App`.
 
+pub mod cli;
 mod commands;
 mod launch;
 mod notifications;
@@ -87,6 +88,7 @@ pub fn run() {
             commands::server_stderr,
             commands::run_tool,
             commands::history,
+            commands::verify_audit,
             commands::config_info,
             commands::set_muted,
             commands::desktop_info,

@@ -62,6 +62,11 @@ export async function start(root: HTMLElement): Promise<void> {
     showTrayNote(trayNote, banner),
     commands.configInfo().then(
       (info) => {
+        if (info.notices.length > 0) {
+          append(banner, el("section", { class: "banner info", attrs: { "aria-label": "About Countersign's files" } },
+            el("p", { class: "banner-title" }, "About Countersign's files"),
+            el("ul", {}, ...info.notices.map((n) => el("li", {}, inlineText(n, 400))))));
+        }
         if (info.errors.length === 0) return;
         append(banner, el("section", { class: "banner warning", attrs: { "aria-label": "Config problems" } },
           el("p", { class: "banner-title" },

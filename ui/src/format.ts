@@ -34,6 +34,8 @@ export function reasonText(reason: CancelReason): string {
       return "The server disconnected.";
     case "shutdown":
       return "Countersign is quitting.";
+    case "auditFailed":
+      return "Countersign could not write its audit log, so the answer was no.";
     case "person":
       return "The question was cancelled.";
   }

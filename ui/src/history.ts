@@ -4,6 +4,7 @@
 //! `history`; nothing is kept here between loads.
 
 import type { History } from "./bindings/History";
+import type { Verification } from "./bindings/Verification";
 import type { HistoryEntry } from "./bindings/HistoryEntry";
 import { el, append, replace } from "./dom";
 import { commands, errorText } from "./ipc";
@@ -14,17 +15,43 @@ export class HistoryPane {
   readonly root: HTMLElement;
   private readonly content = el("div", { class: "history-content" });
   private readonly status = el("p", { class: "muted", attrs: { role: "status" } });
+  private readonly verdict = el("p", { class: "history-verdict", attrs: { role: "status" } });
 
-  constructor(private readonly load: () => Promise<History> = commands.history) {
+  constructor(
+    private readonly load: () => Promise<History> = commands.history,
+    private readonly verifyLog: () => Promise<Verification> = commands.verifyAudit,
+  ) {
     const refresh = el("button", {
       class: "button small",
       attrs: { type: "button" },
       on: { click: () => void this.reload() },
     }, "Refresh");
+    const verify = el("button", {
+      class: "button small",
+      attrs: { type: "button", title: "Check that no record of the audit log was changed, removed or moved" },
+      on: { click: () => void this.verify() },
+    }, "Verify");
     this.root = el("div", { class: "history" },
-      el("div", { class: "section-head" }, el("h2", {}, "History"), refresh),
+      el("div", { class: "section-head" }, el("h2", {}, "History"), verify, refresh),
+      this.verdict,
       this.status,
       this.content);
+  }
+
+  /** Checks the audit log's hash chain and says what it found. */
+  async verify(): Promise<void> {
+    this.verdict.className = "history-verdict muted";
+    this.verdict.textContent = "Checking the audit log…";
+    let result: Verification;
+    try {
+      result = await this.verifyLog();
+    } catch (error) {
+      this.verdict.className = "history-verdict error";
+      this.verdict.textContent = `Could not check the audit log: ${errorText(error)}`;
+      return;
+    }
+    this.verdict.className = `history-verdict ${result.problem === null ? "ok" : "error"}`;
+    this.verdict.textContent = verdictText(result);
   }
 
   async reload(): Promise<void> {
@@ -36,9 +63,10 @@ export class HistoryPane {
       this.status.textContent = `Could not read the history: ${errorText(error)}`;
       return;
     }
-    this.status.textContent = history.skipped > 0
-      ? `${plural(history.skipped, "line", "lines")} of the log could not be read.`
-      : "";
+    this.status.textContent = [
+      history.skipped > 0 ? `${plural(history.skipped, "line", "lines")} of the log could not be read.` : "",
+      history.older ? "Only the newest part of the log is shown." : "",
+    ].filter((t) => t !== "").join(" ");
     const asks = [...history.asks].sort((a, b) => b.ask.receivedAtMs - a.ask.receivedAtMs);
     const refused = [...history.refused].sort((a, b) => b.atMs - a.atMs);
 
@@ -101,6 +129,18 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
     question,
     outcome,
     el("td", { class: "nowrap" }, entry.resolvedAtMs === null ? "—" : dateTime(entry.resolvedAtMs)));
+}
+
+/** What checking the log found, in a sentence or two. */
+export function verdictText(v: Verification): string {
+  if (v.problem !== null) {
+    const p = v.problem;
+    return `The audit log was tampered with or damaged: ${p.message} (${p.file}, line ${p.line}). Records before it are intact.`;
+  }
+  let text = `The audit log is intact: ${plural(v.records, "record", "records")} in ${plural(v.files.length, "file", "files")}, each linked to the one before.`;
+  if (v.unchained > 0) text += ` ${plural(v.unchained, "older record", "older records")} from before the chain began cannot be checked.`;
+  if (v.startsAfterRotation) text += " Older files were rotated away.";
+  return text;
 }
 
 /** A call's arguments on one line, or `null` when it had none. */

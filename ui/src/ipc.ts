@@ -27,6 +27,7 @@ import type { Settings } from "./bindings/Settings";
 import type { ToolRun } from "./bindings/ToolRun";
 import type { ToolView } from "./bindings/ToolView";
 import type { UndoResult } from "./bindings/UndoResult";
+import type { Verification } from "./bindings/Verification";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
 
 export const commands = {
@@ -40,6 +41,8 @@ export const commands = {
   runTool: (server: string, tool: string, args: JsonValue) =>
     invoke<ToolRun>("run_tool", { server, tool, arguments: args, runId: crypto.randomUUID() }),
   history: () => invoke<History>("history"),
+  /** Checks the audit log's hash chain: the first record changed, removed or moved, if any. */
+  verifyAudit: () => invoke<Verification>("verify_audit"),
   configInfo: () => invoke<ConfigInfo>("config_info"),
   setMuted: (server: string, muted: boolean) => invoke<null>("set_muted", { server, muted }),
   desktopInfo: () => invoke<DesktopInfo>("desktop_info"),

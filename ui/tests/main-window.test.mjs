@@ -174,6 +174,34 @@ test("while a run waits, its confirmation dialog appears on top; the result land
   await app.close();
 });
 
+test("History's Verify says the audit log is intact, or names the first bad record; files made private are noticed", async () => {
+  const log = "/home/me/.local/share/countersign/audit.jsonl";
+  const app = await openApp(env, {
+    ...state(),
+    config: { path: "/home/me/.config/countersign/config.json", errors: [], notices: [
+      "Made private: /home/me/.config/countersign/config.json could be read by other users (mode 0644); it is now 0600.",
+    ] },
+    verification: { files: [log], records: 12, unchained: 0, startsAfterRotation: false, problem: {
+      file: log, line: 3, kind: "changed", message: "line 3 was changed: the record after it was linked to different text",
+    } },
+  });
+  const { page } = app;
+  assert.match(await page.getByRole("region", { name: "About Countersign's files" }).textContent(),
+    /Made private: .*config\.json could be read by other users \(mode 0644\); it is now 0600/);
+  await page.getByRole("tab", { name: "History" }).click();
+  await page.getByRole("button", { name: "Verify" }).click();
+  await page.locator(".history-verdict.error").waitFor();
+  assert.match(await page.locator(".history-verdict").textContent(),
+    /tampered with or damaged: line 3 was changed.*\(.*audit\.jsonl, line 3\)/);
+  app.backend.verification = { files: [`${log}.1`, log], records: 12, unchained: 2, startsAfterRotation: false, problem: null };
+  await page.getByRole("button", { name: "Verify" }).click();
+  await page.locator(".history-verdict.ok").waitFor();
+  assert.match(await page.locator(".history-verdict").textContent(),
+    /intact: 12 records in 2 files.*2 older records from before the chain began cannot be checked/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("History lists asks newest first with outcomes, and refused requests", async () => {
   const now = Date.UTC(2025, 10, 25, 12, 0, 0);
   const older = formAsk({ id: 1, server: "demo", message: "Older question", receivedAtMs: now - 60_000 });

@@ -97,6 +97,8 @@ pub struct History {
     pub gated: Vec<GatedEntry>,
     /// Lines of the log that could not be read.
     pub skipped: usize,
+    /// Older records exist than were read (History reads only the log's newest part).
+    pub older: bool,
 }
 
 /// Where the config came from and what was wrong in it, for the UI's banner.
@@ -106,6 +108,9 @@ pub struct History {
 pub struct ConfigInfo {
     pub path: String,
     pub errors: Vec<ConfigError>,
+    /// Things the person should know about Countersign's files, e.g. files others could read
+    /// that were made private at start.
+    pub notices: Vec<String>,
 }
 
 /// Errors the UI shows; crosses IPC as `{kind, message, ...}`.
@@ -185,6 +190,8 @@ pub struct App {
     discovery: Option<std::path::PathBuf>,
     /// The agents' config files (import, rewrite); `None` without a home directory.
     clients: Option<crate::clients::Clients>,
+    /// Shown beside the config's problems (`ConfigInfo::notices`).
+    notices: Vec<String>,
 }
 
 impl App {
@@ -204,7 +211,14 @@ impl App {
             gateway: None,
             gateway_error: None,
             discovery: None,
+            notices: Vec::new(),
         }
+    }
+
+    /// Adds notices for the person about Countersign's files (shown with the config's problems).
+    pub fn with_notices(mut self, notices: Vec<String>) -> App {
+        self.notices.extend(notices);
+        self
     }
 
     /// Starts the gateway as configured (after [`Self::with_settings`]: it remembers "Always
@@ -416,6 +430,7 @@ impl App {
         ConfigInfo {
             path: self.config.path.display().to_string(),
             errors: self.config.errors.clone(),
+            notices: self.notices.clone(),
         }
     }
 
@@ -442,6 +457,8 @@ impl App {
                 _ => None,
             });
         let outcome = self.broker.answer(id, Answer::Accept { content: None })?;
+        // A consent the log could not record went out as cancel: nothing opens.
+        let url = url.filter(|_| matches!(outcome, Outcome::Accepted { .. }));
         Ok((outcome, url))
     }
 
@@ -535,10 +552,19 @@ impl App {
 
     /// The audit log read back: every ask with its outcome, newest first.
     pub fn history(&self) -> Result<History, AppError> {
-        let (records, skipped) = self.broker.audit().history().map_err(|e| AppError::Audit {
+        let recent = self.broker.audit().recent().map_err(|e| AppError::Audit {
             message: e.to_string(),
         })?;
-        Ok(history_from(records, skipped))
+        let mut history = history_from(recent.records, recent.skipped);
+        history.older = recent.older;
+        Ok(history)
+    }
+
+    /// Checks the audit log's hash chain: the first record changed, removed or moved, if any.
+    pub fn verify_audit(&self) -> Result<crate::audit::Verification, AppError> {
+        self.broker.audit().verify().map_err(|e| AppError::Audit {
+            message: e.to_string(),
+        })
     }
 
     /// Cancels every open ask, then closes every session and waits for children to exit.
@@ -645,6 +671,7 @@ fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
         refused,
         gated,
         skipped,
+        older: false,
     }
 }
 

@@ -133,6 +133,8 @@ pub enum CancelReason {
     Disconnect,
     /// Countersign is quitting.
     Shutdown,
+    /// The audit log could not record the question or its answer, so the answer is no.
+    AuditFailed,
 }
 
 impl CancelReason {
@@ -146,6 +148,9 @@ impl CancelReason {
             CancelReason::AgentGone => "The agent disconnected.",
             CancelReason::Disconnect => "The server disconnected.",
             CancelReason::Shutdown => "Countersign is quitting.",
+            CancelReason::AuditFailed => {
+                "Countersign could not write its audit log, so the answer was no."
+            }
         }
     }
 }

@@ -1,12 +1,22 @@
 //! The audit log: every question and how it ended, appended as JSON Lines.
 //!
 //! The record of an outcome is written and synced to disk before the outcome is handed to
-//! the server, so a crash can lose an answer in flight but never send one unrecorded.
+//! the server, so a crash can lose an answer in flight but never send one unrecorded; when it
+//! cannot be written, recording fails and the broker answers no. Each line is linked to the
+//! one before by its hash (`chain`), across rotation by size (`files`), and `verify` finds
+//! the first record changed, removed or moved.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+mod chain;
+mod files;
+mod verify;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+
+pub use files::Rotation;
+pub use verify::{BreakKind, ChainBreak, Verification};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +33,11 @@ pub enum AuditError {
     },
     #[error("cannot read the audit log {path}: {source}")]
     Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write the audit log {path}: {source}")]
+    Write {
         path: PathBuf,
         source: std::io::Error,
     },
@@ -72,7 +87,8 @@ pub enum AuditRecord {
 
 struct Inner {
     path: PathBuf,
-    file: Mutex<File>,
+    writer: Mutex<files::Writer>,
+    rotation: Rotation,
     /// Tells this process's records apart from earlier runs' (ask ids restart at 1).
     run: String,
     /// Whether each outcome is fsynced; benchmarks of the broker turn this off.
@@ -87,33 +103,31 @@ pub struct AuditLog {
 impl AuditLog {
     /// Opens (creating if needed) the log at `path` for appending.
     pub fn open(path: impl Into<PathBuf>) -> Result<Self, AuditError> {
-        Self::open_with(path.into(), true)
+        Self::open_with(path.into(), true, Rotation::default())
+    }
+
+    /// Like `open`, rotating by `rotation` instead of the default sizes.
+    pub fn open_rotating(path: impl Into<PathBuf>, rotation: Rotation) -> Result<Self, AuditError> {
+        Self::open_with(path.into(), true, rotation)
     }
 
     /// Like `open`, but outcomes are flushed to the OS without fsync. For benchmarks that
     /// measure the broker rather than the disk.
     pub fn open_unsynced(path: impl Into<PathBuf>) -> Result<Self, AuditError> {
-        Self::open_with(path.into(), false)
+        Self::open_with(path.into(), false, Rotation::default())
     }
 
-    fn open_with(path: PathBuf, sync: bool) -> Result<Self, AuditError> {
-        let open_error = |source| AuditError::Open {
+    fn open_with(path: PathBuf, sync: bool, rotation: Rotation) -> Result<Self, AuditError> {
+        let writer = files::Writer::open(&path, rotation).map_err(|source| AuditError::Open {
             path: path.clone(),
             source,
-        };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(open_error)?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(open_error)?;
+        })?;
         Ok(AuditLog {
             inner: Arc::new(Inner {
                 run: format!("{}-{}", unix_ms(), std::process::id()),
                 path,
-                file: Mutex::new(file),
+                writer: Mutex::new(writer),
+                rotation,
                 sync,
             }),
         })
@@ -127,7 +141,7 @@ impl AuditLog {
         &self.inner.run
     }
 
-    pub(crate) fn record_asked(&self, ask: &Ask) {
+    pub(crate) fn record_asked(&self, ask: &Ask) -> Result<(), AuditError> {
         self.append(
             &AuditRecord::Asked {
                 run: self.inner.run.clone(),
@@ -135,10 +149,10 @@ impl AuditLog {
                 ask: ask.clone(),
             },
             false,
-        );
+        )
     }
 
-    pub(crate) fn record_resolved(&self, id: AskId, outcome: &Outcome) {
+    pub(crate) fn record_resolved(&self, id: AskId, outcome: &Outcome) -> Result<(), AuditError> {
         self.append(
             &AuditRecord::Resolved {
                 run: self.inner.run.clone(),
@@ -147,10 +161,15 @@ impl AuditLog {
                 outcome: outcome.clone(),
             },
             self.inner.sync,
-        );
+        )
     }
 
-    pub fn record_refused(&self, server: &str, reason: &str, request: &Value) {
+    pub fn record_refused(
+        &self,
+        server: &str,
+        reason: &str,
+        request: &Value,
+    ) -> Result<(), AuditError> {
         self.append(
             &AuditRecord::Refused {
                 run: self.inner.run.clone(),
@@ -160,7 +179,7 @@ impl AuditLog {
                 request: request.clone(),
             },
             self.inner.sync,
-        );
+        )
     }
 
     pub(crate) fn record_gated(
@@ -170,7 +189,7 @@ impl AuditLog {
         tool: &str,
         allowed: bool,
         why: &str,
-    ) {
+    ) -> Result<(), AuditError> {
         self.append(
             &AuditRecord::Gated {
                 run: self.inner.run.clone(),
@@ -182,35 +201,120 @@ impl AuditLog {
                 why: why.to_owned(),
             },
             false,
-        );
+        )
     }
 
-    fn append(&self, record: &AuditRecord, sync: bool) {
-        let mut line = match serde_json::to_vec(record) {
-            Ok(line) => line,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serialize an audit record");
-                return;
-            }
+    /// Writes `record` as the next link of the chain (synced with `sync`). An error means it
+    /// is not in the log: whatever it would have recorded must not happen.
+    fn append(&self, record: &AuditRecord, sync: bool) -> Result<(), AuditError> {
+        let write_error = |source| AuditError::Write {
+            path: self.inner.path.clone(),
+            source,
         };
-        line.push(b'\n');
-        let mut file = self.inner.file.lock().unwrap_or_else(|e| e.into_inner());
-        // One write call per line: with O_APPEND, lines from this process never interleave.
-        let written = file
-            .write_all(&line)
-            .and_then(|()| if sync { file.sync_data() } else { Ok(()) });
-        if let Err(e) = written {
-            tracing::error!(path = %self.inner.path.display(), error = %e, "cannot write the audit log");
-        }
+        let body = serde_json::to_vec(record).map_err(|e| write_error(std::io::Error::other(e)))?;
+        // The chain's order is the file's order: link and write under one lock.
+        let mut writer = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
+        writer.append(&body, sync).map_err(|source| {
+            tracing::error!(path = %self.inner.path.display(), error = %source, "cannot write the audit log");
+            write_error(source)
+        })
     }
 
-    /// Every record in the log, oldest first. Lines that do not parse (a torn last line after
-    /// a crash, a newer format) are skipped and counted in the second value.
+    /// The newest records, oldest first, read backwards from the end of the log (across
+    /// rotated files) up to about `HISTORY_BYTES`: what History shows costs the same however
+    /// long the log has grown.
+    pub fn recent(&self) -> Result<Recent, AuditError> {
+        read_recent(&self.inner.path, self.inner.rotation.keep, HISTORY_BYTES)
+    }
+
+    /// Every record in the current file, oldest first, read whole (tests and tools; History
+    /// uses `recent`). Lines that do not parse are counted in the second value.
     pub fn history(&self) -> Result<(Vec<AuditRecord>, usize), AuditError> {
         read_history(&self.inner.path)
     }
+
+    /// Checks the whole chain, and that its last record is the one this process last wrote.
+    pub fn verify(&self) -> Result<Verification, AuditError> {
+        let head = self
+            .inner
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .head();
+        verify::verify(&self.inner.path, self.inner.rotation.keep, Some(head))
+    }
 }
 
+/// Checks the chain of the log at `path` and its rotated files (`countersign audit verify`).
+pub fn verify_file(path: &Path) -> Result<Verification, AuditError> {
+    if !path.exists() {
+        return Err(AuditError::Read {
+            path: path.to_owned(),
+            source: std::io::ErrorKind::NotFound.into(),
+        });
+    }
+    verify::verify(path, Rotation::default().keep, None)
+}
+
+/// How much of the log's end History reads at most.
+pub const HISTORY_BYTES: u64 = 4 << 20;
+
+/// The newest records of the log.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recent {
+    /// Oldest first.
+    pub records: Vec<AuditRecord>,
+    /// Lines that did not parse (a newer format, an edit).
+    pub skipped: usize,
+    /// Older records exist beyond what was read.
+    pub older: bool,
+}
+
+/// The newest records of the log at `path` (and its rotated files, up to `keep`), reading
+/// backwards until about `budget` bytes have been read.
+pub fn read_recent(path: &Path, keep: usize, budget: u64) -> Result<Recent, AuditError> {
+    let mut newest_first = Vec::new();
+    let mut skipped = 0;
+    let mut used = 0u64;
+    let mut older = false;
+    for path in files::existing(path, keep) {
+        let read_error = |source| AuditError::Read {
+            path: path.clone(),
+            source,
+        };
+        if used >= budget {
+            older = true;
+            break;
+        }
+        let file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(read_error(e)),
+        };
+        let len = file.metadata().map_err(read_error)?.len();
+        let mut lines = files::Backwards::new(&file, len).map_err(read_error)?;
+        while let Some(line) = lines.next() {
+            let line = line.map_err(read_error)?;
+            used += line.len() as u64 + 1;
+            match serde_json::from_slice(&line) {
+                Ok(record) => newest_first.push(record),
+                Err(_) => skipped += 1,
+            }
+            if used >= budget {
+                older = lines.remaining() > 0;
+                break;
+            }
+        }
+    }
+    newest_first.reverse();
+    Ok(Recent {
+        records: newest_first,
+        skipped,
+        older,
+    })
+}
+
+/// Every record in the file at `path`, oldest first (lines that do not parse are counted).
 pub fn read_history(path: &Path) -> Result<(Vec<AuditRecord>, usize), AuditError> {
     let file = match File::open(path) {
         Ok(f) => f,

@@ -4,7 +4,8 @@
 //! handle to the same broker. Every ask resolves exactly once: the pending entry is removed
 //! under the lock by whoever ends it (the person's answer, a withdrawal, the deadline,
 //! shutdown), and only that caller writes the outcome to the audit log and hands it to the
-//! waiting requester. A late second answer finds nothing and is refused.
+//! waiting requester. A late second answer finds nothing and is refused. An outcome the audit
+//! log cannot record is not handed on: the requester gets `cancel` (`AuditFailed`) instead.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -155,11 +156,16 @@ impl Broker {
         };
         let deadline = new.timeout.map(|t| tokio::time::Instant::now() + t);
         let (tx, rx) = oneshot::channel();
-        self.inner.audit.record_asked(&ask);
-        let shut_down = {
+        // A question the log cannot hold is not asked: it ends at once as `cancel`, shown to
+        // the person (added, then resolved) so they learn why.
+        let unrecorded = self.inner.audit.record_asked(&ask).is_err();
+        let ended = {
             let mut state = self.lock();
             if state.shut_down {
-                true
+                Some((CancelReason::Shutdown, tx))
+            } else if unrecorded {
+                let _ = self.inner.events.send(AskEvent::Added { ask: ask.clone() });
+                Some((CancelReason::AuditFailed, tx))
             } else {
                 let _ = self.inner.events.send(AskEvent::Added { ask: ask.clone() });
                 state.pending.insert(
@@ -170,7 +176,7 @@ impl Broker {
                         tx,
                     },
                 );
-                false
+                None
             }
         };
         let pending = PendingAsk {
@@ -179,13 +185,16 @@ impl Broker {
             rx: Some(rx),
             broker: self.clone(),
         };
-        if shut_down {
-            // Nothing was registered; record the end so the log shows every ask closed.
-            let outcome = Outcome::Cancelled {
-                reason: CancelReason::Shutdown,
-            };
-            self.inner.audit.record_resolved(id, &outcome);
-            let _ = self.inner.events.send(AskEvent::Resolved { id, outcome });
+        if let Some((reason, tx)) = ended {
+            // Nothing was registered; record the end so the log shows every ask closed. The
+            // answer is `cancel` whether or not that record can be written.
+            let outcome = Outcome::Cancelled { reason };
+            let _ = self.inner.audit.record_resolved(id, &outcome);
+            let _ = self.inner.events.send(AskEvent::Resolved {
+                id,
+                outcome: outcome.clone(),
+            });
+            let _ = tx.send(outcome);
         }
         Ok(pending)
     }
@@ -222,7 +231,8 @@ impl Broker {
     }
 
     /// The person's answer. An accept's content is validated against the schema as received;
-    /// an invalid one leaves the ask open and comes back as per-field errors.
+    /// an invalid one leaves the ask open and comes back as per-field errors. Returns the
+    /// outcome that went out: `cancel` (`AuditFailed`) when the answer could not be recorded.
     pub fn answer(&self, id: AskId, answer: Answer) -> Result<Outcome, AnswerError> {
         let outcome = match answer {
             Answer::Decline => Outcome::Declined,
@@ -285,16 +295,12 @@ impl Broker {
                 }
             }
         };
-        if self.resolve(id, outcome.clone()) {
-            Ok(outcome)
-        } else {
-            Err(AnswerError::NotPending)
-        }
+        self.resolve(id, outcome).ok_or(AnswerError::NotPending)
     }
 
     /// Withdraws an open ask; false if it had already ended.
     pub fn withdraw(&self, id: AskId, reason: CancelReason) -> bool {
-        self.resolve(id, Outcome::Cancelled { reason })
+        self.resolve(id, Outcome::Cancelled { reason }).is_some()
     }
 
     /// Withdraws every open ask that came through `session` (it died or was stopped).
@@ -326,20 +332,38 @@ impl Broker {
             .count()
     }
 
-    fn resolve(&self, id: AskId, outcome: Outcome) -> bool {
-        let Some(pending) = self.lock().pending.remove(&id) else {
-            return false;
-        };
-        // The record is on disk before the outcome can reach the server.
-        self.inner
+    /// Ends `id` with `outcome`, or with `cancel` if the log cannot record `outcome`; returns
+    /// what went out, `None` if the ask had already ended.
+    fn resolve(&self, id: AskId, outcome: Outcome) -> Option<Outcome> {
+        let pending = self.lock().pending.remove(&id)?;
+        // The record is on disk before the outcome can reach the server; an outcome that
+        // cannot be recorded does not reach it: the answer is no.
+        let outcome = match self
+            .inner
             .audit
-            .record_resolved(id, &redacted(&pending.ask, &outcome));
+            .record_resolved(id, &redacted(&pending.ask, &outcome))
+        {
+            Ok(()) => outcome,
+            Err(e) => {
+                tracing::error!(ask = id, error = %e, "the outcome could not be recorded; answering cancel");
+                // A withdrawal keeps its own reason: it was a no already.
+                let refused = match outcome {
+                    Outcome::Cancelled { .. } => outcome,
+                    _ => Outcome::Cancelled {
+                        reason: CancelReason::AuditFailed,
+                    },
+                };
+                // A shorter line may still fit where the longer one did not.
+                let _ = self.inner.audit.record_resolved(id, &refused);
+                refused
+            }
+        };
         let _ = self.inner.events.send(AskEvent::Resolved {
             id,
             outcome: outcome.clone(),
         });
-        let _ = pending.tx.send(outcome);
-        true
+        let _ = pending.tx.send(outcome.clone());
+        Some(outcome)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {

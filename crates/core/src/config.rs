@@ -200,10 +200,8 @@ pub fn load_or_create(source: &ConfigSource, demo_command: &str) -> LoadedConfig
     let path = source.path();
     if matches!(source, ConfigSource::Platform(_)) && !path.exists() {
         let text = default_config_json(demo_command);
-        let written = path
-            .parent()
-            .map_or(Ok(()), std::fs::create_dir_all)
-            .and_then(|()| std::fs::write(path, &text));
+        // 0600 in a 0700 directory: configs hold API keys and tokens.
+        let written = crate::private_fs::write_atomic(path, text.as_bytes());
         if let Err(e) = written {
             // Still run with the demo server; tell the person why nothing was saved.
             let mut loaded = parse(path, &text);

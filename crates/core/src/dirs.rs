@@ -19,6 +19,14 @@ pub fn data_dir() -> Option<PathBuf> {
     project().map(|p| p.data_dir().to_owned())
 }
 
+/// Countersign's own directories (config and data; the same one on some platforms), which
+/// only the user may read (`private_fs`).
+pub fn own_dirs() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = [config_dir(), data_dir()].into_iter().flatten().collect();
+    dirs.dedup();
+    dirs
+}
+
 /// The audit log's default place.
 pub fn audit_log_path() -> Option<PathBuf> {
     data_dir().map(|d| d.join("audit.jsonl"))

@@ -23,6 +23,7 @@ pub mod dirs;
 pub mod gateway;
 pub mod handler;
 pub mod notice;
+pub mod private_fs;
 pub mod raw;
 pub mod schema;
 pub mod session;

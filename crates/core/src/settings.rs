@@ -120,14 +120,10 @@ impl SettingsStore {
 }
 
 fn save(path: &Path, settings: &Settings) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("json.tmp");
-    let mut bytes = serde_json::to_vec_pretty(settings).expect("settings serialize");
+    let mut bytes = serde_json::to_vec_pretty(settings).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    // Who is always allowed to do what is the person's business: 0600.
+    crate::private_fs::write_atomic(path, &bytes)
 }
 
 #[cfg(test)]

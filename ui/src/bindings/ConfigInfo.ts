@@ -4,4 +4,9 @@ import type { ConfigError } from "./ConfigError";
 /**
  * Where the config came from and what was wrong in it, for the UI's banner.
  */
-export type ConfigInfo = { path: string, errors: Array<ConfigError>, };
+export type ConfigInfo = { path: string, errors: Array<ConfigError>, 
+/**
+ * Things the person should know about Countersign's files, e.g. files others could read
+ * that were made private at start.
+ */
+notices: Array<string>, };

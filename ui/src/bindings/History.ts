@@ -12,4 +12,8 @@ gated: Array<GatedEntry>,
 /**
  * Lines of the log that could not be read.
  */
-skipped: number, };
+skipped: number, 
+/**
+ * Older records exist than were read (History reads only the log's newest part).
+ */
+older: boolean, };

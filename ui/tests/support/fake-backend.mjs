@@ -12,7 +12,8 @@ export class FakeBackend {
     this.tools = state.tools ?? {};
     this.stderr = state.stderr ?? {};
     this.history = state.history ?? { asks: [], refused: [], gated: [], skipped: 0 };
-    this.config = state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] };
+    this.config = { notices: [], ...(state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] }) };
+    this.verification = state.verification ?? { files: ["/home/me/.local/share/countersign/audit.jsonl"], records: 0, unchained: 0, startsAfterRotation: false, problem: null };
     this.desktop = state.desktop ?? { tray: true, startAtLogin: false };
     /** `gateway_info`'s reply: a GatewayInfo, or with `gatewayError` set, that AppError. */
     this.gateway = structuredClone(state.gateway ?? null);
@@ -79,6 +80,8 @@ export class FakeBackend {
         return { ok: this.history };
       case "config_info":
         return { ok: this.config };
+      case "verify_audit":
+        return { ok: this.verification };
       case "desktop_info":
         return { ok: this.desktop };
       case "set_muted": {

@@ -1,6 +1,7 @@
-//! Writing other programs' files without losing them: a backup copy first, then the new text
-//! written beside the file and renamed over it (a crash leaves the old file or the new one,
-//! never half of each), with the file's permissions kept.
+//! Writing other programs' files without losing them: the new text written beside the file
+//! and renamed over it (a crash leaves the old file or the new one, never half of each), with
+//! the file's permissions kept: an agent's file is not ours to make private. (Backups of it
+//! are ours: `private_fs::copy_new`.)
 
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -44,21 +45,6 @@ pub fn free_name(path: &Path, infix: &str, at_ms: u64) -> PathBuf {
         n += 1;
     }
     candidate
-}
-
-/// Copies `from` to `to` (which must not exist yet) with `from`'s permissions, synced.
-pub fn copy_new(from: &Path, to: &Path) -> std::io::Result<()> {
-    let bytes = std::fs::read(from)?;
-    let mode = std::fs::metadata(from)?.permissions().mode() & 0o7777;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .open(to)?;
-    // `mode` at open is filtered through the umask; the copy should match exactly.
-    file.set_permissions(std::fs::Permissions::from_mode(mode))?;
-    file.write_all(&bytes)?;
-    file.sync_all()
 }
 
 /// Replaces the file at `path` with `bytes` atomically. `mode` defaults to the current file's
@@ -158,22 +144,22 @@ mod tests {
     }
 
     #[test]
-    fn free_names_never_overwrite_and_copies_keep_the_mode() {
+    fn free_names_never_overwrite_and_backups_are_private() {
         let dir = crate::clients::tests::TempHome::new("names");
         let file = dir.path().join("c.json");
         std::fs::write(&file, "x").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
         let first = free_name(&file, ".bak-", 7);
         assert!(first.to_string_lossy().ends_with("c.json.bak-7"));
-        copy_new(&file, &first).unwrap();
+        crate::private_fs::copy_new(&file, &first).unwrap();
         assert_eq!(
             std::fs::metadata(&first).unwrap().permissions().mode() & 0o777,
-            0o640
+            0o600
         );
         let second = free_name(&file, ".bak-", 7);
         assert!(second.to_string_lossy().ends_with("c.json.bak-7-2"));
         assert!(
-            copy_new(&file, &first).is_err(),
+            crate::private_fs::copy_new(&file, &first).is_err(),
             "an existing backup is never overwritten"
         );
     }

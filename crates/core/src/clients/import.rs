@@ -17,6 +17,7 @@ use serde_json::Value;
 
 use super::read::{self, OurConfig};
 use super::{ClientError, ClientKind, Clients, as_countersign, files, is_routed, same_server};
+use crate::private_fs;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[ts(export)]
@@ -354,7 +355,7 @@ impl Clients {
         let backup = match &ours.text {
             Some(_) => {
                 let backup = files::free_name(&self.config_path, ".bak-", files::now_ms());
-                files::copy_new(&self.config_path, &backup).map_err(|e| ClientError::Io {
+                private_fs::copy_new(&self.config_path, &backup).map_err(|e| ClientError::Io {
                     path: self.places.display(&backup),
                     message: format!("cannot write the backup: {e}"),
                 })?;
@@ -377,7 +378,7 @@ impl Clients {
         let mut text = serde_json::to_string_pretty(&Value::Object(top))
             .map_err(|e| ClientError::Refused(format!("cannot write Countersign's config: {e}")))?;
         text.push('\n');
-        files::write_atomic(&self.config_path, text.as_bytes(), None).map_err(|e| {
+        private_fs::write_atomic(&self.config_path, text.as_bytes()).map_err(|e| {
             ClientError::Io {
                 path: config_path.clone(),
                 message: e.to_string(),

@@ -26,6 +26,7 @@ use super::{
     ClientError, ClientKind, Clients, Route, as_countersign, files, is_routed, jsonc, same_server,
 };
 use crate::gateway::connect::{EntryShape, gateway_entry};
+use crate::private_fs;
 
 /// One entry the rewrite changes.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -74,6 +75,10 @@ pub struct RewriteRecord {
     pub at_ms: u64,
     /// SHA-256 (hex) of the text written.
     pub sha256: String,
+    /// The file's mode before the rewrite, which the undo puts back (the backup is ours, so
+    /// 0600). Absent in records from before backups were private: the backup's mode is.
+    #[serde(default)]
+    pub mode: Option<u32>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -313,7 +318,11 @@ impl Clients {
         // The record must be writable before anything else is touched.
         let mut records = self.load_records()?;
         let backup = files::free_name(&plan.path, BACKUP, plan.at_ms);
-        files::copy_new(&plan.path, &backup)
+        let mode = std::fs::metadata(&plan.path)
+            .map(|m| m.permissions().mode() & 0o7777)
+            .ok();
+        // The backup holds what the agent's file held (tokens, keys): only the user reads it.
+        private_fs::copy_new(&plan.path, &backup)
             .map_err(|e| io(&backup, "cannot write the backup", e))?;
         files::write_atomic(&plan.path, plan.new_text.as_bytes(), None)
             .map_err(|e| io(&plan.path, "cannot write", e))?;
@@ -331,6 +340,7 @@ impl Clients {
             backup_path: backup.clone(),
             at_ms,
             sha256: files::sha256_hex(plan.new_text.as_bytes()),
+            mode,
         };
         records.rewrites.push(record.clone());
         if let Err(e) = self.save_records(&records) {
@@ -386,9 +396,11 @@ impl Clients {
             }
             _ => read::io_error(&backup_shown, &e),
         })?;
-        let mode = std::fs::metadata(&record.backup_path)
-            .map(|m| m.permissions().mode() & 0o7777)
-            .ok();
+        let mode = record.mode.or_else(|| {
+            std::fs::metadata(&record.backup_path)
+                .map(|m| m.permissions().mode() & 0o7777)
+                .ok()
+        });
         let current = match std::fs::read(&record.path) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
@@ -420,7 +432,7 @@ impl Clients {
         let kept_as = match (&current, changed) {
             (Some(_), true) => {
                 let aside = files::free_name(&record.path, REPLACED, files::now_ms());
-                files::copy_new(&record.path, &aside).map_err(|e| ClientError::Io {
+                private_fs::copy_new(&record.path, &aside).map_err(|e| ClientError::Io {
                     path: self.places.display(&aside),
                     message: format!("cannot keep the changed file: {e}"),
                 })?;
@@ -484,7 +496,7 @@ impl Clients {
         };
         let mut text = serde_json::to_string_pretty(records).unwrap_or_default();
         text.push('\n');
-        files::write_atomic(path, text.as_bytes(), None).map_err(|e| ClientError::Io {
+        private_fs::write_atomic(path, text.as_bytes()).map_err(|e| ClientError::Io {
             path: self.places.display(path),
             message: e.to_string(),
         })

@@ -263,12 +263,9 @@ impl Gateway {
             url: format!("http://{addr}"),
             pid: std::process::id(),
         };
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let tmp = path.with_extension("tmp");
-        std::fs::write(&tmp, serde_json::to_vec(&discovery).unwrap_or_default())?;
-        std::fs::rename(&tmp, path)
+        let bytes = serde_json::to_vec(&discovery).map_err(std::io::Error::other)?;
+        // 0600: which port and process the gateway is, for the user's own bridge only.
+        crate::private_fs::write_atomic(path, &bytes)
     }
 
     /// Stops accepting agents and closes every upstream session.

@@ -1,9 +1,9 @@
 //! The gateway's bearer token: random, kept in a file only the user can read, and the same
 //! across runs so agent configs pasted once keep working.
 
-use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
+
+use crate::private_fs;
 
 /// 32 random bytes, hex: enough that guessing is hopeless, plain enough to paste.
 fn fresh() -> std::io::Result<String> {
@@ -12,36 +12,20 @@ fn fresh() -> std::io::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Reads the token at `path`, creating it (mode 0600) if missing or empty. A file that others
-/// can read is tightened to 0600, since the token grants every configured server.
+/// Reads the token at `path`, creating it (0600, atomically) if missing or empty. A file that
+/// others can read is tightened to 0600, since the token grants every configured server.
 pub fn load_or_create(path: &Path) -> std::io::Result<String> {
     match std::fs::read_to_string(path) {
         Ok(text) if !text.trim().is_empty() => {
-            let mode = std::fs::metadata(path)?.permissions().mode();
-            if mode & 0o077 != 0 {
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            }
+            private_fs::tighten_path(path);
             return Ok(text.trim().to_owned());
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(e),
     }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
     let token = fresh()?;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(token.as_bytes())?;
-    file.write_all(b"\n")?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)?;
+    private_fs::write_atomic(path, format!("{token}\n").as_bytes())?;
     Ok(token)
 }
 
@@ -60,6 +44,7 @@ pub fn matches(given: &[u8], token: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn created_private_and_kept_across_runs() {

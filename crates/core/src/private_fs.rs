@@ -1,0 +1,394 @@
+//! Files only the user can read. Countersign's directories are created 0700 and its files
+//! (audit log, config, settings, backups, the gateway's token and address) 0600 from the
+//! moment they exist: a file created with the umask's 0644 and chmodded afterwards can be
+//! opened by another user in between, and an open descriptor survives the chmod. What an
+//! older version left looser is tightened once at start, and the person is told.
+//!
+//! Agents' own config files are not ours: rewriting one keeps its mode (`clients::files`).
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Countersign's directories: the user alone may list or enter them.
+pub const DIR_MODE: u32 = 0o700;
+/// Countersign's files: the user alone may read or write them.
+pub const FILE_MODE: u32 = 0o600;
+
+/// Creates `dir` and any missing parents, each new one 0700 (existing ones are left as they
+/// are: a parent like `~/.config` is not ours to change).
+pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
+    DirBuilder::new().recursive(true).mode(DIR_MODE).create(dir)
+}
+
+fn create_parent(path: &Path) -> std::io::Result<()> {
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => create_dir_all(dir),
+        _ => Ok(()),
+    }
+}
+
+/// Opens `path` for appending, creating it 0600 (and its directory 0700) if missing.
+pub fn open_append(path: &Path) -> std::io::Result<File> {
+    create_parent(path)?;
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(FILE_MODE)
+        .open(path)
+}
+
+/// Creates `path`, which must not exist yet, 0600: for backups, which must never overwrite.
+pub fn create_new(path: &Path) -> std::io::Result<File> {
+    create_parent(path)?;
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(FILE_MODE)
+        .open(path)
+}
+
+/// Copies `from` into a new 0600 file `to` (which must not exist yet), synced.
+pub fn copy_new(from: &Path, to: &Path) -> std::io::Result<()> {
+    let bytes = std::fs::read(from)?;
+    let mut file = create_new(to)?;
+    file.write_all(&bytes)?;
+    file.sync_all()
+}
+
+/// Replaces `path` with `bytes`, 0600, atomically: a temporary file beside it, created 0600,
+/// is written, synced and renamed over it, so a crash leaves the old file or the new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    create_parent(path)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = path.with_file_name(format!(
+        ".{name}.tmp-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| {
+        let mut file = create_new(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    // The rename is durable once the directory is; failing to sync it is not worth an error.
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty())
+        && let Ok(d) = File::open(dir)
+    {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
+
+/// A file or directory that others could read or enter, and was made private.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tightened {
+    pub path: PathBuf,
+    pub was: u32,
+    pub now: u32,
+}
+
+impl std::fmt::Display for Tightened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} could be read by other users (mode {:04o}); it is now {:04o}",
+            self.path.display(),
+            self.was,
+            self.now
+        )
+    }
+}
+
+/// Makes each of `dirs` 0700 and every file directly in it 0600 (removing group and other
+/// bits, keeping the owner's), when they are looser. Symlinks are not followed: what they
+/// point to is not ours. Returns what was changed; errors are logged and skipped, since a
+/// file we cannot tighten should not stop the app.
+pub fn tighten(dirs: &[PathBuf]) -> Vec<Tightened> {
+    let mut changed = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for dir in dirs {
+        if !seen.insert(dir.clone()) {
+            continue;
+        }
+        changed.extend(tighten_path(dir));
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            changed.extend(tighten_path(&entry.path()));
+        }
+    }
+    changed
+}
+
+/// Removes group and other bits from the file or directory at `path` (not a symlink's
+/// target), logging it; `None` when it was private already or cannot be changed.
+pub fn tighten_path(path: &Path) -> Option<Tightened> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    if !(meta.is_dir() || meta.is_file()) {
+        return None;
+    }
+    let was = meta.permissions().mode() & 0o7777;
+    if was & 0o077 == 0 {
+        return None;
+    }
+    let now = was & !0o077;
+    match std::fs::set_permissions(path, std::fs::Permissions::from_mode(now)) {
+        Ok(()) => {
+            let t = Tightened {
+                path: path.to_owned(),
+                was,
+                now,
+            };
+            tracing::warn!("made private: {t}");
+            Some(t)
+        }
+        Err(e) => {
+            tracing::warn!(path = %path.display(), error = %e, "cannot make private");
+            None
+        }
+    }
+}
+
+/// The mode bits of `path` (tests and checks).
+pub fn mode(path: &Path) -> std::io::Result<u32> {
+    Ok(std::fs::symlink_metadata(path)?.permissions().mode() & 0o7777)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A scratch directory removed on drop.
+    pub(crate) struct Scratch(pub PathBuf);
+
+    impl Scratch {
+        pub(crate) fn new(name: &str) -> Scratch {
+            static N: AtomicU64 = AtomicU64::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "cs-private-{name}-{}-{}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// Sets the process umask to 022 (the common default, which would make plain creates
+    /// 0644/0755); nextest runs each test in its own process.
+    pub(crate) fn umask_022() {
+        // SAFETY: umask only swaps the process's file-creation mask; it cannot fail.
+        unsafe {
+            libc::umask(0o022);
+        }
+    }
+
+    #[test]
+    fn created_private_under_umask_022() {
+        umask_022();
+        let s = Scratch::new("create");
+        let dir = s.0.join("a/b");
+        let log = dir.join("log");
+        let mut f = open_append(&log).unwrap();
+        f.write_all(b"x").unwrap();
+        assert_eq!(mode(&s.0.join("a")).unwrap(), 0o700);
+        assert_eq!(mode(&dir).unwrap(), 0o700);
+        assert_eq!(mode(&log).unwrap(), 0o600);
+
+        let atomic = dir.join("settings.json");
+        write_atomic(&atomic, b"{}").unwrap();
+        assert_eq!(mode(&atomic).unwrap(), 0o600);
+        // Over an existing loose file too: the new file is ours.
+        std::fs::set_permissions(&atomic, std::fs::Permissions::from_mode(0o644)).unwrap();
+        write_atomic(&atomic, b"{\"a\":1}").unwrap();
+        assert_eq!(mode(&atomic).unwrap(), 0o600);
+        assert_eq!(std::fs::read(&atomic).unwrap(), b"{\"a\":1}");
+
+        let copy = dir.join("settings.json.bak-1");
+        copy_new(&atomic, &copy).unwrap();
+        assert_eq!(mode(&copy).unwrap(), 0o600);
+        assert!(copy_new(&atomic, &copy).is_err(), "never overwrites");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(names.iter().all(|n| !n.contains("tmp")), "{names:?}");
+    }
+
+    /// Every file the app creates, where the app creates it (config dir, data dir, an agent's
+    /// config), under umask 022: Countersign's own files 0600 in 0700 directories; the agent's
+    /// file keeps the mode it had.
+    #[tokio::test]
+    async fn every_file_the_app_creates_is_private_under_umask_022() {
+        use crate::clients::{ClientKind, Clients, Places, Route};
+        umask_022();
+        let s = Scratch::new("app-files");
+        let home = s.0.join("home");
+        let config_dir = home.join(".config/countersign");
+        let data_dir = home.join(".local/share/countersign");
+        let config_path = config_dir.join("config.json");
+
+        // First run: the demo config.
+        let loaded = crate::config::load_or_create(
+            &crate::config::ConfigSource::Platform(config_path.clone()),
+            "countersign-demo-server",
+        );
+        assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+        // The audit log, rotated once so a rotated file exists too.
+        let audit = crate::audit::AuditLog::open_rotating(
+            data_dir.join("audit.jsonl"),
+            crate::audit::Rotation {
+                file_bytes: 100,
+                keep: 2,
+            },
+        )
+        .unwrap();
+        audit
+            .record_refused("desk", "a test", &serde_json::json!({}))
+            .unwrap();
+        audit
+            .record_refused("desk", "a test", &serde_json::json!({}))
+            .unwrap();
+        // Settings, the gateway's token and its address for the bridge.
+        let (settings, _) =
+            crate::settings::SettingsStore::load(Some(config_dir.join("settings.json")));
+        settings
+            .update(|s| {
+                s.muted_servers.insert("demo".into());
+            })
+            .unwrap();
+        let token_path = data_dir.join("gateway-token");
+        let gateway = crate::gateway::Gateway::new(
+            crate::config::GatewayConfig {
+                enabled: true,
+                port: 0,
+            },
+            Vec::new(),
+            crate::broker::Broker::new(audit.clone()),
+            settings,
+            token_path,
+        )
+        .unwrap();
+        gateway.listen().await.unwrap();
+        gateway
+            .write_discovery(&data_dir.join("gateway.json"))
+            .unwrap();
+        gateway.shutdown().await;
+        // An agent's config (0644, as editors leave it): imported (our config backed up and
+        // rewritten), then routed through the gateway (the agent's file backed up, recorded).
+        let clients = Clients::new(
+            Places::under_home(&home),
+            config_path.clone(),
+            Some(data_dir.join("rewrites.json")),
+            47717,
+        );
+        let agent_file = home.join(".cursor/mcp.json");
+        std::fs::create_dir_all(agent_file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &agent_file,
+            r#"{"mcpServers": {"files": {"command": "files-mcp", "env": {"API_KEY": "k"}}}}"#,
+        )
+        .unwrap();
+        std::fs::set_permissions(&agent_file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let preview = clients.preview_import(ClientKind::Cursor).unwrap();
+        clients.import(preview.plan, &["files".into()]).unwrap();
+        let route = Route {
+            base_url: "http://127.0.0.1:47717".into(),
+            token: "TOKEN".into(),
+            bridge: "countersign-bridge".into(),
+            served: vec!["files".into()],
+        };
+        let preview = clients.preview_rewrite(ClientKind::Cursor, &route).unwrap();
+        clients.rewrite(preview.plan.expect("a rewrite")).unwrap();
+
+        let mut ours = Vec::new();
+        for dir in [&config_dir, &data_dir] {
+            assert_eq!(mode(dir).unwrap(), DIR_MODE, "{}", dir.display());
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                assert_eq!(mode(&path).unwrap(), FILE_MODE, "{}", path.display());
+                ours.push(path.file_name().unwrap().to_string_lossy().into_owned());
+            }
+        }
+        ours.sort();
+        let expected = [
+            "audit.jsonl",
+            "audit.jsonl.1",
+            "config.json",
+            "config.json.bak-",
+            "gateway-token",
+            "gateway.json",
+            "rewrites.json",
+            "settings.json",
+        ];
+        assert_eq!(ours.len(), expected.len(), "{ours:?}");
+        for (name, want) in ours.iter().zip(expected) {
+            assert!(name.starts_with(want), "{ours:?}");
+        }
+        // The agent's file is theirs: its mode is kept; our backup of it is ours.
+        assert_eq!(mode(&agent_file).unwrap(), 0o644);
+        let backups: Vec<PathBuf> = std::fs::read_dir(agent_file.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.to_string_lossy().contains(".countersign-backup-"))
+            .collect();
+        assert_eq!(backups.len(), 1, "{backups:?}");
+        assert_eq!(mode(&backups[0]).unwrap(), FILE_MODE);
+    }
+
+    #[test]
+    fn loose_files_and_dirs_are_tightened_once() {
+        let s = Scratch::new("tighten");
+        let dir = s.0.join("countersign");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = dir.join("config.json");
+        std::fs::write(&config, "{}").unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let fine = dir.join("gateway-token");
+        std::fs::write(&fine, "t").unwrap();
+        std::fs::set_permissions(&fine, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let elsewhere = s.0.join("elsewhere");
+        std::fs::write(&elsewhere, "x").unwrap();
+        std::fs::set_permissions(&elsewhere, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join("link")).unwrap();
+
+        let changed = tighten(&[dir.clone(), dir.clone()]);
+        let paths: Vec<_> = changed.iter().map(|t| t.path.clone()).collect();
+        assert_eq!(paths.len(), 2, "{changed:?}");
+        assert!(paths.contains(&dir) && paths.contains(&config));
+        assert_eq!(mode(&dir).unwrap(), 0o700);
+        assert_eq!(mode(&config).unwrap(), 0o600);
+        assert_eq!(
+            mode(&elsewhere).unwrap(),
+            0o644,
+            "a symlink's target is not ours"
+        );
+        assert!(
+            changed[0]
+                .to_string()
+                .contains("could be read by other users")
+        );
+        assert!(tighten(&[dir]).is_empty(), "once");
+    }
+}
