@@ -224,7 +224,9 @@ impl Broker {
             server: server.clone(),
             limit,
         };
-        self.inner
+        // A refusal is a no whether or not it is on record (a failure is logged by the log).
+        let _ = self
+            .inner
             .audit
             .record_refused(server, &error.to_string(), &new.request);
         Err(error)

@@ -74,7 +74,9 @@ impl Elicitor {
         let kind = match self.parse(&params) {
             Ok(kind) => kind,
             Err(reason) => {
-                self.broker
+                // Refused either way; a failure to record it is logged by the log.
+                let _ = self
+                    .broker
                     .audit()
                     .record_refused(&self.asker.server, &reason, &params);
                 return Err(McpError::invalid_params(reason, None));
@@ -97,9 +99,10 @@ impl Elicitor {
                 Err(reason) => {
                     // A well-formed request for an address we never open: a no, recorded,
                     // not shown.
-                    self.broker
-                        .audit()
-                        .record_refused(&self.asker.server, &reason, &params);
+                    let _ =
+                        self.broker
+                            .audit()
+                            .record_refused(&self.asker.server, &reason, &params);
                     return Ok(serde_json::json!({"action": "decline"}));
                 }
             },
