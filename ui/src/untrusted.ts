@@ -1,12 +1,25 @@
 //! Showing text a server or an agent wrote: messages, titles, descriptions, option labels, tool
 //! output, URLs. It is always text (see dom.ts), its direction is isolated so it cannot reorder
 //! what surrounds it, bidi control characters are made visible (a U+202E can make "exe.txt" read
-//! "txt.exe"), and long text is clipped with a button to see all of it.
+//! "txt.exe"), and so are other invisible characters (a zero-width space makes "rm" and "r​m" look
+//! alike, tag characters carry whole hidden sentences), and long text is clipped with a button to
+//! see all of it.
 
 import { el, append, replace } from "./dom";
 
 /** Bidi embedding, override, isolate and mark characters. */
-const BIDI_CONTROLS = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/g;
+const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
+
+/**
+ * Every character shown as its name: bidi controls, every format character (`\p{Cf}`: zero-width
+ * space and joiners, word joiner and invisible operators, soft hyphen, BOM, U+180E, tag
+ * characters, interlinear annotation), control characters other than tab and line breaks, and
+ * the blanks and selectors that render as nothing (combining grapheme joiner, Hangul fillers,
+ * Khmer inherent vowels, Mongolian free variation selectors, variation selectors except the
+ * text/emoji presentation ones U+FE0E/U+FE0F that ordinary emoji carry).
+ */
+const SHOWN_AS_NAME =
+  /[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u3164\uFE00-\uFE0D\uFFA0\u{E0100}-\u{E01EF}]/gu;
 
 /** `⟨U+202E⟩` for one character. */
 export function codePointName(ch: string): string {
@@ -14,34 +27,43 @@ export function codePointName(ch: string): string {
   return `⟨U+${cp.toString(16).toUpperCase().padStart(4, "0")}⟩`;
 }
 
-/** The text as a plain string with bidi controls replaced by their names (for `title`, options). */
+/** The text as a plain string with invisible characters replaced by their names (for `title`,
+ * options). */
 export function visibleString(text: string): string {
-  return text.replace(BIDI_CONTROLS, codePointName);
+  return text.replace(SHOWN_AS_NAME, codePointName);
 }
 
-/** The text as DOM: text nodes, with each bidi control shown as a marked-up `⟨U+202E⟩`. */
+/** The text as DOM: text nodes, with each invisible character shown as a marked-up `⟨U+202E⟩`. */
 export function visibleText(text: string): DocumentFragment {
   const frag = document.createDocumentFragment();
   let last = 0;
-  for (const match of text.matchAll(BIDI_CONTROLS)) {
+  for (const match of text.matchAll(SHOWN_AS_NAME)) {
     const at = match.index ?? 0;
     append(frag, text.slice(last, at));
-    append(
-      frag,
-      el("span", { class: "ctrl", attrs: { title: "invisible bidi control character" } },
-        codePointName(match[0])),
-    );
+    const what = BIDI.test(match[0]) ? "invisible bidi control character" : "invisible character";
+    append(frag, el("span", { class: "ctrl", attrs: { title: what } }, codePointName(match[0])));
     last = at + match[0].length;
   }
   append(frag, text.slice(last));
   return frag;
 }
 
-/** Cuts to at most `max` code points, adding "…" when cut. Bidi controls are made visible first. */
+/** Cuts to at most `max` code points, adding "…" when cut. Invisible characters are made visible
+ * first. */
 export function shortText(text: string, max: number): string {
   const shown = visibleString(text);
-  const points = Array.from(shown);
-  return points.length <= max ? shown : `${points.slice(0, max - 1).join("")}…`;
+  if (Array.from(shown).length <= max) return shown;
+  // Cut between characters of the original, so a name like ⟨U+202E⟩ is never cut in half.
+  let out = "";
+  let length = 0;
+  for (const ch of text) {
+    const piece = visibleString(ch);
+    const size = Array.from(piece).length;
+    if (length + size > max - 1) break;
+    out += piece;
+    length += size;
+  }
+  return `${out}…`;
 }
 
 export interface ClipOptions {
@@ -53,6 +75,8 @@ export interface ClipOptions {
   tag?: "p" | "div" | "pre";
   id?: string;
   class?: string;
+  /** Called the first time the whole text is shown (at once when it is not clipped). */
+  onShownWhole?: () => void;
 }
 
 /**
@@ -76,6 +100,7 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
   if (Array.from(cut).length > chars) cut = points.slice(0, chars).join("");
   if (cut === text) {
     append(body, visibleText(text));
+    options.onShownWhole?.();
     return wrap;
   }
 
@@ -89,6 +114,7 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
     body.classList.toggle("expanded", expanded);
     toggle.textContent = expanded ? "Show less" : `Show all (${points.length} characters)`;
     toggle.setAttribute("aria-expanded", String(expanded));
+    if (expanded) options.onShownWhole?.();
   };
   toggle.addEventListener("click", () => {
     expanded = !expanded;
@@ -99,7 +125,7 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
   return wrap;
 }
 
-/** An inline span of untrusted text, isolated and with visible bidi controls. */
+/** An inline span of untrusted text, isolated and with visible invisible characters. */
 export function inlineText(text: string, max?: number, cls?: string): HTMLSpanElement {
   const span = el("span", { class: `untrusted ${cls ?? ""}`.trim(), attrs: { dir: "auto" } });
   if (max !== undefined && Array.from(text).length > max) {
