@@ -6,6 +6,7 @@
 import type { History } from "./bindings/History";
 import type { Verification } from "./bindings/Verification";
 import type { HistoryEntry } from "./bindings/HistoryEntry";
+import type { ToolCallAsk } from "./ask/toolcall";
 import { el, append, replace } from "./dom";
 import { commands, errorText } from "./ipc";
 import { dateTime, outcomeText, plural } from "./format";
@@ -113,7 +114,7 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
   if (ask.kind === "toolCall") {
     append(question, "Run ", el("code", {}, inlineText(ask.tool, 120)));
     if (ask.title) append(question, " ", el("span", { class: "muted" }, inlineText(ask.title, 120)));
-    const args = argumentsLine(ask.arguments);
+    const args = argumentsLine(ask);
     if (args !== null) append(question, el("div", { class: "muted mono" }, inlineText(args, 200)));
   } else {
     append(question, inlineText(ask.message, 200));
@@ -143,12 +144,40 @@ export function verdictText(v: Verification): string {
   return text;
 }
 
-/** A call's arguments on one line, or `null` when it had none. */
-function argumentsLine(args: unknown): string | null {
+/** A call's arguments on one line, or `null` when it had none. From the text that was forwarded
+ * (`argumentsText`), so big integers read as sent; re-serializing the parsed `arguments` (JavaScript
+ * numbers) is only for records written before that text was kept. */
+function argumentsLine(ask: ToolCallAsk): string | null {
+  if (ask.argumentsText) return compactJson(ask.argumentsText);
+  const args = ask.arguments;
   if (args === undefined || args === null) return null;
   try {
     return JSON.stringify(args) ?? null;
   } catch {
     return null;
   }
+}
+
+/** JSON text without the whitespace between tokens; strings, numbers and key order untouched. */
+export function compactJson(text: string): string {
+  let out = "";
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      out += c;
+      if (c === "\\") {
+        i += 1;
+        if (i < text.length) out += text[i];
+      } else if (c === '"') {
+        inString = false;
+      }
+    } else if (c === '"') {
+      inString = true;
+      out += c;
+    } else if (c !== " " && c !== "\n" && c !== "\r" && c !== "\t") {
+      out += c;
+    }
+  }
+  return out;
 }

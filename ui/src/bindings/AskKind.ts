@@ -19,4 +19,9 @@ title: string | null, description: string | null, annotations: Record<string, un
 /**
  * The call's arguments as the agent sent them.
  */
-arguments: unknown, };
+arguments: unknown, 
+/**
+ * The arguments as the text that will be forwarded (pretty-printed by the backend):
+ * what the dialog shows, so a number too large for JavaScript is shown as sent.
+ */
+argumentsText: string, };
