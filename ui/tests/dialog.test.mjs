@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
-import { launch, openApp, dialog, waitForAnswers, UI_DIR } from "./support/app.mjs";
+import { launch, openApp, dialog, waitForAnswers, armed, UI_DIR } from "./support/app.mjs";
 import { formAsk, urlAsk, field } from "./support/fixtures.mjs";
 
 let env;
@@ -80,11 +80,18 @@ test("the dialog is a modal with an accessible name naming the server, focus in 
   await app.close();
 });
 
-test("an empty form starts on Submit; a URL ask starts on the address, not on Open", async () => {
+test("an empty form starts on its message, not on Submit; a URL ask starts on the address, not on Open", async () => {
   const app = await openApp(env, { asks: [formAsk({ id: 10, message: "Go ahead?", fields: [] })] });
   const { page, backend } = app;
-  assert.equal(await focusedLabel(page), "Submit");
+  // An Enter meant for something else (typed into another window as this one came up) sends nothing.
+  assert.equal(await focusedLabel(page), "Go ahead?");
+  const submit = dialog(page).getByRole("button", { name: "Submit" });
+  await armed(submit);
   await page.keyboard.press("Enter");
+  await page.keyboard.press("Space");
+  await page.waitForTimeout(100);
+  assert.equal(backend.answers.length, 0);
+  await submit.click();
   const [answer] = await waitForAnswers(backend, 1);
   assert.deepEqual(answer, { id: 10, answer: { action: "accept", content: {} } });
   await backend.addAsk(urlAsk({ id: 11, url: "https://accounts.example.com/login" }));
@@ -113,6 +120,7 @@ test("keyboard only: type, Tab, Space and Enter complete a form", async () => {
   await page.keyboard.press("Space"); // backup
   await page.keyboard.press("Tab");
   await page.keyboard.type("3");
+  await armed(dialog(page).getByRole("button", { name: "Submit" })); // a person takes longer than that
   await page.keyboard.press("Enter"); // implicit submission from the number field
   const [answer] = await waitForAnswers(backend, 1);
   assert.deepEqual(answer, { id: 20, answer: { action: "accept", content: {
@@ -145,6 +153,7 @@ test("several asks: the count shows and they can be answered in any order", asyn
   assert.match(await d.getByRole("heading", { level: 2 }).filter({ visible: true }).textContent(), /alpha asks/);
   // Start typing in the first, then answer the third, then the first, then the second.
   await page.keyboard.type("keep me");
+  await d.getByRole("button", { name: "List all" }).click();
   await d.getByRole("button", { name: /gamma: Third question/ }).click();
   assert.equal(await page.getByRole("dialog", { name: /gamma asks/ }).count(), 1);
   await page.keyboard.type("third");

@@ -194,6 +194,7 @@ test("withdrawn (the agent cancelled), it is torn down at once; reload redraws i
   await app.reload();
   const d = dialog(page);
   assert.match(await d.getByRole("navigation").textContent(), /2 questions waiting/);
+  await d.getByRole("button", { name: "List all" }).click();
   await d.getByRole("button", { name: "tickets: run delete_ticket" }).click();
   await page.getByRole("dialog", { name: "Approve a tool call" }).waitFor();
   assert.equal(await focused(page), "Deny");

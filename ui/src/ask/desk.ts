@@ -3,23 +3,32 @@
 //! them as they come and go, and the person's answers go out through `answer_ask`.
 //!
 //! One modal `<dialog>` (opened with `showModal`, so the rest of the window is inert) shows one
-//! ask at a time; with several waiting it shows how many and lets the person switch between them
-//! and answer in any order. A view the person is filling in is kept as it is while others arrive
-//! or go. Escape and the close button cancel the shown ask; a withdrawal removes its view at once
-//! (synchronously, in the event handler) and says why in a status line.
+//! ask at a time; with several waiting, a compact queue above it says which one of how many is
+//! shown, steps to the previous / next, lists them all on demand (in a box of bounded height, so
+//! the shown question's own buttons stay in view however many wait), and declines every question
+//! from the shown one's server at once. A view the person is filling in is kept as it is while
+//! others arrive or go. Escape and the close button cancel the shown ask; a withdrawal removes its
+//! view at once (synchronously, in the event handler) and says why in a status line. Each shown
+//! question is armed afresh (arming.ts) before its accept buttons work.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
 import type { AskEvent } from "../bindings/AskEvent";
 import type { Outcome } from "../bindings/Outcome";
-import { el, append, setAttr, uid } from "../dom";
+import { el, append, replace, setAttr, uid } from "../dom";
 import { asAppError, commands, errorText } from "../ipc";
 import { plural, reasonText } from "../format";
 import { Notice } from "../notice";
 import { inlineText } from "../untrusted";
+import { ARM_DELAY_MS, Arming } from "./arming";
 import { AskView, type AskViewHost } from "./view";
 
 export type AnswerFn = (id: number, answer: Answer) => Promise<Outcome>;
+
+export interface DeskOptions {
+  /** How long a shown question waits before its accept buttons work (arming.ts). */
+  armDelayMs?: number;
+}
 
 export class AskDesk implements AskViewHost {
   readonly dialog: HTMLDialogElement;
@@ -27,27 +36,64 @@ export class AskDesk implements AskViewHost {
   private readonly tabs = new Map<number, HTMLButtonElement>();
   /** Asks known to be over; a late `added` or a stale `pending_asks` reply must not revive them. */
   private readonly gone = new Set<number>();
+  /** Asks answered together (Decline all): one notice for all of them instead of one each. */
+  private readonly quiet = new Set<number>();
   private current: AskView | null = null;
+  private readonly arming: Arming;
 
   private readonly queue: HTMLElement;
   private readonly count: HTMLElement;
+  private readonly position: HTMLElement;
+  private readonly listToggle: HTMLButtonElement;
+  private readonly listBox: HTMLElement;
   private readonly tabList: HTMLElement;
+  private readonly declineAll: HTMLButtonElement;
   private readonly body: HTMLElement;
   private readonly dialogNotice: Notice;
 
   constructor(
     private readonly mainNotice: Notice,
     private readonly sendAnswer: AnswerFn = commands.answerAsk,
+    options: DeskOptions = {},
   ) {
     const countId = uid("queue-count");
+    const listId = uid("queue-list");
     this.count = el("p", { class: "queue-count", id: countId });
-    this.tabList = el("div", { class: "queue-tabs", attrs: { role: "group", "aria-labelledby": countId } });
+    this.position = el("span", { class: "queue-position", attrs: { "aria-live": "polite" } });
+    const previous = el("button", {
+      class: "button small",
+      attrs: { type: "button", "aria-label": "Previous question" },
+      on: { click: () => this.step(-1) },
+    }, "‹ Previous");
+    const next = el("button", {
+      class: "button small",
+      attrs: { type: "button", "aria-label": "Next question" },
+      on: { click: () => this.step(1) },
+    }, "Next ›");
+    this.listToggle = el("button", {
+      class: "button small",
+      attrs: { type: "button", "aria-expanded": "false", "aria-controls": listId },
+      on: { click: () => this.toggleList() },
+    }, "List all");
+    this.tabList = el("ol", { class: "queue-tabs", attrs: { "aria-labelledby": countId } });
+    this.listBox = el("div", { class: "queue-list", id: listId, attrs: { hidden: true } }, this.tabList);
+    this.declineAll = el("button", {
+      class: "button small decline-all",
+      attrs: { type: "button" },
+      on: { click: () => void this.declineAllFrom(this.current?.ask.asker.server) },
+    });
     this.queue = el("nav", { class: "queue", attrs: { hidden: true, "aria-label": "Waiting questions" } },
-      this.count, this.tabList);
+      el("div", { class: "queue-bar" },
+        this.count,
+        el("div", { class: "queue-step" }, previous, this.position, next),
+        this.listToggle,
+        this.declineAll),
+      this.listBox);
     const noticeRegion = el("div", { class: "notice dialog-notice", attrs: { role: "status" } });
     this.dialogNotice = new Notice(noticeRegion);
     this.body = el("div", { class: "ask-body" });
     this.dialog = el("dialog", { class: "ask-dialog" }, this.queue, noticeRegion, this.body);
+    this.arming = new Arming(this.dialog, options.armDelayMs ?? ARM_DELAY_MS);
 
     this.dialog.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && !event.isComposing) {
@@ -101,10 +147,15 @@ export class AskDesk implements AskViewHost {
     const tab = el("button", {
       class: "queue-tab",
       attrs: { type: "button" },
-      on: { click: () => this.show(view, true) },
+      on: {
+        click: () => {
+          this.toggleList(false);
+          this.show(view, true);
+        },
+      },
     }, inlineText(view.shortLabel));
     this.tabs.set(ask.id, tab);
-    append(this.tabList, tab);
+    append(this.tabList, el("li", {}, tab));
 
     if (this.current === null) {
       this.show(view, false);
@@ -123,53 +174,98 @@ export class AskDesk implements AskViewHost {
     // While the person's own answer is in flight, its outcome is theirs, not a withdrawal.
     const own = view.busy && (outcome.outcome !== "cancelled" || outcome.reason === "person");
     this.remove(id);
-    this.notify(view, own ? ownText(outcome, view.ask.kind) : withdrawnText(outcome, view.ask.kind));
+    if (!this.quiet.has(id)) this.notify(view, own ? ownText(outcome, view.ask.kind) : withdrawnText(outcome, view.ask.kind));
+  }
+
+  /** Whether the press behind `event` may say yes to `view`: see arming.ts. */
+  mayAccept(view: AskView, event: Event): boolean {
+    return this.current === view && this.arming.permits(view, event);
   }
 
   /** The person's choice from a view: send it, then tear down or show why it was refused. */
   answer(view: AskView, answer: Answer): void {
+    void this.send(view, answer);
+  }
+
+  /** Sends `answer` for `view`'s ask; resolves true when it went out (the ask is over). */
+  private send(view: AskView, answer: Answer): Promise<boolean> {
     const id = view.ask.id;
     view.setBusy(true);
-    this.sendAnswer(id, answer).then(
+    return this.sendAnswer(id, answer).then(
       (outcome) => {
         this.gone.add(id);
-        if (this.views.get(id) !== view) return; // already torn down by its `resolved` event
+        if (this.views.get(id) !== view) return true; // already torn down by its `resolved` event
         this.remove(id);
-        this.notify(view, ownText(outcome, view.ask.kind));
+        if (!this.quiet.has(id)) this.notify(view, ownText(outcome, view.ask.kind));
+        return true;
       },
       (error: unknown) => {
-        if (this.views.get(id) !== view) return;
+        if (this.views.get(id) !== view) return false;
         view.setBusy(false);
         const app = asAppError(error);
         if (app?.kind === "answer") {
           switch (app.error.kind) {
             case "invalid":
               view.showErrors(app.error.errors);
-              return;
+              return false;
             case "notPending":
               this.gone.add(id);
               this.remove(id);
-              this.notify(view, "This question is no longer waiting.");
-              return;
+              if (!this.quiet.has(id)) this.notify(view, "This question is no longer waiting.");
+              return true;
             case "malformed":
               view.showFormErrors([app.error.message]);
-              return;
+              return false;
           }
         }
         view.showFormErrors([`The answer was not sent: ${errorText(error)}`]);
+        return false;
       },
     );
+  }
+
+  /** Declines (denies, for tool calls) every question waiting from `server`, one answer each,
+   * and says how it went in one line. A no, so it needs no arming. */
+  private async declineAllFrom(server: string | undefined): Promise<void> {
+    if (server === undefined) return;
+    const views = [...this.views.values()].filter((v) => v.ask.asker.server === server && !v.busy);
+    if (views.length === 0) return;
+    for (const v of views) this.quiet.add(v.ask.id);
+    const sent = await Promise.all(views.map((v) => this.send(v, { action: "decline" })));
+    for (const v of views) this.quiet.delete(v.ask.id);
+    const done = sent.filter(Boolean).length;
+    const failed = views.length - done;
+    const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
+    target.show(el("strong", {}, inlineText(server, 80)), ": ",
+      `Declined ${plural(done, "question", "questions")}.`,
+      failed > 0 ? ` ${plural(failed, "was", "were")} not: see ${failed === 1 ? "it" : "them"} in the queue.` : null);
   }
 
   private show(view: AskView, focus: boolean): void {
     for (const v of this.views.values()) v.root.hidden = v !== view;
     this.current = view;
+    this.arming.show(view);
     setAttr(this.dialog, "aria-labelledby", view.titleId);
     setAttr(this.dialog, "aria-describedby", view.messageId);
     for (const [id, tab] of this.tabs) {
       setAttr(tab, "aria-current", id === view.ask.id ? "true" : null);
     }
+    this.updateQueue();
     if (focus) view.focusInitial();
+  }
+
+  /** Previous (-1) or next (+1) question, wrapping around; focus stays on the step button. */
+  private step(by: number): void {
+    const all = [...this.views.values()];
+    if (all.length === 0) return;
+    const at = this.current === null ? 0 : all.indexOf(this.current);
+    this.show(all[(at + by + all.length) % all.length], false);
+  }
+
+  private toggleList(open = this.listBox.hidden): void {
+    this.listBox.hidden = !open;
+    this.listToggle.setAttribute("aria-expanded", String(open));
+    if (open) this.tabs.get(this.current?.ask.id ?? -1)?.scrollIntoView({ block: "nearest" });
   }
 
   private open(): void {
@@ -183,17 +279,21 @@ export class AskDesk implements AskViewHost {
     const view = this.views.get(id);
     if (!view) return;
     this.views.delete(id);
+    this.arming.forget(view);
     view.root.remove();
-    this.tabs.get(id)?.remove();
+    this.tabs.get(id)?.parentElement?.remove();
     this.tabs.delete(id);
     if (this.current === view) {
       this.current = null;
-      const next = this.views.values().next();
-      if (!next.done) {
-        this.show(next.value, true);
+      // Next: one still waiting for the person, not one whose answer is on its way.
+      const waiting = [...this.views.values()];
+      const next = waiting.find((v) => !v.busy) ?? waiting[0];
+      if (next !== undefined) {
+        this.show(next, true);
       } else {
         this.dialog.removeAttribute("aria-labelledby");
         this.dialog.removeAttribute("aria-describedby");
+        this.toggleList(false);
         if (this.dialog.open) this.dialog.close();
       }
     }
@@ -205,6 +305,15 @@ export class AskDesk implements AskViewHost {
     this.count.textContent = `${plural(n, "question", "questions")} waiting`;
     this.queue.hidden = n < 2;
     document.title = n > 0 ? `Countersign — ${this.count.textContent}` : "Countersign";
+    const current = this.current;
+    if (current === null) return;
+    const all = [...this.views.values()];
+    this.position.textContent = `${all.indexOf(current) + 1} of ${n}`;
+    const server = current.ask.asker.server;
+    const fromServer = all.filter((v) => v.ask.asker.server === server && !v.busy).length;
+    // Worth a button only when that server has more than the one shown.
+    this.declineAll.hidden = fromServer < 2;
+    replace(this.declineAll, "Decline all from ", inlineText(server, 60, "server-name"), ` (${fromServer})`);
   }
 
   /** A status line about `view`'s ask: in the dialog while it stays open, else in the window. */

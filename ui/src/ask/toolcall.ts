@@ -3,8 +3,13 @@
 //! reached), what (the tool's name and title, its description, the server's annotations as
 //! unverified hints, the arguments as JSON), and offers Allow once / Always allow / Deny; Escape
 //! and the close button deny too (the desk answers `cancel`). Everything here that the server or
-//! the agent wrote is untrusted text (untrusted.ts): never markup, bidi controls visible, long
-//! text clipped with "Show all".
+//! the agent wrote is untrusted text (untrusted.ts): never markup, invisible characters visible,
+//! long text clipped with "Show all".
+//!
+//! The arguments are shown from the backend's `argumentsText`, the text that will be forwarded,
+//! never by re-serializing the parsed `arguments`: JavaScript numbers round (9007199254740993
+//! would read 9007199254740992). When they are clipped, Allow works only once they have been shown
+//! whole.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -19,6 +24,8 @@ export interface ToolCallPanel {
   root: HTMLElement;
   /** Disabled while an answer is on its way. */
   buttons: HTMLButtonElement[];
+  /** Allow once and Always allow. */
+  acceptButtons: HTMLButtonElement[];
   initialFocus: HTMLElement;
 }
 
@@ -27,7 +34,12 @@ export interface ToolCallParts {
   summaryId: string;
   /** Where answer errors show (the view's alert region). */
   errors: HTMLElement;
+  /** A no (Deny): sent at once. */
   send: (answer: Answer) => void;
+  /** A yes from a click: the view decides whether it counts. */
+  accept: (event: Event, answer: Answer) => void;
+  /** The arguments have been shown whole (called while building when they are not clipped). */
+  shownWhole: () => void;
 }
 
 /** The agent's name as the person reads it, or `unnamed` in its place: the backend sets the name
@@ -70,19 +82,15 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
       el("p", { class: "field-hint" }, "These are the server's own claims about its tool; nothing has checked them.")));
   }
 
-  const argsLabel = uid("call-args");
-  const argsText = argumentsText(ask.arguments);
-  append(root, el("section", { class: "call-args", attrs: { "aria-labelledby": argsLabel } },
-    el("p", { class: "subhead", id: argsLabel }, "Arguments"),
-    argsText === null
-      ? el("p", { class: "muted" }, "No arguments.")
-      : clippedText(argsText, { tag: "pre", chars: 1200, lines: 14, class: "output json" })));
-
   const noteId = uid("always-note");
   const note = el("p", { class: "field-hint always-note", id: noteId },
     "“Always allow” is remembered for ", agentText(asker.agent, "agent-name", "this unnamed agent"), " running ",
     el("code", {}, inlineText(ask.tool, 80)), " on ", inlineText(asker.server, 80),
     ": it runs without asking from then on, until you revoke it in Settings.");
+  // Said beside the buttons while the arguments are clipped: Allow waits for "Show all".
+  const revealId = uid("reveal-note");
+  const revealNote = el("p", { class: "field-hint reveal-note", id: revealId },
+    "Show all of the arguments (above) to allow this call.");
 
   const deny = el("button", {
     class: "button",
@@ -91,19 +99,39 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
   }, "Deny");
   const always = el("button", {
     class: "button",
-    attrs: { type: "button", "aria-describedby": noteId },
-    on: { click: () => parts.send({ action: "alwaysAllow" }) },
+    attrs: { type: "button", "aria-describedby": `${revealId} ${noteId}` },
+    on: { click: (event) => parts.accept(event, { action: "alwaysAllow" }) },
   }, "Always allow");
   const once = el("button", {
     class: "button primary",
-    attrs: { type: "button" },
-    on: { click: () => parts.send({ action: "accept", content: null }) },
+    attrs: { type: "button", "aria-describedby": revealId },
+    on: { click: (event) => parts.accept(event, { action: "accept", content: null }) },
   }, "Allow once");
-  append(root, parts.errors, el("div", { class: "actions" }, note, deny, always, once));
+
+  const argsLabel = uid("call-args");
+  const argsText = ask.argumentsText ? ask.argumentsText : argumentsText(ask.arguments);
+  // Until shown whole, the arguments are what the person has not seen: the note says so and
+  // describes the Allow buttons.
+  let whole = false;
+  const shownWhole = () => {
+    if (whole) return;
+    whole = true;
+    revealNote.hidden = true;
+    once.removeAttribute("aria-describedby");
+    always.setAttribute("aria-describedby", noteId);
+    parts.shownWhole();
+  };
+  append(root, el("section", { class: "call-args", attrs: { "aria-labelledby": argsLabel } },
+    el("p", { class: "subhead", id: argsLabel }, "Arguments"),
+    argsText === null
+      ? el("p", { class: "muted" }, "No arguments.")
+      : clippedText(argsText, { tag: "pre", chars: 1200, lines: 14, class: "output json", onShownWhole: shownWhole })));
+  if (argsText === null) shownWhole();
+  append(root, parts.errors, el("div", { class: "actions" }, revealNote, note, deny, always, once));
 
   // Focus starts on Deny, the safe default: there is nothing to fill in, and this dialog can open
   // while the person is typing elsewhere, so a stray Enter or Space must refuse, never allow.
-  return { root, buttons: [deny, always, once], initialFocus: deny };
+  return { root, buttons: [deny, always, once], acceptButtons: [always, once], initialFocus: deny };
 }
 
 /** The arguments as indented JSON, or `null` when the call sent none. */

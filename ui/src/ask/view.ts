@@ -2,7 +2,8 @@
 //! which agent), the message, and either the form (Submit / Decline), the URL to open
 //! (Open / Decline), or a tool call to approve (Allow once / Always allow / Deny, toolcall.ts).
 //! A view only gathers the person's choice and hands it to the desk; it never talks to the
-//! backend itself.
+//! backend itself. Its accept buttons work only while the desk has armed it (arming.ts) and the
+//! press behind them is one the desk permits; they look and read as disabled otherwise.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -18,6 +19,8 @@ import { isWebAddress, warningText } from "./url";
 export interface AskViewHost {
   /** The person chose; the desk sends it and reports back through the view's methods. */
   answer(view: AskView, answer: Answer): void;
+  /** Whether the press behind `event` may answer yes for `view` (see arming.ts). */
+  mayAccept(view: AskView, event: Event): boolean;
 }
 
 export class AskView {
@@ -32,7 +35,13 @@ export class AskView {
   private readonly controls: FieldControl[] = [];
   private readonly formErrors = el("div", { class: "form-errors", attrs: { role: "alert", hidden: true } });
   private readonly buttons: HTMLButtonElement[] = [];
+  /** Submit, Open, Allow once, Always allow: the buttons that say yes. */
+  private readonly acceptButtons: HTMLButtonElement[] = [];
   private initialFocus: HTMLElement | null = null;
+  /** Set by the desk once the view has been on screen long enough (arming.ts). */
+  private armed = false;
+  /** False while what is approved has not been shown whole (clipped tool-call arguments). */
+  private shownWhole = true;
 
   constructor(ask: Ask, host: AskViewHost) {
     this.ask = ask;
@@ -43,20 +52,31 @@ export class AskView {
     });
     append(this.root, this.header());
     if (ask.kind === "toolCall") {
+      // The panel reports that the arguments were shown whole while it is being built, when
+      // they are not clipped; it starts false only when they are.
+      this.shownWhole = false;
       const panel = toolCallPanel(ask, {
         summaryId: this.messageId,
         errors: this.formErrors,
         send: (answer) => this.send(answer),
+        accept: (event, answer) => this.accept(event, answer),
+        shownWhole: () => {
+          this.shownWhole = true;
+          this.refreshAccept();
+        },
       });
       this.buttons.push(...panel.buttons);
+      this.acceptButtons.push(...panel.acceptButtons);
       this.initialFocus = panel.initialFocus;
       append(this.root, panel.root);
+      this.refreshAccept();
       return;
     }
     append(this.root, clippedText(ask.message, {
       id: this.messageId, chars: 600, lines: 10, class: "ask-message",
     }));
     append(this.root, ask.kind === "form" ? this.form(ask) : this.urlPanel(ask));
+    this.refreshAccept();
   }
 
   /** A short name for the switcher: server and the start of the message (or the tool). */
@@ -68,8 +88,8 @@ export class AskView {
     return `${shortText(ask.asker.server, 40)}: ${shortText(what || "a question", 60)}`;
   }
 
-  /** Focus where the person starts: the first field, else Submit (an empty form), else the URL,
-   * and Deny for a tool call. */
+  /** Focus where the person starts: the first field, else the message (an empty form: an Enter
+   * meant for something else must not submit it), else the URL, and Deny for a tool call. */
   focusInitial(): void {
     this.initialFocus?.focus();
   }
@@ -83,6 +103,37 @@ export class AskView {
     this.busy = busy;
     for (const b of this.buttons) b.disabled = busy;
     this.root.setAttribute("aria-busy", String(busy));
+  }
+
+  /** The desk arms the view once it has been on screen for a moment, and disarms it when it
+   * gives way to another. */
+  setArmed(armed: boolean): void {
+    this.armed = armed;
+    this.refreshAccept();
+  }
+
+  /** Whether a yes would be taken now (armed, and nothing approved is hidden). */
+  get acceptReady(): boolean {
+    return this.armed && this.shownWhole && !this.busy;
+  }
+
+  /** Accept buttons read as disabled (`aria-disabled`, so they keep their place in the tab order
+   * and focus is not thrown out) until a yes would be taken. */
+  private refreshAccept(): void {
+    const ready = this.armed && this.shownWhole;
+    for (const b of this.acceptButtons) {
+      b.setAttribute("aria-disabled", String(!ready));
+      b.classList.toggle("unarmed", !ready);
+    }
+  }
+
+  /** A yes from an accept button's click: only when ready and the press behind it permitted. */
+  private accept(event: Event, answer: Answer): void {
+    if (!this.acceptReady || !this.host.mayAccept(this, event)) {
+      event.preventDefault();
+      return;
+    }
+    this.send(answer);
   }
 
   /** The backend refused the answer: each message beside its field, the rest at the top. */
@@ -176,14 +227,27 @@ export class AskView {
       on: { click: () => this.send({ action: "decline" }) },
     }, "Decline");
     const submit = el("button", { class: "button primary", attrs: { type: "submit" } }, "Submit");
+    // Every submission comes through a click on Submit (Enter in a field clicks it too), so
+    // this is where a yes is refused: a refused click does not submit.
+    submit.addEventListener("click", (event) => {
+      if (!this.acceptReady || !this.host.mayAccept(this, event)) event.preventDefault();
+    });
     this.buttons.push(decline, submit);
+    this.acceptButtons.push(submit);
     append(form, el("div", { class: "actions" }, decline, submit));
     form.addEventListener("submit", (event) => {
       event.preventDefault();
-      this.submit();
+      if (this.acceptReady) this.submit();
     });
-    this.initialFocus = this.controls[0]?.focusTarget ?? submit;
+    this.initialFocus = this.controls[0]?.focusTarget ?? this.messageFocus();
     return form;
+  }
+
+  /** The message, focusable by script only: where an empty form starts. */
+  private messageFocus(): HTMLElement | null {
+    const message = this.root.querySelector<HTMLElement>(`#${this.messageId}`);
+    message?.setAttribute("tabindex", "-1");
+    return message;
   }
 
   private submit(): void {
@@ -233,10 +297,13 @@ export class AskView {
     const open = el("button", {
       class: "button primary",
       attrs: { type: "button", disabled: !openable },
-      on: { click: () => this.send({ action: "accept", content: null }) },
+      on: { click: (event) => this.accept(event, { action: "accept", content: null }) },
     }, "Open");
     this.buttons.push(decline);
-    if (openable) this.buttons.push(open);
+    if (openable) {
+      this.buttons.push(open);
+      this.acceptButtons.push(open);
+    }
     // Focus on the address itself, so an Enter typed into another app cannot open it.
     this.initialFocus = box;
     return el("div", { class: "url-panel" }, box, this.formErrors, el("div", { class: "actions" }, decline, open));

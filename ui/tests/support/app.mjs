@@ -93,3 +93,19 @@ export async function waitForAnswers(backend, n, timeoutMs = 5000) {
   }
   return backend.answers;
 }
+
+/** Waits until `button` (an accept button) is armed: no longer `aria-disabled`. */
+export async function armed(button, timeoutMs = 3000) {
+  await button.page().waitForFunction(
+    (b) => b.getAttribute("aria-disabled") === "false",
+    await button.elementHandle({ timeout: timeoutMs }),
+    { timeout: timeoutMs },
+  );
+}
+
+/** The centre of `locator` in page coordinates, for pressing the mouse there like a person. */
+export async function centre(locator) {
+  const box = await locator.boundingBox();
+  if (!box) throw new Error("not on screen");
+  return { x: box.x + box.width / 2, y: box.y + box.height / 2 };
+}

@@ -41,10 +41,12 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
   };
 }
 
-/** A tool-call approval: an agent's call through the gateway that policy sends to the person. */
+/** A tool-call approval: an agent's call through the gateway that policy sends to the person.
+ * `argumentsText` is the text the backend will forward (serde_json's pretty print); by default the
+ * same as JavaScript's for `args`, empty when there are none (as in records from before it). */
 export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
-  deadlineMs = null, receivedAtMs } = {}) {
+  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), deadlineMs = null, receivedAtMs } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -58,6 +60,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoi
     description,
     annotations,
     arguments: args,
+    argumentsText,
   };
 }
 
