@@ -661,6 +661,8 @@ fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
                 why,
                 at_ms,
             }),
+            // On record for the audit, not for the person's History: listing and the like.
+            AuditRecord::Forwarded { .. } => {}
         }
     }
     asks.reverse();

@@ -72,6 +72,10 @@ pub enum AskKind {
         /// The call's arguments as the agent sent them.
         #[ts(type = "unknown")]
         arguments: Value,
+        /// The arguments as the text that will be forwarded (pretty-printed by the backend):
+        /// what the dialog shows, so a number too large for JavaScript is shown as sent.
+        #[serde(default)]
+        arguments_text: String,
     },
 }
 

@@ -83,6 +83,15 @@ pub enum AuditRecord {
         allowed: bool,
         why: String,
     },
+    /// The gateway forwarded an agent's request that passes no gate (listing, completion,
+    /// logging level, unsubscribe), so every request that reached a server is on record.
+    Forwarded {
+        run: String,
+        at_ms: u64,
+        server: String,
+        agent: Option<String>,
+        method: String,
+    },
 }
 
 struct Inner {
@@ -199,6 +208,24 @@ impl AuditLog {
                 tool: tool.to_owned(),
                 allowed,
                 why: why.to_owned(),
+            },
+            false,
+        )
+    }
+
+    pub(crate) fn record_forwarded(
+        &self,
+        server: &str,
+        agent: Option<&str>,
+        method: &str,
+    ) -> Result<(), AuditError> {
+        self.append(
+            &AuditRecord::Forwarded {
+                run: self.inner.run.clone(),
+                at_ms: unix_ms(),
+                server: server.to_owned(),
+                agent: agent.map(str::to_owned),
+                method: method.to_owned(),
             },
             false,
         )

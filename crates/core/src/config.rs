@@ -59,6 +59,10 @@ pub struct ServerConfig {
     pub protocol: ProtocolChoice,
     /// Explicit gateway rules for this server's tools, by tool name; they come first.
     pub tool_policy: BTreeMap<String, ToolRule>,
+    /// The gateway's rule for agents reading this server's resources (`resources/read`,
+    /// `resources/subscribe`) and prompts (`prompts/get`). Unset: a trusted server's are read
+    /// without asking, an untrusted server's ask.
+    pub read_policy: Option<ToolRule>,
 }
 
 /// What the gateway does with an agent's call of one tool, as the person configured it.
@@ -109,6 +113,7 @@ impl ServerConfig {
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             protocol: ProtocolChoice::Auto,
             tool_policy: BTreeMap::new(),
+            read_policy: None,
         }
     }
 
@@ -287,6 +292,7 @@ struct RawServer {
     disabled: bool,
     #[serde(default)]
     tool_policy: BTreeMap<String, ToolRule>,
+    read_policy: Option<ToolRule>,
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -451,6 +457,7 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         request_timeout: secs(raw.request_timeout_secs, DEFAULT_REQUEST_TIMEOUT)?,
         protocol: raw.protocol,
         tool_policy: raw.tool_policy,
+        read_policy: raw.read_policy,
     })
 }
 

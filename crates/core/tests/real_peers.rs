@@ -120,6 +120,7 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
             AuditRecord::Resolved { id, outcome, .. } => format!("resolved {id} {outcome:?}"),
             AuditRecord::Refused { reason, .. } => format!("refused {reason}"),
             AuditRecord::Gated { tool, .. } => format!("gated {tool}"),
+            AuditRecord::Forwarded { method, .. } => format!("forwarded {method}"),
         })
         .collect();
     assert_eq!(

@@ -72,7 +72,8 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
-    pub(crate) stash: Arc<faithful::Stash>,
+    /// Open upstream sessions by server, capped (`forward::MAX_UPSTREAMS_PER_SERVER`).
+    pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
     config: GatewayConfig,
     token: String,
     token_path: PathBuf,
@@ -107,7 +108,7 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
-                stash: Arc::default(),
+                open_upstreams: Mutex::default(),
                 config,
                 token,
                 token_path,
@@ -205,10 +206,7 @@ impl Gateway {
                     "no server by that name on this gateway; the path is /mcp/<server>",
                 )
             })
-            .layer(axum::middleware::from_fn_with_state(
-                self.shared.stash.clone(),
-                faithful::swap,
-            ))
+            .layer(axum::middleware::from_fn(faithful::swap))
             .layer(axum::middleware::from_fn(gone::watch))
             // Outermost: nothing runs for a request that fails the guard.
             .layer(axum::middleware::from_fn_with_state(
