@@ -363,14 +363,22 @@ impl App {
         self.find(DIALOG).await
     }
 
+    /// Clicks a dialog's button once it works: a yes (Submit, Allow once, ...) arms only after
+    /// the question has been shown for a moment, and a click before that does nothing.
     pub async fn press_in_dialog(&self, button: &str) {
-        self.find_xpath(&format!(
-            "//dialog[@open]//button[normalize-space()='{button}']"
-        ))
-        .await
-        .click()
-        .await
-        .unwrap();
+        let button = self
+            .find_xpath(&format!(
+                "//dialog[@open]//button[normalize-space()='{button}']"
+            ))
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while button.attr("aria-disabled").await.ok().flatten().as_deref() == Some("true")
+            || !button.is_enabled().await.unwrap_or(false)
+        {
+            assert!(Instant::now() < deadline, "the dialog's button never armed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        button.click().await.unwrap();
     }
 
     pub async fn press_escape(&self) {
