@@ -563,3 +563,183 @@ async fn e2e_closing_the_window_without_a_tray_quits_and_cancels_open_questions(
     assert_eq!(end["reason"], "shutdown", "{end}");
     eventually("the app quits", async || app.app_pid().is_none()).await;
 }
+
+/// Where the shown question's Submit and Decline buttons are, and the viewport: exactly one
+/// of each is rendered (the other questions' views are hidden).
+async fn shown_buttons(app: &App) -> Value {
+    app.client
+        .execute(
+            r#"
+            const shown = (text) => [...document.querySelectorAll('dialog[open] button')]
+                .filter((b) => b.textContent.trim() === text && b.getClientRects().length > 0)
+                .map((b) => { const r = b.getBoundingClientRect();
+                              return {top: r.top, left: r.left, bottom: r.bottom, right: r.right}; });
+            return {submit: shown('Submit'), decline: shown('Decline'),
+                    width: window.innerWidth, height: window.innerHeight};
+            "#,
+            vec![],
+        )
+        .await
+        .unwrap()
+}
+
+fn assert_in_view(buttons: &Value, when: &str) {
+    let (width, height) = (
+        buttons["width"].as_f64().unwrap(),
+        buttons["height"].as_f64().unwrap(),
+    );
+    for name in ["submit", "decline"] {
+        let rects = buttons[name].as_array().unwrap();
+        assert_eq!(rects.len(), 1, "{when}: one {name} button shown: {buttons}");
+        let r = &rects[0];
+        let f = |k: &str| r[k].as_f64().unwrap();
+        assert!(
+            f("top") >= 0.0 && f("left") >= 0.0 && f("bottom") <= height && f("right") <= width,
+            "{when}: {name} is outside the {width}x{height} viewport: {buttons}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn e2e_many_questions_are_a_queue_with_the_buttons_in_view_and_decline_all() {
+    let app = App::start("many-questions", ts_server()).await;
+    app.find("#app[data-ready]").await;
+
+    // 25 at once from one server: 20 wait (the broker's cap), 5 are refused.
+    app.run_until_dialog("ask_many", r#"{"count": 25}"#).await;
+    eventually("20 questions in the queue", async || {
+        match app
+            .client
+            .find(fantoccini::Locator::Css("dialog[open] .queue-position"))
+            .await
+        {
+            Ok(e) => e.text().await.unwrap_or_default().trim() == "1 of 20",
+            Err(_) => false,
+        }
+    })
+    .await;
+    // Let late arrivals (there must be none) and the dialog settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // (a) A compact queue, not a wall of switcher buttons.
+    let queue = app.find("dialog[open] nav.queue").await;
+    assert!(queue.is_displayed().await.unwrap(), "the queue is shown");
+    assert_eq!(
+        app.find("dialog[open] .queue-count")
+            .await
+            .text()
+            .await
+            .unwrap()
+            .trim(),
+        "20 questions waiting"
+    );
+    assert_eq!(
+        app.find("dialog[open] .queue-position")
+            .await
+            .text()
+            .await
+            .unwrap()
+            .trim(),
+        "1 of 20"
+    );
+    let visible_tabs = app
+        .client
+        .execute(
+            "return [...document.querySelectorAll('dialog[open] .queue-tab')]
+                 .filter((b) => b.getClientRects().length > 0).length",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        visible_tabs,
+        json!(0),
+        "no switcher buttons until asked for"
+    );
+    let decline_all = app
+        .find_xpath("//dialog[@open]//button[contains(@class, 'decline-all')]")
+        .await;
+    let label = decline_all.text().await.unwrap();
+    assert_eq!(
+        label.split_whitespace().collect::<Vec<_>>().join(" "),
+        "Decline all from ts (20)"
+    );
+
+    // (b) The shown question's own buttons are on screen: at the default size, at the
+    // smallest window allowed, and with the list of all twenty open.
+    assert_in_view(&shown_buttons(&app).await, "default size");
+    app.snapshot("queue").await;
+    println!("screenshot: {}", app.dir.join("queue.png").display());
+    app.client.set_window_rect(0, 0, 720, 520).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_in_view(&shown_buttons(&app).await, "720x520");
+    app.find_xpath("//dialog[@open]//button[normalize-space()='List all']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    eventually("the list opens", async || {
+        app.find("dialog[open] .queue-list")
+            .await
+            .is_displayed()
+            .await
+            .unwrap_or(false)
+    })
+    .await;
+    assert_in_view(&shown_buttons(&app).await, "720x520 with the list open");
+    app.snapshot("queue-list-small").await;
+    println!(
+        "screenshot: {}",
+        app.dir.join("queue-list-small.png").display()
+    );
+
+    // (c) The five over the cap were refused, in words naming the limit.
+    let records = || -> Vec<Value> {
+        std::fs::read_to_string(app.audit_log())
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let refused: Vec<Value> = records()
+        .into_iter()
+        .filter(|r| r["event"] == "refused")
+        .collect();
+    assert_eq!(refused.len(), 5, "{refused:#?}");
+    for r in &refused {
+        assert_eq!(r["server"], "ts", "{r}");
+        assert!(
+            r["reason"]
+                .as_str()
+                .unwrap()
+                .contains("already has 20 questions waiting"),
+            "{r}"
+        );
+    }
+    let reply = app
+        .wait_result_contains("ask_many", "20 questions waiting")
+        .await;
+    println!("ask_many replied: {reply}");
+
+    // (d) Decline all answers every waiting one (a no: it works at once, no arming).
+    decline_all.click().await.unwrap();
+    app.gone(DIALOG).await;
+    eventually("20 declines on record", async || {
+        records()
+            .iter()
+            .filter(|r| r["event"] == "resolved" && r["outcome"] == "declined")
+            .count()
+            == 20
+    })
+    .await;
+    let resolved: Vec<Value> = records()
+        .into_iter()
+        .filter(|r| r["event"] == "resolved")
+        .collect();
+    assert_eq!(
+        resolved.len(),
+        20,
+        "only the twenty, all declined: {resolved:#?}"
+    );
+    app.close().await;
+}
