@@ -10,7 +10,7 @@ use countersign_core::clients::{
     AgentConfigs, ClientKind, ImportPreview, ImportResult, RewritePreview, RewriteResult,
     UndoResult,
 };
-use countersign_core::gateway::GatewayInfo;
+use countersign_core::gateway::{AgentView, CreatedAgent, GatewayInfo};
 use countersign_core::settings::{AllowedCall, Settings};
 use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
 
@@ -119,7 +119,25 @@ pub fn set_start_at_login(handle: tauri::AppHandle, on: bool) -> Result<(), AppE
 /// The Connect agents page: where the gateway listens and what to paste into each agent.
 #[tauri::command(async)]
 pub fn gateway_info(app: State<'_, App>) -> Result<GatewayInfo, AppError> {
-    app.gateway_info(&crate::launch::bridge_command())
+    app.gateway_info()
+}
+
+/// Makes an agent with its own token; the reply is the only time the token is shown.
+/// `async`: it writes a file.
+#[tauri::command(async)]
+pub fn create_agent(app: State<'_, App>, name: String) -> Result<CreatedAgent, AppError> {
+    app.create_agent(&name, &crate::launch::bridge_command())
+}
+
+#[tauri::command(async)]
+pub fn list_agents(app: State<'_, App>) -> Result<Vec<AgentView>, AppError> {
+    app.agents()
+}
+
+/// Revokes an agent's token (its next request is refused); returns the agents left.
+#[tauri::command(async)]
+pub fn revoke_agent(app: State<'_, App>, id: String) -> Result<Vec<AgentView>, AppError> {
+    app.revoke_agent(&id)
 }
 
 /// Pauses (every agent request refused) or resumes the gateway.
@@ -134,7 +152,7 @@ pub fn set_gateway_paused(
     let pending = app.pending();
     let tray_handle = handle.clone();
     let _ = handle.run_on_main_thread(move || crate::tray::update(&tray_handle, &pending));
-    app.gateway_info(&crate::launch::bridge_command())
+    app.gateway_info()
 }
 
 /// The person's settings, including the remembered "Always allow" decisions.

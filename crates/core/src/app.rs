@@ -137,6 +137,9 @@ pub enum AppError {
     Settings { message: String },
     #[error("{message}")]
     Gateway { message: String },
+    /// Making, listing or revoking an agent's token.
+    #[error("{message}")]
+    Agent { message: String },
     /// Reading or writing an agent's config file, or importing into Countersign's.
     #[error("{message}")]
     AgentConfig { message: String },
@@ -174,8 +177,26 @@ impl From<AnswerError> for AppError {
     }
 }
 
+impl From<crate::gateway::AgentError> for AppError {
+    fn from(e: crate::gateway::AgentError) -> Self {
+        AppError::Agent {
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Run ids remembered to refuse a repeated run; a run id is a UUID the UI makes per click.
 const REMEMBERED_RUNS: usize = 4096;
+/// Tokens made for rewrite previews not written yet (as many as the plans `clients` keeps).
+const PENDING_ROUTES: usize = 16;
+
+/// A rewrite preview's agent token, registered only when the rewrite is written.
+#[derive(Clone)]
+struct PendingRoute {
+    plan: u64,
+    name: String,
+    token: String,
+}
 
 #[derive(Clone)]
 pub struct App {
@@ -192,6 +213,7 @@ pub struct App {
     clients: Option<crate::clients::Clients>,
     /// Shown beside the config's problems (`ConfigInfo::notices`).
     notices: Vec<String>,
+    pending_routes: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<PendingRoute>>>,
 }
 
 impl App {
@@ -212,6 +234,7 @@ impl App {
             gateway_error: None,
             discovery: None,
             notices: Vec::new(),
+            pending_routes: Default::default(),
         }
     }
 
@@ -264,20 +287,39 @@ impl App {
         self.gateway.as_ref()
     }
 
-    /// The Connect agents page; `bridge_command` is how this install runs the bridge.
-    pub fn gateway_info(
+    fn running_gateway(&self) -> Result<&crate::gateway::Gateway, AppError> {
+        self.gateway.as_ref().ok_or_else(|| AppError::Gateway {
+            message: self
+                .gateway_error
+                .clone()
+                .unwrap_or_else(|| "the gateway is not running".into()),
+        })
+    }
+
+    /// The Connect agents page.
+    pub fn gateway_info(&self) -> Result<crate::gateway::GatewayInfo, AppError> {
+        Ok(self.running_gateway()?.info())
+    }
+
+    /// Makes an agent with its own token, shown this once with the snippets that carry it;
+    /// `bridge_command` is how this install runs the bridge.
+    pub fn create_agent(
         &self,
+        name: &str,
         bridge_command: &str,
-    ) -> Result<crate::gateway::GatewayInfo, AppError> {
-        match &self.gateway {
-            Some(gateway) => Ok(gateway.info(bridge_command)),
-            None => Err(AppError::Gateway {
-                message: self
-                    .gateway_error
-                    .clone()
-                    .unwrap_or_else(|| "the gateway is not running".into()),
-            }),
-        }
+    ) -> Result<crate::gateway::CreatedAgent, AppError> {
+        Ok(self.running_gateway()?.create_agent(name, bridge_command)?)
+    }
+
+    pub fn agents(&self) -> Result<Vec<crate::gateway::AgentView>, AppError> {
+        Ok(self.running_gateway()?.agents())
+    }
+
+    /// Revokes agent `id` (its next request gets 401); the agents left.
+    pub fn revoke_agent(&self, id: &str) -> Result<Vec<crate::gateway::AgentView>, AppError> {
+        let gateway = self.running_gateway()?;
+        gateway.revoke_agent(id)?;
+        Ok(gateway.agents())
     }
 
     pub fn set_gateway_paused(&self, paused: bool) -> Result<(), AppError> {
@@ -348,7 +390,7 @@ impl App {
         bridge_command: &str,
     ) -> Result<crate::clients::RewritePreview, AppError> {
         let clients = self.clients()?;
-        let info = self.gateway_info(bridge_command)?;
+        let info = self.gateway_info()?;
         if !info.enabled {
             return Err(AppError::Gateway {
                 message:
@@ -356,26 +398,71 @@ impl App {
                         .into(),
             });
         }
-        let Some(gateway) = &self.gateway else {
-            return Err(AppError::Gateway {
-                message: "the gateway is not running".into(),
-            });
-        };
+        // The rewritten entries carry a token of their own, for an agent named after the host;
+        // the agent exists only once the rewrite is written.
+        let token = crate::gateway::token::fresh().map_err(|e| AppError::Agent {
+            message: format!("cannot make a random token: {e}"),
+        })?;
         let route = crate::clients::Route {
             base_url: info.url,
-            token: gateway.token().to_owned(),
+            token: token.clone(),
             bridge: bridge_command.to_owned(),
             served: info.servers.into_iter().map(|s| s.name).collect(),
         };
-        Ok(clients.preview_rewrite(client, &route)?)
+        let preview = clients.preview_rewrite(client, &route)?;
+        if let Some(plan) = preview.plan {
+            let mut pending = self
+                .pending_routes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            while pending.len() >= PENDING_ROUTES {
+                pending.pop_front();
+            }
+            pending.push_back(PendingRoute {
+                plan,
+                name: client.title().to_owned(),
+                token,
+            });
+        }
+        Ok(preview)
     }
 
-    /// Writes a previewed rewrite (backup first, recorded for the undo).
+    /// Writes a previewed rewrite (backup first, recorded for the undo), registering the
+    /// agent whose token it writes first; if the write fails, that agent is revoked again.
     pub fn rewrite_agent_config(
         &self,
         plan: u64,
     ) -> Result<crate::clients::RewriteResult, AppError> {
-        Ok(self.clients()?.rewrite(plan)?)
+        let clients = self.clients()?;
+        let gateway = self.running_gateway()?;
+        let route = {
+            let mut pending = self
+                .pending_routes
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let at = pending.iter().position(|p| p.plan == plan);
+            at.and_then(|at| pending.remove(at))
+        };
+        let Some(route) = route else {
+            return Err(AppError::AgentConfig {
+                message: "this preview is no longer available; open it again".into(),
+            });
+        };
+        let agent = gateway.adopt_agent(&route.name, &route.token)?;
+        match clients.rewrite(plan) {
+            Ok(result) => Ok(result),
+            Err(e) => {
+                if let Err(revoke) = gateway.revoke_agent(&agent.id) {
+                    tracing::warn!(agent = %agent.id, error = %revoke, "cannot revoke the token of a rewrite that failed");
+                }
+                // The plan may be tried again; its token goes with it.
+                self.pending_routes
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push_back(route);
+                Err(e.into())
+            }
+        }
     }
 
     /// Puts an agent's config back from the rewrite's backup; `force` also when it changed

@@ -1267,3 +1267,131 @@ async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_plac
     }
     rig.gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_refused_at_once() {
+    // Counts every desk the server makes: one per upstream session.
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let store = TicketStore::seeded();
+    let server = countersign_demo_server::serve_http_with(SocketAddr::from(([127, 0, 0, 1], 0)), {
+        let made = made.clone();
+        move || {
+            made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            countersign_demo_server::TicketDesk::new(store.clone())
+        }
+    })
+    .await
+    .unwrap();
+    let desk = Desk {
+        store: TicketStore::seeded(),
+        server,
+    };
+    let rig = rig(
+        "agent-tokens",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let sessions = || made.load(std::sync::atomic::Ordering::SeqCst);
+    let code = rig
+        .gateway
+        .create_agent("Claude Code", "countersign-bridge")
+        .unwrap();
+    let cursor = rig
+        .gateway
+        .create_agent("Cursor", "countersign-bridge")
+        .unwrap();
+    assert_ne!(code.token, cursor.token);
+    // The snippets made with an agent carry its token, and only its.
+    for setup in &code.clients {
+        assert!(setup.snippet.contains(&code.token), "{}", setup.client);
+        assert!(!setup.snippet.contains(&cursor.token), "{}", setup.client);
+    }
+    let raw = |token: &str| RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("desk"),
+        token: token.to_owned(),
+        session: None,
+    };
+    // Both declare the same clientInfo name; the token tells them apart.
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "Claude Code", "version": "1"}});
+    let last_used = |id: &str| {
+        rig.gateway
+            .agents()
+            .into_iter()
+            .find(|a| a.id == id)
+            .unwrap()
+            .last_used_ms
+    };
+
+    let mut first = raw(&code.token);
+    let hello = first.post(1, "initialize", init.clone()).await;
+    assert!(hello.get("result").is_some(), "{hello}");
+    // The guard took the request as Claude Code's, not Cursor's.
+    assert!(last_used(&code.agent.id).is_some());
+    assert_eq!(last_used(&cursor.agent.id), None);
+    let tools = first.post(2, "tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].as_array().is_some(), "{tools}");
+
+    let mut second = raw(&cursor.token);
+    let hello = second.post(1, "initialize", init.clone()).await;
+    assert!(hello.get("result").is_some(), "{hello}");
+    assert!(last_used(&cursor.agent.id).is_some());
+    let tools = second.post(2, "tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].as_array().is_some(), "{tools}");
+    let before = sessions();
+    assert!(before >= 2, "each agent has its own upstream session: {before}");
+
+    // Revoked: the very next request with that token is refused, with no restart, and
+    // reaches no server: no new upstream session, no question for the person.
+    rig.gateway.revoke_agent(&cursor.agent.id).unwrap();
+    let post = |token: &str, session: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(rig.url("desk"))
+            .header("authorization", format!("Bearer {token}"))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json");
+        if let Some(session) = session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        request.body(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}})
+            .to_string(),
+        )
+    };
+    let in_session = post(&cursor.token, second.session.as_deref())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(in_session.status(), 401);
+    let fresh = reqwest::Client::new()
+        .post(rig.url("desk"))
+        .header("authorization", format!("Bearer {}", cursor.token))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), 401);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(sessions(), before, "no upstream session for a revoked token");
+    assert!(rig.broker.pending().is_empty(), "no dialog for a revoked token");
+    // The other agent carries on.
+    let listed = first.post(3, "tools/list", json!({})).await;
+    assert!(listed.get("result").is_some(), "{listed}");
+    // The shared token keeps working until it is revoked too.
+    let shared = rig.gateway.token().to_owned();
+    let mut older = raw(&shared);
+    let hello = older.post(1, "initialize", init.clone()).await;
+    assert!(hello.get("result").is_some(), "{hello}");
+    rig.gateway
+        .revoke_agent(countersign_core::gateway::agents::SHARED_ID)
+        .unwrap();
+    let refused = post(&shared, older.session.as_deref()).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+    rig.gateway.shutdown().await;
+}

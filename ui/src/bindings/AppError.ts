@@ -4,4 +4,4 @@ import type { AnswerError } from "./AnswerError";
 /**
  * Errors the UI shows; crosses IPC as `{kind, message, ...}`.
  */
-export type AppError = { "kind": "session", message: string, } | { "kind": "invalidArguments", message: string, errors: Array<string>, } | { "kind": "answer", message: string, error: AnswerError, } | { "kind": "audit", message: string, } | { "kind": "settings", message: string, } | { "kind": "gateway", message: string, } | { "kind": "agentConfig", message: string, } | { "kind": "changedOnDisk", message: string, };
+export type AppError = { "kind": "session", message: string, } | { "kind": "invalidArguments", message: string, errors: Array<string>, } | { "kind": "answer", message: string, error: AnswerError, } | { "kind": "audit", message: string, } | { "kind": "settings", message: string, } | { "kind": "gateway", message: string, } | { "kind": "agent", message: string, } | { "kind": "agentConfig", message: string, } | { "kind": "changedOnDisk", message: string, };

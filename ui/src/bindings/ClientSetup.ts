@@ -17,7 +17,6 @@ whereTo: string,
  */
 format: string, snippet: string, 
 /**
- * A sentence to read before pasting: what the token in the snippet protects (none for the
- * bridge's, which holds no token).
+ * A sentence to read before pasting: what the token in the snippet protects.
  */
 note: string | null, };

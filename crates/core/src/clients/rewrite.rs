@@ -25,7 +25,7 @@ use super::read::{self, OurConfig};
 use super::{
     ClientError, ClientKind, Clients, Route, as_countersign, files, is_routed, jsonc, same_server,
 };
-use crate::gateway::connect::{EntryShape, gateway_entry};
+use crate::gateway::connect::gateway_entry;
 use crate::private_fs;
 
 /// One entry the rewrite changes.
@@ -257,7 +257,8 @@ impl Clients {
         }
         let shown = self.places.display(&file.path);
         let mut warnings = Vec::new();
-        if !changes.is_empty() && shape != EntryShape::Bridge {
+        // Every shape carries the agent's token now (the bridge's in its `env`).
+        if !changes.is_empty() {
             let mode = std::fs::metadata(&file.path).map_or(0, |m| m.permissions().mode());
             if mode & 0o044 != 0 {
                 warnings.push(format!(
@@ -557,15 +558,16 @@ mod tests {
             let servers = &written[client.servers_key()];
             match client {
                 ClientKind::ClaudeDesktop => {
+                    // The bridge sends the agent's token it finds in its environment.
+                    let env = json!({"COUNTERSIGN_TOKEN": "TOKEN"});
                     assert_eq!(
                         servers["desk"],
-                        json!({"command": "/opt/countersign/countersign-bridge", "args": ["desk"]})
+                        json!({"command": "/opt/countersign/countersign-bridge", "args": ["desk"], "env": env})
                     );
                     assert_eq!(
                         servers["gh"],
-                        json!({"command": "/opt/countersign/countersign-bridge", "args": ["github"]})
+                        json!({"command": "/opt/countersign/countersign-bridge", "args": ["github"], "env": env})
                     );
-                    assert!(!preview.new_text.contains("TOKEN"));
                 }
                 ClientKind::Cursor => {
                     assert_eq!(servers["desk"], want_http(false, "desk"));

@@ -1,8 +1,9 @@
 //! What an agent's config needs to reach a server through the gateway, per agent host.
 //!
 //! Each host has its own config shape; the person should be able to paste a block as is.
-//! Hosts that speak Streamable HTTP get the URL and the token header; Claude Desktop, which
-//! launches only commands, gets `countersign-bridge`, which reads the token itself.
+//! Hosts that speak Streamable HTTP get the URL and the agent's token in a header; Claude
+//! Desktop, which launches only commands, gets `countersign-bridge` with the agent's token in
+//! its environment (`COUNTERSIGN_TOKEN`).
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -20,9 +21,11 @@ pub struct GatewayInfo {
     pub error: Option<String>,
     /// `http://127.0.0.1:PORT`
     pub url: String,
+    /// The older shared token's file (the built-in agent `shared`).
     pub token_path: String,
     pub servers: Vec<GatewayServer>,
-    pub clients: Vec<ClientSetup>,
+    /// The agents and their tokens (never the tokens themselves).
+    pub agents: Vec<super::AgentView>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -47,15 +50,17 @@ pub struct ClientSetup {
     /// `shell` or `json`.
     pub format: String,
     pub snippet: String,
-    /// A sentence to read before pasting: what the token in the snippet protects (none for the
-    /// bridge's, which holds no token).
+    /// A sentence to read before pasting: what the token in the snippet protects.
     pub note: Option<String>,
 }
 
 /// For the snippets that carry the token itself.
 const TOKEN_NOTE: &str = "This token keeps other programs and web pages from using your \
-    servers through Countersign: whoever has it can act as an agent (your rules and approvals \
+    servers through Countersign: whoever has it can act as this agent (your rules and approvals \
     still apply), so keep it private.";
+
+/// The environment variable `countersign-bridge` takes its agent's token from.
+pub const BRIDGE_TOKEN_ENV: &str = "COUNTERSIGN_TOKEN";
 
 /// The path of a server on the gateway (its name as one path segment).
 pub fn server_path(server: &str) -> String {
@@ -69,7 +74,8 @@ pub fn server_path(server: &str) -> String {
 /// How a host's config names a server reached through the gateway.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EntryShape {
-    /// `{"command": <bridge>, "args": [<server>]}`: hosts that only launch commands.
+    /// `{"command": <bridge>, "args": [<server>], "env": {"COUNTERSIGN_TOKEN": <token>}}`:
+    /// hosts that only launch commands.
     Bridge,
     /// `{"url", "headers"}` (Cursor).
     Http,
@@ -89,7 +95,9 @@ pub fn gateway_entry(
     let url = format!("{base_url}{}", server_path(server));
     let bearer = format!("Bearer {token}");
     match shape {
-        EntryShape::Bridge => json!({"command": bridge, "args": [server]}),
+        EntryShape::Bridge => {
+            json!({"command": bridge, "args": [server], "env": {BRIDGE_TOKEN_ENV: token}})
+        }
         EntryShape::Http => json!({"url": url, "headers": {"Authorization": bearer}}),
         EntryShape::TypedHttp => {
             json!({"type": "http", "url": url, "headers": {"Authorization": bearer}})
@@ -97,7 +105,8 @@ pub fn gateway_entry(
     }
 }
 
-/// The blocks to paste, for every server, into each host this page knows.
+/// The blocks to paste, for every server, into each host this page knows, carrying one
+/// agent's `token`.
 pub fn client_setups(
     base_url: &str,
     token: &str,
@@ -140,10 +149,10 @@ pub fn client_setups(
         ClientSetup {
             client: "claudeDesktop".into(),
             title: "Claude Desktop".into(),
-            where_to: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge; no token in the file)".into(),
+            where_to: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge, which sends the token)".into(),
             format: "json".into(),
             snippet: pretty(&desktop),
-            note: None,
+            note: Some(TOKEN_NOTE.into()),
         },
         ClientSetup {
             client: "cursor".into(),
@@ -204,9 +213,12 @@ mod tests {
         let desktop: Value = serde_json::from_str(&by("claudeDesktop")).unwrap();
         assert_eq!(
             desktop["mcpServers"]["my desk"],
-            json!({"command": "/usr/bin/countersign-bridge", "args": ["my desk"]})
+            json!({
+                "command": "/usr/bin/countersign-bridge",
+                "args": ["my desk"],
+                "env": {"COUNTERSIGN_TOKEN": "tok"},
+            })
         );
-        assert!(!by("claudeDesktop").contains("tok"));
         let cursor: Value = serde_json::from_str(&by("cursor")).unwrap();
         assert_eq!(
             cursor["mcpServers"]["demo"]["headers"]["Authorization"],
@@ -224,11 +236,9 @@ mod tests {
     fn snippets_with_the_token_say_what_it_protects() {
         let setups = client_setups("http://127.0.0.1:1", "tok", "bridge", &["demo".into()]);
         for setup in &setups {
-            let carries_token = setup.snippet.contains("Bearer tok");
-            assert_eq!(setup.note.is_some(), carries_token, "{}", setup.client);
-            if let Some(note) = &setup.note {
-                assert!(note.contains("keep it private"), "{note}");
-            }
+            assert!(setup.snippet.contains("tok"), "{}", setup.client);
+            let note = setup.note.as_deref().unwrap_or_default();
+            assert!(note.contains("keep it private"), "{}: {note}", setup.client);
         }
     }
 

@@ -4,10 +4,12 @@
 //!
 //! Streamable HTTP on 127.0.0.1 only, one path per server (`/mcp/<name>`) so agents see each
 //! server's own tool names. Every request passes [`guard`] first: Host and Origin must be this
-//! machine's gateway (DNS rebinding), the bearer token must match; anything else is refused
-//! before it can reach a server. Behind it, rmcp's Streamable HTTP server speaks both protocol
+//! machine's gateway (DNS rebinding), the bearer token must be an agent's (`agents`), whose
+//! [`TokenAgent`] then travels with the request; anything else is refused before it can reach
+//! a server. Behind it, rmcp's Streamable HTTP server speaks both protocol
 //! generations to the agent and `forward` gives each agent session its own upstream session.
 
+pub mod agents;
 pub mod connect;
 mod faithful;
 mod forward;
@@ -34,6 +36,7 @@ use tokio_util::sync::CancellationToken;
 use crate::broker::Broker;
 use crate::config::{GatewayConfig, ServerConfig};
 use crate::settings::SettingsStore;
+pub use agents::{AgentError, AgentView, CreatedAgent, TokenAgent};
 pub use connect::{ClientSetup, GatewayInfo, GatewayServer};
 
 /// Upstream session numbers for the broker start here, far from the app's own sessions'.
@@ -41,11 +44,9 @@ const FIRST_GATEWAY_SESSION: u64 = 1 << 40;
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
-    #[error("cannot read or create the gateway token {path}: {source}")]
-    Token {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    /// The agents' tokens (or the shared token) cannot be read: no agent could be told apart.
+    #[error(transparent)]
+    Agents(#[from] AgentError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -75,8 +76,7 @@ pub(crate) struct Shared {
     /// Open upstream sessions by server, capped (`forward::MAX_UPSTREAMS_PER_SERVER`).
     pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
     config: GatewayConfig,
-    token: String,
-    token_path: PathBuf,
+    agents: agents::AgentStore,
     paused: AtomicBool,
     status: Mutex<Status>,
     stop: CancellationToken,
@@ -89,7 +89,8 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    /// Reads (or creates) the token; does not listen yet.
+    /// Reads the agents' tokens (`agents.json` beside `token_path`) and the shared token at
+    /// `token_path` (creating it, unless the person revoked it); does not listen yet.
     pub fn new(
         config: GatewayConfig,
         servers: Vec<ServerConfig>,
@@ -97,10 +98,7 @@ impl Gateway {
         settings: SettingsStore,
         token_path: PathBuf,
     ) -> Result<Self, GatewayError> {
-        let token = token::load_or_create(&token_path).map_err(|source| GatewayError::Token {
-            path: token_path.clone(),
-            source,
-        })?;
+        let agents = agents::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
         Ok(Gateway {
             shared: Arc::new(Shared {
                 servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
@@ -110,8 +108,7 @@ impl Gateway {
                 pool: forward::Pool::default(),
                 open_upstreams: Mutex::default(),
                 config,
-                token,
-                token_path,
+                agents,
                 paused: AtomicBool::new(false),
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
@@ -119,8 +116,53 @@ impl Gateway {
         })
     }
 
+    /// The shared token (the built-in agent `shared`) as read at start; empty when the person
+    /// had revoked it.
     pub fn token(&self) -> &str {
-        &self.shared.token
+        self.shared.agents.shared_token()
+    }
+
+    /// Makes an agent named `name` with its own token, with the snippets that carry it
+    /// (`bridge_command` is how this install runs the bridge). The token is not kept.
+    pub fn create_agent(
+        &self,
+        name: &str,
+        bridge_command: &str,
+    ) -> Result<CreatedAgent, AgentError> {
+        let (agent, token) = self.shared.agents.create(name)?;
+        let clients =
+            connect::client_setups(&self.base_url(), &token, bridge_command, &self.server_names());
+        Ok(CreatedAgent {
+            agent,
+            token,
+            clients,
+        })
+    }
+
+    /// Registers a token made elsewhere (a config rewrite writes it into the agent's file).
+    pub fn adopt_agent(&self, name: &str, token: &str) -> Result<AgentView, AgentError> {
+        self.shared.agents.adopt(name, token)
+    }
+
+    pub fn agents(&self) -> Vec<AgentView> {
+        self.shared.agents.list()
+    }
+
+    /// From the next request on, agent `id`'s token is refused.
+    pub fn revoke_agent(&self, id: &str) -> Result<(), AgentError> {
+        self.shared.agents.revoke(id)
+    }
+
+    fn base_url(&self) -> String {
+        let port = self
+            .addr()
+            .map(|a| a.port())
+            .unwrap_or(self.shared.config.port);
+        format!("http://127.0.0.1:{port}")
+    }
+
+    fn server_names(&self) -> Vec<String> {
+        self.shared.servers.keys().cloned().collect()
     }
 
     /// Where it listens, once it does.
@@ -226,14 +268,10 @@ impl Gateway {
     }
 
     /// The page the person reads to connect agents.
-    pub fn info(&self, bridge_command: &str) -> GatewayInfo {
+    pub fn info(&self) -> GatewayInfo {
+        let url = self.base_url();
+        let names = self.server_names();
         let status = lock(&self.shared.status);
-        let port = status
-            .addr
-            .map(|a| a.port())
-            .unwrap_or(self.shared.config.port);
-        let url = format!("http://127.0.0.1:{port}");
-        let names: Vec<String> = self.shared.servers.keys().cloned().collect();
         GatewayInfo {
             enabled: self.shared.config.enabled,
             listening: status.addr.is_some() && !self.is_paused(),
@@ -246,8 +284,8 @@ impl Gateway {
                     url: format!("{url}{}", connect::server_path(n)),
                 })
                 .collect(),
-            clients: connect::client_setups(&url, &self.shared.token, bridge_command, &names),
-            token_path: self.shared.token_path.display().to_string(),
+            agents: self.agents(),
+            token_path: self.shared.agents.shared_token_path().display().to_string(),
             url,
         }
     }
@@ -276,7 +314,7 @@ impl Gateway {
 /// Refuses what is not a local agent holding the token, before anything reaches a server.
 async fn guard(
     State((shared, port)): State<(Arc<Shared>, u16)>,
-    request: Request,
+    mut request: Request,
     next: Next,
 ) -> Response {
     let headers = request.headers();
@@ -303,7 +341,8 @@ async fn guard(
         .and_then(|h| h.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
         .map(|(_, token)| token.trim());
-    if !given.is_some_and(|t| token::matches(t.as_bytes(), shared.token.as_bytes())) {
+    let agent = given.and_then(|t| shared.agents.identify(t));
+    let Some(agent) = agent else {
         let mut response = refusal(
             StatusCode::UNAUTHORIZED,
             "missing or wrong bearer token (see Countersign's Connect agents page)",
@@ -313,13 +352,15 @@ async fn guard(
             HeaderValue::from_static("Bearer realm=\"countersign\""),
         );
         return response;
-    }
+    };
     if shared.paused.load(Ordering::Relaxed) {
         return refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             "Countersign's gateway is paused; resume it from the app or its tray menu",
         );
     }
+    // Handlers read it from the request's parts (`agents::token_agent`).
+    request.extensions_mut().insert(agent);
     next.run(request).await
 }
 

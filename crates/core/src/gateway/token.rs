@@ -1,12 +1,13 @@
-//! The gateway's bearer token: random, kept in a file only the user can read, and the same
-//! across runs so agent configs pasted once keep working.
+//! Bearer tokens: how they are made and compared, and the older shared token, kept in a file
+//! only the user can read and the same across runs so agent configs pasted once keep working
+//! (each agent now has its own: `agents`).
 
 use std::path::Path;
 
 use crate::private_fs;
 
 /// 32 random bytes, hex: enough that guessing is hopeless, plain enough to paste.
-fn fresh() -> std::io::Result<String> {
+pub fn fresh() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
