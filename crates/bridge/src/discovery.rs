@@ -17,6 +17,9 @@ use crate::owner;
 pub const URL_ENV: &str = "COUNTERSIGN_GATEWAY_URL";
 /// Replaces where the token is read from.
 pub const TOKEN_FILE_ENV: &str = "COUNTERSIGN_GATEWAY_TOKEN_FILE";
+/// The agent's own token (the Connect page's Claude Desktop snippet sets it); without it the
+/// older shared token file is read.
+pub const TOKEN_ENV: &str = countersign_core::gateway::connect::BRIDGE_TOKEN_ENV;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -27,8 +30,8 @@ pub struct Gateway {
     /// What `base` resolved to; the HTTP client is pinned to these, the addresses checked.
     pub addrs: Vec<SocketAddr>,
     pub token: String,
-    /// Where the token was read, for the message when the gateway refuses it.
-    pub token_path: PathBuf,
+    /// Where the token came from, for the message when the gateway refuses it.
+    pub token_from: String,
 }
 
 /// Why there is nothing to relay to; the text is what the person reads.
@@ -56,12 +59,12 @@ pub async fn locate() -> Result<Gateway, Unavailable> {
     owner::check(&addrs)
         .await
         .map_err(|refusal| Unavailable(refusal.to_string()))?;
-    let (token, token_path) = read_token()?;
+    let (token, token_from) = read_token()?;
     Ok(Gateway {
         base,
         addrs,
         token,
-        token_path,
+        token_from,
     })
 }
 
@@ -129,7 +132,18 @@ async fn probe(base: &Url) -> Result<Vec<SocketAddr>, Unavailable> {
     }
 }
 
-fn read_token() -> Result<(String, PathBuf), Unavailable> {
+/// The agent's token from [`TOKEN_ENV`], else the shared token file; with where it came from.
+fn read_token() -> Result<(String, String), Unavailable> {
+    if let Some(token) = env::var_os(TOKEN_ENV) {
+        let token = token.to_string_lossy().trim().to_owned();
+        if token.is_empty() {
+            return Err(Unavailable(format!(
+                "{TOKEN_ENV} is set but empty: paste the agent's token from Countersign's \
+                 Connect agents page"
+            )));
+        }
+        return Ok((token, format!("the {TOKEN_ENV} environment variable")));
+    }
     let path = match env::var_os(TOKEN_FILE_ENV) {
         Some(path) => PathBuf::from(path),
         None => countersign_core::dirs::gateway_token_path().ok_or_else(no_data_dir)?,
@@ -147,7 +161,7 @@ fn read_token() -> Result<(String, PathBuf), Unavailable> {
             path.display()
         )));
     }
-    Ok((token.to_owned(), path))
+    Ok((token.to_owned(), path.display().to_string()))
 }
 
 fn no_data_dir() -> Unavailable {

@@ -26,11 +26,14 @@ Speaks MCP on stdin/stdout and relays it to the running Countersign app, which a
 before the server acts. <server> is a server's name in Countersign.
 
 Agent config (for example Claude Desktop's claude_desktop_config.json):
-  \"mcpServers\": {\"demo\": {\"command\": \"countersign-bridge\", \"args\": [\"demo\"]}}
+  \"mcpServers\": {\"demo\": {\"command\": \"countersign-bridge\", \"args\": [\"demo\"],
+                            \"env\": {\"COUNTERSIGN_TOKEN\": \"<the agent's token>\"}}}
 
 Environment:
+  COUNTERSIGN_TOKEN               the agent's own token (from Countersign's Connect agents page)
   COUNTERSIGN_GATEWAY_URL         the gateway's base URL (default: from the app's gateway.json)
-  COUNTERSIGN_GATEWAY_TOKEN_FILE  the bearer token's file (default: the app's gateway-token)
+  COUNTERSIGN_GATEWAY_TOKEN_FILE  without COUNTERSIGN_TOKEN, the shared token's file (default:
+                                  the app's gateway-token)
 ";
 
 fn main() -> ExitCode {

@@ -180,7 +180,8 @@ pub struct Relay {
     endpoint: Url,
     server: String,
     auth: HeaderValue,
-    token_path: std::path::PathBuf,
+    /// Where the token came from (the environment or a file), for a refusal's message.
+    token_from: String,
     out: mpsc::Sender<String>,
     state: Mutex<State>,
     /// Set when a connection was refused by the owner check; every later one would be too.
@@ -219,7 +220,7 @@ impl Relay {
             endpoint,
             server: server.to_owned(),
             auth,
-            token_path: gateway.token_path,
+            token_from: gateway.token_from,
             out,
             state: Mutex::default(),
             refused: AtomicBool::new(false),
@@ -637,8 +638,9 @@ impl Relay {
         let has_session = self.state().session.is_some();
         let why = match status {
             StatusCode::UNAUTHORIZED => format!(
-                "Countersign refused the token (401): is the token file current? (read from {})",
-                self.token_path.display()
+                "Countersign refused the token (401): it may have been revoked; see Countersign's \
+                 Connect agents page (token from {})",
+                self.token_from
             ),
             StatusCode::FORBIDDEN => {
                 format!(

@@ -590,3 +590,53 @@ async fn usage_without_a_server_name() {
         );
     }
 }
+
+/// Claude Desktop's snippet gives the bridge its agent's own token in `COUNTERSIGN_TOKEN`:
+/// that is what is sent, even with a (shared) token file beside it.
+#[tokio::test]
+async fn the_agents_own_token_from_the_environment_is_what_gets_sent() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("env-token");
+    // The file's token is not the one the gateway accepts; the environment's is.
+    let file = scratch.token_file("the-shared-token");
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            file.to_str().expect("utf-8 path"),
+        ),
+        ("COUNTERSIGN_TOKEN", TOKEN),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    let init = bridge
+        .request(1, "initialize", initialize("2025-11-25")["params"].clone())
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let tools = bridge.request(2, "tools/list", json!({})).await;
+    assert!(tools["result"]["tools"].is_array(), "{tools}");
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+
+    // A revoked (or mistyped) agent token is refused, and the message says where it came from.
+    let scratch = Scratch::new("env-token-wrong");
+    let file = scratch.token_file(TOKEN);
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            file.to_str().expect("utf-8 path"),
+        ),
+        ("COUNTERSIGN_TOKEN", "a-revoked-token"),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let message = error_message(&reply);
+    assert!(message.contains("refused the token (401)"), "{message}");
+    assert!(message.contains("COUNTERSIGN_TOKEN"), "{message}");
+    let _ = bridge.finish().await;
+}
