@@ -1,7 +1,8 @@
 //! The Connect agents view: whether Countersign's gateway is listening (and where), pausing and
-//! resuming it, each server's gateway address, where the token lives, and for each agent host
-//! the snippet to paste into it, with a Copy button. Read on demand with `gateway_info`; nothing
-//! is kept here between loads.
+//! resuming it, each server's gateway address, and the agents: each has its own token, made
+//! here and shown once with the snippet to paste into each agent host (with a Copy button),
+//! listed with when it was last used, and revoked here. Read on demand with `gateway_info`; a
+//! new token lives only in the open panel that shows it.
 //!
 //! Below it, "Import from your agents": for each agent host's config file, importing its servers
 //! into Countersign's config and rewriting the file to route them through Countersign, each
@@ -10,7 +11,9 @@
 
 import type { AgentConfigs } from "./bindings/AgentConfigs";
 import type { AgentFile } from "./bindings/AgentFile";
+import type { AgentView } from "./bindings/AgentView";
 import type { ClientSetup } from "./bindings/ClientSetup";
+import type { CreatedAgent } from "./bindings/CreatedAgent";
 import type { GatewayInfo } from "./bindings/GatewayInfo";
 import type { ImportCandidate } from "./bindings/ImportCandidate";
 import type { ImportPreview } from "./bindings/ImportPreview";
@@ -27,6 +30,8 @@ export class ConnectPane {
   private readonly content = el("div", { class: "connect-content" });
   private readonly status = el("p", { class: "muted", attrs: { role: "status" } });
   private readonly imports = new AgentImports();
+  /** Kept across redraws, so a token just made stays on screen until the person closes it. */
+  private readonly tokens = new AgentTokens();
   /** Bumped on every load, so a slow reply that a newer one overtook is dropped. */
   private generation = 0;
 
@@ -71,7 +76,8 @@ export class ConnectPane {
     replace(this.content,
       this.stateSection(info),
       this.serversSection(info),
-      this.clientsSection(info.clients));
+      this.tokens.root);
+    this.tokens.update(info.agents);
   }
 
   private stateSection(info: GatewayInfo): HTMLElement {
@@ -114,8 +120,8 @@ export class ConnectPane {
       button.classList.add("pause-button");
       append(section, el("div", { class: "actions start" }, button, pauseStatus));
     }
-    append(section, el("p", {}, "Token file: ", el("code", {}, inlineText(info.tokenPath, 300)),
-      el("span", { class: "muted" }, " (agents send this token; anyone who has it can use your servers)")));
+    append(section, el("p", {}, "Shared token file: ", el("code", {}, inlineText(info.tokenPath, 300)),
+      el("span", { class: "muted" }, " (older setups send this token; anyone who has it can use your servers)")));
     return section;
   }
 
@@ -128,18 +134,6 @@ export class ConnectPane {
         : el("ul", { class: "gateway-servers" }, ...info.servers.map((s) => el("li", {},
           el("span", { class: "server-item-name" }, inlineText(s.name, 80)), " ",
           el("code", {}, inlineText(s.url, 300))))));
-  }
-
-  private clientsSection(clients: ClientSetup[]): HTMLElement {
-    const headingId = uid("gateway-clients");
-    return el("section", { class: "detail-section", attrs: { "aria-labelledby": headingId } },
-      el("h3", { id: headingId }, "Agents"),
-      el("p", { class: "warn-note" },
-        "Most of these snippets contain the gateway's token, which grants access to every configured ",
-        "server: keep them out of shared files and repositories."),
-      clients.length === 0
-        ? el("p", { class: "muted" }, "No agent setups to show.")
-        : el("div", { class: "clients" }, ...clients.map(clientCard)));
   }
 }
 
@@ -162,6 +156,168 @@ function clientCard(client: ClientSetup): HTMLElement {
     el("p", { class: "muted client-where" }, inlineText(client.whereTo, 400)),
     ...(client.note ? [el("p", { class: "muted client-note" }, client.note)] : []),
     pre);
+}
+
+/** "Agents": make an agent's own token (shown once, with its snippets), list them, revoke. */
+class AgentTokens {
+  readonly root: HTMLElement;
+  private readonly nameInput: HTMLInputElement;
+  private readonly createButton = el("button", { class: "button primary small", attrs: { type: "submit" } }, "Create token");
+  private readonly createStatus = el("p", { class: "muted", attrs: { role: "status" } });
+  /** The token just made, with its snippets; emptied by Done (and then gone for good). */
+  private readonly created = el("div", { class: "agent-created" });
+  private readonly list = el("div", { class: "agent-list" });
+  private readonly listStatus = el("p", { class: "muted", attrs: { role: "status" } });
+
+  constructor() {
+    const headingId = uid("agents");
+    const inputId = uid("agent-name");
+    this.nameInput = el("input", {
+      id: inputId,
+      attrs: { type: "text", maxlength: 64, autocomplete: "off", spellcheck: "false", placeholder: "Claude Code, Cursor, …" },
+    }) as HTMLInputElement;
+    const form = el("form", { class: "agent-create actions start" },
+      el("label", { attrs: { for: inputId } }, "Agent name"), this.nameInput, this.createButton);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      void this.create();
+    });
+    this.root = el("section", { class: "detail-section", attrs: { "aria-labelledby": headingId } },
+      el("h3", { id: headingId }, "Agents"),
+      el("p", { class: "muted" },
+        "Each agent gets its own token, so Countersign knows which agent is asking whatever name the agent ",
+        "gives itself, and you can cut one off without touching the others. Name the agent, create its token, ",
+        "and paste the snippet for it into its config."),
+      el("p", { class: "muted agent-move" },
+        "Agents set up earlier use the shared token and keep working. To move one to its own token: create ",
+        "a token for it here, paste its new snippet in place of the old entries, and once no agent uses the ",
+        "shared token any more, revoke the shared token."),
+      form,
+      this.createStatus,
+      this.created,
+      this.list,
+      this.listStatus);
+  }
+
+  update(agents: AgentView[]): void {
+    const rows = agents.map((agent) => this.row(agent));
+    replace(this.list, agents.length === 0
+      ? el("p", { class: "muted" }, "No agent has a token: none can reach your servers through Countersign.")
+      : el("ul", { class: "agent-tokens" }, ...rows));
+  }
+
+  private row(agent: AgentView): HTMLElement {
+    const nameId = uid("agent-row");
+    const when = agent.shared
+      ? "made before agents had their own"
+      : agent.createdMs !== null ? `created ${dateTime(agent.createdMs)}` : "";
+    const used = agent.lastUsedMs !== null
+      ? `last used ${dateTime(agent.lastUsedMs)}`
+      : "not used since Countersign started";
+    const status = el("span", { class: "muted", attrs: { role: "status" } });
+    const revoke = el("button", {
+      class: "button small",
+      attrs: { type: "button", "aria-describedby": nameId },
+    }, "Revoke");
+    const line = el("li", { class: "agent-token" },
+      el("span", { id: nameId, class: "server-item-name" }, inlineText(agent.name, 80)), " ",
+      el("span", { class: "muted" }, `(${when}; ${used})`), " ",
+      revoke, " ", status);
+    revoke.addEventListener("click", () => this.confirmRevoke(agent, line, revoke, status));
+    return line;
+  }
+
+  /** Revoking cuts an agent off at once: the person says so twice. */
+  private confirmRevoke(agent: AgentView, line: HTMLElement, revoke: HTMLButtonElement, status: HTMLElement): void {
+    revoke.disabled = true;
+    const yes = el("button", { class: "button small", attrs: { type: "button" } }, "Revoke token");
+    const keep = el("button", { class: "button small", attrs: { type: "button" } }, "Keep");
+    const ask = el("span", { class: "agent-confirm", attrs: { role: "group", "aria-label": "Confirm revoke" } },
+      "Revoke ", inlineText(agent.name, 80), "? ",
+      agent.shared
+        ? "Every agent still using the shared token is refused from its next request."
+        : "This agent is refused from its next request.", " ",
+      yes, " ", keep);
+    keep.addEventListener("click", () => {
+      ask.remove();
+      revoke.disabled = false;
+      revoke.focus();
+    });
+    yes.addEventListener("click", () => {
+      yes.disabled = true;
+      keep.disabled = true;
+      commands.revokeAgent(agent.id).then(
+        (agents) => {
+          this.update(agents);
+          this.listStatus.textContent = "";
+          append(this.listStatus, "Revoked ", inlineText(agent.name, 80), ".");
+        },
+        (error: unknown) => {
+          ask.remove();
+          revoke.disabled = false;
+          status.textContent = "";
+          append(status, el("span", { class: "error-text" }, "Could not revoke: ", inlineText(errorText(error), 400)));
+        },
+      );
+    });
+    append(line, ask);
+    keep.focus();
+  }
+
+  private async create(): Promise<void> {
+    const name = this.nameInput.value.trim();
+    if (name === "") {
+      this.createStatus.textContent = "Give the agent a name first.";
+      this.nameInput.focus();
+      return;
+    }
+    this.createButton.disabled = true;
+    this.createStatus.textContent = "Creating…";
+    let made: CreatedAgent;
+    try {
+      made = await commands.createAgent(name);
+    } catch (error) {
+      this.createStatus.textContent = "";
+      append(this.createStatus, el("span", { class: "error-text" }, "Could not create the token: ", inlineText(errorText(error), 400)));
+      return;
+    } finally {
+      this.createButton.disabled = false;
+    }
+    this.createStatus.textContent = "";
+    this.nameInput.value = "";
+    this.showCreated(made);
+    commands.listAgents().then((agents) => this.update(agents), () => {});
+  }
+
+  private showCreated(made: CreatedAgent): void {
+    const headingId = uid("agent-created");
+    const tokenCode = el("pre", { class: "output snippet agent-token-value", attrs: { tabindex: "0", dir: "ltr", "aria-label": "The new token" } });
+    append(tokenCode, visibleText(made.token));
+    const copyStatus = el("span", { class: "muted copy-status", attrs: { role: "status" } });
+    const copy = el("button", {
+      class: "button small",
+      attrs: { type: "button" },
+      on: { click: () => void copySnippet(made.token, tokenCode, copyStatus) },
+    }, "Copy token");
+    const done = el("button", { class: "button small", attrs: { type: "button" } }, "Done");
+    done.addEventListener("click", () => {
+      replace(this.created);
+      this.nameInput.focus();
+    });
+    const heading = el("h4", { id: headingId, attrs: { tabindex: "-1" } }, "Token for ", inlineText(made.agent.name, 80));
+    replace(this.created, el("article", { class: "client agent-new", attrs: { "aria-labelledby": headingId } },
+      el("div", { class: "section-head" }, heading, copy, copyStatus),
+      el("p", { class: "warn-note" },
+        "This is the only time Countersign shows this token: you will not see it again. Copy it, or a ",
+        "snippet below, now. It grants access to every configured server: keep it out of shared files ",
+        "and repositories."),
+      tokenCode,
+      made.clients.length === 0
+        ? el("p", { class: "muted" }, "No agent setups to show.")
+        : el("div", { class: "clients" }, ...made.clients.map(clientCard)),
+      el("div", { class: "actions start" }, done)));
+    heading.focus();
+  }
 }
 
 /** "Import from your agents": one card per agent host's config file. */

@@ -6,6 +6,7 @@ import { invoke } from "@tauri-apps/api/core";
 import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 
 import type { AgentConfigs } from "./bindings/AgentConfigs";
+import type { AgentView } from "./bindings/AgentView";
 import type { AllowedCall } from "./bindings/AllowedCall";
 import type { Answer } from "./bindings/Answer";
 import type { AppError } from "./bindings/AppError";
@@ -13,6 +14,7 @@ import type { Ask } from "./bindings/Ask";
 import type { AskEvent } from "./bindings/AskEvent";
 import type { ClientKind } from "./bindings/ClientKind";
 import type { ConfigInfo } from "./bindings/ConfigInfo";
+import type { CreatedAgent } from "./bindings/CreatedAgent";
 import type { DesktopInfo } from "./bindings/DesktopInfo";
 import type { GatewayInfo } from "./bindings/GatewayInfo";
 import type { History } from "./bindings/History";
@@ -50,6 +52,11 @@ export const commands = {
   /** Rejects with an AppError `{kind: "gateway"}` when there is no gateway (it could not start). */
   gatewayInfo: () => invoke<GatewayInfo>("gateway_info"),
   setGatewayPaused: (paused: boolean) => invoke<GatewayInfo>("set_gateway_paused", { paused }),
+  /** A new agent with its own token; the reply is the only time the token is shown. */
+  createAgent: (name: string) => invoke<CreatedAgent>("create_agent", { name }),
+  listAgents: () => invoke<AgentView[]>("list_agents"),
+  /** Its token is refused from the next request on; the agents left. */
+  revokeAgent: (id: string) => invoke<AgentView[]>("revoke_agent", { id }),
   getSettings: () => invoke<Settings>("get_settings"),
   revokeAlwaysAllow: (call: AllowedCall) => invoke<Settings>("revoke_always_allow", { call }),
   /** The agents' config files and the rewrites that can be undone. */

@@ -1,12 +1,13 @@
-// The Connect agents page (gateway status, Pause / Resume, servers, token file, per-agent
-// snippets with Copy) and the Always allowed list in Settings (Revoke).
+// The Connect agents page (gateway status, Pause / Resume, servers, the shared token file, agents
+// with their own tokens: create, shown once with snippets and Copy, revoke) and the Always
+// allowed list in Settings (Revoke).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 import { launch, openApp, UI_DIR } from "./support/app.mjs";
-import { agentConfigs, gatewayInfo, importPreview, rewritePreview, rewriteView, server } from "./support/fixtures.mjs";
+import { agentConfigs, agentView, gatewayInfo, importPreview, rewritePreview, rewriteView, server, sharedAgent } from "./support/fixtures.mjs";
 
 const IMG = "<img src=x onerror=window.__pwned=1>";
 const SCRIPT = "<script>window.__pwned=1</script>";
@@ -34,52 +35,140 @@ async function openConnect(backendState, options) {
   return app;
 }
 
-test("Connect agents shows where the gateway listens, the servers, the token file and each agent's snippet", async () => {
-  const app = await openConnect(state());
-  const { page, backend } = app;
+/** Creates an agent named `name` on the open Connect page; its panel once shown. */
+async function createAgent(page, name) {
+  const agents = page.getByRole("region", { name: "Agents", exact: true });
+  await agents.getByRole("textbox", { name: "Agent name" }).fill(name);
+  await agents.getByRole("button", { name: "Create token" }).click();
+  await agents.locator(".agent-new").waitFor();
+  return agents;
+}
+
+test("Connect agents shows where the gateway listens, the servers, the shared token file and the agents", async () => {
+  const app = await openConnect(state({ gateway: gatewayInfo({ agents: [
+    sharedAgent({ lastUsedMs: Date.UTC(2026, 0, 3, 8, 0, 0) }),
+    agentView("0123456789abcdef", "Cursor"),
+  ] }) }));
+  const { page } = app;
   const panel = page.getByRole("tabpanel", { name: "Connect agents" });
   assert.equal(await panel.getByRole("heading", { level: 2 }).textContent(), "Connect agents");
   const gateway = panel.getByRole("region", { name: "Gateway status" });
   assert.match(await gateway.textContent(), /Listening at http:\/\/127\.0\.0\.1:47717/);
-  assert.match(await gateway.textContent(), /Token file: \/home\/me\/\.local\/share\/countersign\/gateway-token/);
+  assert.match(await gateway.textContent(), /Shared token file: \/home\/me\/\.local\/share\/countersign\/gateway-token/);
   assert.equal(await gateway.getByRole("button", { name: "Pause" }).count(), 1);
   const servers = await panel.getByRole("region", { name: "Servers through the gateway" }).getByRole("listitem").allTextContents();
   assert.deepEqual(servers, ["demo http://127.0.0.1:47717/mcp/demo", "tickets http://127.0.0.1:47717/mcp/tickets"]);
 
   const agents = panel.getByRole("region", { name: "Agents", exact: true });
-  assert.match(await agents.textContent(), /contain the gateway's token, which grants access to every configured server/);
-  const info = backend.gateway;
-  for (const client of info.clients) {
-    const card = agents.getByRole("article", { name: client.title });
-    assert.equal(await card.locator(".client-where").textContent(), client.whereTo);
-    assert.equal(await card.locator("pre").textContent(), client.snippet);
-    assert.equal(await card.getByRole("button", { name: "Copy" }).count(), 1);
-  }
+  assert.match(await agents.textContent(), /Agents set up earlier use the shared token and keep working\. To move one to its own token: create a token for it here, paste its new snippet in place of the old entries, and once no agent uses the shared token any more, revoke the shared token\./);
+  const rows = (await agents.getByRole("listitem").allTextContents()).map((t) => t.replace(/\s*Revoke\s*$/, ""));
+  assert.equal(rows.length, 2);
+  assert.match(rows[0], /^Shared token \(older setups\) \(made before agents had their own; last used /);
+  assert.match(rows[1], /^Cursor \(created .*; not used since Countersign started\)$/);
+  // No token is on the page until one is made.
+  assert.equal(await agents.locator(".agent-new").count(), 0);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });
 
-test("Copy puts the snippet on the clipboard; where the clipboard is refused, it selects it for Ctrl+C", async () => {
+test("Copy puts a new agent's snippet on the clipboard; where the clipboard is refused, it selects it for Ctrl+C", async () => {
   const app = await openConnect(state());
-  const { page, context, backend } = app;
+  const { page, context } = app;
   await context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(env.url).origin });
-  const cursor = backend.gateway.clients.find((c) => c.client === "cursor");
-  const agents = page.getByRole("region", { name: "Agents", exact: true });
-  const card = agents.getByRole("article", { name: "Cursor" });
+  const agents = await createAgent(page, "Cursor");
+  const made = app.backend.calls.filter((c) => c.cmd === "create_agent");
+  assert.deepEqual(made.map((c) => c.args), [{ name: "Cursor" }]);
+  const token = Object.values(app.backend.tokens)[0];
+  const card = agents.getByRole("article", { name: "Cursor", exact: true });
+  const cursorSnippet = await card.locator("pre").textContent();
+  assert.ok(cursorSnippet.includes(`Bearer ${token}`), cursorSnippet);
   await card.getByRole("button", { name: "Copy" }).click();
   await card.getByRole("status").getByText("Copied.").waitFor();
-  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), cursor.snippet);
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), cursorSnippet);
 
   // The clipboard API refuses: the text is selected and the person is told to press Ctrl+C.
   await page.evaluate(() => {
     navigator.clipboard.writeText = () => Promise.reject(new DOMException("denied", "NotAllowedError"));
   });
-  const claude = backend.gateway.clients.find((c) => c.client === "claudeCode");
   const claudeCard = agents.getByRole("article", { name: "Claude Code" });
+  const claudeSnippet = await claudeCard.locator("pre").textContent();
   await claudeCard.getByRole("button", { name: "Copy" }).click();
   await claudeCard.getByRole("status").getByText(/press Ctrl\+C/).waitFor();
-  assert.equal(await page.evaluate(() => window.getSelection().toString()), claude.snippet);
+  assert.equal(await page.evaluate(() => window.getSelection().toString()), claudeSnippet);
   assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Claude Code snippet");
+  await app.close();
+});
+
+test("a new agent's token is shown once with its snippets, never again; Revoke asks first; a hostile name stays text", async () => {
+  const hostile = `Evil ${IMG}`;
+  const app = await openConnect(state());
+  const { page, backend } = app;
+  await page.evaluate(() => { window.__pwned = undefined; });
+  const agents = await createAgent(page, hostile);
+  const token = Object.values(backend.tokens)[0];
+  const created = agents.locator(".agent-new");
+  assert.equal(await created.getByRole("heading", { level: 4 }).first().textContent(), `Token for ${hostile}`);
+  assert.equal(await created.locator("pre[aria-label='The new token']").textContent(), token);
+  assert.match(await created.textContent(), /This is the only time Countersign shows this token: you will not see it again/);
+  // Every host's snippet carries this agent's token, Claude Desktop's in the bridge's env.
+  const desktop = JSON.parse(await created.getByRole("article", { name: "Claude Desktop" }).locator("pre").textContent());
+  assert.equal(desktop.mcpServers.demo.env.COUNTERSIGN_TOKEN, token);
+  assert.ok((await created.getByRole("article", { name: "Cursor" }).locator("pre").textContent()).includes(token));
+  // Copy token puts exactly the token on the clipboard.
+  await app.context.grantPermissions(["clipboard-read", "clipboard-write"], { origin: new URL(env.url).origin });
+  await created.getByRole("button", { name: "Copy token" }).click();
+  await created.getByText("Copied.").first().waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), token);
+
+  // Listed by name, as text; the list never carries the token.
+  const row = agents.getByRole("listitem").filter({ hasText: hostile });
+  await row.waitFor();
+  assert.match(await row.textContent(), /created .*; not used since Countersign started/);
+  assert.equal(await agents.getByRole("textbox", { name: "Agent name" }).inputValue(), "");
+
+  // Done: the token is gone from the page, and a reload does not bring it back.
+  await created.getByRole("button", { name: "Done" }).click();
+  assert.equal(await agents.locator(".agent-new").count(), 0);
+  await page.getByRole("tabpanel", { name: "Connect agents" }).getByRole("button", { name: "Refresh" }).click();
+  await agents.getByRole("listitem").filter({ hasText: hostile }).waitFor();
+  assert.equal((await page.locator(".connect").textContent()).includes(token), false);
+
+  // Revoke asks first; Keep leaves it.
+  await row.getByRole("button", { name: "Revoke", exact: true }).click();
+  const confirm = row.getByRole("group", { name: "Confirm revoke" });
+  assert.equal(await confirm.textContent(), `Revoke ${hostile}? This agent is refused from its next request. Revoke token Keep`);
+  await confirm.getByRole("button", { name: "Keep" }).click();
+  assert.equal(backend.calls.filter((c) => c.cmd === "revoke_agent").length, 0);
+  assert.equal(await row.getByRole("button", { name: "Revoke", exact: true }).isEnabled(), true);
+  // Then for real: gone from the list, the shared token stays.
+  await row.getByRole("button", { name: "Revoke", exact: true }).click();
+  await row.getByRole("button", { name: "Revoke token" }).click();
+  await agents.getByRole("status").getByText(`Revoked ${hostile}.`).waitFor();
+  const id = Object.keys(backend.tokens)[0];
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "revoke_agent").map((c) => c.args), [{ id }]);
+  assert.deepEqual((await agents.getByRole("listitem").allTextContents()).map((t) => t.split(" (made")[0]), ["Shared token (older setups)"]);
+
+  // Revoking the shared token warns that every older setup stops.
+  const shared = agents.getByRole("listitem").first();
+  await shared.getByRole("button", { name: "Revoke", exact: true }).click();
+  assert.match(await shared.getByRole("group", { name: "Confirm revoke" }).textContent(), /Every agent still using the shared token is refused/);
+  // A failure is shown beside the row, which stays.
+  backend.onAgentTokens = (cmd) => cmd === "revoke_agent" ? { err: { kind: "agent", message: `cannot write agents.json ${SCRIPT}` } } : null;
+  await shared.getByRole("button", { name: "Revoke token" }).click();
+  await shared.getByText(`Could not revoke: cannot write agents.json ${SCRIPT}`).waitFor();
+  // A blank name is not sent; a name the backend refuses says why, as text.
+  await agents.getByRole("textbox", { name: "Agent name" }).fill("   ");
+  await agents.getByRole("button", { name: "Create token" }).click();
+  await agents.getByText("Give the agent a name first.").waitFor();
+  backend.onAgentTokens = (cmd) => cmd === "create_agent" ? { err: { kind: "agent", message: `there are already 64 agents ${IMG}` } } : null;
+  await agents.getByRole("textbox", { name: "Agent name" }).fill("One more");
+  await agents.getByRole("button", { name: "Create token" }).click();
+  await agents.getByText(`Could not create the token: there are already 64 agents ${IMG}`).waitFor();
+  assert.equal(backend.calls.filter((c) => c.cmd === "create_agent").length, 2);
+
+  assert.equal(await page.locator(".connect").locator("img,script").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(await app.problems(), []);
   await app.close();
 });
 
@@ -130,13 +219,12 @@ test("no gateway: the AppError's message; not listening: its error; turned off: 
 });
 
 test("markup in server names, snippets and paths shows as text", async () => {
-  const info = gatewayInfo({ servers: [`s${IMG}`] });
+  const info = gatewayInfo({ servers: [`s${IMG}`], agents: [sharedAgent(), agentView("0123456789abcdef", `a${SCRIPT}`)] });
   info.tokenPath = `/tmp/${SCRIPT}`;
-  info.clients[0].whereTo = `where ${IMG}`;
   const app = await openConnect(state({ gateway: info }));
   const { page } = app;
   const text = await page.locator(".connect").textContent();
-  for (const literal of [`s${IMG}`, `/tmp/${SCRIPT}`, `where ${IMG}`, info.clients[0].snippet]) {
+  for (const literal of [`s${IMG}`, `/tmp/${SCRIPT}`, `a${SCRIPT}`]) {
     assert.ok(text.includes(literal), literal);
   }
   assert.equal(await page.locator(".connect").locator("img,script").count(), 0);

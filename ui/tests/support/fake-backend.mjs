@@ -5,6 +5,8 @@
 // Replies go back through the page's mockIPC as {ok} or {err} (an AppError), because a thrown
 // Error would lose its fields crossing Playwright's binding.
 
+import { clientSetups } from "./fixtures.mjs";
+
 export class FakeBackend {
   constructor(state = {}) {
     this.asks = [...(state.asks ?? [])];
@@ -26,6 +28,10 @@ export class FakeBackend {
     this.rewritePreviews = structuredClone(state.rewritePreviews ?? {});
     /** Optional (cmd, args) => reply for the agent-config commands (e.g. an error). */
     this.onAgents = null;
+    /** Optional (cmd, args) => reply for create_agent / list_agents / revoke_agent. */
+    this.onAgentTokens = null;
+    /** The tokens `create_agent` made, by agent id (the page must never get them again). */
+    this.tokens = {};
     /** Optional (args) => reply for set_gateway_paused / revoke_always_allow (e.g. an error). */
     this.onGateway = null;
     /** Optional (args) => reply for set_muted / set_start_at_login (e.g. a save error). */
@@ -110,6 +116,10 @@ export class FakeBackend {
         this.gateway.listening = this.gateway.enabled && this.gateway.error === null && !args.paused;
         return { ok: this.gateway };
       }
+      case "create_agent":
+      case "list_agents":
+      case "revoke_agent":
+        return this.agentTokens(cmd, args);
       case "get_settings":
         return { ok: this.settings };
       case "revoke_always_allow": {
@@ -129,6 +139,35 @@ export class FakeBackend {
         return this.agents(cmd, args);
       default:
         return { err: { kind: "session", message: `unknown command ${cmd}` } };
+    }
+  }
+
+  /** Agents and their tokens, as core's `gateway::agents` answers. */
+  agentTokens(cmd, args) {
+    const reply = this.onAgentTokens?.(cmd, args);
+    if (reply) return reply;
+    if (!this.gateway) return { err: { kind: "gateway", message: "the gateway is not running" } };
+    const agents = this.gateway.agents;
+    switch (cmd) {
+      case "create_agent": {
+        const name = args.name.trim();
+        if (name === "") return { err: { kind: "agent", message: "give the agent a name" } };
+        if (Array.from(name).length > 64) return { err: { kind: "agent", message: "an agent's name can be at most 64 characters" } };
+        const id = `a${Object.keys(this.tokens).length + 1}`.padEnd(16, "0");
+        const token = `tok-${id}-SECRET`;
+        this.tokens[id] = token;
+        const agent = { id, name, createdMs: Date.UTC(2026, 0, 2, 10, 0, 0), lastUsedMs: null, shared: false };
+        agents.push(agent);
+        return { ok: { agent, token, clients: clientSetups(token, this.gateway.servers.map((s) => s.name)) } };
+      }
+      case "list_agents":
+        return { ok: agents };
+      case "revoke_agent": {
+        const at = agents.findIndex((a) => a.id === args.id);
+        if (at < 0) return { err: { kind: "agent", message: `there is no agent with id "${args.id}" (it may have been revoked already)` } };
+        agents.splice(at, 1);
+        return { ok: agents };
+      }
     }
   }
 

@@ -64,11 +64,10 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoi
   };
 }
 
-/** What `gateway_info` returns for a running gateway over `servers`. */
+/** What `gateway_info` returns for a running gateway over `servers`, with `agents` (AgentView). */
 export function gatewayInfo({ servers = ["demo", "tickets"], paused = false, enabled = true, error = null,
-  token = "cs_SECRET_TOKEN" } = {}) {
+  agents = [sharedAgent()] } = {}) {
   const url = "http://127.0.0.1:47717";
-  const at = (s) => `${url}/mcp/${s}`;
   return {
     enabled,
     listening: enabled && error === null && !paused,
@@ -76,16 +75,36 @@ export function gatewayInfo({ servers = ["demo", "tickets"], paused = false, ena
     error,
     url,
     tokenPath: "/home/me/.local/share/countersign/gateway-token",
-    servers: servers.map((name) => ({ name, url: at(name) })),
-    clients: [
-      { client: "claudeCode", title: "Claude Code", whereTo: "Run in a terminal (add --scope user to use it in every project)",
-        format: "shell",
-        snippet: servers.map((s) => `claude mcp add --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
-      { client: "cursor", title: "Cursor", whereTo: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"",
-        format: "json",
-        snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { url: at(s), headers: { Authorization: `Bearer ${token}` } }])) }, null, 2) },
-    ],
+    servers: servers.map((name) => ({ name, url: `${url}/mcp/${name}` })),
+    agents,
   };
+}
+
+/** The built-in agent of the older shared token. */
+export function sharedAgent({ lastUsedMs = null } = {}) {
+  return { id: "shared", name: "Shared token (older setups)", createdMs: null, lastUsedMs, shared: true };
+}
+
+/** An agent with its own token, as `list_agents` lists it. */
+export function agentView(id, name, { createdMs = Date.UTC(2026, 0, 1, 9, 30, 0), lastUsedMs = null } = {}) {
+  return { id, name, createdMs, lastUsedMs, shared: false };
+}
+
+/** The snippets `create_agent` returns for `token` (as core's connect::client_setups). */
+export function clientSetups(token, servers = ["demo", "tickets"]) {
+  const at = (s) => `http://127.0.0.1:47717/mcp/${s}`;
+  const note = "This token keeps other programs and web pages from using your servers through Countersign: whoever has it can act as this agent (your rules and approvals still apply), so keep it private.";
+  return [
+    { client: "claudeCode", title: "Claude Code", whereTo: "Run in a terminal (add --scope user to use it in every project)",
+      format: "shell", note,
+      snippet: servers.map((s) => `claude mcp add --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
+    { client: "claudeDesktop", title: "Claude Desktop", whereTo: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge, which sends the token)",
+      format: "json", note,
+      snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { command: "countersign-bridge", args: [s], env: { COUNTERSIGN_TOKEN: token } }])) }, null, 2) },
+    { client: "cursor", title: "Cursor", whereTo: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"",
+      format: "json", note,
+      snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { url: at(s), headers: { Authorization: `Bearer ${token}` } }])) }, null, 2) },
+  ];
 }
 
 const AGENT_FILES = {
