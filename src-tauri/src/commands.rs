@@ -11,7 +11,7 @@ use countersign_core::clients::{
     UndoResult,
 };
 use countersign_core::gateway::{AgentView, CreatedAgent, GatewayInfo};
-use countersign_core::settings::{AllowedCall, Settings};
+use countersign_core::settings::Settings;
 use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
 
 #[tauri::command]
@@ -155,16 +155,16 @@ pub fn set_gateway_paused(
     app.gateway_info()
 }
 
-/// The person's settings, including the remembered "Always allow" decisions.
+/// The person's settings, including the remembered tool-call decisions (expired ones gone).
 #[tauri::command]
 pub fn get_settings(app: State<'_, App>) -> Settings {
     app.settings()
 }
 
-/// Forgets one "Always allow"; returns the settings as saved.
+/// Revokes one remembered decision; returns the settings as saved.
 #[tauri::command(async)]
-pub fn revoke_always_allow(app: State<'_, App>, call: AllowedCall) -> Result<Settings, AppError> {
-    app.revoke_always_allow(&call)
+pub fn revoke_decision(app: State<'_, App>, id: u64) -> Result<Settings, AppError> {
+    app.revoke_decision(id)
 }
 
 /// The agents' config files Countersign knows and the rewrites that can be undone.

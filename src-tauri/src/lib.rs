@@ -99,7 +99,7 @@ pub fn run() {
             commands::revoke_agent,
             commands::set_gateway_paused,
             commands::get_settings,
-            commands::revoke_always_allow,
+            commands::revoke_decision,
             commands::agent_configs,
             commands::preview_import,
             commands::import_servers,

@@ -254,6 +254,7 @@ mod tests {
                     command: "x".into(),
                 },
                 agent: None,
+                declared: None,
             },
             kind: AskKind::Form {
                 message: format!("Delete {}?", "x".repeat(100)),

@@ -239,7 +239,7 @@ async fn a_typescript_sdk_agent_deletes_a_ticket_through_the_bridge() {
             Ok(Ok(_)) => continue,
             other => panic!("no question arrived: {other:?}"),
         };
-        assert_eq!(ask.asker.agent.as_deref(), Some("ts-bridge-agent"));
+        assert_eq!(ask.asker.declared.as_deref(), Some("ts-bridge-agent"));
         let answer = match &ask.kind {
             AskKind::ToolCall { tool, .. } => {
                 assert_eq!(tool, "delete_ticket");

@@ -359,6 +359,7 @@ async fn in_process_storm(broker: Broker, n: usize) -> StormSamples {
                     command: "in-process duplex".into(),
                 },
                 agent: None,
+                declared: None,
             },
             answer_timeout: Duration::from_secs(60),
             session: 1,
@@ -530,6 +531,7 @@ fn hop_parts(audit_path: &Path) {
                         command: "parts".into(),
                     },
                     agent: None,
+                    declared: None,
                 },
                 kind: AskKind::Form {
                     message: "m".into(),
@@ -589,6 +591,7 @@ fn scale_ask(schema: &Value) -> NewAsk {
                 command: "scale".into(),
             },
             agent: None,
+            declared: None,
         },
         kind: AskKind::Form {
             message: "Go on?".into(),

@@ -334,15 +334,10 @@ impl App {
         }
     }
 
-    /// Forgets one "Always allow": that agent's next call of that tool is asked about again.
-    pub fn revoke_always_allow(
-        &self,
-        call: &crate::settings::AllowedCall,
-    ) -> Result<Settings, AppError> {
+    /// Revokes one remembered decision: that agent's next such call is asked about again.
+    pub fn revoke_decision(&self, id: u64) -> Result<Settings, AppError> {
         self.settings
-            .update(|s| {
-                s.always_allow.remove(call);
-            })
+            .revoke(id, crate::broker::unix_ms())
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),
             })
@@ -481,8 +476,9 @@ impl App {
         self
     }
 
+    /// The settings as the person sees them: expired decisions are gone.
     pub fn settings(&self) -> Settings {
-        self.settings.get()
+        self.settings.current(crate::broker::unix_ms())
     }
 
     pub fn is_muted(&self, server: &str) -> bool {

@@ -29,8 +29,12 @@ pub enum Endpoint {
 pub struct Asker {
     pub server: String,
     pub endpoint: Endpoint,
-    /// The agent's `clientInfo.name`, when the ask belongs to an agent's call through the gateway.
+    /// The agent whose call the ask belongs to, when it came through the gateway: the name
+    /// of the token it holds (the person named it; this is who the agent is).
     pub agent: Option<String>,
+    /// The name the agent gives itself (`clientInfo.name`): shown, never trusted.
+    #[serde(default)]
+    pub declared: Option<String>,
 }
 
 /// What the person is asked.
@@ -57,7 +61,7 @@ pub enum AskKind {
         warnings: Vec<crate::url_policy::UrlWarning>,
     },
     /// An agent's `tools/call` through the gateway that policy says the person approves.
-    /// Accept is "Allow once", `AlwaysAllow` remembers it, anything else denies.
+    /// Accept is "Allow once", `Remember` decides it for longer, anything else denies.
     ToolCall {
         tool: String,
         /// The tool's `title`, `description` and `annotations` as the server listed them
@@ -76,6 +80,10 @@ pub enum AskKind {
         /// what the dialog shows, so a number too large for JavaScript is shown as sent.
         #[serde(default)]
         arguments_text: String,
+        /// What changed in the tool's definition since the person last decided about it (a
+        /// remembered decision that no longer applies because of it); empty otherwise.
+        #[serde(default)]
+        changed: Vec<crate::approval::DefinitionChange>,
     },
 }
 
@@ -112,9 +120,9 @@ pub enum Answer {
     Decline,
     /// Escape or closing the dialog.
     Cancel,
-    /// "Always allow" on a tool-call approval: allowed now and remembered for this agent,
-    /// server and tool.
-    AlwaysAllow,
+    /// A tool-call approval decided now and remembered: for the session, a time or always,
+    /// for any arguments or narrower ("Always allow" is allow, always, any arguments).
+    Remember { decision: crate::approval::Remember },
 }
 
 /// Why an ask ended without the person's Submit or Decline.
@@ -172,8 +180,13 @@ pub enum Outcome {
     Cancelled {
         reason: CancelReason,
     },
-    /// A tool call allowed and remembered ("Always allow").
+    /// A tool call allowed and remembered ("Always allow"), in records written before
+    /// decisions had scopes.
     AlwaysAllowed,
+    /// A tool call decided and remembered as chosen.
+    Remembered {
+        decision: crate::approval::Remember,
+    },
 }
 
 impl Outcome {
@@ -186,6 +199,10 @@ impl Outcome {
             Outcome::Accepted { content: None } | Outcome::AlwaysAllowed => {
                 serde_json::json!({"action": "accept"})
             }
+            Outcome::Remembered { decision } if decision.allow => {
+                serde_json::json!({"action": "accept"})
+            }
+            Outcome::Remembered { .. } => serde_json::json!({"action": "decline"}),
             Outcome::Declined => serde_json::json!({"action": "decline"}),
             Outcome::Cancelled { .. } => serde_json::json!({"action": "cancel"}),
         }

@@ -241,14 +241,24 @@ impl Broker {
             Answer::Cancel => Outcome::Cancelled {
                 reason: CancelReason::Person,
             },
-            Answer::AlwaysAllow => {
+            Answer::Remember { decision } => {
                 let kind = self.lock().pending.get(&id).map(|p| p.ask.kind.clone());
                 match kind {
                     None => return Err(AnswerError::NotPending),
-                    Some(AskKind::ToolCall { .. }) => Outcome::AlwaysAllowed,
+                    // The choice must cover the very call on screen, and last some time.
+                    Some(AskKind::ToolCall { arguments, .. }) => {
+                        let malformed = |message| AnswerError::Malformed { message };
+                        Outcome::Remembered {
+                            decision: crate::approval::Remember {
+                                allow: decision.allow,
+                                lasting: decision.lasting.check(unix_ms()).map_err(malformed)?,
+                                covering: decision.covering.check(&arguments).map_err(malformed)?,
+                            },
+                        }
+                    }
                     Some(_) => {
                         return Err(AnswerError::Malformed {
-                            message: "only a tool call can be always allowed".into(),
+                            message: "only a tool call's decision can be remembered".into(),
                         });
                     }
                 }
@@ -514,6 +524,7 @@ mod tests {
                     command: "desk".into(),
                 },
                 agent: None,
+                declared: None,
             },
             kind: AskKind::Form {
                 message: "Delete?".into(),

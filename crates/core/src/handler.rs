@@ -435,6 +435,7 @@ mod tests {
                     command: "s".into(),
                 },
                 agent: None,
+                declared: None,
             },
             answer_timeout: Duration::from_secs(5),
             session: 1,

@@ -13,6 +13,7 @@
 //! - [`clients`]: the agents' own config files: import their servers, route them through the gateway.
 
 pub mod app;
+pub mod approval;
 pub mod ask;
 pub mod audit;
 pub mod broker;

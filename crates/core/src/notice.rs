@@ -304,6 +304,7 @@ mod tests {
                     command: "x".into(),
                 },
                 agent: None,
+                declared: None,
             },
             kind: AskKind::Form {
                 message: message.into(),

@@ -717,6 +717,7 @@ pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
         server: config.name.clone(),
         endpoint,
         agent: None,
+        declared: None,
     }
 }
 

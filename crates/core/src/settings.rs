@@ -9,25 +9,18 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+use crate::approval::{Call, DefinitionChange, Lasting, RememberedDecision};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
 #[serde(rename_all = "camelCase", default)]
 pub struct Settings {
     /// Servers whose questions send no desktop notification (they still open a dialog).
     pub muted_servers: BTreeSet<String>,
-    /// Tool calls the person chose "Always allow" for, per agent, server and tool.
-    pub always_allow: BTreeSet<AllowedCall>,
-}
-
-/// One remembered "Always allow": this agent may call this tool on this server unasked.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, ts_rs::TS)]
-#[ts(export)]
-#[serde(rename_all = "camelCase")]
-pub struct AllowedCall {
-    /// The agent's `clientInfo.name` ("" when it gave none).
-    pub agent: String,
-    pub server: String,
-    pub tool: String,
+    /// Tool-call decisions the person chose to remember (for a session, a time, always), each
+    /// for one agent's token, server and tool. (An older `alwaysAllow` list, keyed by the name
+    /// agents give themselves, is not carried over: those calls are asked about once more.)
+    pub remembered: Vec<RememberedDecision>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +68,12 @@ impl SettingsStore {
                 }
             },
         };
+        let mut settings = settings;
+        // Session numbers start again with each run: a session decision from a previous run
+        // must not match a new session that happens to get its number.
+        settings
+            .remembered
+            .retain(|d| d.lasting != Lasting::Session);
         let store = SettingsStore {
             path,
             current: Arc::new(RwLock::new(settings)),
@@ -94,12 +93,81 @@ impl SettingsStore {
             .contains(server)
     }
 
-    pub fn is_always_allowed(&self, call: &AllowedCall) -> bool {
-        self.current
-            .read()
-            .expect("settings lock")
-            .always_allow
-            .contains(call)
+    /// The remembered decision that decides `call`, if one does: a deny before an allow, so
+    /// two overlapping decisions resolve to no.
+    pub fn decision_for(&self, call: &Call) -> Option<RememberedDecision> {
+        let current = self.current.read().expect("settings lock");
+        let applying = current.remembered.iter().filter(|d| d.applies(call));
+        let mut allow = None;
+        for d in applying {
+            if !d.allow {
+                return Some(d.clone());
+            }
+            allow.get_or_insert_with(|| d.clone());
+        }
+        allow
+    }
+
+    /// What changed in the tool since a remembered decision that would decide `call` was made
+    /// (it no longer applies because of it); empty when there is none.
+    pub fn changed_since(&self, call: &Call, now: &serde_json::Value) -> Vec<DefinitionChange> {
+        let current = self.current.read().expect("settings lock");
+        current
+            .remembered
+            .iter()
+            .filter(|d| d.outdated_for(call))
+            .max_by_key(|d| d.created_ms)
+            .map(|d| crate::approval::changes(&d.definition, now))
+            .unwrap_or_default()
+    }
+
+    /// Counts a use of decision `id`, in memory only: a call is not worth a disk write, and
+    /// the counts are saved with the next change.
+    pub fn touch(&self, id: u64, now_ms: u64) {
+        let mut current = self.current.write().expect("settings lock");
+        if let Some(d) = current.remembered.iter_mut().find(|d| d.id == id) {
+            d.uses += 1;
+            d.last_used_ms = Some(now_ms);
+        }
+    }
+
+    /// Keeps `decision` (its id assigned here), dropping expired ones on the way.
+    pub fn remember(
+        &self,
+        mut decision: RememberedDecision,
+        now_ms: u64,
+    ) -> Result<RememberedDecision, SettingsError> {
+        self.update(|s| {
+            s.remembered.retain(|d| !d.is_expired(now_ms));
+            decision.id = s.remembered.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+            s.remembered.push(decision.clone());
+        })?;
+        Ok(decision)
+    }
+
+    /// Revokes decision `id` (and drops expired ones).
+    pub fn revoke(&self, id: u64, now_ms: u64) -> Result<Settings, SettingsError> {
+        self.update(|s| {
+            s.remembered.retain(|d| d.id != id && !d.is_expired(now_ms));
+        })
+    }
+
+    /// An agent's session ended: its session decisions end with it.
+    pub fn end_session(&self, session: u64) -> Result<(), SettingsError> {
+        let ends =
+            |d: &RememberedDecision| d.lasting == Lasting::Session && d.session == Some(session);
+        if !self.get().remembered.iter().any(ends) {
+            return Ok(());
+        }
+        self.update(|s| s.remembered.retain(|d| !ends(d)))
+            .map(|_| ())
+    }
+
+    /// The settings as Settings lists them: expired decisions are gone.
+    pub fn current(&self, now_ms: u64) -> Settings {
+        let mut settings = self.get();
+        settings.remembered.retain(|d| !d.is_expired(now_ms));
+        settings
     }
 
     /// Applies `change`, saves, and returns the new settings. On a failed save the change is

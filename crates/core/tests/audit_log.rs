@@ -23,6 +23,7 @@ fn confirm_ask() -> NewAsk {
                 command: "desk".into(),
             },
             agent: None,
+            declared: None,
         },
         kind: AskKind::Form {
             message: "Delete everything?".into(),

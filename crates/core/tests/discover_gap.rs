@@ -48,6 +48,7 @@ async fn discover_legacy_session(test: &str, with_tap: bool) -> Setup {
                     command: "in-process".into(),
                 },
                 agent: None,
+                declared: None,
             },
             answer_timeout: Duration::from_secs(60),
             session: 1,

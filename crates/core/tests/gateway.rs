@@ -11,6 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use countersign_core::approval::{Covering, Lasting, Remember};
 use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
 use countersign_core::gateway::Gateway;
 use countersign_core::settings::SettingsStore;
@@ -96,10 +97,20 @@ impl Rig {
         format!("http://{}/mcp/{server}", self.addr)
     }
 
-    /// An agent that declares no elicitation capability at all.
+    /// An agent that declares no elicitation capability at all, with the shared token.
     async fn agent(&self, server: &str, name: &str, modern: bool) -> Agent {
+        self.agent_with(server, name, modern, self.gateway.token())
+            .await
+    }
+
+    /// A 2025-11-25 agent holding `token`.
+    async fn agent_holding(&self, server: &str, name: &str, token: &str) -> Agent {
+        self.agent_with(server, name, false, token).await
+    }
+
+    async fn agent_with(&self, server: &str, name: &str, modern: bool, token: &str) -> Agent {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(server));
-        config.auth_header = Some(self.gateway.token().to_owned());
+        config.auth_header = Some(token.to_owned());
         let transport = StreamableHttpClientTransport::from_config(config);
         let mut info = Implementation::default();
         info.name = name.into();
@@ -219,7 +230,7 @@ async fn an_agent_lists_and_calls_through_the_gateway_and_the_person_answers_the
         let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t2"}));
         let approval = allow_next_call(&mut rig, "delete_ticket").await;
         assert_eq!(
-            approval.asker.agent.as_deref(),
+            approval.asker.declared.as_deref(),
             Some("test-agent"),
             "{pair}"
         );
@@ -230,7 +241,7 @@ async fn an_agent_lists_and_calls_through_the_gateway_and_the_person_answers_the
             "{pair}: {question:?}"
         );
         assert_eq!(
-            question.asker.agent.as_deref(),
+            question.asker.declared.as_deref(),
             Some("test-agent"),
             "{pair}"
         );
@@ -285,35 +296,52 @@ async fn the_lying_tool_is_asked_about_unless_the_server_is_trusted_and_a_deny_i
     assert!(rig.broker.pending().is_empty());
 }
 
+/// "Always allow": allow, always, for any arguments.
+fn always_allow() -> Answer {
+    Answer::Remember {
+        decision: Remember {
+            allow: true,
+            lasting: Lasting::Always,
+            covering: Covering::AnyArguments,
+        },
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn always_allow_is_remembered_for_that_agent_only_and_rules_come_first() {
+async fn always_allow_belongs_to_the_agents_token_not_its_name_and_rules_come_first() {
     let desk = desk().await;
     let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
     config.tool_policy = BTreeMap::from([("book_meeting".to_owned(), ToolRule::Deny)]);
     let mut rig = rig("always", vec![config]).await;
-    let agent = rig.agent("desk", "agent-a", false).await;
+    let a_token = rig.gateway.create_agent("Agent A", "bridge").unwrap().token;
+    let b = rig.gateway.create_agent("Agent B", "bridge").unwrap();
+    let agent = rig.agent_holding("desk", "agent-a", &a_token).await;
 
     let listing = spawn_call(&agent, "list_tickets", json!({}));
     let ask = rig.next_ask().await;
-    rig.broker.answer(ask.id, Answer::AlwaysAllow).unwrap();
+    assert_eq!(ask.asker.agent.as_deref(), Some("Agent A"));
+    assert_eq!(ask.asker.declared.as_deref(), Some("agent-a"));
+    rig.broker.answer(ask.id, always_allow()).unwrap();
     assert_ne!(listing.await.unwrap().unwrap().is_error, Some(true));
-    assert!(
-        rig.settings
-            .get()
-            .always_allow
-            .iter()
-            .any(|c| c.agent == "agent-a" && c.server == "desk" && c.tool == "list_tickets")
+    let remembered = rig.settings.get().remembered;
+    assert_eq!(remembered.len(), 1);
+    assert_eq!(
+        (
+            remembered[0].agent_name.as_str(),
+            remembered[0].tool.as_str()
+        ),
+        ("Agent A", "list_tickets")
     );
     // Again: no question.
     let again = call(&agent, "list_tickets", json!({})).await;
     assert_ne!(again.is_error, Some(true));
     assert!(rig.broker.pending().is_empty());
 
-    // Another agent is asked.
-    let other = rig.agent("desk", "agent-b", false).await;
+    // Agent B, with its own token, is asked, even when it calls itself agent-a.
+    let other = rig.agent_holding("desk", "agent-a", &b.token).await;
     let listing = spawn_call(&other, "list_tickets", json!({}));
     let ask = rig.next_ask().await;
-    assert_eq!(ask.asker.agent.as_deref(), Some("agent-b"));
+    assert_eq!(ask.asker.agent.as_deref(), Some("Agent B"));
     rig.broker.answer(ask.id, Answer::Cancel).unwrap();
     let denied = listing.await.unwrap().unwrap();
     assert_eq!(denied.is_error, Some(true), "Escape denies");
@@ -321,6 +349,20 @@ async fn always_allow_is_remembered_for_that_agent_only_and_rules_come_first() {
     // A deny rule refuses without asking.
     let refused = call(&agent, "book_meeting", json!({})).await;
     assert_eq!(refused.is_error, Some(true));
+    assert!(rig.broker.pending().is_empty());
+
+    // A revoked token gets 401 at once, and no dialog.
+    rig.gateway.revoke_agent(&b.agent.id).unwrap();
+    let refused = reqwest::Client::new()
+        .post(rig.url("desk"))
+        .header("authorization", format!("Bearer {}", b.token))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_tickets"}}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), reqwest::StatusCode::UNAUTHORIZED);
     assert!(rig.broker.pending().is_empty());
 }
 
@@ -519,7 +561,7 @@ async fn a_typescript_sdk_agent_over_http_deletes_a_ticket_once_the_person_confi
         json!({"id": "t4"}).to_string(),
     ]));
     let approval = allow_next_call(&mut rig, "delete_ticket").await;
-    assert_eq!(approval.asker.agent.as_deref(), Some("ts-agent"));
+    assert_eq!(approval.asker.declared.as_deref(), Some("ts-agent"));
     let question = rig.next_ask().await;
     rig.broker.answer(question.id, confirm()).unwrap();
     let lines = agent.await.unwrap();
@@ -547,7 +589,7 @@ async fn server_everythings_question_reaches_the_person_for_an_agent_that_cannot
     let asking = spawn_call(&agent, "trigger-elicitation-request", json!({}));
     let ask = rig.next_ask().await;
     assert_eq!(ask.asker.server, "everything");
-    assert_eq!(ask.asker.agent.as_deref(), Some("plain-agent"));
+    assert_eq!(ask.asker.declared.as_deref(), Some("plain-agent"));
     assert!(matches!(ask.kind, AskKind::Form { .. }), "{ask:?}");
     let content = json!({
         "name": "Ada Lovelace",
@@ -786,7 +828,7 @@ async fn the_upstream_server_sees_the_agents_cancellation() {
         .await
         .unwrap();
     let question = rig.next_ask().await;
-    assert_eq!(question.asker.agent.as_deref(), Some("test-agent"));
+    assert_eq!(question.asker.declared.as_deref(), Some("test-agent"));
     handle.cancel(None).await.unwrap();
     let (id, outcome) = rig.next_resolution().await;
     assert_eq!(id, question.id);
@@ -1340,7 +1382,10 @@ async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_
     let tools = second.post(2, "tools/list", json!({})).await;
     assert!(tools["result"]["tools"].as_array().is_some(), "{tools}");
     let before = sessions();
-    assert!(before >= 2, "each agent has its own upstream session: {before}");
+    assert!(
+        before >= 2,
+        "each agent has its own upstream session: {before}"
+    );
 
     // Revoked: the very next request with that token is refused, with no restart, and
     // reaches no server: no new upstream session, no question for the person.
@@ -1372,14 +1417,23 @@ async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_
         .header("authorization", format!("Bearer {}", cursor.token))
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).to_string())
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}).to_string(),
+        )
         .send()
         .await
         .unwrap();
     assert_eq!(fresh.status(), 401);
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(sessions(), before, "no upstream session for a revoked token");
-    assert!(rig.broker.pending().is_empty(), "no dialog for a revoked token");
+    assert_eq!(
+        sessions(),
+        before,
+        "no upstream session for a revoked token"
+    );
+    assert!(
+        rig.broker.pending().is_empty(),
+        "no dialog for a revoked token"
+    );
     // The other agent carries on.
     let listed = first.post(3, "tools/list", json!({})).await;
     assert!(listed.get("result").is_some(), "{listed}");
@@ -1391,7 +1445,10 @@ async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_
     rig.gateway
         .revoke_agent(countersign_core::gateway::agents::SHARED_ID)
         .unwrap();
-    let refused = post(&shared, older.session.as_deref()).send().await.unwrap();
+    let refused = post(&shared, older.session.as_deref())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(refused.status(), 401);
     rig.gateway.shutdown().await;
 }

@@ -6,6 +6,11 @@ import type { Endpoint } from "./Endpoint";
  */
 export type Asker = { server: string, endpoint: Endpoint, 
 /**
- * The agent's `clientInfo.name`, when the ask belongs to an agent's call through the gateway.
+ * The agent whose call the ask belongs to, when it came through the gateway: the name
+ * of the token it holds (the person named it; this is who the agent is).
  */
-agent: string | null, };
+agent: string | null, 
+/**
+ * The name the agent gives itself (`clientInfo.name`): shown, never trusted.
+ */
+declared: string | null, };

@@ -46,13 +46,13 @@ use super::faithful::shape_result;
 /// rmcp's name for what a server says about itself in the handshake.
 type ServerConfig_ = rmcp::model::ServerConfig;
 use super::policy::{self, Decision};
+use crate::approval::{self, Lasting, RememberedDecision};
 use crate::ask::{AskKind, CancelReason, Outcome};
 use crate::broker::NewAsk;
 use crate::config::ServerConfig;
 use crate::handler::{Elicitor, Handler, Relay, Tap, client_config};
 use crate::raw::RawRequests;
 use crate::session::{ConnectError, answer_input_request, asker_for, lifecycle_for, open_client};
-use crate::settings::AllowedCall;
 
 /// A pooled upstream of a 2026-07-28 agent unused this long is closed.
 const IDLE: Duration = Duration::from_secs(10 * 60);
@@ -65,9 +65,11 @@ pub(crate) const MAX_UPSTREAMS_PER_SERVER: usize = 32;
 /// What an agent is called when it gives no `clientInfo`.
 const UNNAMED_AGENT: &str = "an unnamed agent";
 
-type PoolKey = (String, String, String);
+/// (server, the agent's token id, the name and version it gives itself).
+type PoolKey = (String, String, String, String);
 
-/// Upstreams of session-less (2026-07-28) agents, by (server, agent name, agent version).
+/// Upstreams of session-less (2026-07-28) agents, by server, token and agent name and version:
+/// two agents never share one, whatever they call themselves.
 #[derive(Default)]
 pub(crate) struct Pool {
     entries: tokio::sync::Mutex<HashMap<PoolKey, Arc<tokio::sync::OnceCell<Arc<Upstream>>>>>,
@@ -163,13 +165,14 @@ struct ToolFacts {
     title: Option<String>,
     description: Option<String>,
     annotations: Option<Value>,
+    input_schema: Option<Value>,
 }
 
 impl Upstream {
     async fn connect(
         shared: &Arc<Shared>,
         server: &ServerConfig,
-        agent: &str,
+        who: &Who,
     ) -> Result<Arc<Self>, String> {
         let slot = Slot::take(shared, &server.name)?;
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
@@ -177,7 +180,8 @@ impl Upstream {
         let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
         let raw = RawRequests::with_results();
         let mut asker = asker_for(server);
-        asker.agent = Some(agent.to_owned());
+        asker.agent = Some(who.name.clone());
+        asker.declared = who.declared.clone();
         let elicitor = Elicitor {
             broker: shared.broker.clone(),
             asker,
@@ -219,14 +223,19 @@ impl Upstream {
             Arc::downgrade(&upstream),
             notifications,
         ));
-        // A dead upstream takes its questions with it, at once.
+        // A dead upstream takes its questions with it, at once, and the agent's session ends:
+        // so do the decisions the person made for that session.
         let broker = shared.broker.clone();
+        let settings = shared.settings.clone();
         let closed = upstream.closed.clone();
         tokio::spawn(async move {
             closed.cancelled().await;
             broker.withdraw_session(session, CancelReason::Disconnect);
+            if let Err(e) = settings.end_session(session) {
+                tracing::warn!(error = %e, "cannot forget a session's decisions");
+            }
         });
-        tracing::info!(server = %server.name, agent, session, "gateway: upstream session open");
+        tracing::info!(server = %server.name, agent = %who.name, session, "gateway: upstream session open");
         Ok(upstream)
     }
 
@@ -360,6 +369,7 @@ impl ToolFacts {
                 .annotations
                 .as_ref()
                 .and_then(|a| serde_json::to_value(a).ok()),
+            input_schema: Some(Value::Object((*t.input_schema).clone())),
         }
     }
 }
@@ -581,11 +591,14 @@ impl Forwarder {
         if let Some(up) = self.session_upstream.get() {
             return Ok(up.clone());
         }
-        let (name, version) = match ctx.client_info() {
-            Some(info) => (info.name, info.version),
-            None => (UNNAMED_AGENT.to_owned(), String::new()),
-        };
-        let key = (self.server.clone(), name.clone(), version);
+        let who = Arc::new(Who::of(ctx));
+        let version = ctx.client_info().map(|i| i.version).unwrap_or_default();
+        let key = (
+            self.server.clone(),
+            who.id.clone(),
+            who.declared.clone().unwrap_or_default(),
+            version,
+        );
         loop {
             let cell = {
                 let mut entries = self.shared.pool.entries.lock().await;
@@ -597,9 +610,9 @@ impl Forwarder {
             };
             let config = self.config()?.clone();
             let shared = self.shared.clone();
-            let name = name.clone();
+            let who = who.clone();
             let up = cell
-                .get_or_try_init(|| async move { Upstream::connect(&shared, &config, &name).await })
+                .get_or_try_init(|| async move { Upstream::connect(&shared, &config, &who).await })
                 .await
                 .map_err(|reason| unreachable_error(&self.server, &reason))?
                 .clone();
@@ -615,45 +628,36 @@ impl Forwarder {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let up = self.upstream(&ctx).await?;
-        let config = self.config()?;
-        let agent = ctx.client_info().map(|i| i.name);
         let tool = request.params.name.to_string();
         self.refuse_agent_input(
             "tools/call",
-            agent.as_deref(),
+            &ctx,
             &request.params.input_responses,
             &request.params.request_state,
         )?;
         let facts = up.tool_facts(&tool).await;
-        let decision = policy::decide(
-            config,
-            agent.as_deref().unwrap_or_default(),
-            &tool,
-            facts.annotations.as_ref(),
-            &self.shared.settings,
-        );
         let arguments = request
             .params
             .arguments
             .clone()
             .map(Value::Object)
             .unwrap_or_else(|| json!({}));
-        let asked = AskKind::ToolCall {
-            tool: tool.clone(),
-            title: facts.title.clone(),
-            description: facts.description.clone(),
-            annotations: facts.annotations.clone(),
-            // rmcp forwards the serialization of this same map (key order kept, integers
-            // exact), so this text is what will run.
-            arguments_text: serde_json::to_string_pretty(&arguments).unwrap_or_default(),
-            arguments: arguments.clone(),
-        };
         let gated = Gated {
             key: &tool,
             what: format!("this call to {tool}"),
             request: json!({"name": tool, "arguments": arguments}),
+            definition: approval::definition(
+                &tool,
+                facts.title.as_deref(),
+                facts.description.as_deref(),
+                facts.annotations.as_ref(),
+                facts.input_schema.as_ref(),
+            ),
+            arguments,
+            annotations: facts.annotations.clone(),
+            read: false,
         };
-        match self.gate(&up, &ctx, decision, gated, asked).await {
+        match self.gate(&up, &ctx, gated).await {
             Ok(()) => self.forward_call(&up, request, &ctx).await,
             Err(Refusal::Denied(words)) => Ok(denied(words)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
@@ -670,61 +674,59 @@ impl Forwarder {
         target: &str,
         params: Value,
     ) -> Result<(), McpError> {
-        let config = self.config()?;
-        let agent = ctx.client_info().map(|i| i.name);
-        let decision = policy::decide_read(
-            config,
-            agent.as_deref().unwrap_or_default(),
-            method,
-            &self.shared.settings,
-        );
-        let (title, verb) = match method {
-            "prompts/get" => ("Get a prompt", "get the prompt"),
-            "resources/subscribe" => ("Watch a resource", "be told of changes to"),
-            _ => ("Read a resource", "read"),
-        };
-        let asked = AskKind::ToolCall {
-            tool: method.to_owned(),
-            title: Some(title.to_owned()),
-            description: Some(format!(
-                "The agent asks to {verb} {target} from {}. What the server answers goes to the agent.",
-                config.name
-            )),
-            annotations: None,
-            arguments_text: serde_json::to_string_pretty(&params).unwrap_or_default(),
-            arguments: params.clone(),
-        };
         let gated = Gated {
             key: method,
             what: format!("{method} of {target}"),
             request: json!({"method": method, "params": params}),
+            definition: approval::definition(method, None, None, None, None),
+            arguments: params,
+            annotations: None,
+            read: true,
         };
-        match self.gate(up, ctx, decision, gated, asked).await {
+        match self.gate(up, ctx, gated).await {
             Ok(()) => Ok(()),
             Err(Refusal::Denied(words)) => Err(McpError::invalid_request(words, None)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
         }
     }
 
-    /// Carries out the policy's `decision` on one request: recorded when decided without
-    /// asking, else put to the person as `asked`.
+    /// Decides one request by policy and carries the decision out: recorded when decided
+    /// without asking, else put to the person, and what they chose to remember kept.
     async fn gate(
         &self,
         up: &Upstream,
         ctx: &RequestContext<RoleServer>,
-        decision: Decision,
         gated: Gated<'_>,
-        asked: AskKind,
     ) -> Result<(), Refusal> {
         let config = &up.server;
-        let agent = ctx.client_info().map(|i| i.name);
+        let who = Who::of(ctx);
         let audit = self.shared.broker.audit();
         let what = &gated.what;
+        let digest = approval::digest(&gated.definition);
+        let now_ms = crate::broker::unix_ms();
+        let call = approval::Call {
+            agent: &who.id,
+            server: &config.name,
+            tool: gated.key,
+            arguments: &gated.arguments,
+            session: up.session,
+            digest: &digest,
+            now_ms,
+        };
+        let settings = &self.shared.settings;
+        let decision = if gated.read {
+            policy::decide_read(config, &call, settings)
+        } else {
+            policy::decide(config, &call, gated.annotations.as_ref(), settings)
+        };
         match decision {
-            Decision::Allow { why } => {
+            Decision::Allow { why, remembered } => {
+                if let Some(id) = remembered {
+                    settings.touch(id, now_ms);
+                }
                 // Unrecorded, it does not run.
                 audit
-                    .record_gated(&config.name, agent.as_deref(), gated.key, true, &why)
+                    .record_gated(&config.name, Some(&who.name), gated.key, true, &why)
                     .map_err(|e| {
                         Refusal::Denied(format!(
                             "Countersign did not allow {what} on {}: {e}.",
@@ -732,27 +734,39 @@ impl Forwarder {
                         ))
                     })
             }
-            Decision::Deny { why } => {
+            Decision::Deny { why, remembered } => {
+                if let Some(id) = remembered {
+                    settings.touch(id, now_ms);
+                }
                 if let Err(e) =
-                    audit.record_gated(&config.name, agent.as_deref(), gated.key, false, &why)
+                    audit.record_gated(&config.name, Some(&who.name), gated.key, false, &why)
                 {
                     tracing::error!(error = %e, "a denial went unrecorded");
                 }
-                Err(Refusal::Denied(format!(
-                    "Countersign's rules do not allow {what} on {} ({why}).",
-                    config.name
-                )))
+                Err(Refusal::Denied(match remembered {
+                    Some(_) => format!(
+                        "The person using Countersign denied {what} on {} ({why}).",
+                        config.name
+                    ),
+                    None => format!(
+                        "Countersign's rules do not allow {what} on {} ({why}).",
+                        config.name
+                    ),
+                }))
             }
             Decision::Ask => {
+                let changed = settings.changed_since(&call, &gated.definition);
                 let mut asker = asker_for(config);
-                asker.agent = Some(agent.clone().unwrap_or_else(|| UNNAMED_AGENT.to_owned()));
+                asker.agent = Some(who.name.clone());
+                asker.declared = who.declared.clone();
+                let kind = gated.ask_kind(changed);
                 let pending = self
                     .shared
                     .broker
                     .open(NewAsk {
                         asker,
-                        kind: asked,
-                        request: gated.request,
+                        kind,
+                        request: gated.request.clone(),
                         timeout: Some(config.answer_timeout),
                         session: up.session,
                     })
@@ -761,29 +775,46 @@ impl Forwarder {
                 let outcome = pending
                     .outcome_or_withdraw(&Leaving::of(ctx).withdraw())
                     .await;
+                let denied_by_person = || {
+                    Refusal::Denied(format!(
+                        "The person using Countersign denied {what} on {}.",
+                        config.name
+                    ))
+                };
                 match outcome {
-                    Outcome::Accepted { .. } => Ok(()),
-                    Outcome::AlwaysAllowed => {
-                        let remembered = AllowedCall {
-                            agent: agent.unwrap_or_default(),
+                    Outcome::Accepted { .. } | Outcome::AlwaysAllowed => Ok(()),
+                    Outcome::Remembered { decision } => {
+                        let allow = decision.allow;
+                        let kept = RememberedDecision {
+                            id: 0,
+                            agent: who.id.clone(),
+                            agent_name: who.name.clone(),
                             server: config.name.clone(),
                             tool: gated.key.to_owned(),
+                            allow,
+                            session: (decision.lasting == Lasting::Session).then_some(up.session),
+                            lasting: decision.lasting,
+                            covering: decision.covering,
+                            definition: gated.definition.clone(),
+                            digest: digest.clone(),
+                            created_ms: now_ms,
+                            last_used_ms: Some(now_ms),
+                            uses: 1,
                         };
-                        if let Err(e) = self.shared.settings.update(|s| {
-                            s.always_allow.insert(remembered);
-                        }) {
-                            // Allowed this once all the same: the person said yes.
-                            tracing::warn!(error = %e, "cannot remember Always allow");
+                        if let Err(e) = settings.remember(kept, now_ms) {
+                            // Decided this once all the same: the person said so.
+                            tracing::warn!(error = %e, "cannot remember a decision");
                         }
-                        Ok(())
+                        if allow {
+                            Ok(())
+                        } else {
+                            Err(denied_by_person())
+                        }
                     }
                     Outcome::Declined
                     | Outcome::Cancelled {
                         reason: CancelReason::Person,
-                    } => Err(Refusal::Denied(format!(
-                        "The person using Countersign denied {what} on {}.",
-                        config.name
-                    ))),
+                    } => Err(denied_by_person()),
                     Outcome::Cancelled {
                         reason: CancelReason::Agent | CancelReason::AgentGone,
                     } => Err(Refusal::AgentLeft),
@@ -817,7 +848,7 @@ impl Forwarder {
     fn refuse_agent_input(
         &self,
         method: &str,
-        agent: Option<&str>,
+        ctx: &RequestContext<RoleServer>,
         input_responses: &Option<rmcp::model::InputResponses>,
         request_state: &Option<String>,
     ) -> Result<(), McpError> {
@@ -834,7 +865,7 @@ impl Forwarder {
             &reason,
             &json!({
                 "method": method,
-                "agent": agent,
+                "agent": Who::of(ctx).name,
                 "inputResponses": input_responses,
                 "requestState": request_state,
             }),
@@ -955,7 +986,10 @@ impl ServerHandler for Forwarder {
         ctx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         let config = self.config()?.clone();
-        let up = Upstream::connect(&self.shared, &config, &request.client_info.name)
+        let mut who = Who::of(&ctx);
+        // rmcp learns the client's info from this very request, after this handler.
+        who.declared = Some(request.client_info.name.clone());
+        let up = Upstream::connect(&self.shared, &config, &who)
             .await
             .map_err(|reason| unreachable_error(&self.server, &reason))?;
         *lock(&up.relay.agent) = Some(ctx.peer.clone());
@@ -1039,7 +1073,7 @@ impl ServerHandler for Forwarder {
     ) -> Result<GetPromptResponse, McpError> {
         self.refuse_agent_input(
             "prompts/get",
-            ctx.client_info().map(|i| i.name).as_deref(),
+            &ctx,
             &request.input_responses,
             &request.request_state,
         )?;
@@ -1105,7 +1139,7 @@ impl ServerHandler for Forwarder {
     ) -> Result<ReadResourceResponse, McpError> {
         self.refuse_agent_input(
             "resources/read",
-            ctx.client_info().map(|i| i.name).as_deref(),
+            &ctx,
             &request.input_responses,
             &request.request_state,
         )?;
@@ -1215,6 +1249,79 @@ struct Gated<'a> {
     key: &'a str,
     what: String,
     request: Value,
+    /// The tool's definition as the person sees it (a read's is just its method).
+    definition: Value,
+    /// What will be forwarded, for the decisions that cover some arguments only.
+    arguments: Value,
+    annotations: Option<Value>,
+    read: bool,
+}
+
+impl Gated<'_> {
+    /// The question the person is asked about it.
+    fn ask_kind(&self, changed: Vec<approval::DefinitionChange>) -> AskKind {
+        let text = |field: &str| {
+            self.definition
+                .get(field)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let (title, description) = if self.read {
+            let (title, verb) = match self.key {
+                "prompts/get" => ("Get a prompt", "get"),
+                "resources/subscribe" => ("Watch a resource", "be told of changes to"),
+                _ => ("Read a resource", "read"),
+            };
+            (
+                Some(title.to_owned()),
+                Some(format!(
+                    "The agent asks to {verb} {}. What the server answers goes to the agent.",
+                    self.what
+                )),
+            )
+        } else {
+            (text("title"), text("description"))
+        };
+        AskKind::ToolCall {
+            tool: self.key.to_owned(),
+            title,
+            description,
+            annotations: self.annotations.clone(),
+            // rmcp forwards the serialization of this same value (key order kept, integers
+            // exact), so this text is what will run.
+            arguments_text: serde_json::to_string_pretty(&self.arguments).unwrap_or_default(),
+            arguments: self.arguments.clone(),
+            changed,
+        }
+    }
+}
+
+/// Who an agent is: the token it holds (its id keys every remembered decision; its name is
+/// the person's), and the name it gives itself, which is only shown.
+struct Who {
+    id: String,
+    name: String,
+    declared: Option<String>,
+}
+
+impl Who {
+    fn of(ctx: &RequestContext<RoleServer>) -> Who {
+        let declared = ctx.client_info().map(|i| i.name);
+        match super::agents::token_agent(ctx) {
+            Some(agent) => Who {
+                id: agent.id,
+                name: agent.name,
+                declared,
+            },
+            // Only requests through the guard reach the forwarder; without its mark, the
+            // agent is nobody in particular and nothing remembered applies to it.
+            None => Who {
+                id: String::new(),
+                name: UNNAMED_AGENT.to_owned(),
+                declared,
+            },
+        }
+    }
 }
 
 /// Why the gate did not let a request through.

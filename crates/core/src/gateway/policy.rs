@@ -1,59 +1,79 @@
-//! The approval gate: whether an agent's `tools/call` runs, is refused, or waits for the
-//! person. In order: the person's explicit rule for (server, tool), then a remembered
-//! "Always allow" for (agent, server, tool), then the tool's annotations, which count only
-//! for servers marked `trusted` (annotations are the server's own untrusted hints), then ask.
+//! The approval gate: whether an agent's `tools/call` (or read) runs, is refused, or waits for
+//! the person. In order: the person's explicit rule for (server, tool), then a decision the
+//! person remembered for this agent's token that still lasts, covers these arguments and was
+//! made for the tool as it is now, then the tool's annotations, which count only for servers
+//! marked `trusted` (annotations are the server's own untrusted hints), then ask.
 
 use serde_json::Value;
 
+use crate::approval::Call;
 use crate::config::{ServerConfig, ToolRule};
-use crate::settings::{AllowedCall, SettingsStore};
+use crate::settings::SettingsStore;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Forward without asking; `why` goes to the audit log.
+    /// Forward without asking; `why` goes to the audit log, `remembered` is the decision
+    /// that said so, if one did.
     Allow {
         why: String,
+        remembered: Option<u64>,
     },
     /// Refuse without asking.
     Deny {
         why: String,
+        remembered: Option<u64>,
     },
     Ask,
 }
 
-/// Decides a call of `tool` (listed with `annotations`, if the server gave any).
+impl Decision {
+    fn rule(rule: ToolRule, what: &str) -> Option<Decision> {
+        match rule {
+            ToolRule::Allow => Some(Decision::Allow {
+                why: format!("rule: allow{what}"),
+                remembered: None,
+            }),
+            ToolRule::Deny => Some(Decision::Deny {
+                why: format!("rule: deny{what}"),
+                remembered: None,
+            }),
+            ToolRule::Ask => Some(Decision::Ask),
+        }
+    }
+
+    fn remembered(call: &Call, settings: &SettingsStore) -> Option<Decision> {
+        let d = settings.decision_for(call)?;
+        let why = d.describe();
+        Some(if d.allow {
+            Decision::Allow {
+                why,
+                remembered: Some(d.id),
+            }
+        } else {
+            Decision::Deny {
+                why,
+                remembered: Some(d.id),
+            }
+        })
+    }
+}
+
+/// Decides `call` of a tool listed with `annotations` (if the server gave any).
 pub fn decide(
     server: &ServerConfig,
-    agent: &str,
-    tool: &str,
+    call: &Call,
     annotations: Option<&Value>,
     settings: &SettingsStore,
 ) -> Decision {
-    match server.tool_policy.get(tool) {
-        Some(ToolRule::Allow) => {
-            return Decision::Allow {
-                why: "rule: allow".into(),
-            };
-        }
-        Some(ToolRule::Deny) => {
-            return Decision::Deny {
-                why: "rule: deny".into(),
-            };
-        }
-        Some(ToolRule::Ask) => return Decision::Ask,
-        None => {}
+    if let Some(rule) = server.tool_policy.get(call.tool) {
+        return Decision::rule(*rule, "").unwrap_or(Decision::Ask);
     }
-    let remembered = AllowedCall {
-        agent: agent.to_owned(),
-        server: server.name.clone(),
-        tool: tool.to_owned(),
-    };
     // A remembered read is stored under the method's name; a tool the server names after one
     // must not inherit it.
-    if !READ_METHODS.contains(&tool) && settings.is_always_allowed(&remembered) {
-        return Decision::Allow {
-            why: "always allowed by the person".into(),
-        };
+    if !READ_METHODS.contains(&call.tool)
+        && let Some(decision) = Decision::remembered(call, settings)
+    {
+        return decision;
     }
     // The spec's defaults: readOnlyHint false. Only a trusted server's claim counts.
     let read_only = annotations
@@ -63,6 +83,7 @@ pub fn decide(
     if server.trusted && read_only {
         return Decision::Allow {
             why: "trusted server: read-only tool".into(),
+            remembered: None,
         };
     }
     Decision::Ask
@@ -71,42 +92,20 @@ pub fn decide(
 /// The requests that read what a server holds, gated like tool calls.
 pub const READ_METHODS: [&str; 3] = ["resources/read", "resources/subscribe", "prompts/get"];
 
-/// Decides an agent's read (`method` is one of [`READ_METHODS`]): the person's `readPolicy`
-/// for the server, then a remembered "Always allow" of that method, then a trusted server's
-/// reads are allowed and an untrusted server's ask.
-pub fn decide_read(
-    server: &ServerConfig,
-    agent: &str,
-    method: &str,
-    settings: &SettingsStore,
-) -> Decision {
-    match server.read_policy {
-        Some(ToolRule::Allow) => {
-            return Decision::Allow {
-                why: "rule: allow reading".into(),
-            };
-        }
-        Some(ToolRule::Deny) => {
-            return Decision::Deny {
-                why: "rule: deny reading".into(),
-            };
-        }
-        Some(ToolRule::Ask) => return Decision::Ask,
-        None => {}
+/// Decides an agent's read (`call.tool` is one of [`READ_METHODS`]): the person's
+/// `readPolicy` for the server, then a remembered decision about that method, then a trusted
+/// server's reads are allowed and an untrusted server's ask.
+pub fn decide_read(server: &ServerConfig, call: &Call, settings: &SettingsStore) -> Decision {
+    if let Some(rule) = server.read_policy {
+        return Decision::rule(rule, " reading").unwrap_or(Decision::Ask);
     }
-    let remembered = AllowedCall {
-        agent: agent.to_owned(),
-        server: server.name.clone(),
-        tool: method.to_owned(),
-    };
-    if settings.is_always_allowed(&remembered) {
-        return Decision::Allow {
-            why: "always allowed by the person".into(),
-        };
+    if let Some(decision) = Decision::remembered(call, settings) {
+        return decision;
     }
     if server.trusted {
         return Decision::Allow {
             why: "trusted server: reading".into(),
+            remembered: None,
         };
     }
     Decision::Ask
@@ -115,6 +114,7 @@ pub fn decide_read(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::approval::{Covering, Lasting, RememberedDecision};
     use serde_json::json;
 
     fn server(trusted: bool) -> ServerConfig {
@@ -123,32 +123,71 @@ mod tests {
         s
     }
 
+    const ARGS: Value = Value::Null;
+
+    fn call<'a>(agent: &'a str, tool: &'a str) -> Call<'a> {
+        Call {
+            agent,
+            server: "desk",
+            tool,
+            arguments: &ARGS,
+            session: 1,
+            digest: "d",
+            now_ms: 1_000,
+        }
+    }
+
+    fn remember(settings: &SettingsStore, agent: &str, tool: &str, allow: bool) {
+        settings
+            .remember(
+                RememberedDecision {
+                    id: 0,
+                    agent: agent.into(),
+                    agent_name: agent.into(),
+                    server: "desk".into(),
+                    tool: tool.into(),
+                    allow,
+                    lasting: Lasting::Always,
+                    covering: Covering::AnyArguments,
+                    session: None,
+                    definition: json!({}),
+                    digest: "d".into(),
+                    created_ms: 0,
+                    last_used_ms: None,
+                    uses: 0,
+                },
+                0,
+            )
+            .unwrap();
+    }
+
     #[test]
     fn a_read_only_claim_counts_only_for_a_trusted_server() {
         let settings = SettingsStore::default();
         let ro = json!({"readOnlyHint": true});
+        let purge = call("a", "purge_spam");
         assert_eq!(
-            decide(&server(false), "a", "purge_spam", Some(&ro), &settings),
+            decide(&server(false), &purge, Some(&ro), &settings),
             Decision::Ask
         );
         assert!(matches!(
-            decide(&server(true), "a", "purge_spam", Some(&ro), &settings),
+            decide(&server(true), &purge, Some(&ro), &settings),
             Decision::Allow { .. }
         ));
         // No annotations, or a write: ask even when trusted.
         assert_eq!(
-            decide(&server(true), "a", "t", None, &settings),
+            decide(&server(true), &call("a", "t"), None, &settings),
             Decision::Ask
         );
         let write = json!({"readOnlyHint": false, "destructiveHint": false});
         assert_eq!(
-            decide(&server(true), "a", "t", Some(&write), &settings),
+            decide(&server(true), &call("a", "t"), Some(&write), &settings),
             Decision::Ask
         );
     }
 
     #[test]
-    fn a_rule_comes_first_then_what_the_person_remembered() {
+    fn a_rule_comes_first_then_what_the_person_remembered_for_that_agent() {
         let settings = SettingsStore::default();
         let mut s = server(true);
         s.tool_policy.insert("list".into(), ToolRule::Deny);
@@ -156,31 +195,41 @@ mod tests {
         s.tool_policy.insert("peek".into(), ToolRule::Ask);
         let ro = json!({"readOnlyHint": true});
         assert!(matches!(
-            decide(&s, "a", "list", Some(&ro), &settings),
+            decide(&s, &call("a", "list"), Some(&ro), &settings),
             Decision::Deny { .. }
         ));
         assert!(matches!(
-            decide(&s, "a", "delete", None, &settings),
+            decide(&s, &call("a", "delete"), None, &settings),
             Decision::Allow { .. }
         ));
-        assert_eq!(decide(&s, "a", "peek", Some(&ro), &settings), Decision::Ask);
+        assert_eq!(
+            decide(&s, &call("a", "peek"), Some(&ro), &settings),
+            Decision::Ask
+        );
 
-        settings
-            .update(|st| {
-                st.always_allow.insert(AllowedCall {
-                    agent: "a".into(),
-                    server: "desk".into(),
-                    tool: "book".into(),
-                });
-            })
-            .unwrap();
+        remember(&settings, "a", "book", true);
         let plain = server(false);
         assert!(matches!(
-            decide(&plain, "a", "book", None, &settings),
-            Decision::Allow { .. }
+            decide(&plain, &call("a", "book"), None, &settings),
+            Decision::Allow {
+                remembered: Some(1),
+                ..
+            }
         ));
-        // Remembered for that agent only.
-        assert_eq!(decide(&plain, "b", "book", None, &settings), Decision::Ask);
+        // Remembered for that agent's token only.
+        assert_eq!(
+            decide(&plain, &call("b", "book"), None, &settings),
+            Decision::Ask
+        );
+        // A remembered no answers at once, and wins over a yes that overlaps it.
+        remember(&settings, "a", "book", false);
+        assert!(matches!(
+            decide(&plain, &call("a", "book"), None, &settings),
+            Decision::Deny {
+                remembered: Some(2),
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -188,40 +237,37 @@ mod tests {
         let settings = SettingsStore::default();
         for method in READ_METHODS {
             assert_eq!(
-                decide_read(&server(false), "a", method, &settings),
+                decide_read(&server(false), &call("a", method), &settings),
                 Decision::Ask
             );
             assert!(matches!(
-                decide_read(&server(true), "a", method, &settings),
+                decide_read(&server(true), &call("a", method), &settings),
                 Decision::Allow { .. }
             ));
         }
         let mut denied = server(true);
         denied.read_policy = Some(ToolRule::Deny);
         assert!(matches!(
-            decide_read(&denied, "a", "resources/read", &settings),
+            decide_read(&denied, &call("a", "resources/read"), &settings),
             Decision::Deny { .. }
         ));
-        settings
-            .update(|st| {
-                st.always_allow.insert(AllowedCall {
-                    agent: "a".into(),
-                    server: "desk".into(),
-                    tool: "resources/read".into(),
-                });
-            })
-            .unwrap();
+        remember(&settings, "a", "resources/read", true);
         assert!(matches!(
-            decide_read(&server(false), "a", "resources/read", &settings),
+            decide_read(&server(false), &call("a", "resources/read"), &settings),
             Decision::Allow { .. }
         ));
         assert_eq!(
-            decide_read(&server(false), "a", "prompts/get", &settings),
+            decide_read(&server(false), &call("a", "prompts/get"), &settings),
             Decision::Ask
         );
         // A tool the server names after a read method does not inherit that yes.
         assert_eq!(
-            decide(&server(false), "a", "resources/read", None, &settings),
+            decide(
+                &server(false),
+                &call("a", "resources/read"),
+                None,
+                &settings
+            ),
             Decision::Ask
         );
     }

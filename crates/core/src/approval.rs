@@ -1,0 +1,502 @@
+//! Remembered approvals: what the person chose beyond "once" for an agent's tool calls, how
+//! long it lasts, which calls it covers, and the tool definition it was given for.
+//!
+//! Pure logic, time passed in: the gate (`gateway/policy.rs`) asks [`RememberedDecision::applies`]
+//! and the broker checks a choice against the call it answers with [`Covering::check`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// How long a remembered decision lasts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Lasting {
+    /// Until the agent's session through the gateway ends.
+    Session,
+    /// Until this moment (milliseconds since the Unix epoch): "for 15 minutes", "until
+    /// tomorrow"; the dialog works out the moment in the person's own time zone.
+    Until {
+        #[ts(type = "number")]
+        until_ms: u64,
+    },
+    Always,
+}
+
+/// Which calls of the tool a remembered decision covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(
+    tag = "kind",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
+pub enum Covering {
+    AnyArguments,
+    /// Only calls with exactly these arguments (as forwarded, compact JSON); filled in by the
+    /// backend from the call being answered.
+    ExactArguments {
+        #[serde(default)]
+        arguments: String,
+    },
+    /// Calls whose string argument `argument` is a path under `prefix` (both normalized, so
+    /// `..` cannot climb out).
+    PathUnder {
+        argument: String,
+        prefix: String,
+    },
+    /// Calls whose string argument `argument` is a URL on `host`.
+    UrlHost {
+        argument: String,
+        host: String,
+    },
+}
+
+/// The person's choice in the approval dialog beyond "once".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct Remember {
+    pub allow: bool,
+    pub lasting: Lasting,
+    pub covering: Covering,
+}
+
+/// One remembered decision, as kept in settings and listed in Settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RememberedDecision {
+    #[ts(type = "number")]
+    pub id: u64,
+    /// The agent it belongs to: the id of the gateway token the agent holds.
+    pub agent: String,
+    /// That token's name, for the person.
+    pub agent_name: String,
+    pub server: String,
+    pub tool: String,
+    pub allow: bool,
+    pub lasting: Lasting,
+    pub covering: Covering,
+    /// The upstream session a `Session` decision belongs to.
+    #[ts(type = "number | null")]
+    #[serde(default)]
+    pub session: Option<u64>,
+    /// The tool's definition as the person saw it, and its digest.
+    #[ts(type = "Record<string, unknown>")]
+    pub definition: Value,
+    pub digest: String,
+    #[ts(type = "number")]
+    pub created_ms: u64,
+    #[ts(type = "number | null")]
+    #[serde(default)]
+    pub last_used_ms: Option<u64>,
+    #[ts(type = "number")]
+    #[serde(default)]
+    pub uses: u64,
+}
+
+/// One field of a tool's definition that changed since the person decided.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct DefinitionChange {
+    pub field: String,
+    /// As compact JSON text (`null` when absent), so the dialog shows it as text.
+    pub before: String,
+    pub after: String,
+}
+
+/// The call a decision is checked against.
+pub struct Call<'a> {
+    pub agent: &'a str,
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a Value,
+    pub session: u64,
+    pub digest: &'a str,
+    pub now_ms: u64,
+}
+
+impl RememberedDecision {
+    pub fn is_expired(&self, now_ms: u64) -> bool {
+        matches!(self.lasting, Lasting::Until { until_ms } if until_ms <= now_ms)
+    }
+
+    /// Whether this decision is about `call`'s agent, server and tool and still lasts for it,
+    /// whatever the tool's definition now is.
+    fn concerns(&self, call: &Call) -> bool {
+        self.agent == call.agent
+            && self.server == call.server
+            && self.tool == call.tool
+            && !self.is_expired(call.now_ms)
+            && match self.lasting {
+                Lasting::Session => self.session == Some(call.session),
+                _ => true,
+            }
+            && self.covering.covers(call.arguments)
+    }
+
+    /// Whether it decides `call`: it concerns it, and the tool is still what the person saw.
+    pub fn applies(&self, call: &Call) -> bool {
+        self.concerns(call) && self.digest == call.digest
+    }
+
+    /// It would decide `call` but the tool changed since: the person is asked again.
+    pub fn outdated_for(&self, call: &Call) -> bool {
+        self.concerns(call) && self.digest != call.digest
+    }
+
+    /// For the audit log and History: which decision decided a call.
+    pub fn describe(&self) -> String {
+        let verb = if self.allow { "allow" } else { "deny" };
+        let lasting = match &self.lasting {
+            Lasting::Session => "for the agent's session".to_owned(),
+            Lasting::Until { until_ms } => format!("until {until_ms} (ms since epoch)"),
+            Lasting::Always => "always".to_owned(),
+        };
+        let covering = match &self.covering {
+            Covering::AnyArguments => "any arguments".to_owned(),
+            Covering::ExactArguments { arguments } => format!("exactly {arguments}"),
+            Covering::PathUnder { argument, prefix } => format!("{argument} under {prefix}"),
+            Covering::UrlHost { argument, host } => format!("{argument} on {host}"),
+        };
+        format!("remembered #{}: {verb} {lasting}, {covering}", self.id)
+    }
+}
+
+impl Covering {
+    /// Whether a call with `arguments` is covered.
+    pub fn covers(&self, arguments: &Value) -> bool {
+        match self {
+            Covering::AnyArguments => true,
+            Covering::ExactArguments { arguments: exact } => compact(arguments) == *exact,
+            Covering::PathUnder { argument, prefix } => {
+                let (Some(path), Some(prefix)) = (
+                    arguments
+                        .get(argument)
+                        .and_then(Value::as_str)
+                        .and_then(normalize_path),
+                    normalize_path(prefix),
+                ) else {
+                    return false;
+                };
+                path == prefix || path.starts_with(&format!("{}/", prefix.trim_end_matches('/')))
+            }
+            Covering::UrlHost { argument, host } => arguments
+                .get(argument)
+                .and_then(Value::as_str)
+                .and_then(url_host)
+                .is_some_and(|h| h == host.to_ascii_lowercase()),
+        }
+    }
+
+    /// Checks the person's choice against the call it answers (the choice must cover that
+    /// call, or it is not what the person saw) and fills in exact arguments.
+    pub fn check(self, arguments: &Value) -> Result<Covering, String> {
+        let covering = match self {
+            Covering::ExactArguments { .. } => Covering::ExactArguments {
+                arguments: compact(arguments),
+            },
+            Covering::PathUnder { argument, prefix } => {
+                let prefix = normalize_path(&prefix)
+                    .ok_or_else(|| format!("{prefix:?} is not an absolute path"))?;
+                Covering::PathUnder { argument, prefix }
+            }
+            Covering::UrlHost { argument, host } => Covering::UrlHost {
+                argument,
+                host: host.to_ascii_lowercase(),
+            },
+            any => any,
+        };
+        if covering.covers(arguments) {
+            Ok(covering)
+        } else {
+            Err("the choice does not cover the call it answers".into())
+        }
+    }
+}
+
+impl Lasting {
+    /// A `Until` in the past or present lasts no time at all.
+    pub fn check(self, now_ms: u64) -> Result<Lasting, String> {
+        match self {
+            Lasting::Until { until_ms } if until_ms <= now_ms => {
+                Err("that moment has already passed".into())
+            }
+            lasting => Ok(lasting),
+        }
+    }
+}
+
+/// A path with `.` and `..` resolved lexically, repeated and trailing slashes removed;
+/// `None` for a relative path (it means nothing without the server's working directory) or one
+/// that climbs above the root. Symbolic links are the server's to resolve, not ours: a prefix
+/// covers what it names, not where links there lead.
+pub fn normalize_path(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            other => parts.push(other),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// The host (lowercase, IDNs in their `xn--` form) of an http(s) URL.
+pub fn url_host(text: &str) -> Option<String> {
+    let url = url::Url::parse(text).ok()?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    url.host_str().map(str::to_ascii_lowercase)
+}
+
+/// What the person is shown of a tool: its name, title, description, annotations and input
+/// schema, as the server listed them.
+pub fn definition(
+    name: &str,
+    title: Option<&str>,
+    description: Option<&str>,
+    annotations: Option<&Value>,
+    input_schema: Option<&Value>,
+) -> Value {
+    let mut d = Map::new();
+    d.insert("name".into(), Value::from(name));
+    d.insert(
+        "title".into(),
+        title.map(Value::from).unwrap_or(Value::Null),
+    );
+    d.insert(
+        "description".into(),
+        description.map(Value::from).unwrap_or(Value::Null),
+    );
+    d.insert(
+        "annotations".into(),
+        annotations.cloned().unwrap_or(Value::Null),
+    );
+    d.insert(
+        "inputSchema".into(),
+        input_schema.cloned().unwrap_or(Value::Null),
+    );
+    Value::Object(d)
+}
+
+/// SHA-256 of the definition with object keys sorted, so a server listing the same tool with
+/// its keys in another order is not a change.
+pub fn digest(definition: &Value) -> String {
+    let hash = Sha256::digest(compact(&sorted(definition)).as_bytes());
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The fields of the definition that differ between what the person saw and now.
+pub fn changes(before: &Value, after: &Value) -> Vec<DefinitionChange> {
+    ["title", "description", "annotations", "inputSchema", "name"]
+        .into_iter()
+        .filter_map(|field| {
+            let (b, a) = (
+                before.get(field).unwrap_or(&Value::Null),
+                after.get(field).unwrap_or(&Value::Null),
+            );
+            (sorted(b) != sorted(a)).then(|| DefinitionChange {
+                field: field.to_owned(),
+                before: compact(b),
+                after: compact(a),
+            })
+        })
+        .collect()
+}
+
+fn compact(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            Value::Object(
+                keys.into_iter()
+                    .map(|k| (k.clone(), sorted(&map[k])))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn decision(lasting: Lasting, covering: Covering) -> RememberedDecision {
+        let definition = definition("delete", None, Some("Deletes"), None, None);
+        RememberedDecision {
+            id: 1,
+            agent: "a1".into(),
+            agent_name: "Claude Code".into(),
+            server: "fs".into(),
+            tool: "delete".into(),
+            allow: true,
+            lasting,
+            covering,
+            session: Some(7),
+            digest: digest(&definition),
+            definition,
+            created_ms: 0,
+            last_used_ms: None,
+            uses: 0,
+        }
+    }
+
+    fn call<'a>(arguments: &'a Value, digest: &'a str, session: u64, now_ms: u64) -> Call<'a> {
+        Call {
+            agent: "a1",
+            server: "fs",
+            tool: "delete",
+            arguments,
+            session,
+            digest,
+            now_ms,
+        }
+    }
+
+    #[test]
+    fn paths_are_normalized_so_dot_dot_cannot_climb_out() {
+        let under = Covering::PathUnder {
+            argument: "path".into(),
+            prefix: "/p".into(),
+        };
+        assert!(under.covers(&json!({"path": "/p/a.txt"})));
+        assert!(under.covers(&json!({"path": "/p//x/./y"})));
+        assert!(under.covers(&json!({"path": "/p"})));
+        assert!(!under.covers(&json!({"path": "/p/../etc/passwd"})));
+        assert!(!under.covers(&json!({"path": "/q/x"})));
+        assert!(!under.covers(&json!({"path": "/pp/x"})));
+        assert!(!under.covers(&json!({"path": "p/a.txt"})));
+        assert!(!under.covers(&json!({"path": "/.."})));
+        assert!(!under.covers(&json!({"other": "/p/a"})));
+        assert!(!under.covers(&json!({"path": 3})));
+        assert_eq!(normalize_path("/a/b/../c/"), Some("/a/c".into()));
+    }
+
+    #[test]
+    fn url_hosts_match_exactly_not_by_suffix() {
+        let on = Covering::UrlHost {
+            argument: "url".into(),
+            host: "api.github.com".into(),
+        };
+        assert!(on.covers(&json!({"url": "https://API.github.com/repos"})));
+        assert!(!on.covers(&json!({"url": "https://api.github.com.evil.example/"})));
+        assert!(!on.covers(&json!({"url": "https://evil.example/?api.github.com"})));
+        assert!(!on.covers(&json!({"url": "https://api.github.com@evil.example/"})));
+        assert!(!on.covers(&json!({"url": "file:///api.github.com"})));
+    }
+
+    #[test]
+    fn a_choice_must_cover_the_call_it_answers_and_exact_takes_its_arguments() {
+        let args = json!({"path": "/home/me/x", "n": 9007199254740993u64});
+        let exact = Covering::ExactArguments {
+            arguments: String::new(),
+        }
+        .check(&args)
+        .unwrap();
+        assert_eq!(
+            exact,
+            Covering::ExactArguments {
+                arguments: r#"{"path":"/home/me/x","n":9007199254740993}"#.into()
+            }
+        );
+        assert!(exact.covers(&args));
+        assert!(!exact.covers(&json!({"path": "/home/me/x", "n": 1})));
+        assert!(
+            Covering::PathUnder {
+                argument: "path".into(),
+                prefix: "/etc".into()
+            }
+            .check(&args)
+            .is_err()
+        );
+        assert!(
+            Covering::PathUnder {
+                argument: "path".into(),
+                prefix: "relative".into()
+            }
+            .check(&args)
+            .is_err()
+        );
+        assert!(Lasting::Until { until_ms: 5 }.check(5).is_err());
+        assert!(Lasting::Until { until_ms: 6 }.check(5).is_ok());
+    }
+
+    #[test]
+    fn a_decision_lasts_as_chosen_and_only_for_the_tool_the_person_saw() {
+        let args = json!({"path": "/p/a"});
+        let d = decision(Lasting::Until { until_ms: 100 }, Covering::AnyArguments);
+        let digest = d.digest.clone();
+        assert!(d.applies(&call(&args, &digest, 1, 99)));
+        assert!(!d.applies(&call(&args, &digest, 1, 100)));
+        let session = decision(Lasting::Session, Covering::AnyArguments);
+        assert!(session.applies(&call(&args, &digest, 7, 0)));
+        assert!(!session.applies(&call(&args, &digest, 8, 0)));
+        let always = decision(Lasting::Always, Covering::AnyArguments);
+        let mut other = call(&args, &digest, 1, u64::MAX);
+        other.agent = "a2";
+        assert!(!always.applies(&other));
+        // The tool changed: it no longer applies, and the gate knows why.
+        let changed = digest_of_changed();
+        assert!(!always.applies(&call(&args, &changed, 1, 0)));
+        assert!(always.outdated_for(&call(&args, &changed, 1, 0)));
+    }
+
+    fn digest_of_changed() -> String {
+        digest(&definition(
+            "delete",
+            None,
+            Some("Deletes everything"),
+            Some(&json!({"destructiveHint": false})),
+            None,
+        ))
+    }
+
+    #[test]
+    fn changes_name_the_fields_and_key_order_is_not_a_change() {
+        let before = definition(
+            "t",
+            None,
+            Some("a"),
+            Some(&json!({"readOnlyHint": true, "title": "x"})),
+            None,
+        );
+        let reordered = definition(
+            "t",
+            None,
+            Some("a"),
+            Some(&json!({"title": "x", "readOnlyHint": true})),
+            None,
+        );
+        assert_eq!(digest(&before), digest(&reordered));
+        assert!(changes(&before, &reordered).is_empty());
+        let after = definition("t", None, Some("b"), None, None);
+        let changed = changes(&before, &after);
+        let fields: Vec<&str> = changed.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, ["description", "annotations"]);
+        assert_eq!(changed[0].before, "\"a\"");
+        assert_eq!(changed[0].after, "\"b\"");
+    }
+}
