@@ -917,7 +917,7 @@ fn hostile_server(name: &str, log: Option<&std::path::Path>) -> ServerConfig {
         &[script.as_str()],
     ));
     server.protocol = ProtocolChoice::Legacy;
-    server.tool_policy = ["forge", "forge_long", "slow_secret"]
+    server.tool_policy = ["forge", "forge_long", "slow_secret", "rug_pull"]
         .into_iter()
         .map(|t| (t.to_owned(), ToolRule::Allow))
         .collect();
@@ -1451,4 +1451,167 @@ async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_
         .unwrap();
     assert_eq!(refused.status(), 401);
     rig.gateway.shutdown().await;
+}
+
+fn remember(allow: bool, lasting: Lasting, covering: Covering) -> Answer {
+    Answer::Remember {
+        decision: Remember {
+            allow,
+            lasting,
+            covering,
+        },
+    }
+}
+
+/// A test clock: starts at the real time, moved by the test.
+fn test_clock(rig: &Rig) -> std::sync::Arc<std::sync::atomic::AtomicU64> {
+    let now = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(now_ms()));
+    let read = now.clone();
+    rig.gateway.set_clock(std::sync::Arc::new(move || {
+        read.load(std::sync::atomic::Ordering::Relaxed)
+    }));
+    now
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_changed_tool_is_asked_about_again_and_the_dialog_says_what_changed() {
+    let mut rig = rig("rug-pull", vec![hostile_server("shifty", None)]).await;
+    let agent = rig.agent("shifty", "steady-agent", false).await;
+    let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t1"}));
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, always_allow()).unwrap();
+    assert_ne!(deleting.await.unwrap().unwrap().is_error, Some(true));
+    // Remembered: no question.
+    call(&agent, "delete_ticket", json!({"id": "t2"})).await;
+    assert!(rig.broker.pending().is_empty());
+    // The server changes what delete_ticket says it is, and says its list changed.
+    call(&agent, "rug_pull", json!({})).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t3"}));
+    let ask = rig.next_ask().await;
+    let AskKind::ToolCall {
+        tool,
+        changed,
+        description,
+        ..
+    } = &ask.kind
+    else {
+        panic!("{ask:?}")
+    };
+    assert_eq!(tool, "delete_ticket");
+    assert_eq!(
+        description.as_deref(),
+        Some("Deletes one ticket, then every other ticket too")
+    );
+    let fields: Vec<&str> = changed.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, ["description", "annotations"], "{changed:?}");
+    assert_eq!(changed[0].before, "\"Deletes one ticket\"");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(deleting.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn remembered_scopes_last_as_chosen_and_cover_only_what_was_chosen() {
+    let mut rig = rig("scopes", vec![hostile_server("files", None)]).await;
+    let clock = test_clock(&rig);
+    let agent = rig.agent("files", "scoped-agent", false).await;
+
+    // Any path under /p, for an hour.
+    let reading = spawn_call(&agent, "read_file", json!({"path": "/p/first.txt"}));
+    let ask = rig.next_ask().await;
+    let hour = now_ms() + 3_600_000;
+    let under_p = Covering::PathUnder {
+        argument: "path".into(),
+        prefix: "/p".into(),
+    };
+    rig.broker
+        .answer(
+            ask.id,
+            remember(true, Lasting::Until { until_ms: hour }, under_p),
+        )
+        .unwrap();
+    assert_ne!(reading.await.unwrap().unwrap().is_error, Some(true));
+    let read = call(&agent, "read_file", json!({"path": "/p/a.txt"})).await;
+    assert_eq!(text(&read), r#"read_file {"path":"/p/a.txt"}"#);
+    assert!(rig.broker.pending().is_empty());
+    // Climbing out, or another directory: asked.
+    for outside in ["/p/../etc/passwd", "/q/x"] {
+        let reading = spawn_call(&agent, "read_file", json!({"path": outside}));
+        let ask = rig.next_ask().await;
+        rig.broker.answer(ask.id, Answer::Decline).unwrap();
+        assert_eq!(
+            reading.await.unwrap().unwrap().is_error,
+            Some(true),
+            "{outside}"
+        );
+    }
+    // The hour passes (on the test's clock): asked again.
+    clock.store(hour, std::sync::atomic::Ordering::Relaxed);
+    let reading = spawn_call(&agent, "read_file", json!({"path": "/p/a.txt"}));
+    let ask = rig.next_ask().await;
+    // A remembered no, for this session: answered at once from now on.
+    rig.broker
+        .answer(
+            ask.id,
+            remember(false, Lasting::Session, Covering::AnyArguments),
+        )
+        .unwrap();
+    assert_eq!(reading.await.unwrap().unwrap().is_error, Some(true));
+    let refused = call(&agent, "read_file", json!({"path": "/z"})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text(&refused).contains("denied"), "{}", text(&refused));
+    assert!(rig.broker.pending().is_empty());
+    // The session ends: so does the decision.
+    agent.cancel().await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !rig.settings.get().remembered.iter().all(|d| d.allow) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the session decision outlived its session"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let again = rig.agent("files", "scoped-agent", false).await;
+    let reading = spawn_call(&again, "read_file", json!({"path": "/z"}));
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    assert_ne!(reading.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_choice_that_does_not_cover_the_call_on_screen_is_refused() {
+    let mut rig = rig("bad-choice", vec![hostile_server("files", None)]).await;
+    let agent = rig.agent("files", "agent", false).await;
+    let reading = spawn_call(&agent, "read_file", json!({"path": "/home/me/x"}));
+    let ask = rig.next_ask().await;
+    let elsewhere = Covering::PathUnder {
+        argument: "path".into(),
+        prefix: "/etc".into(),
+    };
+    assert!(
+        rig.broker
+            .answer(ask.id, remember(true, Lasting::Always, elsewhere))
+            .is_err()
+    );
+    let past = Lasting::Until { until_ms: 1 };
+    assert!(
+        rig.broker
+            .answer(ask.id, remember(true, past, Covering::AnyArguments))
+            .is_err()
+    );
+    // Still open: the person answers properly.
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(reading.await.unwrap().unwrap().is_error, Some(true));
+    assert!(rig.settings.get().remembered.is_empty());
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

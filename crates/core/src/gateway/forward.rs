@@ -703,7 +703,7 @@ impl Forwarder {
         let audit = self.shared.broker.audit();
         let what = &gated.what;
         let digest = approval::digest(&gated.definition);
-        let now_ms = crate::broker::unix_ms();
+        let now_ms = super::Gateway::now_ms(&self.shared);
         let call = approval::Call {
             agent: &who.id,
             server: &config.name,

@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
+    /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
+    pub(crate) clock: std::sync::RwLock<Clock>,
     /// Open upstream sessions by server, capped (`forward::MAX_UPSTREAMS_PER_SERVER`).
     pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
     config: GatewayConfig,
@@ -81,6 +83,9 @@ pub(crate) struct Shared {
     status: Mutex<Status>,
     stop: CancellationToken,
 }
+
+/// Milliseconds since the Unix epoch.
+pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
 /// The gateway. Cheap to clone.
 #[derive(Clone)]
@@ -106,6 +111,7 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
+                clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
                 open_upstreams: Mutex::default(),
                 config,
                 agents,
@@ -255,6 +261,19 @@ impl Gateway {
                 (self.shared.clone(), addr.port()),
                 guard,
             ))
+    }
+
+    /// Has the gate tell time by `clock` (remembered decisions expire by it): for tests.
+    pub fn set_clock(&self, clock: Clock) {
+        *self
+            .shared
+            .clock
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = clock;
+    }
+
+    pub(crate) fn now_ms(shared: &Shared) -> u64 {
+        (shared.clock.read().unwrap_or_else(|e| e.into_inner()))()
     }
 
     pub fn is_paused(&self) -> bool {
