@@ -84,6 +84,10 @@ pub enum AskKind {
         /// remembered decision that no longer applies because of it); empty otherwise.
         #[serde(default)]
         changed: Vec<crate::approval::DefinitionChange>,
+        /// The tool takes a boolean `dryRun`: the person can have the same call made with
+        /// `dryRun: true` and see its result before deciding.
+        #[serde(default)]
+        preview: bool,
     },
 }
 

@@ -325,6 +325,27 @@ impl Upstream {
         }
     }
 
+    /// Makes a preview's call (already with `dryRun: true`), recorded like any forwarded call.
+    pub(crate) async fn dry_run(&self, request: CallToolRequest) -> Result<CallToolResult, String> {
+        let agent = self.elicitor.asker.agent.clone();
+        self.elicitor
+            .broker
+            .audit()
+            .record_forwarded(
+                &self.server.name,
+                agent.as_deref(),
+                "tools/call (preview, dryRun: true)",
+            )
+            .map_err(|e| e.to_string())?;
+        let sent = tokio::time::timeout(
+            self.server.request_timeout,
+            self.peer().call_tool(request.params),
+        )
+        .await
+        .map_err(|_| format!("{} did not answer in time", self.server.name))?;
+        sent.map_err(|e| e.to_string())
+    }
+
     /// What the gate needs to know about `tool`, listing the tools if they were not yet.
     async fn tool_facts(&self, tool: &str) -> ToolFacts {
         if let Some(facts) = lock(&self.tools)
@@ -656,6 +677,8 @@ impl Forwarder {
             arguments,
             annotations: facts.annotations.clone(),
             read: false,
+            previewable: super::preview::takes_dry_run(facts.input_schema.as_ref())
+                .then(|| request.clone()),
         };
         match self.gate(&up, &ctx, gated).await {
             Ok(()) => self.forward_call(&up, request, &ctx).await,
@@ -668,7 +691,7 @@ impl Forwarder {
     /// `target` (a URI or a prompt's name); `params` are what will be forwarded.
     async fn gate_read(
         &self,
-        up: &Upstream,
+        up: &Arc<Upstream>,
         ctx: &RequestContext<RoleServer>,
         method: &str,
         target: &str,
@@ -682,6 +705,7 @@ impl Forwarder {
             arguments: params,
             annotations: None,
             read: true,
+            previewable: None,
         };
         match self.gate(up, ctx, gated).await {
             Ok(()) => Ok(()),
@@ -694,7 +718,7 @@ impl Forwarder {
     /// without asking, else put to the person, and what they chose to remember kept.
     async fn gate(
         &self,
-        up: &Upstream,
+        up: &Arc<Upstream>,
         ctx: &RequestContext<RoleServer>,
         gated: Gated<'_>,
     ) -> Result<(), Refusal> {
@@ -772,6 +796,11 @@ impl Forwarder {
                     })
                     // The server has its limit of questions waiting (recorded by the broker).
                     .map_err(|full| Refusal::Denied(full.to_string()))?;
+                let _previewable = gated.previewable.clone().map(|request| {
+                    self.shared
+                        .previews
+                        .offer(pending.id(), Arc::downgrade(up), request)
+                });
                 let outcome = pending
                     .outcome_or_withdraw(&Leaving::of(ctx).withdraw())
                     .await;
@@ -1255,6 +1284,8 @@ struct Gated<'a> {
     arguments: Value,
     annotations: Option<Value>,
     read: bool,
+    /// The call itself, when its tool takes a boolean `dryRun` (see `preview`).
+    previewable: Option<CallToolRequest>,
 }
 
 impl Gated<'_> {
@@ -1292,6 +1323,7 @@ impl Gated<'_> {
             arguments_text: serde_json::to_string_pretty(&self.arguments).unwrap_or_default(),
             arguments: self.arguments.clone(),
             changed,
+            preview: self.previewable.is_some(),
         }
     }
 }

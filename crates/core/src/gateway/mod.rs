@@ -14,6 +14,7 @@ pub mod connect;
 mod faithful;
 mod forward;
 mod gone;
+pub mod preview;
 pub mod policy;
 pub mod token;
 
@@ -73,6 +74,8 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
+    /// Calls waiting for the person that can be previewed with `dryRun: true`.
+    pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
     pub(crate) clock: std::sync::RwLock<Clock>,
     /// Open upstream sessions by server, capped (`forward::MAX_UPSTREAMS_PER_SERVER`).
@@ -111,6 +114,7 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
+                previews: preview::Previews::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
                 open_upstreams: Mutex::default(),
                 config,
@@ -261,6 +265,14 @@ impl Gateway {
                 (self.shared.clone(), addr.port()),
                 guard,
             ))
+    }
+
+    /// The call approval `ask` waits for, made with `dryRun: true` (see `preview`).
+    pub async fn preview(
+        &self,
+        ask: crate::ask::AskId,
+    ) -> Result<preview::PreviewResult, preview::PreviewError> {
+        self.shared.previews.run(ask).await
     }
 
     /// Has the gate tell time by `clock` (remembered decisions expire by it): for tests.

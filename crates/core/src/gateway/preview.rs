@@ -1,0 +1,139 @@
+//! Previews: while the person decides about a call whose tool takes a boolean `dryRun`, the
+//! same call can be made once with `dryRun: true` and its result shown in the dialog (the
+//! reference filesystem server's `edit_file` answers with the diff). What comes back is the
+//! server's word: a server could ignore `dryRun`, and the dialog says so.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, Weak};
+
+use rmcp::model::CallToolRequest;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::forward::Upstream;
+use crate::ask::AskId;
+
+/// A preview's text is clipped to this many bytes: it is for reading, not keeping.
+const MAX_TEXT: usize = 256 * 1024;
+
+/// What the dry run answered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct PreviewResult {
+    /// The result's text content, joined (untrusted: shown as text).
+    pub text: String,
+    /// The server answered with `isError: true`.
+    pub is_error: bool,
+    /// The text was longer than is kept and was cut.
+    pub clipped: bool,
+}
+
+/// Why there is no preview.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum PreviewError {
+    #[error("this question has no preview (it was answered, withdrawn, or its tool takes no dryRun)")]
+    NotOffered,
+    #[error("the server's session has ended")]
+    Gone,
+    #[error("the dry run failed: {message}")]
+    Failed { message: String },
+}
+
+/// Whether a tool's input schema has a boolean `dryRun` property.
+pub(crate) fn takes_dry_run(schema: Option<&Value>) -> bool {
+    schema
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.get("dryRun"))
+        .and_then(|d| d.get("type"))
+        .and_then(Value::as_str)
+        == Some("boolean")
+}
+
+/// The calls that can be previewed now, by the ask that waits for them.
+#[derive(Default)]
+pub(crate) struct Previews {
+    offered: Mutex<HashMap<AskId, (Weak<Upstream>, CallToolRequest)>>,
+}
+
+/// A preview on offer; taken back when dropped (the question ended).
+pub(crate) struct Offered<'a> {
+    previews: &'a Previews,
+    id: AskId,
+}
+
+impl Previews {
+    pub(crate) fn offer(
+        &self,
+        id: AskId,
+        upstream: Weak<Upstream>,
+        request: CallToolRequest,
+    ) -> Offered<'_> {
+        self.lock().insert(id, (upstream, request));
+        Offered { previews: self, id }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AskId, (Weak<Upstream>, CallToolRequest)>> {
+        self.offered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes the call of ask `id` with `dryRun: true`.
+    pub(crate) async fn run(&self, id: AskId) -> Result<PreviewResult, PreviewError> {
+        let (upstream, mut request) = self.lock().get(&id).cloned().ok_or(PreviewError::NotOffered)?;
+        let upstream = upstream.upgrade().ok_or(PreviewError::Gone)?;
+        request
+            .params
+            .arguments
+            .get_or_insert_with(Default::default)
+            .insert("dryRun".into(), Value::Bool(true));
+        let result = upstream
+            .dry_run(request)
+            .await
+            .map_err(|message| PreviewError::Failed { message })?;
+        let mut text: String = result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let clipped = text.len() > MAX_TEXT;
+        if clipped {
+            let mut end = MAX_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+        }
+        Ok(PreviewResult {
+            text,
+            is_error: result.is_error == Some(true),
+            clipped,
+        })
+    }
+}
+
+impl Drop for Offered<'_> {
+    fn drop(&mut self) {
+        self.previews.lock().remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_a_boolean_dry_run_offers_a_preview() {
+        assert!(takes_dry_run(Some(
+            &json!({"type": "object", "properties": {"dryRun": {"type": "boolean", "default": false}}})
+        )));
+        assert!(!takes_dry_run(Some(
+            &json!({"properties": {"dryRun": {"type": "string"}}})
+        )));
+        assert!(!takes_dry_run(Some(&json!({"properties": {"dry_run": {"type": "boolean"}}}))));
+        assert!(!takes_dry_run(None));
+    }
+}
