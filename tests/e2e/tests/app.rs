@@ -318,3 +318,169 @@ async fn e2e_url_consent_opens_exactly_that_url() {
     app.close().await;
     let _ = std::fs::remove_dir_all(&stub_dir);
 }
+
+/// A server that asks for a password (which MCP forbids): the dialog warns and masks it, the
+/// password reaches the server as typed, and the audit log and History keep only its length.
+/// The same server then asks 21 questions at once: the 21st is refused with the limit.
+#[tokio::test]
+async fn e2e_a_password_form_warns_reaches_the_server_and_is_redacted() {
+    const PASSWORD: &str = "correct horse 42";
+    let server = repo().join("tests/peers/password-server.mjs");
+    let server_log = std::env::temp_dir().join(format!(
+        "cs-e2e-password-server-{}.jsonl",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&server_log);
+    let app = App::start(
+        "password",
+        json!({"vault": {
+            "command": "node", "args": [server], "protocol": "legacy",
+            "env": {"PASSWORD_SERVER_LOG": server_log}
+        }}),
+    )
+    .await;
+    let dialog = app.run_until_dialog("sign_in", "{}").await;
+    let warning = app
+        .find(&format!("{DIALOG} .secret-warning"))
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        warning.contains("MCP forbids servers to ask for these"),
+        "{warning}"
+    );
+    // Only the password is masked and warned about.
+    assert_eq!(
+        app.client
+            .find_all(fantoccini::Locator::Css(&format!(
+                "{DIALOG} .secret-warning"
+            )))
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    let password = app.find(&format!("{DIALOG} input[type=password]")).await;
+    // The user name is the one plain text input.
+    app.find(&format!("{DIALOG} input[type=text]"))
+        .await
+        .send_keys("ana")
+        .await
+        .unwrap();
+    password.send_keys(PASSWORD).await.unwrap();
+    let toggle = app
+        .find_xpath("//dialog[@open]//button[@aria-label='Show Password']")
+        .await;
+    toggle.click().await.unwrap();
+    assert_eq!(
+        password.attr("type").await.unwrap().as_deref(),
+        Some("text")
+    );
+    assert_eq!(
+        password.prop("value").await.unwrap().as_deref(),
+        Some(PASSWORD)
+    );
+    toggle.click().await.unwrap();
+    assert_eq!(
+        password.attr("type").await.unwrap().as_deref(),
+        Some("password")
+    );
+    drop(dialog);
+    // For a failure to show what was on screen.
+    app.snapshot("password-before-submit").await;
+    app.press_in_dialog("Submit").await;
+    app.gone(DIALOG).await;
+    app.wait_result_contains("sign_in", "Signed in as ana (password of 16 characters).")
+        .await;
+
+    // The server got the password as typed.
+    let received = std::fs::read_to_string(&server_log).unwrap();
+    let answer: Value = received
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|m| m["id"].as_str().is_some_and(|id| id.starts_with("pw-")))
+        .unwrap_or_else(|| panic!("no answer reached the server: {received}"));
+    assert_eq!(answer["result"]["content"]["password"], PASSWORD);
+
+    // The log on disk has only its length.
+    let log = std::fs::read_to_string(app.audit_log()).unwrap();
+    assert!(!log.contains(PASSWORD), "the password is in the audit log");
+    let resolved: Value = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["event"] == "resolved")
+        .unwrap();
+    assert_eq!(
+        resolved["content"],
+        json!({"user": "ana", "password": {"redacted": true, "length": 16}})
+    );
+
+    // History shows the redacted record, never the password.
+    app.find("#tab-history").await.click().await.unwrap();
+    let history = app.find(".history-table").await.text().await.unwrap();
+    assert!(history.contains("\"redacted\":true"), "{history}");
+    assert!(history.contains("\"length\":16"), "{history}");
+    assert!(!history.contains(PASSWORD), "{history}");
+
+    // 21 questions at once from one server: 20 wait, the 21st is refused in words.
+    app.find("#tab-servers").await.click().await.unwrap();
+    app.run_until_result("ask_many", r#"{"n": 21}"#, "Asked 21 questions.")
+        .await;
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    let refusal = loop {
+        let refused = std::fs::read_to_string(&server_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|m| !m["error"].is_null());
+        if let Some(refused) = refused {
+            break refused;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the 21st question was not refused"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    // Which one is refused depends on the order the app takes them up, not the order sent.
+    assert!(
+        refusal["id"]
+            .as_str()
+            .is_some_and(|id| id.starts_with("many-")),
+        "{refusal}"
+    );
+    assert_eq!(
+        refusal["error"]["message"],
+        "Countersign: vault already has 20 questions waiting; answer or decline some first"
+    );
+    let log = std::fs::read_to_string(app.audit_log()).unwrap();
+    assert!(
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .any(|r| r["event"] == "refused"
+                && r["reason"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("20 questions"))),
+        "the refusal is recorded: {log}"
+    );
+    let waiting = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| {
+            r["event"] == "asked"
+                && r["ask"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("Question"))
+        })
+        .count();
+    assert_eq!(waiting, 20, "{log}");
+    let refused = std::fs::read_to_string(&server_log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains("\"error\""))
+        .count();
+    assert_eq!(refused, 1, "only the one past the limit is refused");
+    app.close().await;
+    let _ = std::fs::remove_file(&server_log);
+}
