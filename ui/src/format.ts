@@ -3,6 +3,9 @@
 
 import type { AskKind } from "./bindings/AskKind";
 import type { CancelReason } from "./bindings/CancelReason";
+import type { Covering } from "./bindings/Covering";
+import type { Lasting } from "./bindings/Lasting";
+import type { Remember } from "./bindings/Remember";
 import type { Endpoint } from "./bindings/Endpoint";
 import type { Outcome } from "./bindings/Outcome";
 import type { SessionState } from "./bindings/SessionState";
@@ -52,12 +55,46 @@ export function outcomeText(outcome: Outcome | null, kind?: AskKind["kind"]): st
       return call ? "Allowed once" : "Accepted";
     case "alwaysAllowed":
       return "Always allowed";
+    case "remembered":
+      return `${outcome.decision.allow ? "Allowed" : "Denied"} and remembered: ${rememberText(outcome.decision)}`;
     case "declined":
       return call ? "Denied" : "Declined";
     case "cancelled":
       if (outcome.reason === "person") return call ? "Denied (dismissed)" : "Cancelled";
       return `Cancelled: ${reasonText(outcome.reason)}`;
   }
+}
+
+/** How long a remembered decision lasts: "for the agent's session", "until <local time>", "always". */
+export function lastingText(lasting: Lasting): string {
+  switch (lasting.kind) {
+    case "session":
+      return "for the agent's session";
+    case "until":
+      return `until ${dateTime(lasting.untilMs)}`;
+    case "always":
+      return "always";
+  }
+}
+
+/** Which calls a remembered decision covers, in words. Contains text the agent wrote (argument
+ * names and values): show it as text (inlineText), never as markup. */
+export function coveringText(covering: Covering): string {
+  switch (covering.kind) {
+    case "anyArguments":
+      return "any arguments";
+    case "exactArguments":
+      return covering.arguments === "" ? "these exact arguments" : `exactly ${covering.arguments}`;
+    case "pathUnder":
+      return `“${covering.argument}”: any path under ${covering.prefix}`;
+    case "urlHost":
+      return `“${covering.argument}”: any URL on ${covering.host}`;
+  }
+}
+
+/** "for the agent's session, any arguments". */
+export function rememberText(decision: Remember): string {
+  return `${lastingText(decision.lasting)}, ${coveringText(decision.covering)}`;
 }
 
 export function stateLabel(state: SessionState): string {

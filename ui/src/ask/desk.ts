@@ -17,7 +17,7 @@ import type { AskEvent } from "../bindings/AskEvent";
 import type { Outcome } from "../bindings/Outcome";
 import { el, append, replace, setAttr, uid } from "../dom";
 import { asAppError, commands, errorText } from "../ipc";
-import { plural, reasonText } from "../format";
+import { outcomeText, plural, reasonText } from "../format";
 import { Notice } from "../notice";
 import { inlineText } from "../untrusted";
 import { ARM_DELAY_MS, Arming } from "./arming";
@@ -331,6 +331,8 @@ function ownText(outcome: Outcome, kind: Ask["kind"]): string {
       return call ? "Allowed once." : "Sent.";
     case "alwaysAllowed":
       return "Always allowed (revocable in Settings).";
+    case "remembered":
+      return `${outcomeText(outcome, "toolCall")} (revocable in Settings).`;
     case "declined":
       return call ? "Denied." : "Declined.";
     case "cancelled":
@@ -347,6 +349,8 @@ function withdrawnText(outcome: Outcome, kind: Ask["kind"]): string {
       return call ? "This call was allowed." : "This question was answered.";
     case "alwaysAllowed":
       return "This call was allowed (Always allow).";
+    case "remembered":
+      return outcome.decision.allow ? "This call was allowed (remembered)." : "This call was denied (remembered).";
     case "declined":
       return call ? "This call was denied." : "This question was declined.";
     case "cancelled":

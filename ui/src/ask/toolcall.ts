@@ -1,8 +1,11 @@
 //! A tool-call approval inside the ask dialog: an agent called a tool through the gateway and
 //! policy says the person decides. It says who calls (the agent), where (the server and how it is
 //! reached), what (the tool's name and title, its description, the server's annotations as
-//! unverified hints, the arguments as JSON), and offers Allow once / Always allow / Deny; Escape
-//! and the close button deny too (the desk answers `cancel`). Everything here that the server or
+//! unverified hints, the arguments as JSON), what changed in the tool since the person last
+//! decided about it (when a remembered decision no longer applies because of that), and offers
+//! Allow once / Always allow / Deny, plus "Remember…" (remember.ts) for a decision with a scope;
+//! Escape and the close button deny too (the desk answers `cancel`). The agent is named by its
+//! token (the person named it); the name it gives itself is shown beside, never trusted. Everything here that the server or
 //! the agent wrote is untrusted text (untrusted.ts): never markup, invisible characters visible,
 //! long text clipped with "Show all".
 //!
@@ -16,15 +19,22 @@ import type { Ask } from "../bindings/Ask";
 import { el, append, uid } from "../dom";
 import { endpointPhrase } from "../format";
 import { clippedText, inlineText } from "../untrusted";
+import { rememberPanel } from "./remember";
 
 export type ToolCallAsk = Extract<Ask, { kind: "toolCall" }>;
+
+/** "Always allow": remembered for good, whatever the arguments (until revoked, or the tool changes). */
+const ALWAYS_ALLOW: Answer = {
+  action: "remember",
+  decision: { allow: true, lasting: { kind: "always" }, covering: { kind: "anyArguments" } },
+};
 
 export interface ToolCallPanel {
   /** Everything below the dialog's header. */
   root: HTMLElement;
   /** Disabled while an answer is on its way. */
   buttons: HTMLButtonElement[];
-  /** Allow once and Always allow. */
+  /** Allow once, Always allow and Allow and remember. */
   acceptButtons: HTMLButtonElement[];
   initialFocus: HTMLElement;
 }
@@ -48,6 +58,16 @@ function agentText(agent: string | null, cls: string, unnamed: string): Node {
   return agent ? inlineText(agent, 80, cls) : el("em", { class: cls }, unnamed);
 }
 
+/** The agent's token name, and beside it the name it calls itself when that differs. */
+function agentWithDeclared(asker: ToolCallAsk["asker"], unnamed: string): Node[] {
+  const out = [agentText(asker.agent, "agent-name", unnamed)];
+  const declared = asker.declared ?? null;
+  if (declared !== null && declared !== "" && declared !== asker.agent) {
+    out.push(el("span", { class: "declared muted" }, " (calls itself ", inlineText(declared, 80, "declared-name"), ")"));
+  }
+  return out;
+}
+
 export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallPanel {
   const { asker } = ask;
   const title = ask.title ?? annotationTitle(ask.annotations);
@@ -55,7 +75,8 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
   const summary = el("p", { class: "ask-message call-summary", id: parts.summaryId },
     agentText(asker.agent, "agent-name", "An agent that gave no name"), " wants to run ",
     el("code", { class: "tool-name" }, inlineText(ask.tool, 80)),
-    " on ", inlineText(asker.server, 80, "server-name"), ".");
+    " on ", inlineText(asker.server, 80, "server-name"), ".",
+    (ask.changed ?? []).length > 0 ? " The tool changed since you last decided about it." : null);
 
   const where = endpointPhrase(asker.endpoint);
   const toolCell = el("dd", {},
@@ -65,13 +86,13 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     append(toolCell, clippedText(ask.description, { chars: 400, lines: 6, class: "call-desc" }));
   }
   const facts = el("dl", { class: "call-facts" },
-    el("dt", {}, "Agent"), el("dd", {}, agentText(asker.agent, "agent-name", "(no name given)")),
+    el("dt", {}, "Agent"), el("dd", {}, ...agentWithDeclared(asker, "(no name given)")),
     el("dt", {}, "Server"), el("dd", {},
       inlineText(asker.server, 120, "server-name"),
       el("span", { class: "muted" }, ` ${where.label} `, inlineText(where.value, 200, "endpoint"))),
     el("dt", {}, "Tool"), toolCell);
 
-  const root = el("div", { class: "call-panel" }, summary, facts);
+  const root = el("div", { class: "call-panel" }, summary, changedSection(ask), facts);
 
   const hints = annotationHints(ask.annotations);
   if (hints.length > 0) {
@@ -86,7 +107,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
   const note = el("p", { class: "field-hint always-note", id: noteId },
     "“Always allow” is remembered for ", agentText(asker.agent, "agent-name", "this unnamed agent"), " running ",
     el("code", {}, inlineText(ask.tool, 80)), " on ", inlineText(asker.server, 80),
-    ": it runs without asking from then on, until you revoke it in Settings.");
+    ": it runs without asking from then on (unless the server changes the tool), until you revoke it in Settings.");
   // Said beside the buttons while the arguments are clipped: Allow waits for "Show all".
   const revealId = uid("reveal-note");
   const revealNote = el("p", { class: "field-hint reveal-note", id: revealId },
@@ -100,13 +121,16 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
   const always = el("button", {
     class: "button",
     attrs: { type: "button", "aria-describedby": `${revealId} ${noteId}` },
-    on: { click: (event) => parts.accept(event, { action: "alwaysAllow" }) },
+    on: { click: (event) => parts.accept(event, ALWAYS_ALLOW) },
   }, "Always allow");
   const once = el("button", {
     class: "button primary",
     attrs: { type: "button", "aria-describedby": revealId },
     on: { click: (event) => parts.accept(event, { action: "accept", content: null }) },
   }, "Allow once");
+
+  const remember = rememberPanel(ask.arguments, { send: parts.send, accept: parts.accept });
+  remember.allow.setAttribute("aria-describedby", revealId);
 
   const argsLabel = uid("call-args");
   const argsText = ask.argumentsText ? ask.argumentsText : argumentsText(ask.arguments);
@@ -118,6 +142,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     whole = true;
     revealNote.hidden = true;
     once.removeAttribute("aria-describedby");
+    remember.allow.removeAttribute("aria-describedby");
     always.setAttribute("aria-describedby", noteId);
     parts.shownWhole();
   };
@@ -127,11 +152,36 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
       ? el("p", { class: "muted" }, "No arguments.")
       : clippedText(argsText, { tag: "pre", chars: 1200, lines: 14, class: "output json", onShownWhole: shownWhole })));
   if (argsText === null) shownWhole();
-  append(root, parts.errors, el("div", { class: "actions" }, revealNote, note, deny, always, once));
+  append(root, parts.errors, remember.root, el("div", { class: "actions" }, revealNote, note, deny, always, once));
 
   // Focus starts on Deny, the safe default: there is nothing to fill in, and this dialog can open
   // while the person is typing elsewhere, so a stray Enter or Space must refuse, never allow.
-  return { root, buttons: [deny, always, once], acceptButtons: [always, once], initialFocus: deny };
+  return {
+    root,
+    buttons: [deny, always, once, remember.deny, remember.allow],
+    acceptButtons: [always, once, remember.allow],
+    initialFocus: deny,
+  };
+}
+
+/** What changed in the tool's definition since the person's remembered decision about it: each
+ * field with its old and new value, as text (the server wrote them), clipped when long. */
+function changedSection(ask: ToolCallAsk): HTMLElement | null {
+  const changed = ask.changed ?? [];
+  if (changed.length === 0) return null;
+  const headingId = uid("call-changed");
+  return el("section", { class: "call-changed", attrs: { "aria-labelledby": headingId } },
+    el("p", { class: "subhead", id: headingId }, "This tool changed since you last decided about it"),
+    el("p", { class: "field-hint" },
+      "Your remembered decision no longer applies: the server changed what the tool is. Read what changed before you decide again."),
+    el("dl", { class: "changed-fields" }, ...changed.flatMap((change) => [
+      el("dt", {}, inlineText(change.field, 80)),
+      el("dd", {},
+        el("div", { class: "changed-before" }, el("span", { class: "changed-label" }, "Before:"),
+          clippedText(change.before, { tag: "pre", chars: 400, lines: 6, class: "output json" })),
+        el("div", { class: "changed-after" }, el("span", { class: "changed-label" }, "Now:"),
+          clippedText(change.after, { tag: "pre", chars: 400, lines: 6, class: "output json" }))),
+    ])));
 }
 
 /** The arguments as indented JSON, or `null` when the call sent none. */

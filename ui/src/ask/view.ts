@@ -1,6 +1,6 @@
 //! One ask as the person sees it inside the dialog: who asks (server, how it is reached, for
 //! which agent), the message, and either the form (Submit / Decline), the URL to open
-//! (Open / Decline), or a tool call to approve (Allow once / Always allow / Deny, toolcall.ts).
+//! (Open / Decline), or a tool call to approve (Allow once / Always allow / Deny / Remember…, toolcall.ts).
 //! A view only gathers the person's choice and hands it to the desk; it never talks to the
 //! backend itself. Its accept buttons work only while the desk has armed it (arming.ts) and the
 //! press behind them is one the desk permits; they look and read as disabled otherwise.
@@ -194,7 +194,11 @@ export class AskView {
         el("span", { class: "meta-label" }, `${where.label} `),
         inlineText(where.value, 120, "endpoint"));
       if (asker.agent) {
-        append(meta, sep(), el("span", { class: "agent" }, "for agent ", inlineText(asker.agent, 80, "agent-name")));
+        const declared = asker.declared ?? null;
+        append(meta, sep(), el("span", { class: "agent" }, "for agent ", inlineText(asker.agent, 80, "agent-name"),
+          declared !== null && declared !== "" && declared !== asker.agent
+            ? el("span", { class: "declared" }, " (calls itself ", inlineText(declared, 80, "declared-name"), ")")
+            : null));
       }
     }
     if (this.ask.deadlineMs !== null) {

@@ -1,0 +1,263 @@
+//! "Remember…" in the approval dialog: the person's choice beyond "once", for how long (this
+//! agent's session, 15 minutes, 1 hour, until tomorrow, always) and for which calls (any
+//! arguments, these exact arguments, a path argument under a folder, a URL argument on a host),
+//! then Allow or Deny with it. Hidden behind a disclosure button so the one-key defaults (Deny,
+//! Allow once) stay as they were; usable with the keyboard alone (Tab between the two radio
+//! groups, arrow keys within one, Enter on a button). Moments ("1 hour", "until tomorrow") are
+//! worked out when the button is pressed, in the person's own time zone.
+//!
+//! The backend checks the choice against the call on screen (a folder must be absolute and hold
+//! the call's path; a host must be the call's URL's host) and refuses it otherwise; the folder is
+//! checked here first so the person hears about a typo at once.
+
+import type { Answer } from "../bindings/Answer";
+import type { Covering } from "../bindings/Covering";
+import type { Lasting } from "../bindings/Lasting";
+import type { Remember } from "../bindings/Remember";
+import { el, append, replace, uid, type Child } from "../dom";
+import { inlineText, visibleString } from "../untrusted";
+
+export interface RememberParts {
+  /** A no: sent at once. */
+  send: (answer: Answer) => void;
+  /** A yes from a click: the view decides whether it counts (arming). */
+  accept: (event: Event, answer: Answer) => void;
+}
+
+export interface RememberPanel {
+  /** The disclosure button and the panel it opens. */
+  root: HTMLElement;
+  toggle: HTMLButtonElement;
+  allow: HTMLButtonElement;
+  deny: HTMLButtonElement;
+}
+
+interface LastingChoice {
+  value: string;
+  label: string;
+  make: (nowMs: number) => Lasting;
+}
+
+const MINUTE = 60_000;
+
+export const LASTINGS: LastingChoice[] = [
+  { value: "session", label: "This agent's session", make: () => ({ kind: "session" }) },
+  { value: "15m", label: "15 minutes", make: (now) => ({ kind: "until", untilMs: now + 15 * MINUTE }) },
+  { value: "1h", label: "1 hour", make: (now) => ({ kind: "until", untilMs: now + 60 * MINUTE }) },
+  { value: "tomorrow", label: "Until tomorrow (midnight)", make: (now) => ({ kind: "until", untilMs: nextMidnight(now) }) },
+  { value: "always", label: "Always", make: () => ({ kind: "always" }) },
+];
+
+/** The next local midnight after `nowMs`, in the person's time zone (where a day has no
+ * midnight, the first moment of the next day). */
+export function nextMidnight(nowMs: number): number {
+  const d = new Date(nowMs);
+  return new Date(d.getFullYear(), d.getMonth(), d.getDate() + 1, 0, 0, 0, 0).getTime();
+}
+
+/** An absolute path with `.` and `..` resolved and repeated / trailing slashes removed, as the
+ * backend normalizes it; `null` when relative or climbing above the root. */
+export function normalizePath(path: string): string | null {
+  if (!path.startsWith("/")) return null;
+  const parts: string[] = [];
+  for (const part of path.split("/")) {
+    if (part === "" || part === ".") continue;
+    if (part === "..") {
+      if (parts.length === 0) return null;
+      parts.pop();
+    } else {
+      parts.push(part);
+    }
+  }
+  return `/${parts.join("/")}`;
+}
+
+/** Whether `path` lies under (or is) `prefix`, both normalized. */
+export function isUnder(path: string, prefix: string): boolean {
+  return path === prefix || path.startsWith(prefix === "/" ? "/" : `${prefix}/`);
+}
+
+/** The folder holding `path` (normalized), `/` for the root and what is right under it. */
+export function parentDir(normalized: string): string {
+  const at = normalized.lastIndexOf("/");
+  return at <= 0 ? "/" : normalized.slice(0, at);
+}
+
+export interface PathArgument {
+  argument: string;
+  path: string;
+  parent: string;
+}
+
+export interface UrlArgument {
+  argument: string;
+  host: string;
+}
+
+/** The call's top-level string arguments that are absolute paths. */
+export function pathArguments(args: unknown): PathArgument[] {
+  return stringArguments(args).flatMap(([argument, value]) => {
+    const path = normalizePath(value);
+    return path === null ? [] : [{ argument, path, parent: parentDir(path) }];
+  });
+}
+
+/** The call's top-level string arguments that are http(s) URLs with a host. */
+export function urlArguments(args: unknown): UrlArgument[] {
+  return stringArguments(args).flatMap(([argument, value]) => {
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      return [];
+    }
+    if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return [];
+    return [{ argument, host: url.hostname.toLowerCase() }];
+  });
+}
+
+function stringArguments(args: unknown): [string, string][] {
+  if (args === null || typeof args !== "object" || Array.isArray(args)) return [];
+  return Object.entries(args as Record<string, unknown>)
+    .filter((e): e is [string, string] => typeof e[1] === "string");
+}
+
+interface CoveringChoice {
+  value: string;
+  label: Child[];
+  /** The covering, or a message saying what is wrong with the person's input. */
+  make: () => Covering | { error: string; focus: HTMLElement };
+  /** Shown under the radio (the folder's text field). */
+  extra?: HTMLElement;
+}
+
+export function rememberPanel(args: unknown, parts: RememberParts): RememberPanel {
+  const panelId = uid("remember");
+  const toggle = el("button", {
+    class: "link-button remember-toggle",
+    attrs: { type: "button", "aria-expanded": "false", "aria-controls": panelId },
+  }, "Remember…");
+
+  const lastingName = uid("lasting");
+  const lastingSet = el("fieldset", { class: "remember-set" },
+    el("legend", {}, "For how long"),
+    ...LASTINGS.map((choice, i) => radio(lastingName, choice.value, [choice.label], i === 0)));
+
+  const coveringName = uid("covering");
+  const choices: CoveringChoice[] = [
+    { value: "exact", label: ["These exact arguments"], make: () => ({ kind: "exactArguments", arguments: "" }) },
+    { value: "any", label: ["Any arguments"], make: () => ({ kind: "anyArguments" }) },
+  ];
+  pathArguments(args).forEach((p, i) => {
+    const dirText = el("span", { class: "untrusted mono" });
+    dirText.textContent = visibleString(p.parent);
+    const input = el("input", {
+      class: "remember-folder",
+      attrs: {
+        type: "text",
+        spellcheck: "false",
+        autocomplete: "off",
+        "aria-label": `Folder for “${visibleString(p.argument)}”`,
+      },
+    });
+    input.value = p.parent;
+    const value = `path-${i}`;
+    input.addEventListener("input", () => {
+      dirText.textContent = visibleString(input.value);
+      input.removeAttribute("aria-invalid");
+      // Editing the folder chooses it.
+      const own = panel.querySelector<HTMLInputElement>(`input[type=radio][value="${value}"]`);
+      if (own) own.checked = true;
+    });
+    choices.push({
+      value,
+      label: ["Any path under ", dirText, " (", inlineText(p.argument, 60), ")"],
+      extra: el("div", { class: "remember-extra" }, input),
+      make: () => {
+        const prefix = normalizePath(input.value.trim());
+        if (prefix === null) {
+          return { error: "The folder must be an absolute path, starting with /.", focus: input };
+        }
+        if (!isUnder(p.path, prefix)) {
+          return { error: `${visibleString(p.path)} is not under ${visibleString(prefix)}: choose a folder that holds it.`, focus: input };
+        }
+        return { kind: "pathUnder", argument: p.argument, prefix };
+      },
+    });
+  });
+  urlArguments(args).forEach((u, i) => {
+    choices.push({
+      value: `url-${i}`,
+      label: ["Any URL on ", inlineText(u.host, 80, "mono"), " (", inlineText(u.argument, 60), ")"],
+      make: () => ({ kind: "urlHost", argument: u.argument, host: u.host }),
+    });
+  });
+  const coveringSet = el("fieldset", { class: "remember-set" },
+    el("legend", {}, "For which calls"),
+    ...choices.map((c, i) => radio(coveringName, c.value, c.label, i === 0, c.extra)));
+
+  const errorId = uid("remember-error");
+  const error = el("p", { class: "field-error", id: errorId, attrs: { role: "alert", hidden: true } });
+
+  const choose = (allow: boolean): Remember | null => {
+    replace(error);
+    error.hidden = true;
+    const lastingValue = panel.querySelector<HTMLInputElement>(`input[name="${lastingName}"]:checked`)?.value;
+    const coveringValue = panel.querySelector<HTMLInputElement>(`input[name="${coveringName}"]:checked`)?.value;
+    const lasting = LASTINGS.find((l) => l.value === lastingValue);
+    const covering = choices.find((c) => c.value === coveringValue)?.make();
+    if (!lasting || !covering) return null;
+    if ("error" in covering) {
+      append(error, covering.error);
+      error.hidden = false;
+      covering.focus.setAttribute("aria-invalid", "true");
+      covering.focus.setAttribute("aria-describedby", errorId);
+      covering.focus.focus();
+      return null;
+    }
+    return { allow, lasting: lasting.make(Date.now()), covering };
+  };
+
+  const deny = el("button", {
+    class: "button",
+    attrs: { type: "button" },
+    on: {
+      click: () => {
+        const decision = choose(false);
+        if (decision) parts.send({ action: "remember", decision });
+      },
+    },
+  }, "Deny and remember");
+  const allow = el("button", {
+    class: "button",
+    attrs: { type: "button" },
+    on: {
+      click: (event) => {
+        const decision = choose(true);
+        if (decision) parts.accept(event, { action: "remember", decision });
+        else event.preventDefault();
+      },
+    },
+  }, "Allow and remember");
+
+  const panel = el("div", { class: "remember-panel", id: panelId, attrs: { hidden: true } },
+    el("div", { class: "remember-sets" }, lastingSet, coveringSet),
+    error,
+    el("p", { class: "field-hint" },
+      "Remembered for this agent and this tool as it is now: if the server changes the tool, you are asked again. A remembered deny answers the agent at once. Revoke it in Settings."),
+    el("div", { class: "actions start" }, deny, allow));
+
+  toggle.addEventListener("click", () => {
+    const open = panel.hidden;
+    panel.hidden = !open;
+    toggle.setAttribute("aria-expanded", String(open));
+  });
+
+  return { root: el("div", { class: "remember" }, toggle, panel), toggle, allow, deny };
+}
+
+function radio(name: string, value: string, label: Child[], checked: boolean, extra?: HTMLElement): HTMLElement {
+  const input = el("input", { attrs: { type: "radio", name, value } });
+  input.checked = checked;
+  return el("div", { class: "remember-choice" }, el("label", {}, input, " ", ...label), extra ?? null);
+}
