@@ -1,6 +1,7 @@
 //! The History view: every ask from the audit log with its outcome, newest first, the
 //! requests Countersign refused (e.g. a schema outside the supported subset), and the agents'
-//! tool calls the gateway's policy decided without asking. Read on demand with
+//! tool calls the gateway's policy decided without asking, each with what decided it (a rule,
+//! a remembered decision: `why`, written by the backend). Read on demand with
 //! `history`; nothing is kept here between loads.
 
 import type { History } from "./bindings/History";
@@ -109,7 +110,13 @@ export class HistoryPane {
 function row(entry: HistoryEntry): HTMLTableRowElement {
   const { ask } = entry;
   const server = el("td", {}, inlineText(ask.asker.server, 60));
-  if (ask.asker.agent) append(server, el("div", { class: "muted" }, "for ", inlineText(ask.asker.agent, 60)));
+  if (ask.asker.agent) {
+    const declared = ask.asker.declared ?? null;
+    append(server, el("div", { class: "muted" }, "for ", inlineText(ask.asker.agent, 60),
+      declared !== null && declared !== "" && declared !== ask.asker.agent
+        ? el("span", {}, " (calls itself ", inlineText(declared, 60), ")")
+        : null));
+  }
   const question = el("td", { class: "history-question" });
   if (ask.kind === "toolCall") {
     append(question, "Run ", el("code", {}, inlineText(ask.tool, 120)));
@@ -120,7 +127,8 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
     append(question, inlineText(ask.message, 200));
     if (ask.kind === "url") append(question, el("div", { class: "muted" }, "Open ", inlineText(shortText(ask.url, 200))));
   }
-  const outcome = el("td", {}, outcomeText(entry.outcome, ask.kind));
+  // Text from backend values and, for a remembered decision, the agent's arguments: as text.
+  const outcome = el("td", {}, inlineText(outcomeText(entry.outcome, ask.kind), 300));
   if (entry.outcome?.outcome === "accepted" && entry.outcome.content !== null) {
     append(outcome, el("div", { class: "muted mono" }, inlineText(JSON.stringify(entry.outcome.content), 200)));
   }

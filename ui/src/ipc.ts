@@ -7,7 +7,6 @@ import { listen, type UnlistenFn } from "@tauri-apps/api/event";
 
 import type { AgentConfigs } from "./bindings/AgentConfigs";
 import type { AgentView } from "./bindings/AgentView";
-import type { AllowedCall } from "./bindings/AllowedCall";
 import type { Answer } from "./bindings/Answer";
 import type { AppError } from "./bindings/AppError";
 import type { Ask } from "./bindings/Ask";
@@ -58,7 +57,8 @@ export const commands = {
   /** Its token is refused from the next request on; the agents left. */
   revokeAgent: (id: string) => invoke<AgentView[]>("revoke_agent", { id }),
   getSettings: () => invoke<Settings>("get_settings"),
-  revokeAlwaysAllow: (call: AllowedCall) => invoke<Settings>("revoke_always_allow", { call }),
+  /** Forgets a remembered decision (by its id); the settings as they are now. */
+  revokeDecision: (id: number) => invoke<Settings>("revoke_decision", { id }),
   /** The agents' config files and the rewrites that can be undone. */
   agentConfigs: () => invoke<AgentConfigs>("agent_configs"),
   /** Reads an agent's servers; writes nothing. The import takes the preview's `plan`. */

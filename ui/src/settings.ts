@@ -1,16 +1,19 @@
 //! The Settings view: start at login (off unless the person turns it on), how closing the window
-//! behaves here, and the tool calls the person chose "Always allow" for, each revocable.
-//! Per-server notification muting lives on each server's page.
+//! behaves here, and the tool-call decisions the person chose to remember (allow or deny, for a
+//! session, a time or always, for some or all of a tool's calls), each with its agent, scope,
+//! last use and count of uses, each revocable. Per-server notification muting lives on each
+//! server's page. Server, tool and argument text came from servers and agents: shown as text.
 
-import type { AllowedCall } from "./bindings/AllowedCall";
+import type { RememberedDecision } from "./bindings/RememberedDecision";
 import { el, replace, uid } from "./dom";
 import { commands, errorText } from "./ipc";
+import { coveringText, dateTime, lastingText, plural } from "./format";
 import { inlineText } from "./untrusted";
 
 export class SettingsPane {
   readonly root: HTMLElement;
   private readonly body = el("div", { class: "settings-body" });
-  private readonly allowedHeading = el("h3", { id: uid("always-allowed"), attrs: { tabindex: "-1" } }, "Always allowed");
+  private readonly allowedHeading = el("h3", { id: uid("remembered"), attrs: { tabindex: "-1" } }, "Remembered decisions");
   private readonly allowedList = el("div", { class: "allowed" });
   private readonly allowedStatus = el("p", { class: "muted", attrs: { role: "status" } });
 
@@ -21,7 +24,7 @@ export class SettingsPane {
       el("section", { class: "detail-section", attrs: { "aria-labelledby": this.allowedHeading.id } },
         this.allowedHeading,
         el("p", { class: "muted" },
-          "Tool calls you chose “Always allow” for run without asking. Revoke one to be asked again."),
+          "Tool calls you chose to allow or deny without being asked (“Always allow”, “Remember…”). Each belongs to one agent and one tool as the server described it when you chose; revoke one to be asked again."),
         this.allowedList,
         this.allowedStatus));
   }
@@ -62,36 +65,40 @@ export class SettingsPane {
   private async loadAllowed(): Promise<void> {
     try {
       const settings = await commands.getSettings();
-      this.drawAllowed(settings.alwaysAllow);
+      this.drawAllowed(settings.remembered);
     } catch (error) {
       replace(this.allowedList, el("p", { class: "error-text" },
         "Could not read the remembered decisions: ", inlineText(errorText(error), 400)));
     }
   }
 
-  private drawAllowed(calls: AllowedCall[]): void {
-    if (calls.length === 0) {
-      replace(this.allowedList, el("p", { class: "empty-state" }, "Nothing is always allowed: every tool call that needs approval asks you."));
+  private drawAllowed(decisions: RememberedDecision[]): void {
+    if (decisions.length === 0) {
+      replace(this.allowedList, el("p", { class: "empty-state" }, "Nothing is remembered: every tool call that needs approval asks you."));
       return;
     }
-    replace(this.allowedList, el("ul", { class: "allowed-list" }, ...calls.map((call, index) => {
-      const textId = uid("allowed");
+    replace(this.allowedList, el("ul", { class: "allowed-list" }, ...decisions.map((decision, index) => {
+      const whatId = uid("remembered-what");
+      const scopeId = uid("remembered-scope");
       const revoke = el("button", {
         class: "button small",
-        attrs: { type: "button", "aria-describedby": textId },
+        attrs: { type: "button", "aria-describedby": `${whatId} ${scopeId}` },
       }, "Revoke");
-      revoke.addEventListener("click", () => this.revoke(call, index, revoke));
-      return el("li", {},
-        el("span", { id: textId }, ...allowedSentence(call)),
+      revoke.addEventListener("click", () => this.revoke(decision, index, revoke));
+      return el("li", { attrs: { "data-id": decision.id } },
+        el("div", { class: "remembered-text" },
+          el("span", { id: whatId, class: "remembered-what" }, ...decisionSentence(decision)),
+          el("span", { id: scopeId, class: "remembered-scope muted" }, ...scopeLine(decision)),
+          el("span", { class: "remembered-use muted" }, useLine(decision))),
         revoke);
     })));
   }
 
-  private revoke(call: AllowedCall, index: number, button: HTMLButtonElement): void {
+  private revoke(decision: RememberedDecision, index: number, button: HTMLButtonElement): void {
     button.disabled = true;
-    commands.revokeAlwaysAllow(call).then(
+    commands.revokeDecision(decision.id).then(
       (settings) => {
-        this.drawAllowed(settings.alwaysAllow);
+        this.drawAllowed(settings.remembered);
         this.allowedStatus.textContent = "Revoked: the next such call asks you again.";
         // Keep keyboard focus in the list: the row now in the revoked one's place, else the heading.
         const buttons = this.allowedList.querySelectorAll<HTMLButtonElement>("button");
@@ -105,13 +112,28 @@ export class SettingsPane {
   }
 }
 
-/** "<agent> may run <tool> on <server>", as nodes of untrusted text. */
-function allowedSentence(call: AllowedCall): Node[] {
+/** "<agent> may run <tool> on <server>" (or "may not run"), as nodes of untrusted text. */
+function decisionSentence(d: RememberedDecision): Node[] {
   return [
-    call.agent ? inlineText(call.agent, 80, "agent-name") : el("em", {}, "An agent with no name"),
-    document.createTextNode(" may run "),
-    el("code", {}, inlineText(call.tool, 120)),
+    d.agentName ? inlineText(d.agentName, 80, "agent-name") : el("em", {}, "An agent with no name"),
+    document.createTextNode(d.allow ? " may run " : " may not run "),
+    el("code", {}, inlineText(d.tool, 120)),
     document.createTextNode(" on "),
-    inlineText(call.server, 80, "server-name"),
+    inlineText(d.server, 80, "server-name"),
   ];
+}
+
+/** "Allowed · always · any arguments". */
+function scopeLine(d: RememberedDecision): Node[] {
+  return [
+    el("span", { class: d.allow ? "badge" : "badge badge-destructive" }, d.allow ? "Allowed" : "Denied"),
+    document.createTextNode(` ${lastingText(d.lasting)} · `),
+    inlineText(coveringText(d.covering), 200, "mono"),
+  ];
+}
+
+/** "Last used <when>, 3 uses" / "Not used yet". */
+function useLine(d: RememberedDecision): string {
+  const uses = plural(d.uses, "use", "uses");
+  return d.lastUsedMs === null ? `Not used yet (${uses})` : `Last used ${dateTime(d.lastUsedMs)}, ${uses}`;
 }
