@@ -1,13 +1,13 @@
 // The Connect agents page (gateway status, Pause / Resume, servers, the shared token file, agents
-// with their own tokens: create, shown once with snippets and Copy, revoke) and the Always
-// allowed list in Settings (Revoke).
+// with their own tokens: create, shown once with snippets and Copy, revoke) and the
+// remembered decisions in Settings (Revoke).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 import { launch, openApp, UI_DIR } from "./support/app.mjs";
-import { agentConfigs, agentView, gatewayInfo, importPreview, rewritePreview, rewriteView, server, sharedAgent } from "./support/fixtures.mjs";
+import { agentConfigs, agentView, gatewayInfo, importPreview, rememberedDecision, rewritePreview, rewriteView, server, sharedAgent } from "./support/fixtures.mjs";
 
 const IMG = "<img src=x onerror=window.__pwned=1>";
 const SCRIPT = "<script>window.__pwned=1</script>";
@@ -232,62 +232,80 @@ test("markup in server names, snippets and paths shows as text", async () => {
   await app.close();
 });
 
+const NOW = Date.UTC(2026, 0, 5, 10, 0, 0);
 const allowed = [
-  { agent: "Claude Code", server: "tickets", tool: "delete_ticket" },
-  { agent: "Cursor", server: "github", tool: "create_issue" },
-  { agent: "", server: `gh${IMG}`, tool: `t${SCRIPT}` },
+  rememberedDecision(1, { agentName: "Claude Code", server: "tickets", tool: "delete_ticket", lastUsedMs: NOW, uses: 3 }),
+  rememberedDecision(2, { agent: "a2", agentName: "Cursor", server: "github", tool: "create_issue", allow: false,
+    lasting: { kind: "session" }, covering: { kind: "exactArguments", arguments: '{"repo":"me/x"}' }, session: 4 }),
+  rememberedDecision(7, { agent: "a3", agentName: "", server: `gh${IMG}`, tool: `t${SCRIPT}`,
+    lasting: { kind: "until", untilMs: Date.UTC(2026, 0, 6, 23, 0, 0) }, covering: { kind: "pathUnder", argument: `p${IMG}`, prefix: "/home/me/p" } }),
+  rememberedDecision(9, { agent: "a1", agentName: "Claude Code", server: "web", tool: "fetch",
+    covering: { kind: "urlHost", argument: "url", host: "api.github.com" }, uses: 1, lastUsedMs: NOW }),
 ];
 
-test("Settings lists the always-allowed calls; Revoke forgets one and its row goes", async () => {
-  const app = await openApp(env, { ...state(), settings: { mutedServers: [], alwaysAllow: structuredClone(allowed) } });
+test("Settings lists the remembered decisions; Revoke forgets one by id and its row goes", async () => {
+  const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: structuredClone(allowed) } });
   const { page, backend } = app;
   await page.getByRole("tab", { name: "Settings" }).click();
-  const section = page.getByRole("region", { name: "Always allowed" });
+  const section = page.getByRole("region", { name: "Remembered decisions" });
   const rows = section.getByRole("listitem");
   await rows.first().waitFor();
-  assert.deepEqual((await rows.allTextContents()).map((t) => t.replace(/Revoke$/, "")), [
+  assert.deepEqual(await section.locator(".remembered-what").allTextContents(), [
     "Claude Code may run delete_ticket on tickets",
-    "Cursor may run create_issue on github",
+    "Cursor may not run create_issue on github",
     `An agent with no name may run t${SCRIPT} on gh${IMG}`,
+    "Claude Code may run fetch on web",
   ]);
-  // Each Revoke button is described by its row's sentence.
+  const scopes = await section.locator(".remembered-scope").allTextContents();
+  assert.equal(scopes[0], "Allowed always · any arguments");
+  assert.equal(scopes[1], 'Denied for the agent\'s session · exactly {"repo":"me/x"}');
+  // The moment in the person's time zone (the harness runs in Europe/Berlin: UTC+1 in January).
+  assert.match(scopes[2], /^Allowed until Jan 7, 2026, 12:00:00\sAM · “p<img src=x onerror=window.__pwned=1>”: any path under \/home\/me\/p$/);
+  assert.equal(scopes[3], "Allowed always · “url”: any URL on api.github.com");
+  const uses = await section.locator(".remembered-use").allTextContents();
+  assert.match(uses[0], /^Last used Jan 5, 2026, 11:00:00\sAM, 3 uses$/);
+  assert.equal(uses[1], "Not used yet (0 uses)");
+  assert.match(uses[3], /, 1 use$/);
+  // Each Revoke button is described by its row's sentence and scope.
   const second = rows.nth(1).getByRole("button", { name: "Revoke" });
   const describedBy = await second.getAttribute("aria-describedby");
-  assert.equal(await page.evaluate((id) => document.getElementById(id).textContent, describedBy),
-    "Cursor may run create_issue on github");
+  assert.equal(await page.evaluate((ids) => ids.split(" ").map((id) => document.getElementById(id).textContent).join(" | "), describedBy),
+    'Cursor may not run create_issue on github | Denied for the agent\'s session · exactly {"repo":"me/x"}');
 
   await second.click();
-  await page.waitForFunction(() => document.querySelectorAll(".allowed-list li").length === 2);
-  assert.deepEqual(backend.calls.filter((c) => c.cmd === "revoke_always_allow").map((c) => c.args),
-    [{ call: allowed[1] }]);
+  await page.waitForFunction(() => document.querySelectorAll(".allowed-list li").length === 3);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "revoke_decision").map((c) => c.args), [{ id: 2 }]);
   assert.doesNotMatch(await section.textContent(), /Cursor/);
   assert.match(await section.getByRole("status").textContent(), /Revoked/);
   // Focus moves to the row that took its place.
-  assert.equal(await page.evaluate(() => document.activeElement?.closest("li")?.textContent), `An agent with no name may run t${SCRIPT} on gh${IMG}Revoke`);
+  assert.ok((await page.evaluate(() => document.activeElement?.closest("li")?.textContent)).startsWith(`An agent with no name may run t${SCRIPT} on gh${IMG}`));
 
   // A failed revoke keeps the row and says why.
   backend.onGateway = () => ({ err: { kind: "settings", message: "cannot save settings: read-only" } });
   await rows.first().getByRole("button", { name: "Revoke" }).click();
   await section.getByText("Could not revoke: cannot save settings: read-only").waitFor();
-  assert.equal(await rows.count(), 2);
+  assert.equal(await rows.count(), 3);
   backend.onGateway = null;
 
   // The last ones go: the empty state, focus on the heading.
-  await rows.first().getByRole("button", { name: "Revoke" }).click();
-  await page.waitForFunction(() => document.querySelectorAll(".allowed-list li").length === 1);
-  await rows.first().getByRole("button", { name: "Revoke" }).click();
-  await section.getByText(/Nothing is always allowed/).waitFor();
-  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Always allowed");
-  assert.deepEqual(backend.settings.alwaysAllow, []);
+  for (const left of [2, 1, 0]) {
+    await rows.first().getByRole("button", { name: "Revoke" }).click();
+    await page.waitForFunction((n) => document.querySelectorAll(".allowed-list li").length === n, left);
+  }
+  await section.getByText(/Nothing is remembered/).waitFor();
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Remembered decisions");
+  assert.deepEqual(backend.settings.remembered, []);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "revoke_decision").map((c) => c.args.id), [2, 1, 1, 7, 9]);
+  assert.equal(await page.locator(".settings").locator("img,script").count(), 0);
   assert.equal(await page.evaluate(() => window.__pwned), undefined);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });
 
-test("Settings with nothing always allowed shows the empty state", async () => {
+test("Settings with nothing remembered shows the empty state", async () => {
   const app = await openApp(env, state());
   await app.page.getByRole("tab", { name: "Settings" }).click();
-  await app.page.getByRole("region", { name: "Always allowed" }).getByText(/Nothing is always allowed/).waitFor();
+  await app.page.getByRole("region", { name: "Remembered decisions" }).getByText(/Nothing is remembered/).waitFor();
   await app.close();
 });
 
@@ -513,7 +531,7 @@ test("screenshot of Connect agents (looked at by a person)", async () => {
   await app.page.screenshot({ path: join(dir, "connect.png"), fullPage: true });
   await app.page.getByRole("tab", { name: "Settings" }).click();
   await app.close();
-  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], alwaysAllow: allowed.slice(0, 2) } });
+  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2) } });
   await app2.page.getByRole("tab", { name: "Settings" }).click();
   await app2.page.locator(".allowed-list").waitFor();
   await app2.page.screenshot({ path: join(dir, "settings.png") });

@@ -1,6 +1,6 @@
 // Tool-call approval: an agent's call through the gateway shown in the ask dialog. Who (agent),
 // where (server, endpoint), what (tool, title, hints, arguments); Allow once / Always allow /
-// Deny / Escape map to accept (no content) / alwaysAllow / decline / cancel; focus starts on
+// Deny / Escape map to accept (no content) / remember (allow, always, any arguments) / decline / cancel; focus starts on
 // Deny; hostile text stays text; withdrawal and reload behave as for the other asks.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -8,7 +8,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 import { launch, openApp, dialog, waitForAnswers, UI_DIR } from "./support/app.mjs";
-import { formAsk, toolCallAsk, field } from "./support/fixtures.mjs";
+import { ALWAYS_ALLOW, formAsk, toolCallAsk, field } from "./support/fixtures.mjs";
 
 const IMG = "<img src=x onerror=window.__pwned=1>";
 const SCRIPT = "<script>window.__pwned=1</script>";
@@ -104,7 +104,7 @@ test("arguments are pretty JSON, clipped, with a Show all toggle", async () => {
   await app.close();
 });
 
-test("Allow once, Always allow, Deny, Escape and Close answer accept, alwaysAllow, decline, cancel, cancel", async () => {
+test("Allow once, Always allow, Deny, Escape and Close answer accept, remember (always), decline, cancel, cancel", async () => {
   const app = await openApp(env, { asks: [deleteCall({ id: 11 })] });
   const { page, backend } = app;
   const d = dialog(page);
@@ -114,7 +114,7 @@ test("Allow once, Always allow, Deny, Escape and Close answer accept, alwaysAllo
   await backend.addAsk(deleteCall({ id: 12 }));
   await d.getByRole("button", { name: "Always allow" }).click();
   await d.waitFor({ state: "detached" });
-  assert.match(await page.locator(".toast").textContent(), /tickets: Always allowed/);
+  assert.equal(await page.locator(".toast").textContent(), "tickets: Allowed and remembered: always, any arguments (revocable in Settings).");
   await backend.addAsk(deleteCall({ id: 13 }));
   await d.getByRole("button", { name: "Deny" }).click();
   await d.waitFor({ state: "detached" });
@@ -136,7 +136,7 @@ test("Allow once, Always allow, Deny, Escape and Close answer accept, alwaysAllo
   const answers = await waitForAnswers(backend, 6);
   assert.deepEqual(answers, [
     { id: 11, answer: { action: "accept", content: null } },
-    { id: 12, answer: { action: "alwaysAllow" } },
+    { id: 12, answer: ALWAYS_ALLOW },
     { id: 13, answer: { action: "decline" } },
     { id: 14, answer: { action: "cancel" } },
     { id: 15, answer: { action: "cancel" } },
@@ -201,7 +201,7 @@ test("withdrawn (the agent cancelled), it is torn down at once; reload redraws i
   await d.getByRole("button", { name: "Always allow" }).filter({ visible: true }).click();
   await page.getByRole("dialog", { name: /demo asks/ }).waitFor();
   const [answer] = await waitForAnswers(backend, 1);
-  assert.deepEqual(answer, { id: 34, answer: { action: "alwaysAllow" } });
+  assert.deepEqual(answer, { id: 34, answer: ALWAYS_ALLOW });
   await app.close();
 });
 

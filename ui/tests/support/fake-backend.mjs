@@ -20,7 +20,7 @@ export class FakeBackend {
     /** `gateway_info`'s reply: a GatewayInfo, or with `gatewayError` set, that AppError. */
     this.gateway = structuredClone(state.gateway ?? null);
     this.gatewayError = state.gatewayError ?? null;
-    this.settings = structuredClone(state.settings ?? { mutedServers: [], alwaysAllow: [] });
+    this.settings = structuredClone(state.settings ?? { mutedServers: [], remembered: [] });
     /** `agent_configs`'s reply: AgentConfigs (fixtures.agentConfigs()); the agents' files. */
     this.agentConfigs = structuredClone(state.agentConfigs ?? null);
     /** Per client: `preview_import`'s ImportPreview / `preview_rewrite`'s RewritePreview. */
@@ -32,7 +32,7 @@ export class FakeBackend {
     this.onAgentTokens = null;
     /** The tokens `create_agent` made, by agent id (the page must never get them again). */
     this.tokens = {};
-    /** Optional (args) => reply for set_gateway_paused / revoke_always_allow (e.g. an error). */
+    /** Optional (args) => reply for set_gateway_paused / revoke_decision (e.g. an error). */
     this.onGateway = null;
     /** Optional (args) => reply for set_muted / set_start_at_login (e.g. a save error). */
     this.onSetting = null;
@@ -122,12 +122,10 @@ export class FakeBackend {
         return this.agentTokens(cmd, args);
       case "get_settings":
         return { ok: this.settings };
-      case "revoke_always_allow": {
+      case "revoke_decision": {
         const reply = this.onGateway?.(args);
         if (reply) return reply;
-        const c = args.call;
-        this.settings.alwaysAllow = this.settings.alwaysAllow.filter((a) =>
-          !(a.agent === c.agent && a.server === c.server && a.tool === c.tool));
+        this.settings.remembered = this.settings.remembered.filter((d) => d.id !== args.id);
         return { ok: this.settings };
       }
       case "agent_configs":
@@ -242,12 +240,17 @@ export class FakeBackend {
       return { err: { kind: "answer", message: "not pending", error: { kind: "notPending" } } };
     }
     const ask = this.asks.find((a) => a.id === id);
-    if (answer.action === "alwaysAllow" && ask.kind !== "toolCall") {
-      return { err: { kind: "answer", message: "malformed", error: { kind: "malformed", message: "only a tool call can be always allowed" } } };
+    let decision = null;
+    if (answer.action === "remember") {
+      const checked = checkRemember(ask, answer.decision);
+      if (checked.error) {
+        return { err: { kind: "answer", message: checked.error, error: { kind: "malformed", message: checked.error } } };
+      }
+      decision = checked.decision;
     }
     const outcome =
       answer.action === "accept" ? { outcome: "accepted", content: answer.content }
-      : answer.action === "alwaysAllow" ? { outcome: "alwaysAllowed" }
+      : answer.action === "remember" ? { outcome: "remembered", decision }
       : answer.action === "decline" ? { outcome: "declined" }
       : { outcome: "cancelled", reason: "person" };
     this.asks = this.asks.filter((a) => a.id !== id);
@@ -255,4 +258,47 @@ export class FakeBackend {
     setTimeout(() => void this.emit("ask-event", { event: "resolved", id, outcome }).catch(() => {}), 0);
     return { ok: outcome };
   }
+}
+
+/** As core's broker checks a remembered choice: only for tool calls, an `until` in the future,
+ * a covering that covers the call on screen (paths normalized); exact arguments filled in. */
+function checkRemember(ask, decision) {
+  if (ask.kind !== "toolCall") return { error: "only a tool call's answer can be remembered" };
+  if (decision.lasting.kind === "until" && !(decision.lasting.untilMs > Date.now())) {
+    return { error: "that moment has already passed" };
+  }
+  const c = decision.covering;
+  const args = ask.arguments ?? {};
+  let covering = c;
+  if (c.kind === "exactArguments") {
+    covering = { kind: "exactArguments", arguments: JSON.stringify(args) };
+  } else if (c.kind === "pathUnder") {
+    const prefix = normalizePath(c.prefix);
+    if (prefix === null) return { error: `${JSON.stringify(c.prefix)} is not an absolute path` };
+    const path = typeof args[c.argument] === "string" ? normalizePath(args[c.argument]) : null;
+    if (path === null || !(path === prefix || path.startsWith(prefix === "/" ? "/" : `${prefix}/`))) {
+      return { error: "the choice does not cover the call it answers" };
+    }
+    covering = { ...c, prefix };
+  } else if (c.kind === "urlHost") {
+    let host = null;
+    try {
+      host = new URL(args[c.argument]).hostname.toLowerCase();
+    } catch {}
+    if (host !== c.host.toLowerCase()) return { error: "the choice does not cover the call it answers" };
+  }
+  return { decision: { ...decision, covering } };
+}
+
+function normalizePath(path) {
+  if (!path.startsWith("/")) return null;
+  const parts = [];
+  for (const part of path.split("/")) {
+    if (part === "" || part === ".") continue;
+    if (part === "..") {
+      if (parts.length === 0) return null;
+      parts.pop();
+    } else parts.push(part);
+  }
+  return `/${parts.join("/")}`;
 }

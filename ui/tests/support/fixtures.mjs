@@ -7,11 +7,11 @@ export function endpointStdio(command = "countersign-demo-server --stdio") {
 }
 
 export function formAsk({ id, server = "demo", message = "Please answer.", fields = [], agent = null,
-  endpoint = endpointStdio(), deadlineMs = null, receivedAtMs } = {}) {
+  declared = null, endpoint = endpointStdio(), deadlineMs = null, receivedAtMs } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
-    asker: { server, endpoint, agent },
+    asker: { server, endpoint, agent, declared },
     request: {},
     receivedAtMs: receivedAtMs ?? Date.now() + nextId,
     deadlineMs,
@@ -24,11 +24,11 @@ export function formAsk({ id, server = "demo", message = "Please answer.", field
 /** A URL ask as the backend sends it: `host` and `warnings` are its URL policy's verdict
  * (core's url_policy), given here as the backend would compute them. */
 export function urlAsk({ id, server = "demo", message = "Sign in to continue.", url, agent = null,
-  endpoint = endpointStdio(), host, warnings = [] } = {}) {
+  declared = null, endpoint = endpointStdio(), host, warnings = [] } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
-    asker: { server, endpoint, agent },
+    asker: { server, endpoint, agent, declared },
     request: {},
     receivedAtMs: Date.now() + nextId,
     deadlineMs: null,
@@ -44,13 +44,13 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
 /** A tool-call approval: an agent's call through the gateway that policy sends to the person.
  * `argumentsText` is the text the backend will forward (serde_json's pretty print); by default the
  * same as JavaScript's for `args`, empty when there are none (as in records from before it). */
-export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoint = endpointStdio(),
+export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
-  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), deadlineMs = null, receivedAtMs } = {}) {
+  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), deadlineMs = null, receivedAtMs, changed = [] } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
-    asker: { server, endpoint, agent },
+    asker: { server, endpoint, agent, declared },
     request: { name: tool, arguments: args },
     receivedAtMs: receivedAtMs ?? Date.now() + nextId,
     deadlineMs,
@@ -61,7 +61,19 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", endpoi
     annotations,
     arguments: args,
     argumentsText,
+    changed,
   };
+}
+
+/** The choice "Always allow" sends: allow, always, any arguments. */
+export const ALWAYS_ALLOW = { action: "remember", decision: { allow: true, lasting: { kind: "always" }, covering: { kind: "anyArguments" } } };
+
+/** A remembered decision as Settings lists it (RememberedDecision). */
+export function rememberedDecision(id, { agent = "a1", agentName = "Claude Code", server = "tickets", tool = "delete_ticket",
+  allow = true, lasting = { kind: "always" }, covering = { kind: "anyArguments" }, session = null,
+  createdMs = Date.UTC(2026, 0, 2, 9, 0, 0), lastUsedMs = null, uses = 0 } = {}) {
+  return { id, agent, agentName, server, tool, allow, lasting, covering, session,
+    definition: { name: tool }, digest: "d".repeat(64), createdMs, lastUsedMs, uses };
 }
 
 /** What `gateway_info` returns for a running gateway over `servers`, with `agents` (AgentView). */

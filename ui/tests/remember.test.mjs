@@ -1,0 +1,317 @@
+// "Remember…" in the approval dialog (issue 10 item 2): for how long (the agent's session, 15
+// minutes, 1 hour, until tomorrow, always) and for which calls (exact arguments, any, a path
+// argument under a folder, a URL argument on a host), then Allow or Deny with it; usable with the
+// keyboard alone; a refusal from the backend shown in the dialog. Also: what changed in the tool
+// since the person decided (issue 10 item 3), the agent's declared name beside its token's name,
+// and History's words for remembered outcomes.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+
+import { launch, openApp, dialog, waitForAnswers, armed, centre } from "./support/app.mjs";
+import { toolCallAsk } from "./support/fixtures.mjs";
+
+const IMG = "<img src=x onerror=window.__pwned=1>";
+const RLO = "\u202E";
+const ZWSP = "\u200B";
+const HOUR = 3_600_000;
+
+let env;
+before(async () => {
+  env = await launch();
+});
+after(async () => {
+  await env?.close();
+});
+
+const call = (o = {}) => toolCallAsk({ server: "tickets", agent: "Claude Code", tool: "delete_ticket", args: { id: "T-7" }, ...o });
+
+const focused = (page) => page.evaluate(() => {
+  const a = document.activeElement;
+  if (a instanceof HTMLInputElement && a.type === "radio") return `radio:${a.closest("label")?.textContent?.trim()}`;
+  return a?.textContent?.trim();
+});
+
+const remembered = (answer) => answer.answer.decision;
+
+test("by keyboard alone: Remember…, 1 hour, these exact arguments, Allow and remember", async () => {
+  const app = await openApp(env, { asks: [call({ id: 1 })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  assert.equal(await focused(page), "Deny");
+  const toggle = d.getByRole("button", { name: "Remember…" });
+  assert.equal(await toggle.getAttribute("aria-expanded"), "false");
+  // The panel is closed: none of its controls are there to be hit by accident.
+  assert.equal(await d.getByRole("radio").count(), 0);
+
+  await page.keyboard.press("Shift+Tab");
+  assert.equal(await focused(page), "Remember…");
+  await page.keyboard.press("Enter");
+  assert.equal(await toggle.getAttribute("aria-expanded"), "true");
+  // Two labelled radio groups.
+  const lasting = d.getByRole("group", { name: "For how long" });
+  const covering = d.getByRole("group", { name: "For which calls" });
+  assert.deepEqual(await lasting.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
+    ["This agent's session", "15 minutes", "1 hour", "Until tomorrow (midnight)", "Always"]);
+  assert.deepEqual(await covering.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
+    ["These exact arguments", "Any arguments"], "no path or URL argument, no such choice");
+  assert.equal(await lasting.getByRole("radio", { name: "This agent's session" }).isChecked(), true);
+  assert.equal(await covering.getByRole("radio", { name: "These exact arguments" }).isChecked(), true);
+
+  await page.keyboard.press("Tab");
+  assert.equal(await focused(page), "radio:This agent's session");
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowDown");
+  assert.equal(await focused(page), "radio:1 hour");
+  assert.equal(await lasting.getByRole("radio", { name: "1 hour" }).isChecked(), true);
+  await page.keyboard.press("Tab");
+  assert.equal(await focused(page), "radio:These exact arguments");
+  await page.keyboard.press("Tab");
+  assert.equal(await focused(page), "Deny and remember");
+  await page.keyboard.press("Tab");
+  assert.equal(await focused(page), "Allow and remember");
+  await armed(d.getByRole("button", { name: "Allow and remember" }));
+  const from = Date.now();
+  await page.keyboard.press("Enter");
+  const [answer] = await waitForAnswers(backend, 1);
+  const to = Date.now();
+  const untilMs = remembered(answer).lasting.untilMs;
+  assert.ok(untilMs >= from + HOUR - 50 && untilMs <= to + HOUR + 50, `until ${untilMs} is an hour from ${from}..${to}`);
+  assert.deepEqual(answer, { id: 1, answer: { action: "remember", decision: {
+    allow: true, lasting: { kind: "until", untilMs }, covering: { kind: "exactArguments", arguments: "" } } } });
+  await d.waitFor({ state: "detached" });
+  assert.match(await page.locator(".toast").textContent(),
+    /^tickets: Allowed and remembered: until .+, exactly \{"id":"T-7"\} \(revocable in Settings\)\.$/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("Allow and remember waits for arming and for clipped arguments to be shown, like Allow once", async () => {
+  const args = { id: "T-7", note: "x".repeat(2000) };
+  const app = await openApp(env, { asks: [call({ id: 2, args })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  await d.getByRole("button", { name: "Remember…" }).click();
+  const allow = d.getByRole("button", { name: "Allow and remember" });
+  // Long past the arming delay, the arguments are still clipped: a click and Enter do nothing,
+  // and the button says why.
+  await page.waitForTimeout(800);
+  assert.equal(await allow.getAttribute("aria-disabled"), "true");
+  const at = await centre(allow);
+  await page.mouse.click(at.x, at.y);
+  await allow.focus();
+  await page.keyboard.press("Enter");
+  await page.waitForTimeout(100);
+  assert.equal(backend.answers.length, 0);
+  assert.match(await allow.evaluate((b) => document.getElementById(b.getAttribute("aria-describedby")).textContent),
+    /Show all of the arguments/);
+  await d.getByRole("button", { name: /^Show all/ }).click();
+  await armed(allow);
+  await allow.click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(remembered(answer), { allow: true, lasting: { kind: "session" }, covering: { kind: "exactArguments", arguments: "" } });
+  await app.close();
+});
+
+test("a path argument offers its folder (editable, checked as absolute and holding the path); a URL argument its host", async () => {
+  const args = { path: "/home/me/p/a.txt", url: "https://API.github.com:8443/repos/x?y=1", note: "hello", rel: "./x", n: 3 };
+  const app = await openApp(env, { asks: [call({ id: 3, tool: "write_file", args })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  await d.getByRole("button", { name: "Remember…" }).click();
+  const covering = d.getByRole("group", { name: "For which calls" });
+  assert.deepEqual(await covering.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
+    ["These exact arguments", "Any arguments", "Any path under /home/me/p (path)", "Any URL on api.github.com (url)"]);
+  const folder = covering.getByRole("textbox", { name: "Folder for “path”" });
+  assert.equal(await folder.inputValue(), "/home/me/p");
+  await covering.getByRole("radio", { name: /Any path under/ }).check();
+  await d.getByRole("group", { name: "For how long" }).getByRole("radio", { name: "Always" }).check();
+  const allow = d.getByRole("button", { name: "Allow and remember" });
+  await armed(allow);
+
+  // Not absolute: said beside the field, nothing sent.
+  await folder.fill("home/me");
+  assert.equal(await covering.getByRole("radio", { name: /Any path under home\/me/ }).isChecked(), true, "the label follows the field");
+  await allow.click();
+  const error = d.getByRole("alert").filter({ hasText: /absolute path/ });
+  await error.waitFor();
+  assert.equal(await folder.getAttribute("aria-invalid"), "true");
+  assert.equal(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "Folder for “path”");
+  // A folder that does not hold the call's path.
+  await folder.fill("/home/you");
+  await allow.click();
+  await d.getByRole("alert").filter({ hasText: "/home/me/p/a.txt is not under /home/you" }).waitFor();
+  assert.equal(backend.answers.length, 0);
+  // A wider folder, written loosely: sent normalized.
+  await folder.fill("/home/./me/");
+  await allow.click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(answer.answer, { action: "remember", decision: {
+    allow: true, lasting: { kind: "always" }, covering: { kind: "pathUnder", argument: "path", prefix: "/home/me" } } });
+  await d.waitFor({ state: "detached" });
+  assert.match(await page.locator(".toast").textContent(), /Allowed and remembered: always, “path”: any path under \/home\/me/);
+
+  // The URL's host; and a remembered deny needs no arming.
+  await backend.addAsk(call({ id: 4, tool: "fetch", args }));
+  await d.waitFor();
+  await d.getByRole("button", { name: "Remember…" }).click();
+  await d.getByRole("radio", { name: "15 minutes" }).check();
+  await d.getByRole("radio", { name: /Any URL on api\.github\.com/ }).check();
+  const from = Date.now();
+  await d.getByRole("button", { name: "Deny and remember" }).click();
+  const answers = await waitForAnswers(backend, 2);
+  const to = Date.now();
+  const decision = remembered(answers[1]);
+  assert.ok(decision.lasting.untilMs >= from + 15 * 60_000 - 50 && decision.lasting.untilMs <= to + 15 * 60_000 + 50);
+  assert.deepEqual(decision, { allow: false, lasting: { kind: "until", untilMs: decision.lasting.untilMs },
+    covering: { kind: "urlHost", argument: "url", host: "api.github.com" } });
+  await d.waitFor({ state: "detached" });
+  assert.match(await page.locator(".toast").textContent(), /^tickets: Denied and remembered: until .*, “url”: any URL on api\.github\.com/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("“Until tomorrow” is the next midnight in the person's time zone", async () => {
+  for (const timezoneId of ["Asia/Kolkata", "America/Los_Angeles"]) {
+    const app = await openApp(env, { asks: [call({ id: 5 })] }, { timezoneId });
+    const { page, backend } = app;
+    const d = dialog(page);
+    await d.getByRole("button", { name: "Remember…" }).click();
+    await d.getByRole("radio", { name: "Until tomorrow (midnight)" }).check();
+    await d.getByRole("radio", { name: "Any arguments" }).check();
+    const allow = d.getByRole("button", { name: "Allow and remember" });
+    await armed(allow);
+    const now = Date.now();
+    await allow.click();
+    const [answer] = await waitForAnswers(backend, 1);
+    const { untilMs } = remembered(answer).lasting;
+    const inZone = (ms) => new Intl.DateTimeFormat("en-CA", { timeZone: timezoneId, year: "numeric", month: "2-digit",
+      day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit", hourCycle: "h23" }).format(new Date(ms));
+    const [today] = inZone(now).split(", ");
+    const tomorrow = new Date(`${today}T12:00:00Z`);
+    tomorrow.setUTCDate(tomorrow.getUTCDate() + 1);
+    assert.equal(inZone(untilMs), `${tomorrow.toISOString().slice(0, 10)}, 00:00:00`, timezoneId);
+    assert.ok(untilMs > now && untilMs - now <= 25 * HOUR);
+    assert.deepEqual(remembered(answer).covering, { kind: "anyArguments" });
+    await app.close();
+  }
+});
+
+test("the backend's refusal of a remembered choice is shown in the dialog, which stays", async () => {
+  const app = await openApp(env, { asks: [call({ id: 6 })] });
+  const { page, backend } = app;
+  backend.onAnswer = (id, answer) => answer.action === "remember"
+    ? { err: { kind: "answer", message: "malformed", error: { kind: "malformed", message: `that moment has already passed ${IMG}` } } }
+    : null;
+  const d = dialog(page);
+  await d.getByRole("button", { name: "Remember…" }).click();
+  await d.getByRole("radio", { name: "1 hour" }).check();
+  const allow = d.getByRole("button", { name: "Allow and remember" });
+  await armed(allow);
+  await allow.click();
+  await d.getByRole("alert").getByText(`that moment has already passed ${IMG}`).waitFor();
+  assert.equal(await d.count(), 1);
+  assert.equal(await allow.isEnabled(), true);
+  assert.equal(await d.locator("img").count(), 0);
+  // The person can still answer otherwise.
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  await d.waitFor({ state: "detached" });
+  assert.deepEqual(backend.answers.map((a) => a.answer.action), ["remember", "decline"]);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await app.close();
+});
+
+test("what changed in the tool since the person decided is shown first, as text, clipped", async () => {
+  const longAfter = JSON.stringify({ destructiveHint: true, note: "y".repeat(600) });
+  const changed = [
+    { field: "description", before: JSON.stringify("Deletes a ticket."), after: JSON.stringify(`Deletes ${IMG} every${ZWSP}thing ${RLO}fdp.exe`) },
+    { field: "annotations", before: "null", after: longAfter },
+    { field: `x${IMG}`, before: "1", after: "2" },
+  ];
+  const app = await openApp(env, {});
+  const { page, backend } = app;
+  await backend.addAsk(call({ id: 7, changed }));
+  const d = page.getByRole("dialog", { name: "Approve a tool call" });
+  await d.waitFor();
+  const region = d.getByRole("region", { name: "This tool changed since you last decided about it" });
+  assert.match(await d.locator(".call-summary").textContent(), /The tool changed since you last decided about it\.$/);
+  // Before the facts: the first thing after the summary.
+  assert.equal(await d.locator(".call-summary + .call-changed").count(), 1);
+  assert.deepEqual(await region.locator("dt").allTextContents(), ["description", "annotations", `x${IMG}`]);
+  const pres = region.locator("pre");
+  assert.equal(await pres.nth(0).textContent(), '"Deletes a ticket."');
+  assert.equal(await pres.nth(1).textContent(), `"Deletes ${IMG} every⟨U+200B⟩thing ⟨U+202E⟩fdp.exe"`);
+  assert.equal(await region.locator(".ctrl").count(), 2);
+  // Long values are clipped with Show all.
+  assert.ok((await pres.nth(3).textContent()).endsWith("…"));
+  await region.getByRole("button", { name: /^Show all/ }).click();
+  assert.equal(await pres.nth(3).textContent(), longAfter);
+  assert.equal(await d.locator("img").count(), 0);
+  assert.doesNotMatch(await d.textContent(), new RegExp(`${RLO}|${ZWSP}`));
+  // Nothing changed: no such section.
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  await d.waitFor({ state: "detached" });
+  await backend.addAsk(call({ id: 8 }));
+  await d.waitFor();
+  assert.equal(await d.locator(".call-changed").count(), 0);
+  assert.doesNotMatch(await d.locator(".call-summary").textContent(), /changed/);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("the agent is its token's name; the name it calls itself is shown beside when different", async () => {
+  const app = await openApp(env, { asks: [call({ id: 9, agent: "Claude Code", declared: `Cursor${IMG}${RLO}` })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  const agentFact = () => d.locator(".call-facts dd").first().textContent();
+  assert.equal(await agentFact(), `Claude Code (calls itself Cursor${IMG}⟨U+202E⟩)`);
+  assert.equal(await d.locator(".call-summary").textContent(), "Claude Code wants to run delete_ticket on tickets.");
+  assert.equal(await d.locator("img").count(), 0);
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  await d.waitFor({ state: "detached" });
+  for (const [id, declared] of [[10, "Claude Code"], [11, null]]) {
+    await backend.addAsk(call({ id, agent: "Claude Code", declared }));
+    await d.waitFor();
+    assert.equal(await agentFact(), "Claude Code");
+    await d.getByRole("button", { name: "Deny", exact: true }).click();
+    await d.waitFor({ state: "detached" });
+  }
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await app.close();
+});
+
+test("History words remembered outcomes and says which remembered decision decided a call", async () => {
+  const now = Date.UTC(2026, 0, 5, 12, 0, 0);
+  const entry = (id, outcome, o = {}) => ({ run: "r", ask: call({ id, receivedAtMs: now - id * 1000, ...o }), outcome, resolvedAtMs: now });
+  const app = await openApp(env, { history: { asks: [
+    entry(1, { outcome: "remembered", decision: { allow: true, lasting: { kind: "session" },
+      covering: { kind: "pathUnder", argument: "path", prefix: "/p" } } }, { declared: "cursor-agent" }),
+    entry(2, { outcome: "remembered", decision: { allow: false, lasting: { kind: "always" }, covering: { kind: "anyArguments" } } }),
+    entry(3, { outcome: "remembered", decision: { allow: true, lasting: { kind: "until", untilMs: Date.UTC(2026, 0, 5, 13, 0, 0) },
+      covering: { kind: "exactArguments", arguments: `{"id":"${IMG}"}` } } }),
+    entry(4, { outcome: "alwaysAllowed" }),
+  ], refused: [], gated: [
+    { server: "tickets", agent: "Claude Code", tool: "delete_ticket", allowed: true, why: "remembered #3: allow for the agent's session, path under /p", atMs: now },
+    { server: "tickets", agent: "Claude Code", tool: "delete_ticket", allowed: false, why: "remembered #4: deny always, any arguments", atMs: now - 1 },
+  ], skipped: 0 } });
+  const { page } = app;
+  await page.getByRole("tab", { name: "History" }).click();
+  const rows = page.locator(".history-table").first().locator("tbody tr");
+  await rows.first().waitFor();
+  const outcomes = await rows.evaluateAll((trs) => trs.map((tr) => tr.children[3].textContent.replace(/\s/g, " ")));
+  assert.deepEqual(outcomes, [
+    "Allowed and remembered: for the agent's session, “path”: any path under /p",
+    "Denied and remembered: always, any arguments",
+    `Allowed and remembered: until Jan 5, 2026, 2:00:00 PM, exactly {"id":"${IMG}"}`,
+    "Always allowed",
+  ]);
+  assert.match(await rows.first().textContent(), /for Claude Code \(calls itself cursor-agent\)/);
+  const gated = page.locator(".history-table").nth(1).locator("tbody tr");
+  assert.deepEqual(await gated.evaluateAll((trs) => trs.map((tr) => `${tr.children[4].textContent}: ${tr.children[5].textContent}`)), [
+    "Allowed: remembered #3: allow for the agent's session, path under /p",
+    "Refused: remembered #4: deny always, any arguments",
+  ]);
+  assert.equal(await page.locator(".history img").count(), 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
