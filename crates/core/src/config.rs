@@ -63,6 +63,11 @@ pub struct ServerConfig {
     /// `resources/subscribe`) and prompts (`prompts/get`). Unset: a trusted server's are read
     /// without asking, an untrusted server's ask.
     pub read_policy: Option<ToolRule>,
+    /// How long an agent's tool call waits for the person's approval before the agent is
+    /// told the approval is pending in Countersign (and can make the call again later).
+    pub approval_wait: Duration,
+    /// How long such a pending approval stays in the app before it expires.
+    pub pending_expiry: Duration,
 }
 
 /// What the gateway does with an agent's call of one tool, as the person configured it.
@@ -86,6 +91,12 @@ pub struct GatewayConfig {
 
 /// Unlikely to be taken on a workstation, and the same on every install so pasted agent
 /// configs keep working.
+/// Two minutes: long enough to read a question, short enough that no agent's connection is
+/// held for an afternoon.
+pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(120);
+/// A day.
+pub const DEFAULT_PENDING_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+
 pub const DEFAULT_GATEWAY_PORT: u16 = 47717;
 
 impl Default for GatewayConfig {
@@ -114,6 +125,8 @@ impl ServerConfig {
             protocol: ProtocolChoice::Auto,
             tool_policy: BTreeMap::new(),
             read_policy: None,
+            approval_wait: DEFAULT_APPROVAL_WAIT,
+            pending_expiry: DEFAULT_PENDING_EXPIRY,
         }
     }
 
@@ -293,6 +306,8 @@ struct RawServer {
     #[serde(default)]
     tool_policy: BTreeMap<String, ToolRule>,
     read_policy: Option<ToolRule>,
+    approval_wait_secs: Option<u64>,
+    pending_approval_secs: Option<u64>,
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -458,6 +473,8 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         protocol: raw.protocol,
         tool_policy: raw.tool_policy,
         read_policy: raw.read_policy,
+        approval_wait: secs(raw.approval_wait_secs, DEFAULT_APPROVAL_WAIT)?,
+        pending_expiry: secs(raw.pending_approval_secs, DEFAULT_PENDING_EXPIRY)?,
     })
 }
 

@@ -61,7 +61,12 @@ fn scratch(test: &str) -> PathBuf {
 }
 
 async fn rig(test: &str, servers: Vec<ServerConfig>) -> Rig {
-    let dir = scratch(test);
+    rig_in(scratch(test), servers).await
+}
+
+/// A rig whose files (audit log, tokens, pending approvals) are in `dir`, as an app restarted
+/// on the same data directory finds them.
+async fn rig_in(dir: PathBuf, servers: Vec<ServerConfig>) -> Rig {
     let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
     let events = broker.subscribe();
     let settings = SettingsStore::default();
@@ -1614,4 +1619,205 @@ fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// `@modelcontextprotocol/server-filesystem` over stdio, allowed into `dir` only.
+fn filesystem_server(name: &str, dir: &std::path::Path) -> ServerConfig {
+    let script =
+        common::peer_path("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    common::with_test_timeouts(ServerConfig::stdio(
+        name,
+        common::node(),
+        &[script.as_str(), dir.to_str().unwrap()],
+    ))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_preview_shows_the_servers_diff_and_changes_nothing_until_the_person_allows_once() {
+    use countersign_core::audit::AuditRecord;
+    use countersign_core::gateway::preview::PreviewError;
+    // The server resolves symlinks in its allowed directories; so does the test.
+    let files = scratch("preview-files").canonicalize().unwrap();
+    let notes = files.join("notes.txt");
+    std::fs::write(&notes, "hello world\n").unwrap();
+    let mut rig = rig("preview", vec![filesystem_server("files", &files)]).await;
+
+    let args = json!({
+        "path": notes.to_str().unwrap(),
+        "edits": [{"oldText": "world", "newText": "there"}],
+    });
+    let agent = tokio::spawn(ts_agent(vec![
+        "--url".into(),
+        rig.url("files"),
+        "--token".into(),
+        rig.gateway.token().to_owned(),
+        "--name".into(),
+        "ts-agent".into(),
+        "--call".into(),
+        "edit_file".into(),
+        "--args".into(),
+        args.to_string(),
+    ]));
+    let ask = rig.next_ask().await;
+    match &ask.kind {
+        AskKind::ToolCall { tool, preview, .. } => {
+            assert_eq!(tool, "edit_file");
+            assert!(preview, "edit_file takes a boolean dryRun: {ask:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+
+    let shown = tokio::time::timeout(WAIT, rig.gateway.preview(ask.id))
+        .await
+        .expect("the preview in time")
+        .expect("a preview");
+    assert!(!shown.is_error, "{shown:?}");
+    assert!(!shown.clipped);
+    assert!(shown.text.contains("-hello world"), "{}", shown.text);
+    assert!(shown.text.contains("+hello there"), "{}", shown.text);
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "hello world\n",
+        "the dry run changed the file"
+    );
+    // The preview answered nothing: the question still waits.
+    assert!(rig.broker.pending().iter().any(|a| a.id == ask.id));
+
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let lines = agent.await.unwrap();
+    assert_eq!(lines[1]["step"], "call", "{lines:?}");
+    // Had the preview written the edit, "world" would be gone and this call an error.
+    assert_ne!(lines[1]["result"]["isError"], true, "{lines:?}");
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello there\n");
+
+    // The question has ended: no preview any more.
+    assert_eq!(
+        rig.gateway.preview(ask.id).await,
+        Err(PreviewError::NotOffered)
+    );
+
+    let records = rig.records();
+    let previews = records
+        .iter()
+        .filter(|r| {
+            matches!(r, AuditRecord::Forwarded { method, server, .. }
+                if server == "files" && method.contains("preview"))
+        })
+        .count();
+    assert_eq!(previews, 1, "{records:#?}");
+    let asked: Vec<_> = records
+        .iter()
+        .filter_map(|r| match r {
+            AuditRecord::Asked { ask, .. } => Some(ask.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked, vec![ask.id], "{records:#?}");
+    assert!(
+        records.iter().any(|r| matches!(r,
+            AuditRecord::Resolved { id, outcome: Outcome::Accepted { .. }, .. } if *id == ask.id)),
+        "{records:#?}"
+    );
+
+    // A tool without a boolean dryRun offers no preview, even while its question waits.
+    let agent = rig.agent("files", "rmcp-agent", false).await;
+    let writing = spawn_call(
+        &agent,
+        "write_file",
+        json!({"path": notes.to_str().unwrap(), "content": "gone\n"}),
+    );
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(&ask.kind, AskKind::ToolCall { tool, preview: false, .. } if tool == "write_file"),
+        "{ask:?}"
+    );
+    assert_eq!(
+        rig.gateway.preview(ask.id).await,
+        Err(PreviewError::NotOffered)
+    );
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(writing.await.unwrap().unwrap().is_error, Some(true));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello there\n");
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_outlives_the_call_and_a_restart_and_its_answer_is_used_once() {
+    let dir = scratch("durable");
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(500);
+    let mut rig = rig_in(dir.clone(), vec![files.clone()]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let args = json!({"path": "/p/report.txt"});
+    // Nobody answers in time: a result (not an error) saying the approval is pending.
+    let waited = spawn_call(&agent, "read_file", args.clone());
+    let ask = rig.next_ask().await;
+    let told = waited.await.unwrap().unwrap();
+    assert_ne!(told.is_error, Some(true));
+    let words = text(&told);
+    assert!(
+        words.contains("Approval pending in Countersign (id p-"),
+        "{words}"
+    );
+    // The question stays in the app.
+    assert_eq!(rig.broker.pending().len(), 1);
+    assert_eq!(rig.broker.pending()[0].id, ask.id);
+
+    // Countersign quits (every open question cancelled) and starts again on the same files.
+    rig.broker.shutdown();
+    rig.gateway.shutdown().await;
+    drop(agent);
+    let mut rig = rig_in(dir, vec![files]).await;
+    let again = rig.next_ask().await;
+    let AskKind::ToolCall {
+        tool, arguments, ..
+    } = &again.kind
+    else {
+        panic!("{again:?}")
+    };
+    assert_eq!((tool.as_str(), arguments), ("read_file", &args));
+    rig.broker
+        .answer(again.id, Answer::Accept { content: None })
+        .unwrap();
+
+    // The agent's retry runs once, unasked.
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let retried = call(&agent, "read_file", args.clone()).await;
+    assert_eq!(text(&retried), r#"read_file {"path":"/p/report.txt"}"#);
+    assert!(rig.broker.pending().is_empty());
+    // A second retry is a new call: asked again.
+    let second = spawn_call(&agent, "read_file", args.clone());
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(second.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_denial_answers_the_retry_and_only_the_same_call() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("durable-deny", vec![files]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let waited = spawn_call(&agent, "read_file", json!({"path": "/p/a"}));
+    let ask = rig.next_ask().await;
+    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    // Other arguments: not this approval; asked.
+    let other = spawn_call(&agent, "read_file", json!({"path": "/p/b"}));
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(other.await.unwrap().unwrap().is_error, Some(true));
+    // The same call: denied at once with the approval's id.
+    let retried = call(&agent, "read_file", json!({"path": "/p/a"})).await;
+    assert_eq!(retried.is_error, Some(true));
+    assert!(
+        text(&retried).contains("pending approval p-"),
+        "{}",
+        text(&retried)
+    );
+    assert!(rig.broker.pending().is_empty());
+    rig.gateway.shutdown().await;
 }

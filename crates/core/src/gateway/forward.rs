@@ -45,6 +45,7 @@ use super::faithful::shape_result;
 
 /// rmcp's name for what a server says about itself in the handshake.
 type ServerConfig_ = rmcp::model::ServerConfig;
+use super::pending::{self, PendingApproval};
 use super::policy::{self, Decision};
 use crate::approval::{self, Lasting, RememberedDecision};
 use crate::ask::{AskKind, CancelReason, Outcome};
@@ -684,6 +685,7 @@ impl Forwarder {
             Ok(()) => self.forward_call(&up, request, &ctx).await,
             Err(Refusal::Denied(words)) => Ok(denied(words)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+            Err(Refusal::Pending { id }) => Ok(pending_result(&id, &tool, &self.server)),
         }
     }
 
@@ -711,6 +713,11 @@ impl Forwarder {
             Ok(()) => Ok(()),
             Err(Refusal::Denied(words)) => Err(McpError::invalid_request(words, None)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+            // Reads are never left pending; should one be, it is a no for now.
+            Err(Refusal::Pending { id }) => Err(McpError::invalid_request(
+                format!("approval {id} is pending in Countersign"),
+                None,
+            )),
         }
     }
 
@@ -779,6 +786,16 @@ impl Forwarder {
                 }))
             }
             Decision::Ask => {
+                let arguments = serde_json::to_string(&gated.arguments).unwrap_or_default();
+                if !gated.read {
+                    // The person may have answered this very call while it was pending.
+                    if let Some(answered) = self
+                        .pending_answer(up, &who, &gated, &arguments, &digest, now_ms)
+                        .await?
+                    {
+                        return answered;
+                    }
+                }
                 let changed = settings.changed_since(&call, &gated.definition);
                 let mut asker = asker_for(config);
                 asker.agent = Some(who.name.clone());
@@ -791,7 +808,12 @@ impl Forwarder {
                         asker,
                         kind,
                         request: gated.request.clone(),
-                        timeout: Some(config.answer_timeout),
+                        // A tool call's question may outlive the call (see `pending`).
+                        timeout: Some(if gated.read {
+                            config.answer_timeout
+                        } else {
+                            config.pending_expiry
+                        }),
                         session: up.session,
                     })
                     // The server has its limit of questions waiting (recorded by the broker).
@@ -801,9 +823,49 @@ impl Forwarder {
                         .previews
                         .offer(pending.id(), Arc::downgrade(up), request)
                 });
-                let outcome = pending
-                    .outcome_or_withdraw(&Leaving::of(ctx).withdraw())
-                    .await;
+                let waiting = WhileWaiting::link(ctx);
+                let tokens = waiting.tokens();
+                let mut outcome =
+                    Box::pin(async move { pending.outcome_or_withdraw(&tokens).await });
+                let outcome = if gated.read {
+                    outcome.await
+                } else {
+                    tokio::select! {
+                        o = &mut outcome => o,
+                        _ = tokio::time::sleep(config.approval_wait) => {
+                            // Detached from the agent's call: the question stays for the person.
+                            waiting.detach();
+                            let approval = PendingApproval {
+                                id: pending::fresh_id(),
+                                agent: who.id.clone(),
+                                agent_name: who.name.clone(),
+                                declared: who.declared.clone(),
+                                server: config.name.clone(),
+                                tool: gated.key.to_owned(),
+                                arguments,
+                                arguments_value: gated.arguments.clone(),
+                                definition: gated.definition.clone(),
+                                digest: digest.clone(),
+                                created_ms: now_ms,
+                                expires_ms: now_ms
+                                    .saturating_add(config.pending_expiry.as_millis() as u64),
+                                state: pending::PendingState::Waiting,
+                            };
+                            return pending::keep_waiting(&self.shared, approval, outcome)
+                                .map(|id| Err(Refusal::Pending { id }))
+                                .unwrap_or_else(|| {
+                                    Err(Refusal::Denied(format!(
+                                        "Countersign did not allow {what} on {}: nobody \
+                                         answered in time, and {} approvals are already \
+                                         pending.",
+                                        config.name,
+                                        pending::MAX_PENDING
+                                    )))
+                                });
+                        }
+                    }
+                };
+                waiting.detach();
                 let denied_by_person = || {
                     Refusal::Denied(format!(
                         "The person using Countersign denied {what} on {}.",
@@ -814,26 +876,21 @@ impl Forwarder {
                     Outcome::Accepted { .. } | Outcome::AlwaysAllowed => Ok(()),
                     Outcome::Remembered { decision } => {
                         let allow = decision.allow;
-                        let kept = RememberedDecision {
-                            id: 0,
-                            agent: who.id.clone(),
-                            agent_name: who.name.clone(),
-                            server: config.name.clone(),
-                            tool: gated.key.to_owned(),
-                            allow,
-                            session: (decision.lasting == Lasting::Session).then_some(up.session),
-                            lasting: decision.lasting,
-                            covering: decision.covering,
-                            definition: gated.definition.clone(),
-                            digest: digest.clone(),
-                            created_ms: now_ms,
-                            last_used_ms: Some(now_ms),
-                            uses: 1,
-                        };
-                        if let Err(e) = settings.remember(kept, now_ms) {
-                            // Decided this once all the same: the person said so.
-                            tracing::warn!(error = %e, "cannot remember a decision");
-                        }
+                        let session = (decision.lasting == Lasting::Session).then_some(up.session);
+                        keep_decision(
+                            settings,
+                            Decided {
+                                agent: &who.id,
+                                agent_name: &who.name,
+                                server: &config.name,
+                                tool: gated.key,
+                                definition: &gated.definition,
+                                digest: &digest,
+                            },
+                            decision,
+                            session,
+                            now_ms,
+                        );
                         if allow {
                             Ok(())
                         } else {
@@ -852,6 +909,56 @@ impl Forwarder {
                         config.name,
                         reason.notice()
                     ))),
+                }
+            }
+        }
+    }
+
+    /// The person's answer to this very call, given while it was pending: used once. A call
+    /// still pending waits a while more for it, then is told it is still pending. `None`:
+    /// nothing pending for this call.
+    async fn pending_answer(
+        &self,
+        up: &Upstream,
+        who: &Who,
+        gated: &Gated<'_>,
+        arguments: &str,
+        digest: &str,
+        now_ms: u64,
+    ) -> Result<Option<Result<(), Refusal>>, Refusal> {
+        let store = &self.shared.pending;
+        let config = &up.server;
+        let find = || store.find(&who.id, &config.name, gated.key, arguments, digest, now_ms);
+        let deadline = tokio::time::Instant::now() + config.approval_wait;
+        loop {
+            let changed = store.changed();
+            match find() {
+                pending::Found::None => return Ok(None),
+                pending::Found::Answered { id, allow } => {
+                    let why = format!("pending approval {id}, answered by the person");
+                    self.shared
+                        .broker
+                        .audit()
+                        .record_gated(&config.name, Some(&who.name), gated.key, allow, &why)
+                        .map_err(|e| {
+                            Refusal::Denied(format!(
+                                "Countersign did not allow {}: {e}.",
+                                gated.what
+                            ))
+                        })?;
+                    return Ok(Some(if allow {
+                        Ok(())
+                    } else {
+                        Err(Refusal::Denied(format!(
+                            "The person using Countersign denied {} on {} (pending approval {id}).",
+                            gated.what, config.name
+                        )))
+                    }));
+                }
+                pending::Found::Waiting { id } => {
+                    if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                        return Ok(Some(Err(Refusal::Pending { id })));
+                    }
                 }
             }
         }
@@ -1362,6 +1469,105 @@ enum Refusal {
     Denied(String),
     /// The agent cancelled or went away while the person was asked.
     AgentLeft,
+    /// The person has not answered yet: the approval waits in Countersign under `id`.
+    Pending { id: String },
+}
+
+/// What the agent is told when the person has not answered yet: a result, not an error, in
+/// words its model can act on.
+fn pending_result(id: &str, tool: &str, server: &str) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(format!(
+        "Approval pending in Countersign (id {id}): the person has not yet decided whether \
+         {tool} on {server} may run, and it has not run. Make the same call again later, with \
+         the same arguments, to get their decision."
+    ))])
+}
+
+/// Who decided about what, for a decision to remember.
+pub(crate) struct Decided<'a> {
+    pub agent: &'a str,
+    pub agent_name: &'a str,
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub definition: &'a Value,
+    pub digest: &'a str,
+}
+
+/// Keeps what the person chose to remember (a failure to save is logged: the decision was
+/// taken for this call all the same).
+pub(crate) fn keep_decision(
+    settings: &crate::settings::SettingsStore,
+    decided: Decided,
+    decision: approval::Remember,
+    session: Option<u64>,
+    now_ms: u64,
+) {
+    let kept = RememberedDecision {
+        id: 0,
+        agent: decided.agent.to_owned(),
+        agent_name: decided.agent_name.to_owned(),
+        server: decided.server.to_owned(),
+        tool: decided.tool.to_owned(),
+        allow: decision.allow,
+        session,
+        lasting: decision.lasting,
+        covering: decision.covering,
+        definition: decided.definition.clone(),
+        digest: decided.digest.to_owned(),
+        created_ms: now_ms,
+        last_used_ms: Some(now_ms),
+        uses: 1,
+    };
+    if let Err(e) = settings.remember(kept, now_ms) {
+        tracing::warn!(error = %e, "cannot remember a decision");
+    }
+}
+
+/// Ties a question to the agent's call while the call waits for it, and lets go when the
+/// call stops waiting (the question then outlives it, see `pending`).
+struct WhileWaiting {
+    detached: CancellationToken,
+    cancelled: CancellationToken,
+    gone: CancellationToken,
+}
+
+impl WhileWaiting {
+    fn link(ctx: &RequestContext<RoleServer>) -> Self {
+        let leaving = Leaving::of(ctx);
+        let link = WhileWaiting {
+            detached: CancellationToken::new(),
+            cancelled: CancellationToken::new(),
+            gone: CancellationToken::new(),
+        };
+        let (detached, cancelled, gone) = (
+            link.detached.clone(),
+            link.cancelled.clone(),
+            link.gone.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                _ = detached.cancelled() => {}
+                reason = leaving.left() => match reason {
+                    CancelReason::AgentGone => gone.cancel(),
+                    _ => cancelled.cancel(),
+                },
+            }
+        });
+        link
+    }
+
+    /// The withdraw tokens for the question; the agent's cancellation listed first.
+    fn tokens(&self) -> Vec<(CancellationToken, CancelReason)> {
+        vec![
+            (self.cancelled.clone(), CancelReason::Agent),
+            (self.gone.clone(), CancelReason::AgentGone),
+        ]
+    }
+
+    fn detach(&self) {
+        self.detached.cancel();
+    }
 }
 
 /// A denial, as the agent sees it: a tool result with `isError: true` that says why.

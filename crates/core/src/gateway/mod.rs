@@ -14,8 +14,9 @@ pub mod connect;
 mod faithful;
 mod forward;
 mod gone;
-pub mod preview;
+mod pending;
 pub mod policy;
+pub mod preview;
 pub mod token;
 
 use std::collections::BTreeMap;
@@ -74,6 +75,10 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
+    /// Approvals the person has not answered in time for the agent's call (see `pending`).
+    pub(crate) pending: pending::PendingStore,
+    /// The broker session of the questions behind pending approvals, tied to no upstream.
+    pub(crate) pending_session: u64,
     /// Calls waiting for the person that can be previewed with `dryRun: true`.
     pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
@@ -106,7 +111,9 @@ impl Gateway {
         settings: SettingsStore,
         token_path: PathBuf,
     ) -> Result<Self, GatewayError> {
-        let agents = agents::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
+        let pending_path = token_path.with_file_name("pending-approvals.json");
+        let agents =
+            agents::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
         Ok(Gateway {
             shared: Arc::new(Shared {
                 servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
@@ -114,6 +121,8 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
+                pending: pending::PendingStore::load(Some(pending_path), crate::broker::unix_ms()),
+                pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
                 open_upstreams: Mutex::default(),
@@ -140,8 +149,12 @@ impl Gateway {
         bridge_command: &str,
     ) -> Result<CreatedAgent, AgentError> {
         let (agent, token) = self.shared.agents.create(name)?;
-        let clients =
-            connect::client_setups(&self.base_url(), &token, bridge_command, &self.server_names());
+        let clients = connect::client_setups(
+            &self.base_url(),
+            &token,
+            bridge_command,
+            &self.server_names(),
+        );
         Ok(CreatedAgent {
             agent,
             token,
@@ -221,6 +234,7 @@ impl Gateway {
             }
         });
         tokio::spawn(forward::reap_idle(self.shared.clone()));
+        pending::ask_again(&self.shared);
         tracing::info!(%addr, servers = self.shared.servers.len(), "gateway listening");
         addr
     }
@@ -277,11 +291,7 @@ impl Gateway {
 
     /// Has the gate tell time by `clock` (remembered decisions expire by it): for tests.
     pub fn set_clock(&self, clock: Clock) {
-        *self
-            .shared
-            .clock
-            .write()
-            .unwrap_or_else(|e| e.into_inner()) = clock;
+        *self.shared.clock.write().unwrap_or_else(|e| e.into_inner()) = clock;
     }
 
     pub(crate) fn now_ms(shared: &Shared) -> u64 {

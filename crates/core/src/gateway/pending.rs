@@ -1,0 +1,414 @@
+//! Approvals that outlive the call: a question may take an afternoon, and no agent should hold
+//! a connection open that long. When the person has not answered within the server's
+//! `approvalWaitSecs`, the agent is told the approval is pending (with an id) and may make the
+//! same call again later; the question stays in the app, across restarts, until it is answered
+//! or expires. The person's answer is used once, by the agent's next call with the same token,
+//! server, tool, exact arguments and tool definition.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// At most this many approvals wait at once (across servers); past it, a call that times out
+/// waiting is denied as before rather than kept.
+pub(crate) const MAX_PENDING: usize = 200;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum PendingState {
+    Waiting,
+    Allowed,
+    Denied,
+}
+
+/// One approval waiting for the person, or answered and waiting for the agent's retry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PendingApproval {
+    pub id: String,
+    /// The agent's token id, and its name for the person.
+    pub agent: String,
+    pub agent_name: String,
+    pub declared: Option<String>,
+    pub server: String,
+    pub tool: String,
+    /// What the retry must send, as compact JSON, and as a value to show again.
+    pub arguments: String,
+    pub arguments_value: Value,
+    pub definition: Value,
+    pub digest: String,
+    pub created_ms: u64,
+    pub expires_ms: u64,
+    pub state: PendingState,
+}
+
+/// What a call finds in the store.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Found {
+    /// Answered: used up now.
+    Answered {
+        id: String,
+        allow: bool,
+    },
+    /// Still waiting for the person.
+    Waiting {
+        id: String,
+    },
+    None,
+}
+
+/// The pending approvals, kept in `pending-approvals.json` (0600) beside the token.
+pub(crate) struct PendingStore {
+    path: Option<PathBuf>,
+    entries: Mutex<Vec<PendingApproval>>,
+    changed: tokio::sync::Notify,
+}
+
+impl PendingStore {
+    /// Reads the file; an unreadable one starts empty (logged): a lost pending approval is a
+    /// question asked again, never a yes.
+    pub(crate) fn load(path: Option<PathBuf>, now_ms: u64) -> PendingStore {
+        let mut entries: Vec<PendingApproval> = path
+            .as_deref()
+            .and_then(|p| match std::fs::read(p) {
+                Ok(bytes) => serde_json::from_slice(&bytes)
+                    .map_err(|e| tracing::warn!(path = %p.display(), error = %e, "pending approvals unreadable; starting empty"))
+                    .ok(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    tracing::warn!(path = %p.display(), error = %e, "pending approvals unreadable; starting empty");
+                    None
+                }
+            })
+            .unwrap_or_default();
+        entries.retain(|e| e.expires_ms > now_ms);
+        PendingStore {
+            path,
+            entries: Mutex::new(entries),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PendingApproval>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn save(&self, entries: &[PendingApproval]) {
+        let Some(path) = &self.path else {
+            return;
+        };
+        let written = serde_json::to_vec_pretty(entries)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| crate::private_fs::write_atomic(path, &bytes));
+        if let Err(e) = written {
+            tracing::error!(path = %path.display(), error = %e, "cannot save pending approvals");
+        }
+    }
+
+    /// Keeps `approval`; `false` when the store is full.
+    pub(crate) fn add(&self, approval: PendingApproval) -> bool {
+        let mut entries = self.lock();
+        if entries.len() >= MAX_PENDING {
+            return false;
+        }
+        entries.push(approval);
+        self.save(&entries);
+        true
+    }
+
+    /// The person answered approval `id`.
+    pub(crate) fn answer(&self, id: &str, allow: bool) {
+        let mut entries = self.lock();
+        if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
+            e.state = if allow {
+                PendingState::Allowed
+            } else {
+                PendingState::Denied
+            };
+            self.save(&entries);
+        }
+        drop(entries);
+        self.changed.notify_waiters();
+    }
+
+    /// Approval `id` ended without an answer (expired, withdrawn): gone.
+    pub(crate) fn remove(&self, id: &str) {
+        let mut entries = self.lock();
+        entries.retain(|e| e.id != id);
+        self.save(&entries);
+        drop(entries);
+        self.changed.notify_waiters();
+    }
+
+    /// What there is for this call: an answer (used up now), a question still waiting, or
+    /// nothing.
+    pub(crate) fn find(
+        &self,
+        agent: &str,
+        server: &str,
+        tool: &str,
+        arguments: &str,
+        digest: &str,
+        now_ms: u64,
+    ) -> Found {
+        let mut entries = self.lock();
+        let Some(i) = entries.iter().position(|e| {
+            e.agent == agent
+                && e.server == server
+                && e.tool == tool
+                && e.arguments == arguments
+                && e.digest == digest
+                && e.expires_ms > now_ms
+        }) else {
+            return Found::None;
+        };
+        match entries[i].state {
+            PendingState::Waiting => Found::Waiting {
+                id: entries[i].id.clone(),
+            },
+            state => {
+                let used = entries.remove(i);
+                self.save(&entries);
+                Found::Answered {
+                    id: used.id,
+                    allow: state == PendingState::Allowed,
+                }
+            }
+        }
+    }
+
+    /// Waits until something in the store changes.
+    pub(crate) async fn changed(&self) {
+        self.changed.notified().await;
+    }
+
+    /// The approvals still waiting for the person (to ask again after a restart).
+    pub(crate) fn waiting(&self, now_ms: u64) -> Vec<PendingApproval> {
+        self.lock()
+            .iter()
+            .filter(|e| e.state == PendingState::Waiting && e.expires_ms > now_ms)
+            .cloned()
+            .collect()
+    }
+}
+
+/// A fresh id the agent is told: short, random, not a counter another agent could guess.
+pub(crate) fn fresh_id() -> String {
+    let mut bytes = [0u8; 6];
+    let _ = getrandom::fill(&mut bytes);
+    format!(
+        "p-{}",
+        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn approval(id: &str, expires_ms: u64) -> PendingApproval {
+        PendingApproval {
+            id: id.into(),
+            agent: "a".into(),
+            agent_name: "A".into(),
+            declared: None,
+            server: "s".into(),
+            tool: "t".into(),
+            arguments: "{}".into(),
+            arguments_value: json!({}),
+            definition: json!({}),
+            digest: "d".into(),
+            created_ms: 0,
+            expires_ms,
+            state: PendingState::Waiting,
+        }
+    }
+
+    #[test]
+    fn an_answer_is_used_once_and_only_by_the_same_call() {
+        let store = PendingStore::load(None, 0);
+        assert!(store.add(approval("p-1", 100)));
+        assert_eq!(
+            store.find("a", "s", "t", "{}", "d", 10),
+            Found::Waiting { id: "p-1".into() }
+        );
+        store.answer("p-1", true);
+        assert_eq!(store.find("b", "s", "t", "{}", "d", 10), Found::None);
+        assert_eq!(store.find("a", "s", "t", "{\"x\":1}", "d", 10), Found::None);
+        assert_eq!(store.find("a", "s", "t", "{}", "changed", 10), Found::None);
+        assert_eq!(
+            store.find("a", "s", "t", "{}", "d", 10),
+            Found::Answered {
+                id: "p-1".into(),
+                allow: true
+            }
+        );
+        assert_eq!(store.find("a", "s", "t", "{}", "d", 10), Found::None);
+    }
+
+    #[test]
+    fn kept_across_restarts_privately_until_it_expires() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cs-pending-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("pending-approvals.json");
+        let store = PendingStore::load(Some(path.clone()), 0);
+        store.add(approval("p-1", 100));
+        store.add(approval("p-2", 50));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let again = PendingStore::load(Some(path.clone()), 60);
+        let ids: Vec<String> = again.waiting(60).into_iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["p-1"]);
+        std::fs::write(&path, "not json").unwrap();
+        assert!(PendingStore::load(Some(path), 0).waiting(0).is_empty());
+    }
+
+    #[test]
+    fn the_store_is_capped() {
+        let store = PendingStore::load(None, 0);
+        for i in 0..MAX_PENDING {
+            assert!(store.add(approval(&format!("p-{i}"), 100)));
+        }
+        assert!(!store.add(approval("one-more", 100)));
+    }
+}
+
+/// The question behind a pending approval, waited for apart from any call.
+type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = crate::ask::Outcome> + Send>>;
+
+/// Keeps `approval` and waits for the person's answer to its question (`outcome`) in the
+/// background; `None` (and the question withdrawn) when the store is full.
+pub(crate) fn keep_waiting(
+    shared: &std::sync::Arc<super::Shared>,
+    approval: PendingApproval,
+    outcome: Waiting,
+) -> Option<String> {
+    let id = approval.id.clone();
+    if !shared.pending.add(approval.clone()) {
+        // Dropping the wait withdraws the question.
+        drop(outcome);
+        return None;
+    }
+    tokio::spawn(settle(shared.clone(), approval, outcome));
+    Some(id)
+}
+
+/// Asks again about every approval still waiting (after a restart): the person sees them as
+/// before, and their answers wait for the agents' retries.
+pub(crate) fn ask_again(shared: &std::sync::Arc<super::Shared>) {
+    for approval in shared.pending.waiting(super::Gateway::now_ms(shared)) {
+        reopen(shared, approval);
+    }
+}
+
+/// Opens the question of `approval` again, tied to no agent's session.
+fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
+    use crate::ask::AskKind;
+    let Some(config) = shared.servers.get(&approval.server) else {
+        // The server is no longer configured: nothing could run, nothing to ask.
+        shared.pending.remove(&approval.id);
+        return;
+    };
+    let now = super::Gateway::now_ms(shared);
+    let mut asker = crate::session::asker_for(config);
+    asker.agent = Some(approval.agent_name.clone());
+    asker.declared = approval.declared.clone();
+    let text = |field: &str| {
+        approval
+            .definition
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let kind = AskKind::ToolCall {
+        tool: approval.tool.clone(),
+        title: text("title"),
+        description: text("description"),
+        annotations: approval
+            .definition
+            .get("annotations")
+            .filter(|a| !a.is_null())
+            .cloned(),
+        arguments_text: serde_json::to_string_pretty(&approval.arguments_value).unwrap_or_default(),
+        arguments: approval.arguments_value.clone(),
+        changed: Vec::new(),
+        preview: false,
+    };
+    let opened = shared.broker.open(crate::broker::NewAsk {
+        asker,
+        kind,
+        request: serde_json::json!({
+            "name": approval.tool,
+            "arguments": approval.arguments_value,
+            "pendingApproval": approval.id,
+        }),
+        timeout: Some(std::time::Duration::from_millis(
+            approval.expires_ms.saturating_sub(now),
+        )),
+        session: shared.pending_session,
+    });
+    match opened {
+        Ok(pending) => {
+            tokio::spawn(settle(
+                shared.clone(),
+                approval,
+                Box::pin(pending.outcome()),
+            ));
+        }
+        // The server's questions are at their cap: kept, asked again at the next start.
+        Err(e) => {
+            tracing::warn!(error = %e, id = %approval.id, "cannot ask about a pending approval now")
+        }
+    }
+}
+
+/// Waits for the person's answer and keeps it for the agent's retry.
+async fn settle(
+    shared: std::sync::Arc<super::Shared>,
+    approval: PendingApproval,
+    outcome: Waiting,
+) {
+    use crate::ask::{CancelReason, Outcome};
+    let store = &shared.pending;
+    match outcome.await {
+        Outcome::Accepted { .. } | Outcome::AlwaysAllowed => store.answer(&approval.id, true),
+        Outcome::Remembered { decision } => {
+            let allow = decision.allow;
+            super::forward::keep_decision(
+                &shared.settings,
+                super::forward::Decided {
+                    agent: &approval.agent,
+                    agent_name: &approval.agent_name,
+                    server: &approval.server,
+                    tool: &approval.tool,
+                    definition: &approval.definition,
+                    digest: &approval.digest,
+                },
+                decision,
+                None,
+                super::Gateway::now_ms(&shared),
+            );
+            store.answer(&approval.id, allow);
+        }
+        Outcome::Declined
+        | Outcome::Cancelled {
+            reason: CancelReason::Person | CancelReason::AuditFailed,
+        } => store.answer(&approval.id, false),
+        // Expired: gone, and a retry is asked about afresh.
+        Outcome::Cancelled {
+            reason: CancelReason::Timeout,
+        } => store.remove(&approval.id),
+        // Countersign is quitting: kept, asked again at the next start.
+        Outcome::Cancelled {
+            reason: CancelReason::Shutdown,
+        } => {}
+        // The agent's session ended (its upstream closed): the approval outlives it.
+        Outcome::Cancelled { .. } => reopen(&shared, approval),
+    }
+}
