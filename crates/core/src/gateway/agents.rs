@@ -86,9 +86,7 @@ pub enum AgentError {
     NameTooLong,
     #[error("an agent's name cannot contain control characters")]
     ControlInName,
-    #[error(
-        "there are already {MAX_AGENTS} agents; revoke one you no longer use to make another"
-    )]
+    #[error("there are already {MAX_AGENTS} agents; revoke one you no longer use to make another")]
     TooMany,
     #[error("there is no agent with id {0:?} (it may have been revoked already)")]
     NotFound(String),
@@ -168,12 +166,11 @@ impl AgentStore {
         let mut digests = Vec::with_capacity(file.agents.len() + 1);
         let mut shared_token = String::new();
         if !file.shared_revoked {
-            shared_token = token::load_or_create(&shared_path).map_err(|source| {
-                AgentError::SharedToken {
+            shared_token =
+                token::load_or_create(&shared_path).map_err(|source| AgentError::SharedToken {
                     path: shared_path.clone(),
                     source,
-                }
-            })?;
+                })?;
             digests.push((SHARED_ID.to_owned(), digest(&shared_token)));
         }
         for agent in &file.agents {
@@ -429,7 +426,10 @@ mod tests {
 
         let path = dir.join("agents.json");
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains(&cursor_token) && !text.contains(&code_token), "{text}");
+        assert!(
+            !text.contains(&cursor_token) && !text.contains(&code_token),
+            "{text}"
+        );
         assert!(text.contains(&hex(&digest(&cursor_token))), "{text}");
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,

@@ -34,7 +34,9 @@ pub struct PreviewResult {
 #[ts(export)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum PreviewError {
-    #[error("this question has no preview (it was answered, withdrawn, or its tool takes no dryRun)")]
+    #[error(
+        "this question has no preview (it was answered, withdrawn, or its tool takes no dryRun)"
+    )]
     NotOffered,
     #[error("the server's session has ended")]
     Gone,
@@ -81,7 +83,11 @@ impl Previews {
 
     /// Makes the call of ask `id` with `dryRun: true`.
     pub(crate) async fn run(&self, id: AskId) -> Result<PreviewResult, PreviewError> {
-        let (upstream, mut request) = self.lock().get(&id).cloned().ok_or(PreviewError::NotOffered)?;
+        let (upstream, mut request) = self
+            .lock()
+            .get(&id)
+            .cloned()
+            .ok_or(PreviewError::NotOffered)?;
         let upstream = upstream.upgrade().ok_or(PreviewError::Gone)?;
         request
             .params
@@ -133,7 +139,9 @@ mod tests {
         assert!(!takes_dry_run(Some(
             &json!({"properties": {"dryRun": {"type": "string"}}})
         )));
-        assert!(!takes_dry_run(Some(&json!({"properties": {"dry_run": {"type": "boolean"}}}))));
+        assert!(!takes_dry_run(Some(
+            &json!({"properties": {"dry_run": {"type": "boolean"}}})
+        )));
         assert!(!takes_dry_run(None));
     }
 }
