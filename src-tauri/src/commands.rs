@@ -10,6 +10,7 @@ use countersign_core::clients::{
     AgentConfigs, ClientKind, ImportPreview, ImportResult, RewritePreview, RewriteResult,
     UndoResult,
 };
+use countersign_core::gateway::preview::PreviewResult;
 use countersign_core::gateway::{AgentView, CreatedAgent, GatewayInfo};
 use countersign_core::settings::Settings;
 use countersign_core::{Answer, App, AppError, Ask, AskId, Outcome};
@@ -30,6 +31,12 @@ pub fn answer_ask(app: State<'_, App>, id: AskId, answer: Answer) -> Result<Outc
         return Ok(outcome);
     }
     app.answer(id, answer)
+}
+
+/// A waiting tool call made once more with `dryRun: true`; answers nothing.
+#[tauri::command]
+pub async fn preview_call(app: State<'_, App>, id: AskId) -> Result<PreviewResult, AppError> {
+    app.preview_call(id).await
 }
 
 #[tauri::command]

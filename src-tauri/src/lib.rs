@@ -83,6 +83,7 @@ pub fn run() {
         .invoke_handler(tauri::generate_handler![
             commands::pending_asks,
             commands::answer_ask,
+            commands::preview_call,
             commands::list_servers,
             commands::list_tools,
             commands::server_stderr,

@@ -147,6 +147,12 @@ pub enum AppError {
     /// an undo, confirm with `force`).
     #[error("{message}")]
     ChangedOnDisk { message: String },
+    /// A waiting tool call's dry run (`App::preview_call`) could not be shown.
+    #[error("{message}")]
+    Preview {
+        message: String,
+        error: crate::gateway::preview::PreviewError,
+    },
 }
 
 impl From<crate::clients::ClientError> for AppError {
@@ -171,6 +177,15 @@ impl From<crate::session::SessionError> for AppError {
 impl From<AnswerError> for AppError {
     fn from(error: AnswerError) -> Self {
         AppError::Answer {
+            message: error.to_string(),
+            error,
+        }
+    }
+}
+
+impl From<crate::gateway::preview::PreviewError> for AppError {
+    fn from(error: crate::gateway::preview::PreviewError) -> Self {
+        AppError::Preview {
             message: error.to_string(),
             error,
         }
@@ -525,6 +540,16 @@ impl App {
         Ok(self.broker.answer(id, answer)?)
     }
 
+    /// The call approval `id` waits for, made once more with `dryRun: true`, for the person to
+    /// read before deciding (see `gateway::preview`). It answers nothing: the question stays
+    /// open, and what comes back is the server's word.
+    pub async fn preview_call(
+        &self,
+        id: AskId,
+    ) -> Result<crate::gateway::preview::PreviewResult, AppError> {
+        Ok(self.running_gateway()?.preview(id).await?)
+    }
+
     /// Answers a URL question with consent and returns the address to open in the browser;
     /// only a web address that passed the policy when it arrived is ever returned.
     pub fn consent_to_url(&self, id: AskId) -> Result<(Outcome, Option<url::Url>), AppError> {
@@ -783,6 +808,24 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&missing).unwrap(),
             json!({"kind": "agentConfig", "message": "~/.cursor/mcp.json: not found"})
+        );
+    }
+
+    #[test]
+    fn a_preview_that_cannot_be_shown_crosses_with_why() {
+        use crate::gateway::preview::PreviewError;
+        let not_offered: AppError = PreviewError::NotOffered.into();
+        let crossed = serde_json::to_value(&not_offered).unwrap();
+        assert_eq!(crossed["kind"], "preview");
+        assert_eq!(crossed["error"], json!({"kind": "notOffered"}));
+        assert!(crossed["message"].as_str().unwrap().contains("no preview"));
+        let failed: AppError = PreviewError::Failed {
+            message: "boom".into(),
+        }
+        .into();
+        assert_eq!(
+            serde_json::to_value(&failed).unwrap()["error"],
+            json!({"kind": "failed", "message": "boom"})
         );
     }
 

@@ -30,4 +30,9 @@ argumentsText: string,
  * What changed in the tool's definition since the person last decided about it (a
  * remembered decision that no longer applies because of it); empty otherwise.
  */
-changed: Array<DefinitionChange>, };
+changed: Array<DefinitionChange>, 
+/**
+ * The tool takes a boolean `dryRun`: the person can have the same call made with
+ * `dryRun: true` and see its result before deciding.
+ */
+preview: boolean, };
