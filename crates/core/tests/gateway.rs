@@ -1821,3 +1821,52 @@ async fn a_pending_denial_answers_the_retry_and_only_the_same_call() {
     assert!(rig.broker.pending().is_empty());
     rig.gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn five_calls_waiting_three_allowed_exactly_those_three_reach_the_server() {
+    let dir = scratch("batch-log");
+    let log = dir.join("hostile.log");
+    let mut rig = rig("batch", vec![hostile_server("files", Some(&log))]).await;
+    let agent = rig.agent("files", "busy-agent", false).await;
+    let calls: Vec<_> = (0..5)
+        .map(|n| spawn_call(&agent, "read_file", json!({"path": format!("/p/{n}")})))
+        .collect();
+    let mut asks = Vec::new();
+    for _ in 0..5 {
+        asks.push(rig.next_ask().await);
+    }
+    // As the dialog's batch does: the ticked ones allowed, every other one denied.
+    let path = |ask: &Ask| match &ask.kind {
+        AskKind::ToolCall { arguments, .. } => arguments["path"].as_str().unwrap().to_owned(),
+        other => panic!("{other:?}"),
+    };
+    let ticked = ["/p/0", "/p/2", "/p/4"];
+    for ask in &asks {
+        let answer = if ticked.contains(&path(ask).as_str()) {
+            Answer::Accept { content: None }
+        } else {
+            Answer::Decline
+        };
+        rig.broker.answer(ask.id, answer).unwrap();
+    }
+    for (n, call) in calls.into_iter().enumerate() {
+        let result = call.await.unwrap().unwrap();
+        assert_eq!(result.is_error == Some(true), n % 2 == 1, "call {n}");
+    }
+    let received: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .map(|m| {
+            m["params"]["arguments"]["path"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    let mut received = received;
+    received.sort();
+    assert_eq!(received, ticked);
+    rig.gateway.shutdown().await;
+}
