@@ -1632,6 +1632,28 @@ fn filesystem_server(name: &str, dir: &std::path::Path) -> ServerConfig {
     ))
 }
 
+/// The preview of `ask`. The ask's event goes out from the broker a moment before the gateway
+/// registers the offer (no await between them), so a test that asks at once may be early:
+/// `NotOffered` is retried for up to a second, never longer.
+async fn preview_once_offered(
+    rig: &Rig,
+    ask: countersign_core::AskId,
+) -> countersign_core::gateway::preview::PreviewResult {
+    use countersign_core::gateway::preview::PreviewError;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
+    loop {
+        match tokio::time::timeout(WAIT, rig.gateway.preview(ask))
+            .await
+            .expect("the preview in time")
+        {
+            Err(PreviewError::NotOffered) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+            shown => return shown.expect("a preview"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_preview_shows_the_servers_diff_and_changes_nothing_until_the_person_allows_once() {
     use countersign_core::audit::AuditRecord;
@@ -1667,10 +1689,7 @@ async fn a_preview_shows_the_servers_diff_and_changes_nothing_until_the_person_a
         other => panic!("{other:?}"),
     }
 
-    let shown = tokio::time::timeout(WAIT, rig.gateway.preview(ask.id))
-        .await
-        .expect("the preview in time")
-        .expect("a preview");
+    let shown = preview_once_offered(&rig, ask.id).await;
     assert!(!shown.is_error, "{shown:?}");
     assert!(!shown.clipped);
     assert!(shown.text.contains("-hello world"), "{}", shown.text);
