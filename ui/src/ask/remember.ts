@@ -245,7 +245,7 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
     error,
     el("p", { class: "field-hint" },
       "Remembered for this agent and this tool as it is now: if the server changes the tool, you are asked again. A remembered deny answers the agent at once. Revoke it in Settings."),
-    el("div", { class: "actions start" }, deny, allow));
+    el("div", { class: "remember-actions" }, deny, allow));
 
   toggle.addEventListener("click", () => {
     const open = panel.hidden;
