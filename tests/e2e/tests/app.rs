@@ -250,8 +250,8 @@ async fn e2e_screenshot_of_the_ask_dialog() {
     let app = App::start("screenshot", demo()).await;
     app.run_until_dialog("delete_ticket", r#"{"id": "t3"}"#)
         .await;
-    // Let the dialog's opening settle before the picture.
-    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    // Let the dialog's opening settle and its yes buttons arm (after half a second) before the picture.
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
     let png = app.client.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     let out = std::env::var_os("COUNTERSIGN_SCREENSHOT_OUT")
