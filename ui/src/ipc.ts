@@ -20,6 +20,7 @@ import type { History } from "./bindings/History";
 import type { ImportPreview } from "./bindings/ImportPreview";
 import type { ImportResult } from "./bindings/ImportResult";
 import type { Outcome } from "./bindings/Outcome";
+import type { PreviewResult } from "./bindings/PreviewResult";
 import type { RewritePreview } from "./bindings/RewritePreview";
 import type { RewriteResult } from "./bindings/RewriteResult";
 import type { ServerView } from "./bindings/ServerView";
@@ -34,6 +35,9 @@ import type { JsonValue } from "./bindings/serde_json/JsonValue";
 export const commands = {
   pendingAsks: () => invoke<Ask[]>("pending_asks"),
   answerAsk: (id: number, answer: Answer) => invoke<Outcome>("answer_ask", { id, answer }),
+  /** A waiting tool call made once more with `dryRun: true` (its tool takes one: `ask.preview`);
+   * answers nothing. Rejects with `{kind: "preview", error: PreviewError}` when there is none. */
+  previewCall: (id: number) => invoke<PreviewResult>("preview_call", { id }),
   listServers: () => invoke<ServerView[]>("list_servers"),
   listTools: (server: string) => invoke<ToolView[]>("list_tools", { server }),
   serverStderr: (server: string) => invoke<string[]>("server_stderr", { server }),

@@ -15,6 +15,7 @@ import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
 import type { AskEvent } from "../bindings/AskEvent";
 import type { Outcome } from "../bindings/Outcome";
+import type { PreviewResult } from "../bindings/PreviewResult";
 import { el, append, replace, setAttr, uid } from "../dom";
 import { asAppError, commands, errorText } from "../ipc";
 import { outcomeText, plural, reasonText } from "../format";
@@ -180,6 +181,11 @@ export class AskDesk implements AskViewHost {
   /** Whether the press behind `event` may say yes to `view`: see arming.ts. */
   mayAccept(view: AskView, event: Event): boolean {
     return this.current === view && this.arming.permits(view, event);
+  }
+
+  /** A tool call's dry run for `view` (`preview_call`): not an answer, the ask stays open. */
+  preview(view: AskView): Promise<PreviewResult> {
+    return commands.previewCall(view.ask.id);
   }
 
   /** The person's choice from a view: send it, then tear down or show why it was refused. */

@@ -3,7 +3,8 @@
 //! reached), what (the tool's name and title, its description, the server's annotations as
 //! unverified hints, the arguments as JSON), what changed in the tool since the person last
 //! decided about it (when a remembered decision no longer applies because of that), and offers
-//! Allow once / Always allow / Deny, plus "Remember…" (remember.ts) for a decision with a scope;
+//! Allow once / Always allow / Deny, plus "Remember…" (remember.ts) for a decision with a scope,
+//! and Preview (preview.ts) when the tool takes a boolean `dryRun`;
 //! Escape and the close button deny too (the desk answers `cancel`). The agent is named by its
 //! token (the person named it); the name it gives itself is shown beside, never trusted. Everything here that the server or
 //! the agent wrote is untrusted text (untrusted.ts): never markup, invisible characters visible,
@@ -16,9 +17,11 @@
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
+import type { PreviewResult } from "../bindings/PreviewResult";
 import { el, append, uid } from "../dom";
 import { endpointPhrase } from "../format";
 import { clippedText, inlineText } from "../untrusted";
+import { previewSection } from "./preview";
 import { rememberPanel } from "./remember";
 
 export type ToolCallAsk = Extract<Ask, { kind: "toolCall" }>;
@@ -50,6 +53,8 @@ export interface ToolCallParts {
   accept: (event: Event, answer: Answer) => void;
   /** The arguments have been shown whole (called while building when they are not clipped). */
   shownWhole: () => void;
+  /** The same call with `dryRun: true` (preview.ts), offered when `ask.preview`; answers nothing. */
+  preview: () => Promise<PreviewResult>;
 }
 
 /** The agent's name as the person reads it, or `unnamed` in its place: the backend sets the name
@@ -152,6 +157,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
       ? el("p", { class: "muted" }, "No arguments.")
       : clippedText(argsText, { tag: "pre", chars: 1200, lines: 14, class: "output json", onShownWhole: shownWhole })));
   if (argsText === null) shownWhole();
+  if (ask.preview === true) append(root, previewSection(parts.preview).root);
   append(root, parts.errors, remember.root, el("div", { class: "actions" }, revealNote, note, deny, always, once));
 
   // Focus starts on Deny, the safe default: there is nothing to fill in, and this dialog can open

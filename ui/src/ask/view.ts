@@ -8,6 +8,7 @@
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
 import type { FieldError } from "../bindings/FieldError";
+import type { PreviewResult } from "../bindings/PreviewResult";
 import type { JsonValue } from "../bindings/serde_json/JsonValue";
 import { el, append, replace, uid } from "../dom";
 import { clockTime, endpointPhrase } from "../format";
@@ -21,6 +22,8 @@ export interface AskViewHost {
   answer(view: AskView, answer: Answer): void;
   /** Whether the press behind `event` may answer yes for `view` (see arming.ts). */
   mayAccept(view: AskView, event: Event): boolean;
+  /** The tool call's dry run (preview.ts); answers nothing. */
+  preview(view: AskView): Promise<PreviewResult>;
 }
 
 export class AskView {
@@ -64,6 +67,7 @@ export class AskView {
           this.shownWhole = true;
           this.refreshAccept();
         },
+        preview: () => this.host.preview(this),
       });
       this.buttons.push(...panel.buttons);
       this.acceptButtons.push(...panel.acceptButtons);

@@ -42,6 +42,9 @@ export class FakeBackend {
     this.onAnswer = null;
     /** Optional (args) => reply for run_tool. */
     this.onRunTool = null;
+    /** Optional (args) => reply (or a promise of one) for preview_call; by default, as core:
+     * a diff for a pending ask whose tool takes dryRun, else `{kind: "preview", error: notOffered}`. */
+    this.onPreview = null;
     /** Set by the page helper: pushes an event into the page. */
     this.emit = async () => {};
   }
@@ -70,6 +73,14 @@ export class FakeBackend {
         return { ok: this.asks };
       case "answer_ask":
         return this.answer(args.id, args.answer);
+      case "preview_call": {
+        if (this.onPreview) return this.onPreview(args);
+        const ask = this.asks.find((a) => a.id === args.id);
+        if (!ask || ask.kind !== "toolCall" || !ask.preview) {
+          return { err: { kind: "preview", message: "this question has no preview (it was answered, withdrawn, or its tool takes no dryRun)", error: { kind: "notOffered" } } };
+        }
+        return { ok: { text: "--- a\n+++ b\n-old\n+new\n", isError: false, clipped: false } };
+      }
       case "list_servers":
         return { ok: this.servers };
       case "list_tools": {

@@ -46,7 +46,7 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
  * same as JavaScript's for `args`, empty when there are none (as in records from before it). */
 export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
-  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), deadlineMs = null, receivedAtMs, changed = [] } = {}) {
+  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), deadlineMs = null, receivedAtMs, changed = [], preview = false } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -62,6 +62,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
     arguments: args,
     argumentsText,
     changed,
+    preview,
   };
 }
 
