@@ -1632,26 +1632,16 @@ fn filesystem_server(name: &str, dir: &std::path::Path) -> ServerConfig {
     ))
 }
 
-/// The preview of `ask`. The ask's event goes out from the broker a moment before the gateway
-/// registers the offer (no await between them), so a test that asks at once may be early:
-/// `NotOffered` is retried for up to a second, never longer.
+/// The preview of `ask`, asked for the moment its event arrives (the gateway's offer follows
+/// the event by an instant, and a preview waits for it).
 async fn preview_once_offered(
     rig: &Rig,
     ask: countersign_core::AskId,
 ) -> countersign_core::gateway::preview::PreviewResult {
-    use countersign_core::gateway::preview::PreviewError;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(1);
-    loop {
-        match tokio::time::timeout(WAIT, rig.gateway.preview(ask))
-            .await
-            .expect("the preview in time")
-        {
-            Err(PreviewError::NotOffered) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(10)).await
-            }
-            shown => return shown.expect("a preview"),
-        }
-    }
+    tokio::time::timeout(WAIT, rig.gateway.preview(ask))
+        .await
+        .expect("the preview in time")
+        .expect("a preview")
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -58,7 +58,13 @@ pub(crate) fn takes_dry_run(schema: Option<&Value>) -> bool {
 #[derive(Default)]
 pub(crate) struct Previews {
     offered: Mutex<HashMap<AskId, (Weak<Upstream>, CallToolRequest)>>,
+    /// An ask's event goes out the moment it opens, an instant before its preview is offered:
+    /// a request in that instant waits for the offer (see [`OFFER_GRACE`]).
+    offers: tokio::sync::Notify,
 }
+
+/// How long a preview request waits for its ask's offer.
+const OFFER_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A preview on offer; taken back when dropped (the question ended).
 pub(crate) struct Offered<'a> {
@@ -74,6 +80,7 @@ impl Previews {
         request: CallToolRequest,
     ) -> Offered<'_> {
         self.lock().insert(id, (upstream, request));
+        self.offers.notify_waiters();
         Offered { previews: self, id }
     }
 
@@ -83,11 +90,7 @@ impl Previews {
 
     /// Makes the call of ask `id` with `dryRun: true`.
     pub(crate) async fn run(&self, id: AskId) -> Result<PreviewResult, PreviewError> {
-        let (upstream, mut request) = self
-            .lock()
-            .get(&id)
-            .cloned()
-            .ok_or(PreviewError::NotOffered)?;
+        let (upstream, mut request) = self.offered(id).await?;
         let upstream = upstream.upgrade().ok_or(PreviewError::Gone)?;
         request
             .params
@@ -117,6 +120,25 @@ impl Previews {
             is_error: result.is_error == Some(true),
             clipped,
         })
+    }
+}
+
+impl Previews {
+    /// The offer for ask `id`, waiting a moment for one that is about to be made.
+    async fn offered(
+        &self,
+        id: AskId,
+    ) -> Result<(Weak<Upstream>, CallToolRequest), PreviewError> {
+        let deadline = tokio::time::Instant::now() + OFFER_GRACE;
+        loop {
+            let offered = self.offers.notified();
+            if let Some(found) = self.lock().get(&id).cloned() {
+                return Ok(found);
+            }
+            if tokio::time::timeout_at(deadline, offered).await.is_err() {
+                return Err(PreviewError::NotOffered);
+            }
+        }
     }
 }
 
