@@ -11,6 +11,8 @@ use fantoccini::elements::Element;
 use serde_json::{Value, json};
 
 const AGENT: &str = "e2e-agent";
+/// Who an agent holding the shared token is, for the person.
+const SHARED: &str = "Shared token (older setups)";
 
 /// The app under test, where its gateway listens, and the token agents need.
 struct Gateway {
@@ -170,9 +172,10 @@ async fn approval(app: &App, tool: &str) -> Element {
         .text()
         .await
         .unwrap();
+    // The agent is who its token says; what it calls itself is shown beside.
     assert_eq!(
         summary,
-        format!("{AGENT} wants to run {tool} on demo."),
+        format!("{SHARED} wants to run {tool} on demo."),
         "the dialog names agent, tool and server"
     );
     let facts = app
@@ -181,7 +184,7 @@ async fn approval(app: &App, tool: &str) -> Element {
         .text()
         .await
         .unwrap();
-    for fact in [AGENT, "demo", tool] {
+    for fact in [SHARED, &format!("calls itself {AGENT}"), "demo", tool] {
         assert!(facts.contains(fact), "{fact} in {facts:?}");
     }
     let deny = app
@@ -212,8 +215,8 @@ async fn e2e_gateway_allow_once_then_the_desks_question_deletes_the_ticket() {
         .await
         .unwrap();
     assert!(args.contains("\"t2\""), "the arguments are shown: {args}");
-    // Let the dialog settle before the picture (the README's, when asked for).
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Let the dialog settle and its yes buttons arm (after half a second) before the picture (the README's, when asked for).
+    tokio::time::sleep(Duration::from_millis(900)).await;
     let png = app.client.screenshot().await.unwrap();
     let out = std::env::var_os("COUNTERSIGN_APPROVAL_SCREENSHOT_OUT")
         .map(std::path::PathBuf::from)
@@ -231,7 +234,7 @@ async fn e2e_gateway_allow_once_then_the_desks_question_deletes_the_ticket() {
         .await
         .unwrap();
     assert!(
-        meta.contains(&format!("for agent {AGENT}")),
+        meta.contains(&format!("for agent {SHARED} (calls itself {AGENT})")),
         "the question names the agent: {meta:?}"
     );
     let title = app
@@ -308,7 +311,7 @@ async fn e2e_gateway_always_allow_is_remembered_until_revoked() {
     // Settings lists it; Revoke.
     app.find("#tab-settings").await.click().await.unwrap();
     let row = format!(
-        "//ul[contains(@class,'allowed-list')]/li[.//span[normalize-space()='{AGENT} may run list_tickets on demo']]"
+        "//ul[contains(@class,'allowed-list')]/li[.//span[normalize-space()='{SHARED} may run list_tickets on demo']]"
     );
     app.find_xpath(&row).await;
     app.find_xpath(&format!("{row}//button[normalize-space()='Revoke']"))
@@ -464,11 +467,9 @@ async fn e2e_gateway_an_agent_killed_mid_approval_withdraws_the_dialog() {
     );
     let records = audit(app);
     assert!(
-        records
-            .iter()
-            .any(|r| r["event"] == "resolved"
-                && r["outcome"] == "cancelled"
-                && r["reason"] == "agentGone"),
+        records.iter().any(|r| r["event"] == "resolved"
+            && r["outcome"] == "cancelled"
+            && r["reason"] == "agentGone"),
         "{records:?}"
     );
     gw.app.close().await;
@@ -520,5 +521,160 @@ async fn e2e_gateway_a_wrong_token_gets_401_and_no_dialog() {
     assert!(!app.exists(DIALOG).await);
     let records = audit(app);
     assert!(records.iter().all(|r| r["event"] != "asked"), "{records:?}");
+    gw.app.close().await;
+}
+
+/// Focus moves with Tab (or Shift+Tab) until `is_there` says it is where it should be.
+async fn tab_to(app: &App, back: bool, what: &str, is_there: impl AsyncFn(&Element) -> bool) {
+    use fantoccini::key::Key;
+    for _ in 0..30 {
+        let focused = app.client.active_element().await.unwrap();
+        if is_there(&focused).await {
+            return;
+        }
+        let key = if back {
+            format!("{}{}", Key::Shift, Key::Tab)
+        } else {
+            Key::Tab.to_string()
+        };
+        focused.send_keys(&key).await.unwrap();
+    }
+    panic!("Tab never reached {what}");
+}
+
+async fn text_of(element: &Element) -> String {
+    element.text().await.unwrap_or_default().trim().to_owned()
+}
+
+/// 7. The scope choices by keyboard alone: Remember…, "1 hour", these exact arguments, Allow
+/// and remember. The same call then runs unasked, another asks; Settings lists the decision,
+/// not an expired one, and Revoke makes the call ask again.
+#[tokio::test]
+async fn e2e_gateway_remember_by_keyboard_then_settings_lists_expires_and_revokes() {
+    use fantoccini::key::Key;
+    let gw = start("gw-remember").await;
+    // An "always" decision that expired long ago, as an earlier run left it: not listed, and
+    // its call asks.
+    let settings = gw.app.dir.join("config/countersign/settings.json");
+    let expired = json!({"remembered": [{
+        "id": 41, "agent": "shared", "agentName": SHARED, "server": "demo", "tool": "list_tickets",
+        "allow": true, "lasting": {"kind": "until", "untilMs": 1_000}, "covering": {"kind": "anyArguments"},
+        "session": null, "definition": {}, "digest": "", "createdMs": 0, "lastUsedMs": null, "uses": 0
+    }]});
+    std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
+    std::fs::write(&settings, expired.to_string()).unwrap();
+    let Gateway { app, port, token } = gw;
+    let app = app.restart().await;
+    eventually("the gateway listens again", async || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .await;
+    app.find("#app[data-ready]").await;
+    count_dialogs(&app).await;
+    let gw = Gateway { app, port, token };
+    let app = &gw.app;
+
+    // session_info takes no arguments: `{}` is what is remembered exactly; any other
+    // arguments are another call (which the desk would refuse, were it allowed to run).
+    let args = json!({});
+    let agent = gw.agent("session_info", args.clone());
+    approval(app, "session_info").await;
+    let focused = app.client.active_element().await.unwrap();
+    assert_eq!(text_of(&focused).await, "Deny", "focus starts on Deny");
+    // Back to Remember…, open it.
+    tab_to(app, true, "Remember…", async |e| {
+        text_of(e).await == "Remember…"
+    })
+    .await;
+    app.client
+        .active_element()
+        .await
+        .unwrap()
+        .send_keys(&Key::Enter.to_string())
+        .await
+        .unwrap();
+    // Into "For how long" (on its first choice), down to "1 hour".
+    tab_to(app, false, "the first radio", async |e| {
+        e.attr("type").await.ok().flatten().as_deref() == Some("radio")
+    })
+    .await;
+    let radio = app.client.active_element().await.unwrap();
+    radio
+        .send_keys(&format!("{}{}", Key::Down, Key::Down))
+        .await
+        .unwrap();
+    let chosen = app
+        .find(&format!("{DIALOG} input[type=radio][value='1h']"))
+        .await;
+    assert!(
+        chosen.is_selected().await.unwrap(),
+        "1 hour chosen by arrow keys"
+    );
+    app.snapshot("remember-panel").await;
+    // "For which calls" keeps its first choice (these exact arguments); on to the button.
+    tab_to(app, false, "Allow and remember", async |e| {
+        text_of(e).await == "Allow and remember"
+    })
+    .await;
+    let allow = app.client.active_element().await.unwrap();
+    eventually("Allow and remember arms", async || {
+        allow.attr("aria-disabled").await.ok().flatten().as_deref() != Some("true")
+    })
+    .await;
+    allow.send_keys(&Key::Enter.to_string()).await.unwrap();
+    app.gone(DIALOG).await;
+    let result = call_result(agent).await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(dialogs_shown(app).await, 1);
+    // The same call again: unasked.
+    let result = call_result(gw.agent("session_info", args.clone())).await;
+    assert_ne!(result["isError"], true, "{result}");
+    assert_eq!(dialogs_shown(app).await, 1, "the same call did not ask");
+    // Other arguments: asked.
+    let other = gw.agent("session_info", json!({"note": "other"}));
+    approval(app, "session_info").await;
+    app.press_in_dialog("Deny").await;
+    app.gone(DIALOG).await;
+    assert_eq!(call_result(other).await["isError"], true);
+    // The expired decision does not let list_tickets through.
+    let listing = gw.agent("list_tickets", json!({}));
+    approval(app, "list_tickets").await;
+    app.press_in_dialog("Deny").await;
+    app.gone(DIALOG).await;
+    assert_eq!(call_result(listing).await["isError"], true);
+
+    // Settings: the hour-long decision with its arguments, not the expired one; Revoke.
+    app.find("#tab-settings").await.click().await.unwrap();
+    let row = format!(
+        "//ul[contains(@class,'allowed-list')]/li[.//span[normalize-space()='{SHARED} may run session_info on demo']]"
+    );
+    let listed = app.find_xpath(&row).await.text().await.unwrap();
+    app.snapshot("settings-remembered").await;
+    assert!(listed.contains("Allowed"), "{listed}");
+    assert!(
+        listed.contains("exactly {}"),
+        "exact arguments shown: {listed}"
+    );
+    assert!(
+        app.client
+            .find(Locator::XPath(
+                "//ul[contains(@class,'allowed-list')]//li[contains(., 'list_tickets')]"
+            ))
+            .await
+            .is_err(),
+        "an expired decision is not listed"
+    );
+    app.find_xpath(&format!("{row}//button[normalize-space()='Revoke']"))
+        .await
+        .click()
+        .await
+        .unwrap();
+    app.find_xpath("//p[@role='status'][starts-with(normalize-space(), 'Revoked')]")
+        .await;
+    let asked = gw.agent("session_info", args);
+    approval(app, "session_info").await;
+    app.press_in_dialog("Deny").await;
+    app.gone(DIALOG).await;
+    assert_eq!(call_result(asked).await["isError"], true);
     gw.app.close().await;
 }
