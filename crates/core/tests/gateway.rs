@@ -45,6 +45,26 @@ async fn desk() -> Desk {
     Desk { store, server }
 }
 
+/// A desk over HTTP that counts every desk it makes: one per upstream session (or request).
+async fn counting_desk() -> (Desk, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let store = TicketStore::seeded();
+    let server = countersign_demo_server::serve_http_with(SocketAddr::from(([127, 0, 0, 1], 0)), {
+        let made = made.clone();
+        move || {
+            made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            countersign_demo_server::TicketDesk::new(store.clone())
+        }
+    })
+    .await
+    .unwrap();
+    let desk = Desk {
+        store: TicketStore::seeded(),
+        server,
+    };
+    (desk, made)
+}
+
 struct Rig {
     gateway: Gateway,
     addr: SocketAddr,
@@ -416,22 +436,7 @@ async fn an_agent_cancelling_its_call_withdraws_the_question_and_nothing_is_dele
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_token_or_a_foreign_host_or_origin_is_refused_before_any_server_is_reached() {
-    // Counts every desk the server makes: one per upstream session (or request).
-    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let store = TicketStore::seeded();
-    let server = countersign_demo_server::serve_http_with(SocketAddr::from(([127, 0, 0, 1], 0)), {
-        let made = made.clone();
-        move || {
-            made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            countersign_demo_server::TicketDesk::new(store.clone())
-        }
-    })
-    .await
-    .unwrap();
-    let desk = Desk {
-        store: TicketStore::seeded(),
-        server,
-    };
+    let (desk, made) = counting_desk().await;
     let rig = rig(
         "guard",
         vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
@@ -1317,22 +1322,7 @@ async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_plac
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_refused_at_once() {
-    // Counts every desk the server makes: one per upstream session.
-    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    let store = TicketStore::seeded();
-    let server = countersign_demo_server::serve_http_with(SocketAddr::from(([127, 0, 0, 1], 0)), {
-        let made = made.clone();
-        move || {
-            made.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            countersign_demo_server::TicketDesk::new(store.clone())
-        }
-    })
-    .await
-    .unwrap();
-    let desk = Desk {
-        store: TicketStore::seeded(),
-        server,
-    };
+    let (desk, made) = counting_desk().await;
     let rig = rig(
         "agent-tokens",
         vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
