@@ -10,6 +10,12 @@
 //! others arrive or go. Escape and the close button cancel the shown ask; a withdrawal removes its
 //! view at once (synchronously, in the event handler) and says why in a status line. Each shown
 //! question is armed afresh (arming.ts) before its accept buttons work.
+//!
+//! With several tool calls waiting from the shown call's agent and server, "Decide together (N)"
+//! opens the batch view (batch.ts) in the dialog's place: one line per call, Allow selected and
+//! Deny all; Back or Escape return to the questions without answering. While it is open the queue
+//! is hidden, calls of its agent and server that arrive join its list unticked (and re-arm it),
+//! and calls that end leave it.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -20,8 +26,10 @@ import { el, append, replace, setAttr, uid } from "../dom";
 import { asAppError, commands, errorText } from "../ipc";
 import { outcomeText, plural, reasonText } from "../format";
 import { Notice } from "../notice";
-import { inlineText } from "../untrusted";
+import { inlineText, visibleString } from "../untrusted";
 import { ARM_DELAY_MS, Arming } from "./arming";
+import { BatchView, batchKey, sameKey, type BatchHost } from "./batch";
+import type { ToolCallAsk } from "./toolcall";
 import { AskView, type AskViewHost } from "./view";
 
 export type AnswerFn = (id: number, answer: Answer) => Promise<Outcome>;
@@ -40,6 +48,8 @@ export class AskDesk implements AskViewHost {
   /** Asks answered together (Decline all): one notice for all of them instead of one each. */
   private readonly quiet = new Set<number>();
   private current: AskView | null = null;
+  /** The batch view, while open: it takes the dialog's place (`current` is where Back returns). */
+  private batch: BatchView | null = null;
   private readonly arming: Arming;
 
   private readonly queue: HTMLElement;
@@ -49,6 +59,7 @@ export class AskDesk implements AskViewHost {
   private readonly listBox: HTMLElement;
   private readonly tabList: HTMLElement;
   private readonly declineAll: HTMLButtonElement;
+  private readonly decideTogether: HTMLButtonElement;
   private readonly body: HTMLElement;
   private readonly dialogNotice: Notice;
 
@@ -83,11 +94,17 @@ export class AskDesk implements AskViewHost {
       attrs: { type: "button" },
       on: { click: () => void this.declineAllFrom(this.current?.ask.asker.server) },
     });
+    this.decideTogether = el("button", {
+      class: "button small decide-together",
+      attrs: { type: "button", hidden: true },
+      on: { click: () => this.openBatch() },
+    });
     this.queue = el("nav", { class: "queue", attrs: { hidden: true, "aria-label": "Waiting questions" } },
       el("div", { class: "queue-bar" },
         this.count,
         el("div", { class: "queue-step" }, previous, this.position, next),
         this.listToggle,
+        this.decideTogether,
         this.declineAll),
       this.listBox);
     const noticeRegion = el("div", { class: "notice dialog-notice", attrs: { role: "status" } });
@@ -99,13 +116,21 @@ export class AskDesk implements AskViewHost {
     this.dialog.addEventListener("keydown", (event) => {
       if (event.key === "Escape" && !event.isComposing) {
         event.preventDefault();
-        this.current?.cancel();
+        if (this.batch !== null) {
+          if (!this.batch.busy) this.closeBatch(true);
+        } else {
+          this.current?.cancel();
+        }
       }
     });
     // The platform's own close request (Escape where keydown did not see it): cancel, stay open.
     this.dialog.addEventListener("cancel", (event) => {
       event.preventDefault();
-      this.current?.cancel();
+      if (this.batch !== null) {
+        if (!this.batch.busy) this.closeBatch(true);
+      } else {
+        this.current?.cancel();
+      }
     });
     // Closed by anything but us while asks wait: show it again (answering is the only way out).
     this.dialog.addEventListener("close", () => {
@@ -158,10 +183,14 @@ export class AskDesk implements AskViewHost {
     this.tabs.set(ask.id, tab);
     append(this.tabList, el("li", {}, tab));
 
-    if (this.current === null) {
+    if (this.current === null && this.batch === null) {
       this.show(view, false);
       this.open();
       view.focusInitial();
+    } else if (this.batch !== null && this.batch.takes(ask) && !view.busy) {
+      this.batch.add(ask as ToolCallAsk);
+      this.dialogNotice.show("A new call from ", inlineText(ask.asker.server, 80),
+        " joined the list, unticked.");
     } else if (announce) {
       this.dialogNotice.show("New question from ", inlineText(ask.asker.server, 80), ".");
     }
@@ -180,7 +209,7 @@ export class AskDesk implements AskViewHost {
 
   /** Whether the press behind `event` may say yes to `view`: see arming.ts. */
   mayAccept(view: AskView, event: Event): boolean {
-    return this.current === view && this.arming.permits(view, event);
+    return this.batch === null && this.current === view && this.arming.permits(view, event);
   }
 
   /** A tool call's dry run for `view` (`preview_call`): not an answer, the ask stays open. */
@@ -248,8 +277,13 @@ export class AskDesk implements AskViewHost {
   }
 
   private show(view: AskView, focus: boolean): void {
-    for (const v of this.views.values()) v.root.hidden = v !== view;
     this.current = view;
+    if (this.batch !== null) {
+      // The batch keeps the dialog; `view` is where Back returns.
+      this.updateQueue();
+      return;
+    }
+    for (const v of this.views.values()) v.root.hidden = v !== view;
     this.arming.show(view);
     setAttr(this.dialog, "aria-labelledby", view.titleId);
     setAttr(this.dialog, "aria-describedby", view.messageId);
@@ -289,30 +323,120 @@ export class AskDesk implements AskViewHost {
     view.root.remove();
     this.tabs.get(id)?.parentElement?.remove();
     this.tabs.delete(id);
-    if (this.current === view) {
+    // Gone from the batch's list too: it is never answered from there.
+    this.batch?.drop(id);
+    if (this.batch !== null && this.batch.size === 0) {
+      if (this.current === view) this.current = null;
+      this.closeBatch(true);
+    } else if (this.current === view) {
       this.current = null;
-      // Next: one still waiting for the person, not one whose answer is on its way.
-      const waiting = [...this.views.values()];
-      const next = waiting.find((v) => !v.busy) ?? waiting[0];
-      if (next !== undefined) {
-        this.show(next, true);
-      } else {
-        this.dialog.removeAttribute("aria-labelledby");
-        this.dialog.removeAttribute("aria-describedby");
-        this.toggleList(false);
-        if (this.dialog.open) this.dialog.close();
-      }
+      this.showNextOrClose();
     }
     this.updateQueue();
+  }
+
+  /** Shows the next question still waiting for the person (not one whose answer is on its way),
+   * or closes the dialog when none is left. */
+  private showNextOrClose(): void {
+    const waiting = [...this.views.values()];
+    const next = waiting.find((v) => !v.busy) ?? waiting[0];
+    if (next !== undefined) {
+      this.show(next, true);
+    } else {
+      this.dialog.removeAttribute("aria-labelledby");
+      this.dialog.removeAttribute("aria-describedby");
+      this.toggleList(false);
+      if (this.dialog.open) this.dialog.close();
+    }
+  }
+
+  /** The calls the batch of `view` would list: that agent's calls to that server, not being answered. */
+  private batchable(view: AskView | null): AskView[] {
+    const key = view === null || view.busy ? null : batchKey(view.ask);
+    if (key === null) return [];
+    return [...this.views.values()].filter((v) => !v.busy && sameKey(key, batchKey(v.ask)));
+  }
+
+  /** "Decide together": the batch view of the shown call's agent and server takes the dialog. */
+  private openBatch(): void {
+    if (this.batch !== null) return;
+    const key = this.current === null ? null : batchKey(this.current.ask);
+    const members = this.batchable(this.current);
+    if (key === null || members.length < 2) return;
+    this.toggleList(false);
+    const host: BatchHost = {
+      decide: (batch, answers) => void this.decideBatch(batch, answers),
+      leave: () => this.closeBatch(true),
+      mayAccept: (batch, event) => this.batch === batch && this.arming.permits(batch, event),
+      changed: (batch) => {
+        if (this.batch === batch) this.arming.show(batch);
+      },
+    };
+    const batch = new BatchView(key, members.map((v) => v.ask as ToolCallAsk), host);
+    this.batch = batch;
+    for (const v of this.views.values()) v.root.hidden = true;
+    append(this.body, batch.root);
+    this.dialogNotice.clear();
+    this.arming.show(batch);
+    setAttr(this.dialog, "aria-labelledby", batch.titleId);
+    setAttr(this.dialog, "aria-describedby", batch.messageId);
+    this.updateQueue();
+    batch.focusInitial();
+  }
+
+  /** Leaves the batch view (answering nothing by itself): back to the question it was opened
+   * from while that still waits, else the next. */
+  private closeBatch(focus: boolean): void {
+    const batch = this.batch;
+    if (batch === null) return;
+    this.batch = null;
+    this.arming.forget(batch);
+    batch.root.remove();
+    const back = this.current !== null && this.views.get(this.current.ask.id) === this.current && !this.current.busy
+      ? this.current : null;
+    this.current = null;
+    if (back !== null) this.show(back, focus);
+    else this.showNextOrClose();
+    this.updateQueue();
+  }
+
+  /** The batch's answers, one per call listed at the click, and one line saying how it went. */
+  private async decideBatch(batch: BatchView, answers: { id: number; answer: Answer }[]): Promise<void> {
+    if (this.batch !== batch || batch.busy) return;
+    const chosen = answers.flatMap(({ id, answer }) => {
+      const view = this.views.get(id);
+      return view !== undefined && !view.busy ? [{ view, answer }] : [];
+    });
+    if (chosen.length === 0) return;
+    batch.setBusy(true);
+    for (const { view } of chosen) this.quiet.add(view.ask.id);
+    const sent = await Promise.all(chosen.map(({ view, answer }) => this.send(view, answer)));
+    for (const { view } of chosen) this.quiet.delete(view.ask.id);
+    if (this.batch === batch) this.closeBatch(true);
+    const allowed = chosen.filter((c, i) => sent[i] && c.answer.action === "accept").length;
+    const denied = chosen.filter((c, i) => sent[i] && c.answer.action !== "accept").length;
+    const failed = chosen.length - allowed - denied;
+    const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
+    target.show(el("strong", {}, inlineText(batch.key.server, 80)), ": ",
+      allowed > 0 ? `Allowed ${plural(allowed, "call", "calls")} once, denied ${denied}.` : `Denied ${plural(denied, "call", "calls")}.`,
+      failed > 0 ? ` ${plural(failed, "was", "were")} not answered: see ${failed === 1 ? "it" : "them"} in the queue.` : null);
   }
 
   private updateQueue(): void {
     const n = this.views.size;
     this.count.textContent = `${plural(n, "question", "questions")} waiting`;
-    this.queue.hidden = n < 2;
+    // The batch view has its own list and way back; the queue would step out of it.
+    this.queue.hidden = n < 2 || this.batch !== null;
     document.title = n > 0 ? `Countersign — ${this.count.textContent}` : "Countersign";
     const current = this.current;
     if (current === null) return;
+    const together = this.batch === null ? this.batchable(current).length : 0;
+    this.decideTogether.hidden = together < 2;
+    replace(this.decideTogether, `Decide together (${together})`);
+    if (together >= 2 && current.ask.asker.agent) {
+      setAttr(this.decideTogether, "title",
+        `The ${together} calls waiting from ${visibleString(current.ask.asker.agent)} to ${visibleString(current.ask.asker.server)}, in one list`);
+    }
     const all = [...this.views.values()];
     this.position.textContent = `${all.indexOf(current) + 1} of ${n}`;
     const server = current.ask.asker.server;
