@@ -1213,7 +1213,8 @@ async fn reading_an_untrusted_servers_resources_and_prompts_is_asked_about_and_r
         })
         .collect();
     assert!(
-        forwarded.contains(&("tools/list", Some("reader".into()))),
+        // On record as the token's agent, not as whatever the agent calls itself.
+        forwarded.contains(&("tools/list", Some("Shared token (older setups)".into()))),
         "{forwarded:?}"
     );
     let asked = records

@@ -83,7 +83,7 @@ pub(crate) struct Shared {
     pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
     pub(crate) clock: std::sync::RwLock<Clock>,
-    /// Open upstream sessions by server, capped (`forward::MAX_UPSTREAMS_PER_SERVER`).
+    /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, forward/upstream.rs).
     pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
     config: GatewayConfig,
     agents: agents::AgentStore,

@@ -1,0 +1,566 @@
+//! The approval gate as the forwarder applies it: who the agent is (its token), what the
+//! request is (a tool call or a read, and the tool's definition as the person sees it), the
+//! policy's decision, the question to the person when it asks, what the person chose to
+//! remember, and the approval that outlives the call when nobody answers in time.
+
+use super::*;
+
+impl Forwarder {
+    pub(super) async fn gate_and_call(
+        &self,
+        request: CallToolRequest,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        let up = self.upstream(&ctx).await?;
+        let tool = request.params.name.to_string();
+        self.refuse_agent_input(
+            "tools/call",
+            &ctx,
+            &request.params.input_responses,
+            &request.params.request_state,
+        )?;
+        let facts = up.tool_facts(&tool).await;
+        let arguments = request
+            .params
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or_else(|| json!({}));
+        let gated = Gated {
+            key: &tool,
+            what: format!("this call to {tool}"),
+            request: json!({"name": tool, "arguments": arguments}),
+            definition: approval::definition(
+                &tool,
+                facts.title.as_deref(),
+                facts.description.as_deref(),
+                facts.annotations.as_ref(),
+                facts.input_schema.as_ref(),
+            ),
+            arguments,
+            annotations: facts.annotations.clone(),
+            read: false,
+            previewable: crate::gateway::preview::takes_dry_run(facts.input_schema.as_ref())
+                .then(|| request.clone()),
+        };
+        match self.gate(&up, &ctx, gated).await {
+            Ok(()) => self.forward_call(&up, request, &ctx).await,
+            Err(Refusal::Denied(words)) => Ok(denied(words)),
+            Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+            Err(Refusal::Pending { id }) => Ok(pending_result(&id, &tool, &self.server)),
+        }
+    }
+
+    /// The gate for a read (`resources/read`, `resources/subscribe`, `prompts/get`) of
+    /// `target` (a URI or a prompt's name); `params` are what will be forwarded.
+    pub(super) async fn gate_read(
+        &self,
+        up: &Arc<Upstream>,
+        ctx: &RequestContext<RoleServer>,
+        method: &str,
+        target: &str,
+        params: Value,
+    ) -> Result<(), McpError> {
+        let gated = Gated {
+            key: method,
+            what: format!("{method} of {target}"),
+            request: json!({"method": method, "params": params}),
+            definition: approval::definition(method, None, None, None, None),
+            arguments: params,
+            annotations: None,
+            read: true,
+            previewable: None,
+        };
+        match self.gate(up, ctx, gated).await {
+            Ok(()) => Ok(()),
+            Err(Refusal::Denied(words)) => Err(McpError::invalid_request(words, None)),
+            Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+            // Reads are never left pending; should one be, it is a no for now.
+            Err(Refusal::Pending { id }) => Err(McpError::invalid_request(
+                format!("approval {id} is pending in Countersign"),
+                None,
+            )),
+        }
+    }
+
+    /// Decides one request by policy and carries the decision out: recorded when decided
+    /// without asking, else put to the person, and what they chose to remember kept.
+    async fn gate(
+        &self,
+        up: &Arc<Upstream>,
+        ctx: &RequestContext<RoleServer>,
+        gated: Gated<'_>,
+    ) -> Result<(), Refusal> {
+        let config = &up.server;
+        let who = Who::of(ctx);
+        let audit = self.shared.broker.audit();
+        let what = &gated.what;
+        let digest = approval::digest(&gated.definition);
+        let now_ms = crate::gateway::Gateway::now_ms(&self.shared);
+        let call = approval::Call {
+            agent: &who.id,
+            server: &config.name,
+            tool: gated.key,
+            arguments: &gated.arguments,
+            session: up.session,
+            digest: &digest,
+            now_ms,
+        };
+        let settings = &self.shared.settings;
+        let decision = if gated.read {
+            policy::decide_read(config, &call, settings)
+        } else {
+            policy::decide(config, &call, gated.annotations.as_ref(), settings)
+        };
+        match decision {
+            Decision::Allow { why, remembered } => {
+                if let Some(id) = remembered {
+                    settings.touch(id, now_ms);
+                }
+                // Unrecorded, it does not run.
+                audit
+                    .record_gated(&config.name, Some(&who.name), gated.key, true, &why)
+                    .map_err(|e| {
+                        Refusal::Denied(format!(
+                            "Countersign did not allow {what} on {}: {e}.",
+                            config.name
+                        ))
+                    })
+            }
+            Decision::Deny { why, remembered } => {
+                if let Some(id) = remembered {
+                    settings.touch(id, now_ms);
+                }
+                if let Err(e) =
+                    audit.record_gated(&config.name, Some(&who.name), gated.key, false, &why)
+                {
+                    tracing::error!(error = %e, "a denial went unrecorded");
+                }
+                Err(Refusal::Denied(match remembered {
+                    Some(_) => format!(
+                        "The person using Countersign denied {what} on {} ({why}).",
+                        config.name
+                    ),
+                    None => format!(
+                        "Countersign's rules do not allow {what} on {} ({why}).",
+                        config.name
+                    ),
+                }))
+            }
+            Decision::Ask => {
+                let arguments = serde_json::to_string(&gated.arguments).unwrap_or_default();
+                if !gated.read {
+                    // The person may have answered this very call while it was pending.
+                    if let Some(answered) = self
+                        .pending_answer(up, &who, &gated, &arguments, &digest, now_ms)
+                        .await?
+                    {
+                        return answered;
+                    }
+                }
+                let changed = settings.changed_since(&call, &gated.definition);
+                let mut asker = asker_for(config);
+                asker.agent = Some(who.name.clone());
+                asker.declared = who.declared.clone();
+                let kind = gated.ask_kind(changed);
+                let pending = self
+                    .shared
+                    .broker
+                    .open(NewAsk {
+                        asker,
+                        kind,
+                        request: gated.request.clone(),
+                        // A tool call's question may outlive the call (see `pending`).
+                        timeout: Some(if gated.read {
+                            config.answer_timeout
+                        } else {
+                            config.pending_expiry
+                        }),
+                        session: up.session,
+                    })
+                    // The server has its limit of questions waiting (recorded by the broker).
+                    .map_err(|full| Refusal::Denied(full.to_string()))?;
+                let _previewable = gated.previewable.clone().map(|request| {
+                    self.shared
+                        .previews
+                        .offer(pending.id(), Arc::downgrade(up), request)
+                });
+                let waiting = WhileWaiting::link(ctx);
+                let tokens = waiting.tokens();
+                let mut outcome =
+                    Box::pin(async move { pending.outcome_or_withdraw(&tokens).await });
+                let outcome = if gated.read {
+                    outcome.await
+                } else {
+                    tokio::select! {
+                        o = &mut outcome => o,
+                        _ = tokio::time::sleep(config.approval_wait) => {
+                            // Detached from the agent's call: the question stays for the person.
+                            waiting.detach();
+                            let approval = PendingApproval {
+                                id: pending::fresh_id(),
+                                agent: who.id.clone(),
+                                agent_name: who.name.clone(),
+                                declared: who.declared.clone(),
+                                server: config.name.clone(),
+                                tool: gated.key.to_owned(),
+                                arguments,
+                                arguments_value: gated.arguments.clone(),
+                                definition: gated.definition.clone(),
+                                digest: digest.clone(),
+                                created_ms: now_ms,
+                                expires_ms: now_ms
+                                    .saturating_add(config.pending_expiry.as_millis() as u64),
+                                state: pending::PendingState::Waiting,
+                            };
+                            return pending::keep_waiting(&self.shared, approval, outcome)
+                                .map(|id| Err(Refusal::Pending { id }))
+                                .unwrap_or_else(|| {
+                                    Err(Refusal::Denied(format!(
+                                        "Countersign did not allow {what} on {}: nobody \
+                                         answered in time, and {} approvals are already \
+                                         pending.",
+                                        config.name,
+                                        pending::MAX_PENDING
+                                    )))
+                                });
+                        }
+                    }
+                };
+                waiting.detach();
+                let denied_by_person = || {
+                    Refusal::Denied(format!(
+                        "The person using Countersign denied {what} on {}.",
+                        config.name
+                    ))
+                };
+                match outcome {
+                    Outcome::Accepted { .. } | Outcome::AlwaysAllowed => Ok(()),
+                    Outcome::Remembered { decision } => {
+                        let allow = decision.allow;
+                        let session = (decision.lasting == Lasting::Session).then_some(up.session);
+                        keep_decision(
+                            settings,
+                            Decided {
+                                agent: &who.id,
+                                agent_name: &who.name,
+                                server: &config.name,
+                                tool: gated.key,
+                                definition: &gated.definition,
+                                digest: &digest,
+                            },
+                            decision,
+                            session,
+                            now_ms,
+                        );
+                        if allow {
+                            Ok(())
+                        } else {
+                            Err(denied_by_person())
+                        }
+                    }
+                    Outcome::Declined
+                    | Outcome::Cancelled {
+                        reason: CancelReason::Person,
+                    } => Err(denied_by_person()),
+                    Outcome::Cancelled {
+                        reason: CancelReason::Agent | CancelReason::AgentGone,
+                    } => Err(Refusal::AgentLeft),
+                    Outcome::Cancelled { reason } => Err(Refusal::Denied(format!(
+                        "Countersign did not allow {what} on {}: nobody approved it ({}).",
+                        config.name,
+                        reason.notice()
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// The person's answer to this very call, given while it was pending: used once. A call
+    /// still pending waits a while more for it, then is told it is still pending. `None`:
+    /// nothing pending for this call.
+    async fn pending_answer(
+        &self,
+        up: &Upstream,
+        who: &Who,
+        gated: &Gated<'_>,
+        arguments: &str,
+        digest: &str,
+        now_ms: u64,
+    ) -> Result<Option<Result<(), Refusal>>, Refusal> {
+        let store = &self.shared.pending;
+        let config = &up.server;
+        let find = || store.find(&who.id, &config.name, gated.key, arguments, digest, now_ms);
+        let deadline = tokio::time::Instant::now() + config.approval_wait;
+        loop {
+            let changed = store.changed();
+            match find() {
+                pending::Found::None => return Ok(None),
+                pending::Found::Answered { id, allow } => {
+                    let why = format!("pending approval {id}, answered by the person");
+                    self.shared
+                        .broker
+                        .audit()
+                        .record_gated(&config.name, Some(&who.name), gated.key, allow, &why)
+                        .map_err(|e| {
+                            Refusal::Denied(format!(
+                                "Countersign did not allow {}: {e}.",
+                                gated.what
+                            ))
+                        })?;
+                    return Ok(Some(if allow {
+                        Ok(())
+                    } else {
+                        Err(Refusal::Denied(format!(
+                            "The person using Countersign denied {} on {} (pending approval {id}).",
+                            gated.what, config.name
+                        )))
+                    }));
+                }
+                pending::Found::Waiting { id } => {
+                    if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                        return Ok(Some(Err(Refusal::Pending { id })));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every request that reaches a server is on record; one that cannot be is not sent.
+    pub(super) fn record_forwarded(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        method: &str,
+    ) -> Result<(), McpError> {
+        self.shared
+            .broker
+            .audit()
+            .record_forwarded(&self.server, Some(&Who::of(ctx).name), method)
+            .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))
+    }
+
+    /// Input responses answer the server's questions, and only the person answers those, in
+    /// Countersign's dialogs: an agent's own (and the request state they go with) are refused,
+    /// and the refusal recorded.
+    pub(super) fn refuse_agent_input(
+        &self,
+        method: &str,
+        ctx: &RequestContext<RoleServer>,
+        input_responses: &Option<rmcp::model::InputResponses>,
+        request_state: &Option<String>,
+    ) -> Result<(), McpError> {
+        if input_responses.is_none() && request_state.is_none() {
+            return Ok(());
+        }
+        let reason = format!(
+            "Countersign: the agent sent its own inputResponses or requestState with {method}; \
+             only the person answers the server's questions, in Countersign. Send the request \
+             without them."
+        );
+        let refused = self.shared.broker.audit().record_refused(
+            &self.server,
+            &reason,
+            &json!({
+                "method": method,
+                "agent": Who::of(ctx).name,
+                "inputResponses": input_responses,
+                "requestState": request_state,
+            }),
+        );
+        if let Err(e) = refused {
+            tracing::error!(error = %e, "a refusal went unrecorded");
+        }
+        Err(McpError::invalid_params(reason, None))
+    }
+}
+
+/// One request at the gate: the key rules and remembered decisions use (a tool's name or
+/// a read method), how the person's answer words it, and the request for the record.
+struct Gated<'a> {
+    key: &'a str,
+    what: String,
+    request: Value,
+    /// The tool's definition as the person sees it (a read's is just its method).
+    definition: Value,
+    /// What will be forwarded, for the decisions that cover some arguments only.
+    arguments: Value,
+    annotations: Option<Value>,
+    read: bool,
+    /// The call itself, when its tool takes a boolean `dryRun` (see `preview`).
+    previewable: Option<CallToolRequest>,
+}
+
+impl Gated<'_> {
+    /// The question the person is asked about it.
+    fn ask_kind(&self, changed: Vec<approval::DefinitionChange>) -> AskKind {
+        let text = |field: &str| {
+            self.definition
+                .get(field)
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        let (title, description) = if self.read {
+            let (title, verb) = match self.key {
+                "prompts/get" => ("Get a prompt", "get"),
+                "resources/subscribe" => ("Watch a resource", "be told of changes to"),
+                _ => ("Read a resource", "read"),
+            };
+            (
+                Some(title.to_owned()),
+                Some(format!(
+                    "The agent asks to {verb} {}. What the server answers goes to the agent.",
+                    self.what
+                )),
+            )
+        } else {
+            (text("title"), text("description"))
+        };
+        AskKind::ToolCall {
+            tool: self.key.to_owned(),
+            title,
+            description,
+            annotations: self.annotations.clone(),
+            // rmcp forwards the serialization of this same value (key order kept, integers
+            // exact), so this text is what will run.
+            arguments_text: serde_json::to_string_pretty(&self.arguments).unwrap_or_default(),
+            arguments: self.arguments.clone(),
+            changed,
+            preview: self.previewable.is_some(),
+        }
+    }
+}
+
+/// Who an agent is: the token it holds (its id keys every remembered decision; its name is
+/// the person's), and the name it gives itself, which is only shown.
+pub(super) struct Who {
+    pub(super) id: String,
+    pub(super) name: String,
+    pub(super) declared: Option<String>,
+}
+
+impl Who {
+    pub(super) fn of(ctx: &RequestContext<RoleServer>) -> Who {
+        let declared = ctx.client_info().map(|i| i.name);
+        match crate::gateway::agents::token_agent(ctx) {
+            Some(agent) => Who {
+                id: agent.id,
+                name: agent.name,
+                declared,
+            },
+            // Only requests through the guard reach the forwarder; without its mark, the
+            // agent is nobody in particular and nothing remembered applies to it.
+            None => Who {
+                id: String::new(),
+                name: UNNAMED_AGENT.to_owned(),
+                declared,
+            },
+        }
+    }
+}
+
+/// Why the gate did not let a request through.
+enum Refusal {
+    /// In words the agent (and its model) can act on.
+    Denied(String),
+    /// The agent cancelled or went away while the person was asked.
+    AgentLeft,
+    /// The person has not answered yet: the approval waits in Countersign under `id`.
+    Pending { id: String },
+}
+
+/// What the agent is told when the person has not answered yet: a result, not an error, in
+/// words its model can act on.
+fn pending_result(id: &str, tool: &str, server: &str) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(format!(
+        "Approval pending in Countersign (id {id}): the person has not yet decided whether \
+         {tool} on {server} may run, and it has not run. Make the same call again later, with \
+         the same arguments, to get their decision."
+    ))])
+}
+
+/// Who decided about what, for a decision to remember.
+pub(crate) struct Decided<'a> {
+    pub agent: &'a str,
+    pub agent_name: &'a str,
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub definition: &'a Value,
+    pub digest: &'a str,
+}
+
+/// Keeps what the person chose to remember (a failure to save is logged: the decision was
+/// taken for this call all the same).
+pub(crate) fn keep_decision(
+    settings: &crate::settings::SettingsStore,
+    decided: Decided,
+    decision: approval::Remember,
+    session: Option<u64>,
+    now_ms: u64,
+) {
+    let kept = RememberedDecision {
+        id: 0,
+        agent: decided.agent.to_owned(),
+        agent_name: decided.agent_name.to_owned(),
+        server: decided.server.to_owned(),
+        tool: decided.tool.to_owned(),
+        allow: decision.allow,
+        session,
+        lasting: decision.lasting,
+        covering: decision.covering,
+        definition: decided.definition.clone(),
+        digest: decided.digest.to_owned(),
+        created_ms: now_ms,
+        last_used_ms: Some(now_ms),
+        uses: 1,
+    };
+    if let Err(e) = settings.remember(kept, now_ms) {
+        tracing::warn!(error = %e, "cannot remember a decision");
+    }
+}
+
+/// Ties a question to the agent's call while the call waits for it, and lets go when the
+/// call stops waiting (the question then outlives it, see `pending`).
+struct WhileWaiting {
+    detached: CancellationToken,
+    cancelled: CancellationToken,
+    gone: CancellationToken,
+}
+
+impl WhileWaiting {
+    fn link(ctx: &RequestContext<RoleServer>) -> Self {
+        let leaving = Leaving::of(ctx);
+        let link = WhileWaiting {
+            detached: CancellationToken::new(),
+            cancelled: CancellationToken::new(),
+            gone: CancellationToken::new(),
+        };
+        let (detached, cancelled, gone) = (
+            link.detached.clone(),
+            link.cancelled.clone(),
+            link.gone.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                _ = detached.cancelled() => {}
+                reason = leaving.left() => match reason {
+                    CancelReason::AgentGone => gone.cancel(),
+                    _ => cancelled.cancel(),
+                },
+            }
+        });
+        link
+    }
+
+    /// The withdraw tokens for the question; the agent's cancellation listed first.
+    fn tokens(&self) -> Vec<(CancellationToken, CancelReason)> {
+        vec![
+            (self.cancelled.clone(), CancelReason::Agent),
+            (self.gone.clone(), CancelReason::AgentGone),
+        ]
+    }
+
+    fn detach(&self) {
+        self.detached.cancel();
+    }
+}

@@ -1,0 +1,370 @@
+//! The upstream side of forwarding: one rmcp client session to the server per agent session
+//! (pooled for session-less agents, closed when idle), capped per server, with what the gate
+//! needs to know about its tools and the notifications it relays back to the agent.
+
+use super::*;
+
+/// A pooled upstream of a 2026-07-28 agent unused this long is closed.
+const IDLE: Duration = Duration::from_secs(10 * 60);
+/// Upstream sessions (for stdio servers, child processes) open at once per server, across
+/// agents: each agent session gets its own, so without a cap one agent holding the token
+/// could start processes without end.
+pub(crate) const MAX_UPSTREAMS_PER_SERVER: usize = 32;
+/// (server, the agent's token id, the name and version it gives itself).
+type PoolKey = (String, String, String, String);
+
+/// Upstreams of session-less (2026-07-28) agents, by server, token and agent name and version:
+/// two agents never share one, whatever they call themselves.
+#[derive(Default)]
+pub(crate) struct Pool {
+    pub(super) entries:
+        tokio::sync::Mutex<HashMap<PoolKey, Arc<tokio::sync::OnceCell<Arc<Upstream>>>>>,
+    /// The last upstream `initialize`/`discover` answer per server, for `get_info` before a
+    /// session-less agent's first request has reached the server.
+    pub(super) last_info: RwLock<HashMap<String, ServerConfig_>>,
+}
+
+impl Pool {
+    pub(crate) async fn clear(&self) {
+        let entries: Vec<_> = self.entries.lock().await.drain().collect();
+        for (_, cell) in entries {
+            if let Some(up) = cell.get() {
+                up.close();
+            }
+        }
+    }
+}
+
+/// Closes pooled upstreams that have been idle for [`IDLE`], until the gateway stops.
+pub(crate) async fn reap_idle(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            _ = shared.stop.cancelled() => return,
+            _ = tokio::time::sleep(IDLE / 4) => {}
+        }
+        let now = crate::broker::unix_ms();
+        let mut entries = shared.pool.entries.lock().await;
+        entries.retain(|_, cell| match cell.get() {
+            Some(up)
+                if up.is_closed()
+                    || now.saturating_sub(up.last_used()) > IDLE.as_millis() as u64 =>
+            {
+                up.close();
+                false
+            }
+            _ => true,
+        });
+    }
+}
+
+/// One upstream session, owned by one agent session (or one pooled session-less agent).
+pub(crate) struct Upstream {
+    pub(super) server: ServerConfig,
+    pub(super) service: RunningService<RoleClient, Handler>,
+    /// The upstream's results as they were on the wire.
+    pub(super) raw: Arc<RawRequests>,
+    pub(super) elicitor: Elicitor,
+    pub(super) relay: Arc<AgentRelay>,
+    pub(super) closed: CancellationToken,
+    pub(super) session: u64,
+    pub(super) last_used: AtomicU64,
+    /// The tools as last listed: (title, description, annotations) by name, for the gate.
+    pub(super) tools: Mutex<Option<HashMap<String, ToolFacts>>>,
+    /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
+    _slot: Slot,
+}
+
+/// One of a server's [`MAX_UPSTREAMS_PER_SERVER`] places, given back when dropped.
+struct Slot {
+    shared: Arc<Shared>,
+    server: String,
+}
+
+impl Slot {
+    fn take(shared: &Arc<Shared>, server: &str) -> Result<Slot, String> {
+        let mut open = lock(&shared.open_upstreams);
+        let count = open.entry(server.to_owned()).or_default();
+        if *count >= MAX_UPSTREAMS_PER_SERVER {
+            return Err(format!(
+                "{server} already has {MAX_UPSTREAMS_PER_SERVER} agent sessions open through \
+                 Countersign (the limit); close some agents' sessions first"
+            ));
+        }
+        *count += 1;
+        Ok(Slot {
+            shared: shared.clone(),
+            server: server.to_owned(),
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(count) = lock(&self.shared.open_upstreams).get_mut(&self.server) {
+            *count = count.saturating_sub(1);
+        }
+    }
+}
+
+#[derive(Clone, Default)]
+pub(super) struct ToolFacts {
+    pub(super) title: Option<String>,
+    pub(super) description: Option<String>,
+    pub(super) annotations: Option<Value>,
+    pub(super) input_schema: Option<Value>,
+}
+
+impl Upstream {
+    pub(super) async fn connect(
+        shared: &Arc<Shared>,
+        server: &ServerConfig,
+        who: &Who,
+    ) -> Result<Arc<Self>, String> {
+        let slot = Slot::take(shared, &server.name)?;
+        let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
+        let (relay, notifications) = AgentRelay::new();
+        let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
+        let raw = RawRequests::with_results();
+        let mut asker = asker_for(server);
+        asker.agent = Some(who.name.clone());
+        asker.declared = who.declared.clone();
+        let elicitor = Elicitor {
+            broker: shared.broker.clone(),
+            asker,
+            answer_timeout: server.answer_timeout,
+            session,
+        };
+        let handler = Handler {
+            elicitor: elicitor.clone(),
+            tap: tap.clone(),
+            raw: raw.clone(),
+            config: client_config(lifecycle_for(server).1),
+        };
+        let service = open_client(server, handler, tap.clone(), raw.clone(), Arc::default())
+            .await
+            .map_err(|e| match e {
+                ConnectError::Retry(reason) | ConnectError::Fatal(reason) => reason,
+            })?;
+        let upstream = Arc::new(Upstream {
+            server: server.clone(),
+            service,
+            raw,
+            elicitor,
+            relay: relay.clone(),
+            closed: tap.closed.clone(),
+            session,
+            last_used: AtomicU64::new(crate::broker::unix_ms()),
+            tools: Mutex::default(),
+            _slot: slot,
+        });
+        if let Some(info) = upstream.info() {
+            let mut last = shared
+                .pool
+                .last_info
+                .write()
+                .unwrap_or_else(|e| e.into_inner());
+            last.insert(server.name.clone(), agent_facing(info));
+        }
+        tokio::spawn(relay_notifications(
+            Arc::downgrade(&upstream),
+            notifications,
+        ));
+        // A dead upstream takes its questions with it, at once, and the agent's session ends:
+        // so do the decisions the person made for that session.
+        let broker = shared.broker.clone();
+        let settings = shared.settings.clone();
+        let closed = upstream.closed.clone();
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            broker.withdraw_session(session, CancelReason::Disconnect);
+            if let Err(e) = settings.end_session(session) {
+                tracing::warn!(error = %e, "cannot forget a session's decisions");
+            }
+        });
+        tracing::info!(server = %server.name, agent = %who.name, session, "gateway: upstream session open");
+        Ok(upstream)
+    }
+
+    pub(super) fn peer(&self) -> &Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled() || self.service.is_closed()
+    }
+
+    pub(super) fn close(&self) {
+        self.service.cancellation_token().cancel();
+    }
+
+    pub(super) fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
+    }
+
+    /// What the server said about itself in the handshake.
+    pub(super) fn info(&self) -> Option<ServerPeerInfo> {
+        self.peer().peer_info().map(|i| (*i).clone())
+    }
+
+    /// Sends one request upstream on behalf of the agent's request `ctx`: its progress is
+    /// routed back, its cancellation cancels the upstream request.
+    pub(super) async fn send(
+        &self,
+        mut request: ClientRequest,
+        ctx: &RequestContext<RoleServer>,
+        timeout: Duration,
+        call: Option<u64>,
+    ) -> Result<(ServerResult, Option<Value>), McpError> {
+        self.last_used
+            .store(crate::broker::unix_ms(), Ordering::Relaxed);
+        let agent_token = ctx.meta.get_progress_token();
+        // The agent's lifecycle keys describe the agent's link to us, not ours upstream.
+        request
+            .get_meta_mut()
+            .0
+            .0
+            .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let peer = self.peer().clone();
+        let handle = peer
+            .send_request_with_option(request, options)
+            .await
+            .map_err(|e| upstream_error(&self.server, e))?;
+        let id = handle.id.clone();
+        let upstream_token = handle.progress_token.clone();
+        if let Some(token) = agent_token {
+            self.relay
+                .progress_routes()
+                .insert(upstream_token.clone(), (ctx.peer.clone(), token));
+        }
+        let leaving = Leaving::of(ctx);
+        let response = tokio::select! {
+            r = handle.await_response() => Ok(r),
+            reason = leaving.left() => Err(reason),
+        };
+        self.relay.progress_routes().remove(&upstream_token);
+        match response {
+            Err(reason) => {
+                // The questions first: the server's own withdrawal, prompted by ours, must not
+                // be what ends them.
+                if let Some(call) = call {
+                    self.relay.call_ended(call, Some(reason));
+                }
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id.clone()),
+                        Some("the agent cancelled the call".into()),
+                    ))
+                    .await;
+                let _ = self.raw.take_result(&id);
+                Err(agent_cancelled())
+            }
+            Ok(result) => {
+                // Read beside rmcp before rmcp resolved the request, so it is here now (unless
+                // the server answered in plain JSON over HTTP, which only rmcp sees).
+                let raw = self.raw.take_result(&id);
+                result
+                    .map(|typed| (typed, raw))
+                    .map_err(|e| upstream_error(&self.server, e))
+            }
+        }
+    }
+
+    /// Makes a preview's call (already with `dryRun: true`), recorded like any forwarded call.
+    pub(crate) async fn dry_run(&self, request: CallToolRequest) -> Result<CallToolResult, String> {
+        let agent = self.elicitor.asker.agent.clone();
+        self.elicitor
+            .broker
+            .audit()
+            .record_forwarded(
+                &self.server.name,
+                agent.as_deref(),
+                "tools/call (preview, dryRun: true)",
+            )
+            .map_err(|e| e.to_string())?;
+        let sent = tokio::time::timeout(
+            self.server.request_timeout,
+            self.peer().call_tool(request.params),
+        )
+        .await
+        .map_err(|_| format!("{} did not answer in time", self.server.name))?;
+        sent.map_err(|e| e.to_string())
+    }
+
+    /// What the gate needs to know about `tool`, listing the tools if they were not yet.
+    pub(super) async fn tool_facts(&self, tool: &str) -> ToolFacts {
+        if let Some(facts) = lock(&self.tools)
+            .as_ref()
+            .and_then(|t| t.get(tool).cloned())
+        {
+            return facts;
+        }
+        let listed =
+            tokio::time::timeout(self.server.request_timeout, self.peer().list_all_tools()).await;
+        if let Ok(Ok(tools)) = listed {
+            let facts: HashMap<String, ToolFacts> = tools
+                .iter()
+                .map(|t| (t.name.to_string(), ToolFacts::of(t)))
+                .collect();
+            let found = facts.get(tool).cloned();
+            *lock(&self.tools) = Some(facts);
+            if let Some(found) = found {
+                return found;
+            }
+        }
+        // Unknown to the list (or the list failed): no hints, so the gate asks.
+        ToolFacts::default()
+    }
+
+    /// Keeps the gate's view current from a `tools/list` the agent made (one page).
+    pub(super) fn learn_tools(&self, listed: &ListToolsResult) {
+        let mut cache = lock(&self.tools);
+        let map = cache.get_or_insert_with(HashMap::new);
+        for t in &listed.tools {
+            map.insert(t.name.to_string(), ToolFacts::of(t));
+        }
+    }
+}
+
+impl ToolFacts {
+    fn of(t: &Tool) -> Self {
+        ToolFacts {
+            title: t.title.clone(),
+            description: t.description.as_ref().map(|d| d.to_string()),
+            annotations: t
+                .annotations
+                .as_ref()
+                .and_then(|a| serde_json::to_value(a).ok()),
+            input_schema: Some(Value::Object((*t.input_schema).clone())),
+        }
+    }
+}
+
+impl Drop for Upstream {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Passes the upstream's notifications to the agent, in order, from one task.
+async fn relay_notifications(
+    upstream: std::sync::Weak<Upstream>,
+    mut notifications: mpsc::UnboundedReceiver<Outgoing>,
+) {
+    while let Some((peer, notification)) = notifications.recv().await {
+        let Some(up) = upstream.upgrade() else {
+            return;
+        };
+        if matches!(
+            notification,
+            ServerNotification::ToolListChangedNotification(_)
+        ) {
+            *lock(&up.tools) = None;
+        }
+        let peer = peer.or_else(|| lock(&up.relay.agent).clone());
+        if let Some(peer) = peer {
+            let _ = peer.send_notification(notification).await;
+        }
+    }
+}
