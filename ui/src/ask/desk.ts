@@ -311,7 +311,7 @@ export class AskDesk implements AskViewHost {
   private open(): void {
     if (!this.dialog.isConnected || this.views.size === 0) return;
     if (!this.dialog.open) this.dialog.showModal();
-    this.current?.focusInitial();
+    (this.batch ?? this.current)?.focusInitial();
   }
 
   /** Removes an ask's view at once; shows the next one, or closes the dialog when none is left. */
