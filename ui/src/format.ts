@@ -141,6 +141,12 @@ export function clockTime(ms: number): string {
   return timeFormat.format(new Date(ms));
 }
 
+/** The time alone when `ms` is today, else the date and time: a question that waits until
+ * tomorrow must not read as closing later today. */
+export function deadlineTime(ms: number, nowMs: number = Date.now()): string {
+  return new Date(ms).toDateString() === new Date(nowMs).toDateString() ? clockTime(ms) : dateTime(ms);
+}
+
 /** Local date and time for a Unix-epoch millisecond timestamp. */
 export function dateTime(ms: number): string {
   return dateTimeFormat.format(new Date(ms));

@@ -59,6 +59,18 @@ test("Submit, Decline, Escape and the close button answer accept, decline, cance
   await app.close();
 });
 
+test("a question that closes on another day says which day, not just the time", async () => {
+  const tomorrow = Date.now() + 26 * 3600_000;
+  const ask = simple({ server: "ticket-desk", deadlineMs: tomorrow });
+  const app = await openApp(env, { asks: [ask] });
+  const meta = await app.page.getByRole("dialog").locator(".ask-meta").textContent();
+  const year = await app.page.evaluate((ms) => String(new Date(ms).getFullYear()), tomorrow);
+  const closes = meta.slice(meta.indexOf("closes at"));
+  // The time alone never carries the year; the date does.
+  assert.ok(closes.includes(year), closes);
+  await app.close();
+});
+
 test("the dialog is a modal with an accessible name naming the server, focus in the first field", async () => {
   const ask = simple({ server: "ticket-desk", agent: "Claude Code", deadlineMs: Date.now() + 60_000 });
   const app = await openApp(env, { asks: [ask] });

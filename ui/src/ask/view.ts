@@ -11,7 +11,7 @@ import type { FieldError } from "../bindings/FieldError";
 import type { PreviewResult } from "../bindings/PreviewResult";
 import type { JsonValue } from "../bindings/serde_json/JsonValue";
 import { el, append, replace, uid } from "../dom";
-import { clockTime, endpointPhrase } from "../format";
+import { deadlineTime, endpointPhrase } from "../format";
 import { clippedText, inlineText, shortText } from "../untrusted";
 import { buildField, type FieldControl } from "./fields";
 import { toolCallPanel } from "./toolcall";
@@ -207,7 +207,7 @@ export class AskView {
     }
     if (this.ask.deadlineMs !== null) {
       if (meta.hasChildNodes()) append(meta, sep());
-      append(meta, el("span", { class: "deadline" }, `closes at ${clockTime(this.ask.deadlineMs)}`));
+      append(meta, el("span", { class: "deadline" }, `closes at ${deadlineTime(this.ask.deadlineMs)}`));
     }
     return el("header", { class: "ask-head" },
       el("div", { class: "ask-title-row" },
