@@ -338,7 +338,8 @@ async fn always_allow_belongs_to_the_agents_token_not_its_name_and_rules_come_fi
     let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
     config.tool_policy = BTreeMap::from([("book_meeting".to_owned(), ToolRule::Deny)]);
     let mut rig = rig("always", vec![config]).await;
-    let a_token = rig.gateway.create_agent("Agent A", "bridge").unwrap().token;
+    let a = rig.gateway.create_agent("Agent A", "bridge").unwrap();
+    let (a_token, a_id) = (a.token, a.agent.id);
     let b = rig.gateway.create_agent("Agent B", "bridge").unwrap();
     let agent = rig.agent_holding("desk", "agent-a", &a_token).await;
 
@@ -376,7 +377,9 @@ async fn always_allow_belongs_to_the_agents_token_not_its_name_and_rules_come_fi
     assert_eq!(refused.is_error, Some(true));
     assert!(rig.broker.pending().is_empty());
 
-    // A revoked token gets 401 at once, and no dialog.
+    // A revoked token gets 401 at once, and no dialog; what was remembered for it goes.
+    rig.gateway.revoke_agent(&a_id).unwrap();
+    assert!(rig.settings.get().remembered.is_empty());
     rig.gateway.revoke_agent(&b.agent.id).unwrap();
     let refused = reqwest::Client::new()
         .post(rig.url("desk"))

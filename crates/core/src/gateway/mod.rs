@@ -172,8 +172,18 @@ impl Gateway {
     }
 
     /// From the next request on, agent `id`'s token is refused.
+    /// Cuts the agent off, and forgets what the person decided for it: nothing it was allowed
+    /// is left in Settings to mislead.
     pub fn revoke_agent(&self, id: &str) -> Result<(), AgentError> {
-        self.shared.agents.revoke(id)
+        self.shared.agents.revoke(id)?;
+        if let Err(e) = self
+            .shared
+            .settings
+            .update(|s| s.remembered.retain(|d| d.agent != id))
+        {
+            tracing::warn!(error = %e, "cannot forget a revoked agent's decisions");
+        }
+        Ok(())
     }
 
     fn base_url(&self) -> String {
