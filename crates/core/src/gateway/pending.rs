@@ -204,81 +204,6 @@ pub(crate) fn fresh_id() -> String {
     )
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn approval(id: &str, expires_ms: u64) -> PendingApproval {
-        PendingApproval {
-            id: id.into(),
-            agent: "a".into(),
-            agent_name: "A".into(),
-            declared: None,
-            server: "s".into(),
-            tool: "t".into(),
-            arguments: "{}".into(),
-            arguments_value: json!({}),
-            definition: json!({}),
-            digest: "d".into(),
-            created_ms: 0,
-            expires_ms,
-            state: PendingState::Waiting,
-        }
-    }
-
-    #[test]
-    fn an_answer_is_used_once_and_only_by_the_same_call() {
-        let store = PendingStore::load(None, 0);
-        assert!(store.add(approval("p-1", 100)));
-        assert_eq!(
-            store.find("a", "s", "t", "{}", "d", 10),
-            Found::Waiting { id: "p-1".into() }
-        );
-        store.answer("p-1", true);
-        assert_eq!(store.find("b", "s", "t", "{}", "d", 10), Found::None);
-        assert_eq!(store.find("a", "s", "t", "{\"x\":1}", "d", 10), Found::None);
-        assert_eq!(store.find("a", "s", "t", "{}", "changed", 10), Found::None);
-        assert_eq!(
-            store.find("a", "s", "t", "{}", "d", 10),
-            Found::Answered {
-                id: "p-1".into(),
-                allow: true
-            }
-        );
-        assert_eq!(store.find("a", "s", "t", "{}", "d", 10), Found::None);
-    }
-
-    #[test]
-    fn kept_across_restarts_privately_until_it_expires() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("cs-pending-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let path = dir.join("pending-approvals.json");
-        let store = PendingStore::load(Some(path.clone()), 0);
-        store.add(approval("p-1", 100));
-        store.add(approval("p-2", 50));
-        assert_eq!(
-            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
-        let again = PendingStore::load(Some(path.clone()), 60);
-        let ids: Vec<String> = again.waiting(60).into_iter().map(|e| e.id).collect();
-        assert_eq!(ids, ["p-1"]);
-        std::fs::write(&path, "not json").unwrap();
-        assert!(PendingStore::load(Some(path), 0).waiting(0).is_empty());
-    }
-
-    #[test]
-    fn the_store_is_capped() {
-        let store = PendingStore::load(None, 0);
-        for i in 0..MAX_PENDING {
-            assert!(store.add(approval(&format!("p-{i}"), 100)));
-        }
-        assert!(!store.add(approval("one-more", 100)));
-    }
-}
-
 /// The question behind a pending approval, waited for apart from any call.
 type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = crate::ask::Outcome> + Send>>;
 
@@ -410,5 +335,80 @@ async fn settle(
         } => {}
         // The agent's session ended (its upstream closed): the approval outlives it.
         Outcome::Cancelled { .. } => reopen(&shared, approval),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn approval(id: &str, expires_ms: u64) -> PendingApproval {
+        PendingApproval {
+            id: id.into(),
+            agent: "a".into(),
+            agent_name: "A".into(),
+            declared: None,
+            server: "s".into(),
+            tool: "t".into(),
+            arguments: "{}".into(),
+            arguments_value: json!({}),
+            definition: json!({}),
+            digest: "d".into(),
+            created_ms: 0,
+            expires_ms,
+            state: PendingState::Waiting,
+        }
+    }
+
+    #[test]
+    fn an_answer_is_used_once_and_only_by_the_same_call() {
+        let store = PendingStore::load(None, 0);
+        assert!(store.add(approval("p-1", 100)));
+        assert_eq!(
+            store.find("a", "s", "t", "{}", "d", 10),
+            Found::Waiting { id: "p-1".into() }
+        );
+        store.answer("p-1", true);
+        assert_eq!(store.find("b", "s", "t", "{}", "d", 10), Found::None);
+        assert_eq!(store.find("a", "s", "t", "{\"x\":1}", "d", 10), Found::None);
+        assert_eq!(store.find("a", "s", "t", "{}", "changed", 10), Found::None);
+        assert_eq!(
+            store.find("a", "s", "t", "{}", "d", 10),
+            Found::Answered {
+                id: "p-1".into(),
+                allow: true
+            }
+        );
+        assert_eq!(store.find("a", "s", "t", "{}", "d", 10), Found::None);
+    }
+
+    #[test]
+    fn kept_across_restarts_privately_until_it_expires() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cs-pending-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("pending-approvals.json");
+        let store = PendingStore::load(Some(path.clone()), 0);
+        store.add(approval("p-1", 100));
+        store.add(approval("p-2", 50));
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        let again = PendingStore::load(Some(path.clone()), 60);
+        let ids: Vec<String> = again.waiting(60).into_iter().map(|e| e.id).collect();
+        assert_eq!(ids, ["p-1"]);
+        std::fs::write(&path, "not json").unwrap();
+        assert!(PendingStore::load(Some(path), 0).waiting(0).is_empty());
+    }
+
+    #[test]
+    fn the_store_is_capped() {
+        let store = PendingStore::load(None, 0);
+        for i in 0..MAX_PENDING {
+            assert!(store.add(approval(&format!("p-{i}"), 100)));
+        }
+        assert!(!store.add(approval("one-more", 100)));
     }
 }
