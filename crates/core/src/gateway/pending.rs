@@ -179,9 +179,12 @@ impl PendingStore {
         }
     }
 
-    /// Waits until something in the store changes.
-    pub(crate) async fn changed(&self) {
-        self.changed.notified().await;
+    /// A wait for the next change, registered now: a change between this call and the
+    /// await is not missed.
+    pub(crate) fn changed(&self) -> std::pin::Pin<Box<tokio::sync::futures::Notified<'_>>> {
+        let mut notified = Box::pin(self.changed.notified());
+        notified.as_mut().enable();
+        notified
     }
 
     /// The approvals still waiting for the person (to ask again after a restart).

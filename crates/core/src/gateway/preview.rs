@@ -131,7 +131,9 @@ impl Previews {
     ) -> Result<(Weak<Upstream>, CallToolRequest), PreviewError> {
         let deadline = tokio::time::Instant::now() + OFFER_GRACE;
         loop {
-            let offered = self.offers.notified();
+            // Registered before the look, so an offer made in between is not missed.
+            let mut offered = std::pin::pin!(self.offers.notified());
+            offered.as_mut().enable();
             if let Some(found) = self.lock().get(&id).cloned() {
                 return Ok(found);
             }
