@@ -15,6 +15,7 @@ import type { AgentView } from "./bindings/AgentView";
 import type { ClientSetup } from "./bindings/ClientSetup";
 import type { CreatedAgent } from "./bindings/CreatedAgent";
 import type { GatewayInfo } from "./bindings/GatewayInfo";
+import type { GatewayRefusal } from "./bindings/GatewayRefusal";
 import type { ImportCandidate } from "./bindings/ImportCandidate";
 import type { ImportPreview } from "./bindings/ImportPreview";
 import type { ImportResult } from "./bindings/ImportResult";
@@ -76,7 +77,8 @@ export class ConnectPane {
     replace(this.content,
       this.stateSection(info),
       this.serversSection(info),
-      this.tokens.root);
+      this.tokens.root,
+      refusalsSection(info.refusals));
     this.tokens.update(info.agents);
   }
 
@@ -318,6 +320,28 @@ class AgentTokens {
       el("div", { class: "actions start" }, done)));
     heading.focus();
   }
+}
+
+/** Requests the gateway refused lately: an agent host says only "Failed to connect", so this is
+ * where the person learns which client it was, when, what was wrong and what to do. The client
+ * name and path are whatever the request said (untrusted, shown as text). */
+function refusalsSection(refusals: GatewayRefusal[]): HTMLElement {
+  const headingId = uid("refusals");
+  const section = el("section", { class: "detail-section refusals", attrs: { "aria-labelledby": headingId } },
+    el("h3", { id: headingId }, "Refused connections"));
+  if (refusals.length === 0) {
+    append(section, el("p", { class: "empty-state" }, "None since Countersign started."));
+    return section;
+  }
+  append(section,
+    el("p", { class: "muted" }, "The newest first. An agent that cannot connect usually says only “Failed to connect”; this is why."),
+    el("ul", { class: "refusal-list" }, ...refusals.map((r) => el("li", {},
+      el("span", { class: "refusal-when muted" }, dateTime(r.atMs)), " ",
+      el("code", { class: "refusal-status" }, String(r.status)), " ",
+      el("span", { class: "refusal-client" }, r.client === null ? "a client that gave no name" : inlineText(r.client, 120)),
+      " → ", el("code", {}, inlineText(r.path, 120)),
+      el("div", { class: "refusal-reason" }, inlineText(r.reason, 300))))));
+  return section;
 }
 
 /** "Import from your agents": one card per agent host's config file. */

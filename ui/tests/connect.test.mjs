@@ -172,6 +172,36 @@ test("a new agent's token is shown once with its snippets, never again; Revoke a
   await app.close();
 });
 
+test("refused connections are listed with the client, the status, what was wrong and what to do, as text", async () => {
+  const refusals = [
+    { atMs: Date.now(), status: 401, reason: "wrong or revoked bearer token: create a token for this agent", client: `claude-code/2.1 ${IMG}`, path: "/mcp/demo" },
+    { atMs: Date.now() - 5000, status: 404, reason: "no server by that name on this gateway", client: null, path: `/mcp/${SCRIPT}` },
+  ];
+  const app = await openConnect(state({ gateway: gatewayInfo({ refusals }) }));
+  const { page } = app;
+  const section = page.getByRole("region", { name: "Refused connections" });
+  const items = section.locator("li");
+  assert.equal(await items.count(), 2);
+  const first = await items.nth(0).textContent();
+  assert.match(first, /401/);
+  assert.match(first, /wrong or revoked bearer token/);
+  assert.ok(first.includes(`claude-code/2.1 ${IMG}`), first);
+  const second = await items.nth(1).textContent();
+  assert.match(second, /404/);
+  assert.match(second, /a client that gave no name/);
+  assert.ok(second.includes(SCRIPT), second);
+  assert.equal(await page.locator(".refusals img, .refusals script").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await app.close();
+});
+
+test("no refusals: says so", async () => {
+  const app = await openConnect(state());
+  const section = app.page.getByRole("region", { name: "Refused connections" });
+  assert.match(await section.textContent(), /None since Countersign started/);
+  await app.close();
+});
+
 test("Pause and Resume call set_gateway_paused and the status follows", async () => {
   const app = await openConnect(state());
   const { page, backend } = app;

@@ -1873,3 +1873,67 @@ async fn five_calls_waiting_three_allowed_exactly_those_three_reach_the_server()
     assert_eq!(received, ticked);
     rig.gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn refused_connections_are_listed_for_the_connect_page_with_what_to_do() {
+    let desk = desk().await;
+    let rig = rig(
+        "refusals",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let post = |url: String, token: Option<&str>| {
+        let mut request = http
+            .post(url)
+            .header("user-agent", "claude-code/2.1 <b>hostile</b>")
+            .header("content-type", "application/json")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        request.send()
+    };
+    assert_eq!(post(rig.url("desk"), None).await.unwrap().status(), 401);
+    assert_eq!(
+        post(rig.url("desk"), Some("not-the-token"))
+            .await
+            .unwrap()
+            .status(),
+        401
+    );
+    let token = rig.gateway.token().to_owned();
+    assert_eq!(
+        post(rig.url("no-such-server"), Some(&token))
+            .await
+            .unwrap()
+            .status(),
+        404
+    );
+    let refusals = rig.gateway.info().refusals;
+    let seen: Vec<(u16, &str)> = refusals
+        .iter()
+        .map(|r| (r.status, r.path.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (404, "/mcp/no-such-server"),
+            (401, "/mcp/desk"),
+            (401, "/mcp/desk")
+        ]
+    );
+    assert!(
+        refusals[1].reason.contains("wrong or revoked"),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals[2].reason.contains("no bearer token"),
+        "{refusals:?}"
+    );
+    assert_eq!(
+        refusals[2].client.as_deref(),
+        Some("claude-code/2.1 <b>hostile</b>")
+    );
+    rig.gateway.shutdown().await;
+}

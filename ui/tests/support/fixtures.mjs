@@ -79,7 +79,7 @@ export function rememberedDecision(id, { agent = "a1", agentName = "Claude Code"
 
 /** What `gateway_info` returns for a running gateway over `servers`, with `agents` (AgentView). */
 export function gatewayInfo({ servers = ["demo", "tickets"], paused = false, enabled = true, error = null,
-  agents = [sharedAgent()] } = {}) {
+  agents = [sharedAgent()], refusals = [] } = {}) {
   const url = "http://127.0.0.1:47717";
   return {
     enabled,
@@ -90,6 +90,7 @@ export function gatewayInfo({ servers = ["demo", "tickets"], paused = false, ena
     tokenPath: "/home/me/.local/share/countersign/gateway-token",
     servers: servers.map((name) => ({ name, url: `${url}/mcp/${name}` })),
     agents,
+    refusals,
   };
 }
 

@@ -26,6 +26,9 @@ pub struct GatewayInfo {
     pub servers: Vec<GatewayServer>,
     /// The agents and their tokens (never the tokens themselves).
     pub agents: Vec<super::AgentView>,
+    /// Requests refused lately (a wrong or revoked token, an unknown server...), newest first:
+    /// agent hosts say only "Failed to connect".
+    pub refusals: Vec<super::refusals::GatewayRefusal>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]

@@ -17,6 +17,7 @@ mod gone;
 mod pending;
 pub mod policy;
 pub mod preview;
+pub mod refusals;
 pub mod token;
 
 use std::collections::BTreeMap;
@@ -79,6 +80,8 @@ pub(crate) struct Shared {
     pub(crate) pending: pending::PendingStore,
     /// The broker session of the questions behind pending approvals, tied to no upstream.
     pub(crate) pending_session: u64,
+    /// The requests refused lately, for the Connect page.
+    pub(crate) refusals: refusals::Refusals,
     /// Calls waiting for the person that can be previewed with `dryRun: true`.
     pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
@@ -124,6 +127,7 @@ impl Gateway {
                 pending: pending::PendingStore::load(Some(pending_path), crate::broker::unix_ms()),
                 pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
+                refusals: refusals::Refusals::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
                 open_upstreams: Mutex::default(),
                 config,
@@ -276,11 +280,19 @@ impl Gateway {
             router = router.nest_service(&connect::server_path(name), service);
         }
         router
-            .fallback(|| async {
-                refusal(
-                    StatusCode::NOT_FOUND,
-                    "no server by that name on this gateway; the path is /mcp/<server>",
-                )
+            .fallback({
+                let shared = self.shared.clone();
+                move |request: Request| async move {
+                    let reason =
+                        "no server by that name on this gateway; the path is /mcp/<server>";
+                    shared.refusals.record(
+                        StatusCode::NOT_FOUND,
+                        reason,
+                        request.headers(),
+                        request.uri().path(),
+                    );
+                    refusal(StatusCode::NOT_FOUND, reason)
+                }
             })
             .layer(axum::middleware::from_fn(faithful::swap))
             .layer(axum::middleware::from_fn(gone::watch))
@@ -336,6 +348,7 @@ impl Gateway {
                 })
                 .collect(),
             agents: self.agents(),
+            refusals: self.shared.refusals.list(),
             token_path: self.shared.agents.shared_token_path().display().to_string(),
             url,
         }
@@ -369,9 +382,16 @@ async fn guard(
     next: Next,
 ) -> Response {
     let headers = request.headers();
+    // Every refusal is also kept for the Connect page: the agent's host shows only "Failed".
+    let refuse = |status: StatusCode, reason: &str| {
+        shared
+            .refusals
+            .record(status, reason, headers, request.uri().path());
+        refusal(status, reason)
+    };
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     if !host.is_some_and(|h| is_local_authority(h, port)) {
-        return refusal(
+        return refuse(
             StatusCode::FORBIDDEN,
             "Host is not this machine's gateway (DNS rebinding is refused)",
         );
@@ -382,7 +402,7 @@ async fn guard(
                 .is_some_and(|authority| is_local_authority(authority, port))
         });
         if !ok {
-            return refusal(StatusCode::FORBIDDEN, "requests from web pages are refused");
+            return refuse(StatusCode::FORBIDDEN, "requests from web pages are refused");
         }
     }
     // The scheme name is case-insensitive (RFC 9110); the token is not.
@@ -394,10 +414,14 @@ async fn guard(
         .map(|(_, token)| token.trim());
     let agent = given.and_then(|t| shared.agents.identify(t));
     let Some(agent) = agent else {
-        let mut response = refusal(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token (see Countersign's Connect agents page)",
-        );
+        let reason = if given.is_none() {
+            "no bearer token was sent: paste the snippet from Countersign's Connect agents page, \
+             which carries the agent's token"
+        } else {
+            "wrong or revoked bearer token: create a token for this agent on Countersign's \
+             Connect agents page and paste its snippet"
+        };
+        let mut response = refuse(StatusCode::UNAUTHORIZED, reason);
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Bearer realm=\"countersign\""),
@@ -405,7 +429,7 @@ async fn guard(
         return response;
     };
     if shared.paused.load(Ordering::Relaxed) {
-        return refusal(
+        return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "Countersign's gateway is paused; resume it from the app or its tray menu",
         );
