@@ -459,7 +459,7 @@ impl App {
             });
         };
         let agent = gateway.adopt_agent(&route.name, &route.token)?;
-        match clients.rewrite(plan) {
+        match clients.rewrite_for(plan, Some(agent.id.clone())) {
             Ok(result) => Ok(result),
             Err(e) => {
                 if let Err(revoke) = gateway.revoke_agent(&agent.id) {
@@ -476,13 +476,21 @@ impl App {
     }
 
     /// Puts an agent's config back from the rewrite's backup; `force` also when it changed
-    /// since.
+    /// since. The agent token the rewrite wrote is revoked: nothing holds it any more.
     pub fn undo_rewrite(
         &self,
         id: &str,
         force: bool,
     ) -> Result<crate::clients::UndoResult, AppError> {
-        Ok(self.clients()?.undo(id, force)?)
+        let clients = self.clients()?;
+        let agent = clients.rewrite_agent(id);
+        let undone = clients.undo(id, force)?;
+        if let (Some(agent), Some(gateway)) = (agent, self.gateway.as_ref())
+            && let Err(e) = gateway.revoke_agent(&agent)
+        {
+            tracing::warn!(agent = %agent, error = %e, "cannot revoke the token of an undone rewrite");
+        }
+        Ok(undone)
     }
 
     /// Uses `settings` (loaded from disk by the caller) instead of in-memory defaults.
@@ -789,6 +797,51 @@ fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn undoing_a_route_through_revokes_the_token_it_wrote() {
+        use crate::clients::ClientKind;
+        use crate::clients::tests::setup;
+        let ours = r#"{"mcpServers": {"desk": {"command": "desk-mcp"}}}"#;
+        let s = setup("app-undo-revokes", ours);
+        s.client_file(
+            ClientKind::ClaudeDesktop,
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp"}}}"#,
+        );
+        let config = LoadedConfig {
+            path: s.config.clone(),
+            servers: vec![crate::config::ServerConfig::stdio("desk", "desk-mcp", &[])],
+            gateway: crate::config::GatewayConfig {
+                enabled: true,
+                port: 0,
+            },
+            errors: Vec::new(),
+        };
+        let dir = s.home.path().join("data");
+        let audit = AuditLog::open(dir.join("audit.jsonl")).unwrap();
+        let app = App::start(config, audit)
+            .await
+            .with_clients(s.clients.clone())
+            .with_gateway(dir.join("gateway-token"), None)
+            .await;
+        let preview = app
+            .preview_rewrite(ClientKind::ClaudeDesktop, "countersign-bridge")
+            .unwrap();
+        let result = app.rewrite_agent_config(preview.plan.unwrap()).unwrap();
+        let named = |name: &str| {
+            app.gateway()
+                .unwrap()
+                .agents()
+                .iter()
+                .any(|a| a.name == name)
+        };
+        assert!(
+            named("Claude Desktop"),
+            "the rewrite made an agent for the host"
+        );
+        app.undo_rewrite(&result.rewrite.id, false).unwrap();
+        assert!(!named("Claude Desktop"), "the undo revoked it");
+    }
 
     #[test]
     fn agent_config_errors_cross_with_their_own_kinds() {

@@ -79,6 +79,9 @@ pub struct RewriteRecord {
     /// 0600). Absent in records from before backups were private: the backup's mode is.
     #[serde(default)]
     pub mode: Option<u32>,
+    /// The id of the agent token the rewrite wrote into the file, revoked by the undo.
+    #[serde(default)]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -302,6 +305,26 @@ impl Clients {
     /// Writes the previewed `plan`: the backup, the new text (atomically, permissions kept),
     /// the record. Refused when the file changed since the preview.
     pub fn rewrite(&self, plan: u64) -> Result<RewriteResult, ClientError> {
+        self.rewrite_for(plan, None)
+    }
+
+    /// The agent a rewrite wrote a token for (`agent`, its id) is recorded with it, so that
+    /// an undo can revoke it.
+    pub fn rewrite_agent(&self, id: &str) -> Option<String> {
+        let records = self.load_records().ok()?;
+        records
+            .rewrites
+            .iter()
+            .find(|r| r.id == id)
+            .and_then(|r| r.agent.clone())
+    }
+
+    /// Writes plan `plan`, recording that it carries agent `agent`'s token.
+    pub fn rewrite_for(
+        &self,
+        plan: u64,
+        agent: Option<String>,
+    ) -> Result<RewriteResult, ClientError> {
         let plan = self.take_plan(|p| &mut p.rewrite, plan)?;
         let shown = self.places.display(&plan.path);
         let io = |path: &Path, what: &str, e: std::io::Error| ClientError::Io {
@@ -342,6 +365,7 @@ impl Clients {
             at_ms,
             sha256: files::sha256_hex(plan.new_text.as_bytes()),
             mode,
+            agent,
         };
         records.rewrites.push(record.clone());
         if let Err(e) = self.save_records(&records) {
