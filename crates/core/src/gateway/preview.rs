@@ -125,10 +125,7 @@ impl Previews {
 
 impl Previews {
     /// The offer for ask `id`, waiting a moment for one that is about to be made.
-    async fn offered(
-        &self,
-        id: AskId,
-    ) -> Result<(Weak<Upstream>, CallToolRequest), PreviewError> {
+    async fn offered(&self, id: AskId) -> Result<(Weak<Upstream>, CallToolRequest), PreviewError> {
         let deadline = tokio::time::Instant::now() + OFFER_GRACE;
         loop {
             // Registered before the look, so an offer made in between is not missed.
