@@ -3,4 +3,4 @@
 /**
  * An agent host whose MCP config file Countersign knows.
  */
-export type ClientKind = "claudeDesktop" | "claudeCode" | "cursor" | "vscode";
+export type ClientKind = "claudeDesktop" | "claudeCode" | "cursor" | "vscode" | "gemini" | "codex";

@@ -5,7 +5,7 @@
  */
 export type ClientSetup = { 
 /**
- * `claudeCode`, `claudeDesktop`, `cursor`, `vscode`.
+ * `claudeCode`, `claudeDesktop`, `cursor`, `vscode`, `gemini`, `codex`.
  */
 client: string, title: string, 
 /**

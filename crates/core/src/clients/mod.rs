@@ -45,6 +45,13 @@ pub enum ClientKind {
     Cursor,
     #[serde(rename = "vscode")]
     VsCode,
+    /// Gemini CLI: a snippet on the Connect page; import and route-through not yet (not in
+    /// [`ClientKind::ALL`], and [`ClientKind::imports`] is false).
+    #[serde(rename = "gemini")]
+    Gemini,
+    /// Codex: as Gemini CLI (its config is TOML, `~/.codex/config.toml`).
+    #[serde(rename = "codex")]
+    Codex,
 }
 
 impl ClientKind {
@@ -61,6 +68,8 @@ impl ClientKind {
             ClientKind::ClaudeCode => "Claude Code",
             ClientKind::Cursor => "Cursor",
             ClientKind::VsCode => "VS Code",
+            ClientKind::Gemini => "Gemini CLI",
+            ClientKind::Codex => "Codex",
         }
     }
 
@@ -71,6 +80,20 @@ impl ClientKind {
             ClientKind::ClaudeCode => "claude-code",
             ClientKind::Cursor => "cursor",
             ClientKind::VsCode => "vscode",
+            ClientKind::Gemini => "gemini",
+            ClientKind::Codex => "codex",
+        }
+    }
+
+    /// Whether Countersign can import from and route this host's file (the four in
+    /// [`ClientKind::ALL`]); the others get only the Connect page's snippet for now.
+    pub fn imports(self) -> bool {
+        match self {
+            ClientKind::ClaudeDesktop
+            | ClientKind::ClaudeCode
+            | ClientKind::Cursor
+            | ClientKind::VsCode => true,
+            ClientKind::Gemini | ClientKind::Codex => false,
         }
     }
 
@@ -78,19 +101,34 @@ impl ClientKind {
     pub fn servers_key(self) -> &'static str {
         match self {
             ClientKind::VsCode => "servers",
-            _ => "mcpServers",
+            ClientKind::Codex => "mcp_servers",
+            ClientKind::ClaudeDesktop
+            | ClientKind::ClaudeCode
+            | ClientKind::Cursor
+            | ClientKind::Gemini => "mcpServers",
         }
     }
 
-    /// How this host names a server reached through the gateway (the Connect page's snippets).
-    pub fn entry_shape(self) -> crate::gateway::connect::EntryShape {
+    /// How this host's file names a server reached through the gateway, for route-through;
+    /// `None` for the hosts whose files are not imported or routed yet.
+    pub fn entry_shape(self) -> Option<crate::gateway::connect::EntryShape> {
         use crate::gateway::connect::EntryShape;
         match self {
-            ClientKind::ClaudeDesktop => EntryShape::Bridge,
-            ClientKind::Cursor => EntryShape::Http,
+            ClientKind::ClaudeDesktop => Some(EntryShape::Bridge),
+            ClientKind::Cursor => Some(EntryShape::Http),
             // `claude mcp add --transport http` writes the type; VS Code needs it.
-            ClientKind::ClaudeCode | ClientKind::VsCode => EntryShape::TypedHttp,
+            ClientKind::ClaudeCode | ClientKind::VsCode => Some(EntryShape::TypedHttp),
+            ClientKind::Gemini | ClientKind::Codex => None,
         }
+    }
+
+    /// The refusal for a host whose file is not imported or routed (see [`ClientKind::imports`]).
+    pub(crate) fn unsupported(self) -> ClientError {
+        ClientError::Refused(format!(
+            "Importing from {} and routing it through Countersign are not supported yet: \
+             use its snippet on the Connect agents page.",
+            self.title()
+        ))
     }
 }
 
@@ -131,6 +169,8 @@ impl Places {
             ClientKind::ClaudeCode => self.home.join(".claude.json"),
             ClientKind::Cursor => self.home.join(".cursor").join("mcp.json"),
             ClientKind::VsCode => self.config_home.join("Code").join("User").join("mcp.json"),
+            ClientKind::Gemini => self.home.join(".gemini").join("settings.json"),
+            ClientKind::Codex => self.home.join(".codex").join("config.toml"),
         }
     }
 

@@ -64,6 +64,9 @@ pub(crate) fn io_error(path: &str, e: &std::io::Error) -> ClientError {
 
 /// Reads `client`'s file. Missing: `NotFound`; not JSON (with comments): located `Syntax`.
 pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientFile, ClientError> {
+    if !client.imports() {
+        return Err(client.unsupported());
+    }
     let path = places.file(client);
     let shown = places.display(&path);
     let bytes = std::fs::read(&path).map_err(|e| io_error(&shown, &e))?;

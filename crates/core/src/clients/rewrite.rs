@@ -195,7 +195,7 @@ impl Clients {
     ) -> Result<RewritePreview, ClientError> {
         let file = read::client_file(&self.places, client)?;
         let ours = OurConfig::read(&self.config_path, &self.places)?;
-        let shape = client.entry_shape();
+        let shape = client.entry_shape().ok_or_else(|| client.unsupported())?;
         let mut changes = Vec::new();
         let mut kept = Vec::new();
         let mut splices: Vec<(std::ops::Range<usize>, String)> = Vec::new();
@@ -601,6 +601,7 @@ mod tests {
                     assert_eq!(servers["desk"], want_http(true, "desk"));
                     assert_eq!(servers["gh"], want_http(true, "github"));
                 }
+                ClientKind::Gemini | ClientKind::Codex => unreachable!("not in ClientKind::ALL"),
             }
             assert_eq!(
                 servers["mine"],
@@ -857,5 +858,22 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+    }
+
+    #[test]
+    fn gemini_and_codex_files_are_refused_not_pretended() {
+        let s = setup("rw-unsupported", OURS);
+        for client in [ClientKind::Gemini, ClientKind::Codex] {
+            assert!(!ClientKind::ALL.contains(&client));
+            for err in [
+                s.clients.preview_rewrite(client, &route()).unwrap_err(),
+                s.clients.preview_import(client).unwrap_err(),
+            ] {
+                assert!(
+                    err.to_string().contains("not supported yet"),
+                    "{client:?}: {err}"
+                );
+            }
+        }
     }
 }

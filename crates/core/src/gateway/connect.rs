@@ -45,7 +45,7 @@ pub struct GatewayServer {
 #[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct ClientSetup {
-    /// `claudeCode`, `claudeDesktop`, `cursor`, `vscode`.
+    /// `claudeCode`, `claudeDesktop`, `cursor`, `vscode`, `gemini`, `codex`.
     pub client: String,
     pub title: String,
     /// Where it goes, in words ("Run in a terminal", "~/.cursor/mcp.json, under mcpServers").
@@ -108,46 +108,137 @@ pub fn gateway_entry(
     }
 }
 
+/// A server's name as the agent hosts accept it: Claude Code and Codex take only ASCII
+/// letters, digits, `-` and `_` (`Invalid name my desk. Names can only contain letters,
+/// numbers, hyphens, and underscores.`), so every other run of characters becomes one `-`
+/// (`my desk` -> `my-desk`, `a.b` -> `a-b`), trimmed at the ends; nothing left is `server`.
+/// The gateway's URL keeps the real name.
+pub fn host_safe_name(server: &str) -> String {
+    let mut out = String::with_capacity(server.len());
+    for c in server.chars() {
+        if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let trimmed = out.trim_matches('-');
+    if trimmed.is_empty() {
+        "server".into()
+    } else {
+        trimmed.into()
+    }
+}
+
+/// [`host_safe_name`] for each of `servers`, in order, made distinct: a name that is already
+/// safe keeps itself; a mapped one that meets a name taken gets `-2`, `-3`... (the first free
+/// one, in the order of `servers`).
+pub fn host_safe_names(servers: &[String]) -> Vec<String> {
+    use std::collections::HashSet;
+    let mut taken: HashSet<String> = servers
+        .iter()
+        .filter(|s| host_safe_name(s) == **s)
+        .cloned()
+        .collect();
+    servers
+        .iter()
+        .map(|s| {
+            let safe = host_safe_name(s);
+            if safe == *s {
+                return safe;
+            }
+            let mut name = safe.clone();
+            let mut n = 2;
+            while !taken.insert(name.clone()) {
+                name = format!("{safe}-{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
+
 /// The blocks to paste, for every server, into each host this page knows, carrying one
-/// agent's `token`.
+/// agent's `token`. Every host names a server by [`host_safe_names`]; its URL keeps the real
+/// name.
 pub fn client_setups(
     base_url: &str,
     token: &str,
     bridge: &str,
     servers: &[String],
 ) -> Vec<ClientSetup> {
+    let names = host_safe_names(servers);
+    let pairs: Vec<(&String, &String)> = servers.iter().zip(&names).collect();
     let url = |s: &str| format!("{base_url}{}", server_path(s));
     let bearer = format!("Bearer {token}");
-    let claude_code = servers
-        .iter()
-        .map(|s| {
+    let header = shell_quote(&format!("Authorization: {bearer}"));
+    let lines = |line: &dyn Fn(&str, &str) -> String| -> String {
+        pairs
+            .iter()
+            .map(|(s, n)| line(s, n))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    // Removed first (quietly: it may not be there), so pasting twice is harmless; user scope
+    // on purpose: the default (local) scope is this project's only.
+    let claude_code = lines(&|s, n| {
+        let n = shell_quote(n);
+        format!(
+            "claude mcp remove --scope user {n} 2>/dev/null; claude mcp add --scope user --transport http {n} {} --header {header}",
+            shell_quote(&url(s))
+        )
+    });
+    // `gemini mcp add` replaces a server of the same name in the same scope.
+    let gemini = lines(&|s, n| {
+        format!(
+            "gemini mcp add --scope user --transport http {} {} --header {header}",
+            shell_quote(n),
+            shell_quote(&url(s))
+        )
+    });
+    // Codex reads the token from the environment; its config names only the variable.
+    let export = shell_quote(&format!("export {BRIDGE_TOKEN_ENV}={}", shell_quote(token)));
+    let codex = format!(
+        "grep -qxF {export} ~/.profile 2>/dev/null || printf '%s\\n' {export} >> ~/.profile\nexport {BRIDGE_TOKEN_ENV}={}\n{}",
+        shell_quote(token),
+        lines(&|s, n| {
+            let n = shell_quote(n);
             format!(
-                "claude mcp add --transport http {} {} --header {}",
-                shell_quote(s),
-                shell_quote(&url(s)),
-                shell_quote(&format!("Authorization: {bearer}"))
+                "codex mcp remove {n} >/dev/null 2>&1; codex mcp add {n} --url {} --bearer-token-env-var {BRIDGE_TOKEN_ENV}",
+                shell_quote(&url(s))
             )
         })
-        .collect::<Vec<_>>()
-        .join("\n");
+    );
     let map = |shape: EntryShape| -> serde_json::Map<String, Value> {
-        servers
+        pairs
             .iter()
-            .map(|s| (s.clone(), gateway_entry(shape, base_url, token, bridge, s)))
+            .map(|(s, n)| {
+                (
+                    (*n).clone(),
+                    gateway_entry(shape, base_url, token, bridge, s),
+                )
+            })
             .collect()
     };
     let desktop = json!({"mcpServers": map(EntryShape::Bridge)});
     let cursor = json!({"mcpServers": map(EntryShape::Http)});
     let vscode = json!({"servers": map(EntryShape::TypedHttp)});
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    // "`my desk` is `my-desk` here." for every name mapped.
+    let mapped: String = pairs
+        .iter()
+        .filter(|(s, n)| s != n)
+        .map(|(s, n)| format!(" `{s}` is `{n}` here."))
+        .collect();
+    let note = |extra: &str| Some(format!("{TOKEN_NOTE}{extra}{mapped}"));
     vec![
         ClientSetup {
             client: "claudeCode".into(),
             title: "Claude Code".into(),
-            where_to: "Run in a terminal (add --scope user to use it in every project)".into(),
+            where_to: "Run in a terminal (user scope: every project; pasting it again replaces the entries)".into(),
             format: "shell".into(),
             snippet: claude_code,
-            note: Some(TOKEN_NOTE.into()),
+            note: note(""),
         },
         ClientSetup {
             client: "claudeDesktop".into(),
@@ -155,7 +246,7 @@ pub fn client_setups(
             where_to: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge, which sends the token)".into(),
             format: "json".into(),
             snippet: pretty(&desktop),
-            note: Some(TOKEN_NOTE.into()),
+            note: note(""),
         },
         ClientSetup {
             client: "cursor".into(),
@@ -163,7 +254,7 @@ pub fn client_setups(
             where_to: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"".into(),
             format: "json".into(),
             snippet: pretty(&cursor),
-            note: Some(TOKEN_NOTE.into()),
+            note: note(""),
         },
         ClientSetup {
             client: "vscode".into(),
@@ -171,7 +262,30 @@ pub fn client_setups(
             where_to: ".vscode/mcp.json in a workspace (or the user mcp.json), merged into \"servers\"".into(),
             format: "json".into(),
             snippet: pretty(&vscode),
-            note: Some(TOKEN_NOTE.into()),
+            note: note(""),
+        },
+        ClientSetup {
+            client: "gemini".into(),
+            title: "Gemini CLI".into(),
+            where_to: "Run in a terminal (user scope: ~/.gemini/settings.json, every project; pasting it again replaces the entries)".into(),
+            format: "shell".into(),
+            snippet: gemini,
+            note: note(
+                " --scope user on purpose: Gemini CLI's default (project) scope would write the \
+                 token into the project's .gemini/settings.json, a file that gets committed.",
+            ),
+        },
+        ClientSetup {
+            client: "codex".into(),
+            title: "Codex".into(),
+            where_to: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)".into(),
+            format: "shell".into(),
+            snippet: codex,
+            note: note(
+                " The token goes into your shell profile (~/.profile) as COUNTERSIGN_TOKEN, and \
+                 Codex's config names only the variable, so the token is not in Codex's config \
+                 file; start Codex from a shell that has it (a new login, or this terminal).",
+            ),
         },
     ]
 }
@@ -210,12 +324,12 @@ mod tests {
         };
         assert_eq!(
             by("claudeCode").lines().next().unwrap(),
-            "claude mcp add --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer tok'"
+            "claude mcp remove --scope user demo 2>/dev/null; claude mcp add --scope user --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer tok'"
         );
-        assert!(by("claudeCode").contains("'my desk' http://127.0.0.1:47717/mcp/my%20desk"));
+        assert!(by("claudeCode").contains(" my-desk http://127.0.0.1:47717/mcp/my%20desk "));
         let desktop: Value = serde_json::from_str(&by("claudeDesktop")).unwrap();
         assert_eq!(
-            desktop["mcpServers"]["my desk"],
+            desktop["mcpServers"]["my-desk"],
             json!({
                 "command": "/usr/bin/countersign-bridge",
                 "args": ["my desk"],
@@ -251,5 +365,219 @@ mod tests {
         assert_eq!(shell_quote("a b"), "'a b'");
         assert_eq!(shell_quote("it's"), "'it'\\''s'");
         assert_eq!(shell_quote("$(rm)"), "'$(rm)'");
+    }
+    fn names(list: &[&str]) -> Vec<String> {
+        host_safe_names(&list.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn connect_names_are_mapped_to_what_the_hosts_accept() {
+        assert_eq!(host_safe_name("demo"), "demo");
+        assert_eq!(host_safe_name("my_desk-2"), "my_desk-2");
+        assert_eq!(host_safe_name("my desk"), "my-desk");
+        assert_eq!(host_safe_name("a.b"), "a-b");
+        assert_eq!(host_safe_name("a . b"), "a-b", "one dash for a run");
+        assert_eq!(host_safe_name(" x. "), "x", "trimmed");
+        assert_eq!(host_safe_name("café"), "caf");
+        assert_eq!(host_safe_name("büro tickets"), "b-ro-tickets");
+        assert_eq!(host_safe_name("日本"), "server");
+        assert_eq!(host_safe_name("..."), "server");
+        for name in ["my desk", "a.b", "日本", "$(rm -rf)", "é-é"] {
+            let safe = host_safe_name(name);
+            assert!(
+                !safe.is_empty()
+                    && safe
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+                "{name} -> {safe}"
+            );
+        }
+    }
+
+    #[test]
+    fn connect_name_collisions_are_resolved_the_same_way_every_time() {
+        // A name already safe keeps itself, whatever comes first.
+        assert_eq!(
+            names(&["my desk", "my-desk", "my.desk", "my  desk"]),
+            ["my-desk-2", "my-desk", "my-desk-3", "my-desk-4"]
+        );
+        assert_eq!(names(&["a.b", "a b"]), ["a-b", "a-b-2"]);
+        // A suffixed name that is itself a server's name is skipped.
+        assert_eq!(
+            names(&["a.b", "a-b", "a b", "a-b-2"]),
+            ["a-b-3", "a-b", "a-b-4", "a-b-2"]
+        );
+        assert_eq!(
+            names(&["日本", "中文", "server"]),
+            ["server-2", "server-3", "server"]
+        );
+        assert_eq!(names(&["x y", "x.y"]), names(&["x y", "x.y"]));
+    }
+
+    fn setups_for(servers: &[&str]) -> Vec<ClientSetup> {
+        client_setups(
+            "http://127.0.0.1:47717",
+            "tok",
+            "/usr/bin/countersign-bridge",
+            &servers.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+        )
+    }
+
+    #[test]
+    fn connect_every_snippet_uses_the_mapped_name_and_the_real_path() {
+        let setups = setups_for(&["my desk", "a.b", "demo"]);
+        assert_eq!(
+            setups.iter().map(|s| s.client.as_str()).collect::<Vec<_>>(),
+            [
+                "claudeCode",
+                "claudeDesktop",
+                "cursor",
+                "vscode",
+                "gemini",
+                "codex"
+            ]
+        );
+        for setup in &setups {
+            let (client, snippet) = (&setup.client, &setup.snippet);
+            if client == "claudeDesktop" {
+                // The bridge reaches the server by its real name, in its args.
+                let v: Value = serde_json::from_str(snippet).unwrap();
+                assert_eq!(v["mcpServers"]["my-desk"]["args"], json!(["my desk"]));
+                assert_eq!(v["mcpServers"]["a-b"]["args"], json!(["a.b"]));
+            } else {
+                assert!(!snippet.contains("my desk"), "{client}: {snippet}");
+                assert!(snippet.contains("/mcp/my%20desk"), "{client}: {snippet}");
+                assert!(snippet.contains("/mcp/a.b"), "{client}: {snippet}");
+            }
+            assert!(snippet.contains("my-desk"), "{client}: {snippet}");
+            assert!(snippet.contains("a-b"), "{client}: {snippet}");
+            let note = setup.note.as_deref().unwrap();
+            assert!(
+                note.contains("`my desk` is `my-desk` here.")
+                    && note.contains("`a.b` is `a-b` here.")
+                    && !note.contains("`demo`"),
+                "{client}: {note}"
+            );
+            if setup.format == "json" {
+                let v: Value = serde_json::from_str(snippet).unwrap();
+                let servers = v.as_object().unwrap().values().next().unwrap();
+                let keys: Vec<&String> = servers.as_object().unwrap().keys().collect();
+                assert_eq!(keys, ["my-desk", "a-b", "demo"], "{client}");
+                if client != "claudeDesktop" {
+                    assert_eq!(
+                        servers["my-desk"]["url"],
+                        "http://127.0.0.1:47717/mcp/my%20desk"
+                    );
+                }
+            }
+        }
+        // No mapping: nothing said about it.
+        for setup in setups_for(&["demo"]) {
+            assert!(!setup.note.unwrap().contains(" here."), "{}", setup.client);
+        }
+    }
+
+    #[test]
+    fn connect_claude_code_removes_before_adding_in_the_user_scope() {
+        let setups = setups_for(&["demo", "my desk"]);
+        let code = setups.iter().find(|s| s.client == "claudeCode").unwrap();
+        assert_eq!(code.snippet.lines().count(), 2);
+        for (line, name) in code.snippet.lines().zip(["demo", "my-desk"]) {
+            let (remove, add) = line.split_once("; ").unwrap();
+            assert_eq!(
+                remove,
+                format!("claude mcp remove --scope user {name} 2>/dev/null")
+            );
+            let start = format!(
+                "claude mcp add --scope user --transport http {name} http://127.0.0.1:47717/mcp/"
+            );
+            assert!(add.starts_with(&start), "{add}");
+            assert!(
+                add.ends_with(" --header 'Authorization: Bearer tok'"),
+                "{add}"
+            );
+        }
+        assert!(code.where_to.contains("user scope"), "{}", code.where_to);
+    }
+
+    #[test]
+    fn connect_gemini_is_user_scoped_and_says_why() {
+        let setups = setups_for(&["demo", "my desk"]);
+        let gemini = setups.iter().find(|s| s.client == "gemini").unwrap();
+        assert_eq!(gemini.format, "shell");
+        assert_eq!(
+            gemini.snippet.lines().collect::<Vec<_>>(),
+            [
+                "gemini mcp add --scope user --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer tok'",
+                "gemini mcp add --scope user --transport http my-desk http://127.0.0.1:47717/mcp/my%20desk --header 'Authorization: Bearer tok'",
+            ]
+        );
+        let note = gemini.note.as_deref().unwrap();
+        assert!(note.contains("default (project) scope"), "{note}");
+        assert!(note.contains("gets committed"), "{note}");
+        assert!(gemini.where_to.contains("~/.gemini/settings.json"));
+    }
+
+    #[test]
+    fn connect_codex_names_the_variable_and_the_profile_holds_the_token() {
+        let setups = setups_for(&["demo", "a.b"]);
+        let codex = setups.iter().find(|s| s.client == "codex").unwrap();
+        assert_eq!(codex.format, "shell");
+        let lines: Vec<&str> = codex.snippet.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                r"grep -qxF 'export COUNTERSIGN_TOKEN=tok' ~/.profile 2>/dev/null || printf '%s\n' 'export COUNTERSIGN_TOKEN=tok' >> ~/.profile",
+                "export COUNTERSIGN_TOKEN=tok",
+                "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN",
+                "codex mcp remove a-b >/dev/null 2>&1; codex mcp add a-b --url http://127.0.0.1:47717/mcp/a.b --bearer-token-env-var COUNTERSIGN_TOKEN",
+            ]
+        );
+        // `--transport` is an error for `codex mcp add`; the token is only in the profile lines.
+        assert!(!codex.snippet.contains("--transport"));
+        assert!(lines[2..].iter().all(|l| !l.contains("tok ")));
+        assert!(
+            codex
+                .note
+                .as_deref()
+                .unwrap()
+                .contains("not in Codex's config")
+        );
+    }
+
+    /// The Codex snippet's profile lines, run by `sh` twice in a throwaway home, with a token
+    /// that needs quoting: one line in the profile, and it gives back the token exactly.
+    #[test]
+    fn connect_codex_profile_line_is_added_once_and_quoted() {
+        let token = "t'k $x \"y\"";
+        let setups = client_setups("http://127.0.0.1:1", token, "bridge", &["demo".into()]);
+        let codex = setups.iter().find(|s| s.client == "codex").unwrap();
+        let profile_lines: Vec<&str> = codex.snippet.lines().take(2).collect();
+        let home = std::env::temp_dir().join(format!("countersign-connect-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        let run = |script: &str| {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(script)
+                .env("HOME", &home)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{script}: {out:?}");
+            String::from_utf8(out.stdout).unwrap()
+        };
+        let script = profile_lines.join("\n");
+        run(&script);
+        run(&script);
+        let profile = std::fs::read_to_string(home.join(".profile")).unwrap();
+        assert_eq!(profile.lines().count(), 1, "{profile}");
+        assert_eq!(run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN\""), token);
+        assert_eq!(
+            run(&format!(
+                "{}; printf %s \"$COUNTERSIGN_TOKEN\"",
+                profile_lines[1]
+            )),
+            token
+        );
+        std::fs::remove_dir_all(&home).unwrap();
     }
 }
