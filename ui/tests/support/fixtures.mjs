@@ -109,15 +109,25 @@ export function clientSetups(token, servers = ["demo", "tickets"]) {
   const at = (s) => `http://127.0.0.1:47717/mcp/${s}`;
   const note = "This token keeps other programs and web pages from using your servers through Countersign: whoever has it can act as this agent (your rules and approvals still apply), so keep it private.";
   return [
-    { client: "claudeCode", title: "Claude Code", whereTo: "Run in a terminal (add --scope user to use it in every project)",
+    { client: "claudeCode", title: "Claude Code", whereTo: "Run in a terminal (user scope: every project; pasting it again replaces the entries)",
       format: "shell", note,
-      snippet: servers.map((s) => `claude mcp add --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
+      snippet: servers.map((s) => `claude mcp remove --scope user ${s} 2>/dev/null; claude mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
     { client: "claudeDesktop", title: "Claude Desktop", whereTo: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge, which sends the token)",
       format: "json", note,
       snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { command: "countersign-bridge", args: [s], env: { COUNTERSIGN_TOKEN: token } }])) }, null, 2) },
     { client: "cursor", title: "Cursor", whereTo: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"",
       format: "json", note,
       snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { url: at(s), headers: { Authorization: `Bearer ${token}` } }])) }, null, 2) },
+    { client: "gemini", title: "Gemini CLI", whereTo: "Run in a terminal (user scope: ~/.gemini/settings.json, every project; pasting it again replaces the entries)",
+      format: "shell", note: `${note} --scope user on purpose: Gemini CLI's default (project) scope would write the token into the project's .gemini/settings.json, a file that gets committed.`,
+      snippet: servers.map((s) => `gemini mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
+    { client: "codex", title: "Codex", whereTo: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)",
+      format: "shell", note: `${note} The token goes into your shell profile (~/.profile) as COUNTERSIGN_TOKEN, and Codex's config names only the variable, so the token is not in Codex's config file; start Codex from a shell that has it (a new login, or this terminal).`,
+      snippet: [
+        `grep -qxF 'export COUNTERSIGN_TOKEN=${token}' ~/.profile 2>/dev/null || printf '%s\\n' 'export COUNTERSIGN_TOKEN=${token}' >> ~/.profile`,
+        `export COUNTERSIGN_TOKEN=${token}`,
+        ...servers.map((s) => `codex mcp remove ${s} >/dev/null 2>&1; codex mcp add ${s} --url ${at(s)} --bearer-token-env-var COUNTERSIGN_TOKEN`),
+      ].join("\n") },
   ];
 }
 
