@@ -1856,7 +1856,7 @@ async fn five_calls_waiting_three_allowed_exactly_those_three_reach_the_server()
         let result = call.await.unwrap().unwrap();
         assert_eq!(result.is_error == Some(true), n % 2 == 1, "call {n}");
     }
-    let received: Vec<String> = std::fs::read_to_string(&log)
+    let mut received: Vec<String> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -1868,7 +1868,6 @@ async fn five_calls_waiting_three_allowed_exactly_those_three_reach_the_server()
                 .to_owned()
         })
         .collect();
-    let mut received = received;
     received.sort();
     assert_eq!(received, ticked);
     rig.gateway.shutdown().await;
