@@ -23,6 +23,7 @@ pub mod config;
 pub mod dirs;
 pub mod gateway;
 pub mod handler;
+pub mod history;
 pub mod notice;
 pub mod private_fs;
 pub mod raw;

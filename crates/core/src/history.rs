@@ -1,0 +1,158 @@
+//! History: the audit log read back for the person — every question with its outcome, the
+//! requests refused before they reached anyone, and the agents' calls the gateway decided
+//! without asking, newest first. (The log's own records and their chain are `audit`'s.)
+
+use serde::Serialize;
+
+use crate::ask::{Ask, Outcome};
+use crate::audit::AuditRecord;
+
+/// One ask from the audit log with its outcome, newest first in `history()`.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryEntry {
+    pub run: String,
+    pub ask: Ask,
+    /// `None` while open, or when the run ended without recording it (a crash).
+    pub outcome: Option<Outcome>,
+    #[ts(type = "number | null")]
+    pub resolved_at_ms: Option<u64>,
+}
+
+/// A refused request (e.g. a schema outside the subset) from the audit log.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RefusedEntry {
+    pub server: String,
+    pub reason: String,
+    #[ts(type = "number")]
+    pub at_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct GatedEntry {
+    pub server: String,
+    pub agent: Option<String>,
+    pub tool: String,
+    pub allowed: bool,
+    pub why: String,
+    #[ts(type = "number")]
+    pub at_ms: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct History {
+    pub asks: Vec<HistoryEntry>,
+    pub refused: Vec<RefusedEntry>,
+    /// Agents' tool calls the gateway decided without asking (a rule, an Always allow, a
+    /// trusted server's read-only tool), newest first.
+    pub gated: Vec<GatedEntry>,
+    /// Lines of the log that could not be read.
+    pub skipped: usize,
+    /// Older records exist than were read (History reads only the log's newest part).
+    pub older: bool,
+}
+
+/// The records, oldest first as the log holds them, projected for the person.
+pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
+    let mut asks: Vec<HistoryEntry> = Vec::new();
+    let mut refused = Vec::new();
+    let mut gated = Vec::new();
+    let mut index = std::collections::HashMap::new();
+    for record in records {
+        match record {
+            AuditRecord::Asked { run, ask, .. } => {
+                index.insert((run.clone(), ask.id), asks.len());
+                asks.push(HistoryEntry {
+                    run,
+                    ask,
+                    outcome: None,
+                    resolved_at_ms: None,
+                });
+            }
+            AuditRecord::Resolved {
+                run,
+                at_ms,
+                id,
+                outcome,
+            } => {
+                if let Some(&i) = index.get(&(run, id)) {
+                    asks[i].outcome = Some(outcome);
+                    asks[i].resolved_at_ms = Some(at_ms);
+                }
+            }
+            AuditRecord::Refused {
+                server,
+                reason,
+                at_ms,
+                ..
+            } => refused.push(RefusedEntry {
+                server,
+                reason,
+                at_ms,
+            }),
+            AuditRecord::Gated {
+                at_ms,
+                server,
+                agent,
+                tool,
+                allowed,
+                why,
+                ..
+            } => gated.push(GatedEntry {
+                server,
+                agent,
+                tool,
+                allowed,
+                why,
+                at_ms,
+            }),
+            // On record for the audit, not for the person's History: listing and the like.
+            AuditRecord::Forwarded { .. } => {}
+        }
+    }
+    asks.reverse();
+    refused.reverse();
+    gated.reverse();
+    History {
+        asks,
+        refused,
+        gated,
+        skipped,
+        older: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateways_own_decisions_are_in_the_history_newest_first() {
+        let gated = |at_ms, tool: &str, allowed| AuditRecord::Gated {
+            run: "r".into(),
+            at_ms,
+            server: "desk".into(),
+            agent: Some("a".into()),
+            tool: tool.into(),
+            allowed,
+            why: "rule".into(),
+        };
+        let history = history_from(vec![gated(1, "list", true), gated(2, "purge", false)], 0);
+        assert_eq!(
+            history
+                .gated
+                .iter()
+                .map(|g| (g.tool.as_str(), g.allowed))
+                .collect::<Vec<_>>(),
+            [("purge", false), ("list", true)]
+        );
+        assert!(history.asks.is_empty());
+    }
+}
