@@ -1936,3 +1936,44 @@ async fn refused_connections_are_listed_for_the_connect_page_with_what_to_do() {
     );
     rig.gateway.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_that_became_a_pending_approval_can_still_be_previewed() {
+    let files = scratch("pending-preview-files").canonicalize().unwrap();
+    let notes = files.join("notes.txt");
+    std::fs::write(&notes, "hello world\n").unwrap();
+    let mut server = filesystem_server("files", &files);
+    server.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("pending-preview", vec![server]).await;
+    let args = json!({
+        "path": notes.to_str().unwrap(),
+        "edits": [{"oldText": "world", "newText": "there"}],
+    });
+    let agent = tokio::spawn(ts_agent(vec![
+        "--url".into(),
+        rig.url("files"),
+        "--token".into(),
+        rig.gateway.token().to_owned(),
+        "--name".into(),
+        "ts-agent".into(),
+        "--call".into(),
+        "edit_file".into(),
+        "--args".into(),
+        args.to_string(),
+    ]));
+    let ask = rig.next_ask().await;
+    // Nobody answers in time: the agent is told it is pending, and goes.
+    let told = tokio::time::timeout(WAIT, agent).await.unwrap().unwrap();
+    assert!(
+        told.iter()
+            .any(|v| v.to_string().contains("Approval pending")),
+        "{told:?}"
+    );
+    // The question still waits, and its preview is still there.
+    assert!(rig.broker.pending().iter().any(|a| a.id == ask.id));
+    let shown = preview_once_offered(&rig, ask.id).await;
+    assert!(shown.text.contains("+hello there"), "{}", shown.text);
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "hello world\n");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    rig.gateway.shutdown().await;
+}

@@ -4,12 +4,13 @@
 //! server's word: a server could ignore `dryRun`, and the dialog says so.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use rmcp::model::CallToolRequest;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::Shared;
 use super::forward::Upstream;
 use crate::ask::AskId;
 
@@ -66,22 +67,28 @@ pub(crate) struct Previews {
 /// How long a preview request waits for its ask's offer.
 const OFFER_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// A preview on offer; taken back when dropped (the question ended).
-pub(crate) struct Offered<'a> {
-    previews: &'a Previews,
+/// A preview on offer; taken back when dropped. Owned, so it can go with the question
+/// wherever that is waited for (a call that became a pending approval, say).
+pub(crate) struct Offered {
+    shared: Arc<Shared>,
     id: AskId,
 }
 
 impl Previews {
+    /// Offers a preview of `request` while ask `id` waits.
     pub(crate) fn offer(
-        &self,
+        shared: &Arc<Shared>,
         id: AskId,
         upstream: Weak<Upstream>,
         request: CallToolRequest,
-    ) -> Offered<'_> {
-        self.lock().insert(id, (upstream, request));
-        self.offers.notify_waiters();
-        Offered { previews: self, id }
+    ) -> Offered {
+        let previews = &shared.previews;
+        previews.lock().insert(id, (upstream, request));
+        previews.offers.notify_waiters();
+        Offered {
+            shared: shared.clone(),
+            id,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AskId, (Weak<Upstream>, CallToolRequest)>> {
@@ -141,9 +148,9 @@ impl Previews {
     }
 }
 
-impl Drop for Offered<'_> {
+impl Drop for Offered {
     fn drop(&mut self) {
-        self.previews.lock().remove(&self.id);
+        self.shared.previews.lock().remove(&self.id);
     }
 }
 

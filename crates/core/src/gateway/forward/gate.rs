@@ -4,6 +4,7 @@
 //! remember, and the approval that outlives the call when nobody answers in time.
 
 use super::*;
+use crate::gateway::preview::Previews;
 
 impl Forwarder {
     pub(super) async fn gate_and_call(
@@ -47,7 +48,12 @@ impl Forwarder {
             Ok(()) => self.forward_call(&up, request, &ctx).await,
             Err(Refusal::Denied(words)) => Ok(denied(words)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
-            Err(Refusal::Pending { id }) => Ok(pending_result(&id, &tool, &self.server)),
+            Err(Refusal::Pending { id }) => Ok(pending_result(
+                &id,
+                &tool,
+                &self.server,
+                facts.has_output_schema,
+            )),
         }
     }
 
@@ -180,15 +186,17 @@ impl Forwarder {
                     })
                     // The server has its limit of questions waiting (recorded by the broker).
                     .map_err(|full| Refusal::Denied(full.to_string()))?;
-                let _previewable = gated.previewable.clone().map(|request| {
-                    self.shared
-                        .previews
-                        .offer(pending.id(), Arc::downgrade(up), request)
+                let offer = gated.previewable.clone().map(|request| {
+                    Previews::offer(&self.shared, pending.id(), Arc::downgrade(up), request)
                 });
                 let waiting = WhileWaiting::link(ctx);
                 let tokens = waiting.tokens();
-                let mut outcome =
-                    Box::pin(async move { pending.outcome_or_withdraw(&tokens).await });
+                // The preview is on offer as long as the question waits, also once it outlives
+                // the call.
+                let mut outcome = Box::pin(async move {
+                    let _offer = offer;
+                    pending.outcome_or_withdraw(&tokens).await
+                });
                 let outcome = if gated.read {
                     outcome.await
                 } else {
@@ -470,12 +478,21 @@ enum Refusal {
 
 /// What the agent is told when the person has not answered yet: a result, not an error, in
 /// words its model can act on.
-fn pending_result(id: &str, tool: &str, server: &str) -> CallToolResult {
-    CallToolResult::success(vec![ContentBlock::text(format!(
+///
+/// A tool with an output schema gets it as `isError: true`: a successful result would have to
+/// carry structured content fitting that schema (SDK clients refuse one without), and only the
+/// server could give that.
+fn pending_result(id: &str, tool: &str, server: &str, has_output_schema: bool) -> CallToolResult {
+    let words = vec![ContentBlock::text(format!(
         "Approval pending in Countersign (id {id}): the person has not yet decided whether \
          {tool} on {server} may run, and it has not run. Make the same call again later, with \
          the same arguments, to get their decision."
-    ))])
+    ))];
+    if has_output_schema {
+        CallToolResult::error(words)
+    } else {
+        CallToolResult::success(words)
+    }
 }
 
 /// Who decided about what, for a decision to remember.

@@ -112,6 +112,9 @@ pub(super) struct ToolFacts {
     pub(super) description: Option<String>,
     pub(super) annotations: Option<Value>,
     pub(super) input_schema: Option<Value>,
+    /// The tool declares an output schema: a successful result must then carry structured
+    /// content that fits it, which only the server can give.
+    pub(super) has_output_schema: bool,
 }
 
 impl Upstream {
@@ -337,6 +340,7 @@ impl ToolFacts {
                 .as_ref()
                 .and_then(|a| serde_json::to_value(a).ok()),
             input_schema: Some(Value::Object((*t.input_schema).clone())),
+            has_output_schema: t.output_schema.is_some(),
         }
     }
 }
