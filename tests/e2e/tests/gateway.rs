@@ -678,3 +678,55 @@ async fn e2e_gateway_remember_by_keyboard_then_settings_lists_expires_and_revoke
     assert_eq!(call_result(asked).await["isError"], true);
     gw.app.close().await;
 }
+
+/// 8. Several calls from one agent decided together in the real app: three waiting, the first
+/// and the last ticked by clicks, Allow selected: exactly those two run, the other is denied.
+#[tokio::test]
+async fn e2e_gateway_three_calls_decided_together_only_the_ticked_ones_run() {
+    let gw = start("gw-batch").await;
+    let app = &gw.app;
+    let agents = [
+        gw.agent("list_tickets", json!({})),
+        gw.agent("purge_spam", json!({})),
+        gw.agent("session_info", json!({})),
+    ];
+    approval(app, "list_tickets").await;
+    // All three are waiting before the list is opened.
+    eventually("three calls wait", async || {
+        app.exists("dialog[open] button").await
+            && app
+                .client
+                .find(Locator::XPath(
+                    "//dialog[@open]//button[normalize-space()='Decide together (3)']",
+                ))
+                .await
+                .is_ok()
+    })
+    .await;
+    app.find_xpath("//dialog[@open]//button[normalize-space()='Decide together (3)']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    for tool in ["list_tickets", "session_info"] {
+        app.find_xpath(&format!(
+            "//dialog[@open]//li[contains(@class,'batch-line')][.//code[normalize-space()='{tool}']]//input[@type='checkbox']"
+        ))
+        .await
+        .click()
+        .await
+        .unwrap();
+    }
+    app.snapshot("batch").await;
+    app.press_in_dialog("Allow selected").await;
+    app.gone(DIALOG).await;
+    let [listing, purging, info] = agents;
+    let listed = call_result(listing).await;
+    assert_ne!(listed["isError"], true, "{listed}");
+    assert!(text(&listed).contains("t1"), "{listed}");
+    let purged = call_result(purging).await;
+    assert_eq!(purged["isError"], true, "not ticked: denied: {purged}");
+    let info = call_result(info).await;
+    assert_ne!(info["isError"], true, "{info}");
+    gw.app.close().await;
+}
