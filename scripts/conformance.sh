@@ -9,9 +9,22 @@
 #   CONFORMANCE_CLIENT      client command (split on spaces by the suite; no spaces inside paths).
 #                           Default: ${CARGO_TARGET_DIR:-target}/debug/countersign-conformance-client
 #   CONFORMANCE_SCENARIOS   scenarios run with @modelcontextprotocol/conformance 0.1.16
-#                           (default: initialize tools_call elicitation-sep1034-client-defaults sse-retry)
+#                           (default: initialize tools_call elicitation-sep1034-client-defaults
+#                           sse-retry, every auth/ scenario for 2025-11-25, the 2025-03-26
+#                           endpoint fallback, and the draft auth/ scenarios)
 #   CONFORMANCE_NEXT_SCENARIOS  scenarios run with the 0.2.0-alpha suite (npm alias conformance-next)
-#                           (default: sep-2322-client-request-state; set to "" to skip)
+#                           (default: sep-2322-client-request-state and the 2025-03-26 metadata
+#                           back-compat scenario; set to "" to skip)
+#
+# Why auth/2025-03-26-oauth-metadata-backcompat runs from the 0.2.0 alpha: in 0.1.16 its
+# authorization server metadata, served at the root, names the issuer ".../oauth"; RFC 8414
+# section 3.3 requires the client to reject metadata whose issuer differs from the address it
+# was fetched for, and rmcp does. The alpha fixed the scenario (`metadataIssuer`), and adds
+# auth/metadata-issuer-mismatch, which requires exactly that rejection.
+#
+# Not run, and why: auth/client-credentials-jwt, auth/client-credentials-basic and
+# auth/cross-app-access-complete-flow are extension scenarios for machine clients (no person
+# signs in); Countersign signs a person in with the authorization code flow.
 #   CONFORMANCE_TIMEOUT_MS  per-scenario client timeout given to the suite (default 30000)
 #   CONFORMANCE_OUT         where results go (default ${CARGO_TARGET_DIR:-target}/conformance/<timestamp>)
 #
@@ -48,8 +61,14 @@ if [[ "$client_bin" == */* && ! -x "$client_bin" ]]; then
   exit 2
 fi
 
-read -r -a SCENARIOS <<<"${CONFORMANCE_SCENARIOS-initialize tools_call elicitation-sep1034-client-defaults sse-retry}"
-read -r -a NEXT_SCENARIOS <<<"${CONFORMANCE_NEXT_SCENARIOS-sep-2322-client-request-state}"
+AUTH_SCENARIOS="auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3 \
+auth/basic-cimd auth/scope-from-www-authenticate auth/scope-from-scopes-supported \
+auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit \
+auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none \
+auth/pre-registration auth/2025-03-26-oauth-endpoint-fallback \
+auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported"
+read -r -a SCENARIOS <<<"${CONFORMANCE_SCENARIOS-initialize tools_call elicitation-sep1034-client-defaults sse-retry $AUTH_SCENARIOS}"
+read -r -a NEXT_SCENARIOS <<<"${CONFORMANCE_NEXT_SCENARIOS-sep-2322-client-request-state auth/2025-03-26-oauth-metadata-backcompat}"
 TIMEOUT_MS="${CONFORMANCE_TIMEOUT_MS:-30000}"
 OUT="${CONFORMANCE_OUT:-$TARGET_DIR/conformance/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$OUT"
@@ -76,6 +95,24 @@ expected_checks() {
       echo "sep-2322-client-request-state-echoed sep-2322-client-jsonrpc-id-different" \
         "sep-2322-client-no-state-omitted sep-2322-client-parallel-isolation" \
         "sep-2322-default-result-type-complete" ;;
+    # A signed-in flow: code with PKCE, the token used. Scenario-specific checks follow.
+    auth/*)
+      local flow="authorization-request token-request pkce-code-challenge-sent pkce-s256-method-used pkce-verifier-matches-challenge"
+      case "$1" in
+        auth/resource-mismatch) echo "resource-mismatch-rejected" ;;
+        auth/scope-retry-limit) echo "$flow scope-retry-limit" ;;
+        auth/2025-03-26-oauth-endpoint-fallback) echo "authorization-request token-request client-registration valid-bearer-token" ;;
+        auth/basic-cimd) echo "$flow valid-bearer-token cimd-client-id-used" ;;
+        auth/scope-from-www-authenticate) echo "$flow valid-bearer-token scope-from-www-authenticate" ;;
+        auth/scope-from-scopes-supported) echo "$flow valid-bearer-token scope-from-scopes-supported" ;;
+        auth/scope-omitted-when-undefined) echo "$flow valid-bearer-token scope-omitted-when-undefined" ;;
+        auth/scope-step-up) echo "$flow valid-bearer-token scope-step-up-initial scope-step-up-escalation" ;;
+        auth/token-endpoint-auth-*) echo "$flow valid-bearer-token token-endpoint-auth-method resource-parameter-in-authorization resource-parameter-in-token" ;;
+        auth/pre-registration) echo "$flow valid-bearer-token pre-registration-auth" ;;
+        auth/offline-access-scope) echo "$flow valid-bearer-token sep-2207-offline-access-requested" ;;
+        auth/offline-access-not-supported) echo "$flow valid-bearer-token sep-2207-offline-access-not-requested" ;;
+        *) echo "$flow valid-bearer-token authorization-server-metadata" ;;
+      esac ;;
     *) echo "" ;;
   esac
 }

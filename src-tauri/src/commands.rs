@@ -49,6 +49,17 @@ pub async fn list_tools(app: State<'_, App>, server: String) -> Result<Vec<ToolV
     app.tools(&server).await
 }
 
+/// Runs until the person finished signing in in the browser, or why not.
+#[tauri::command]
+pub async fn sign_in(app: State<'_, App>, server: String) -> Result<(), AppError> {
+    app.sign_in(&server).await
+}
+
+#[tauri::command]
+pub async fn sign_out(app: State<'_, App>, server: String) -> Result<(), AppError> {
+    app.sign_out(&server).await
+}
+
 #[tauri::command]
 pub fn server_stderr(app: State<'_, App>, server: String) -> Vec<String> {
     app.stderr(&server)

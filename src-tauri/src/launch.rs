@@ -78,7 +78,11 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
         notices.push(warning);
     }
     let token = dirs::gateway_token_path().ok_or(LaunchError::NoHome)?;
-    Ok(App::start(loaded, audit)
+    // Sign-in tokens go to the desktop's secret store; without one, to memory (and the
+    // server's page says so).
+    let auth =
+        countersign_core::oauth::Auth::new(countersign_core::oauth::vault::Vault::detect().await);
+    Ok(App::start_with_auth(loaded, audit, auth)
         .await
         .with_notices(notices)
         .with_settings(settings)

@@ -87,6 +87,8 @@ pub fn run() {
             commands::list_servers,
             commands::list_tools,
             commands::server_stderr,
+            commands::sign_in,
+            commands::sign_out,
             commands::run_tool,
             commands::history,
             commands::verify_audit,

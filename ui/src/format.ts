@@ -107,6 +107,8 @@ export function stateLabel(state: SessionState): string {
       return "Failed";
     case "reconnecting":
       return `Reconnecting (attempt ${state.attempt})`;
+    case "signInRequired":
+      return "Sign-in needed";
     case "stopped":
       return "Stopped";
   }
@@ -123,6 +125,8 @@ export function stateDetail(state: SessionState): string | null {
       return state.reason;
     case "reconnecting":
       return `${state.reason} — next try in ${seconds(state.nextInMs)}`;
+    case "signInRequired":
+      return state.reason;
     default:
       return null;
   }

@@ -41,6 +41,10 @@ export const commands = {
   listServers: () => invoke<ServerView[]>("list_servers"),
   listTools: (server: string) => invoke<ToolView[]>("list_tools", { server }),
   serverStderr: (server: string) => invoke<string[]>("server_stderr", { server }),
+  /** Resolves once the person finished signing in in the browser (after consenting to the
+   * sign-in page's address in a URL question), rejects with why not. */
+  signIn: (server: string) => invoke<null>("sign_in", { server }),
+  signOut: (server: string) => invoke<null>("sign_out", { server }),
   // `runId` makes a run happen once: Tauri re-sends an in-flight command when the page
   // reloads (tauri-apps/tauri#14154), and a re-sent destructive call must not run twice.
   runTool: (server: string, tool: string, args: JsonValue) =>

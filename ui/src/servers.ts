@@ -126,7 +126,51 @@ export class ServersPane {
       el("p", { class: "detail-trust" }, server.trusted
         ? "Trusted: its tool annotations count for policy."
         : "Not trusted: its tool annotations are only hints."),
+      this.signInBlock(server),
       this.muteToggle(server));
+  }
+
+  /** A remote server's sign-in (OAuth): whether the person is signed in, where the tokens are
+   * kept, and Sign in / Sign out. Signing in goes through a URL question: the browser opens
+   * only when the person agrees to the sign-in page's address. */
+  private signInBlock(server: ServerView): HTMLElement | null {
+    const signIn = server.signIn;
+    if (!signIn) return null;
+    const needed = server.state.state === "signInRequired";
+    if (!needed && !signIn.signedIn) return null;
+    const status = el("span", { class: "muted sign-in-status", attrs: { role: "status" } });
+    const kept = signIn.keptIn === "secretService"
+      ? "Kept in your desktop's keyring."
+      : "No keyring answered (GNOME Keyring, KWallet or KeePassXC): kept in memory until Countersign quits.";
+    const act = (label: string, run: () => Promise<unknown>, waiting: string, done: string) => {
+      const button = el("button", { class: "button small", attrs: { type: "button" } }, label) as HTMLButtonElement;
+      button.addEventListener("click", () => {
+        button.disabled = true;
+        status.textContent = ` ${waiting}`;
+        run().then(
+          () => {
+            status.textContent = ` ${done}`;
+            void this.reload();
+          },
+          (error: unknown) => {
+            status.textContent = ` ${errorText(error)}`;
+          },
+        ).finally(() => (button.disabled = false));
+      });
+      return button;
+    };
+    if (signIn.signedIn && !needed) {
+      return el("div", { class: "detail-sign-in", attrs: { role: "group", "aria-label": "Sign-in" } },
+        el("p", {}, "Signed in",
+          signIn.scopes.length ? el("span", { class: "muted" }, " (", inlineText(signIn.scopes.join(" "), 200), ")") : null,
+          ". ", kept),
+        el("p", {}, act("Sign out", () => commands.signOut(server.name), "Signing out…", "Signed out."), status));
+    }
+    return el("div", { class: "detail-sign-in", attrs: { role: "group", "aria-label": "Sign-in" } },
+      el("p", {}, inlineText(server.name, 80),
+        " asks you to sign in. Countersign first shows you the sign-in page's address; your browser opens it only if you agree. ",
+        kept),
+      el("p", {}, act("Sign in", () => commands.signIn(server.name), "Waiting for you to sign in in your browser…", "Signed in."), status));
   }
 
   /** "Notify me": unchecked mutes the server's desktop notifications (dialogs still open). */

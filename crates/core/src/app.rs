@@ -27,6 +27,9 @@ pub struct ServerView {
     pub state: SessionState,
     /// Its questions send no desktop notification.
     pub muted: bool,
+    /// For a remote server: whether the person is signed in to it, and where the tokens are
+    /// kept (never the tokens).
+    pub sign_in: Option<crate::oauth::SignInView>,
 }
 
 /// A server's tool, as received (fields rmcp does not model are kept in `raw`).
@@ -184,9 +187,25 @@ pub struct App {
 
 impl App {
     /// Starts a session for every configured server (all at once, in the background).
+    /// Sign-ins are kept in memory only; [`Self::start_with_auth`] keeps them in the
+    /// desktop's secret store.
     pub async fn start(config: LoadedConfig, audit: AuditLog) -> App {
+        let auth = crate::oauth::Auth::new(crate::oauth::vault::Vault::memory());
+        Self::start_with_auth(config, audit, auth).await
+    }
+
+    pub async fn start_with_auth(
+        config: LoadedConfig,
+        audit: AuditLog,
+        auth: crate::oauth::Auth,
+    ) -> App {
         let broker = Broker::new(audit);
-        let sessions = SessionManager::new(broker.clone());
+        let sessions = SessionManager::with_auth(
+            broker.clone(),
+            crate::session::Backoff::default(),
+            crate::session::DEFAULT_PING_EVERY,
+            auth,
+        );
         sessions.start(config.servers.clone()).await;
         let clients = crate::clients::Clients::detect(config.path.clone(), config.gateway.port);
         App {
@@ -232,6 +251,7 @@ impl App {
                 return self;
             }
         };
+        gateway.set_auth(self.sessions.auth().clone());
         if self.config.gateway.enabled {
             match gateway.listen().await {
                 Ok(_) => {
@@ -542,8 +562,33 @@ impl App {
                     .state(&config.name)
                     .unwrap_or(SessionState::Stopped),
                 muted: self.settings.is_muted(&config.name),
+                sign_in: match &config.transport {
+                    crate::config::TransportConfig::Http { url, .. } => Some(
+                        self.sessions
+                            .auth()
+                            .known_view(&config.name, url)
+                            .unwrap_or_else(|| crate::oauth::SignInView {
+                                signed_in: false,
+                                kept_in: self.sessions.auth().vault().kind(),
+                                scopes: Vec::new(),
+                            }),
+                    ),
+                    crate::config::TransportConfig::Stdio { .. } => None,
+                },
             })
             .collect()
+    }
+
+    /// Signs the person in to a remote server: the authorization address arrives as a URL
+    /// question (the browser opens only on consent), and this returns once the browser came
+    /// back with the sign-in, or with why not.
+    pub async fn sign_in(&self, server: &str) -> Result<(), AppError> {
+        Ok(self.sessions.sign_in(server).await?)
+    }
+
+    /// Forgets the sign-in to a remote server, in the secret store too.
+    pub async fn sign_out(&self, server: &str) -> Result<(), AppError> {
+        Ok(self.sessions.sign_out(server).await?)
     }
 
     pub fn stderr(&self, server: &str) -> Vec<String> {

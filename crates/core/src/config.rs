@@ -68,6 +68,8 @@ pub struct ServerConfig {
     pub approval_wait: Duration,
     /// How long such a pending approval stays in the app before it expires.
     pub pending_expiry: Duration,
+    /// How to sign in to an HTTP server that asks for OAuth (all optional).
+    pub oauth: crate::oauth::OAuthConfig,
 }
 
 /// What the gateway does with an agent's call of one tool, as the person configured it.
@@ -127,6 +129,7 @@ impl ServerConfig {
             read_policy: None,
             approval_wait: DEFAULT_APPROVAL_WAIT,
             pending_expiry: DEFAULT_PENDING_EXPIRY,
+            oauth: crate::oauth::OAuthConfig::default(),
         }
     }
 
@@ -308,6 +311,8 @@ struct RawServer {
     read_policy: Option<ToolRule>,
     approval_wait_secs: Option<u64>,
     pending_approval_secs: Option<u64>,
+    #[serde(default)]
+    oauth: Option<crate::oauth::OAuthConfig>,
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -457,6 +462,22 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         (_, Some(_), Some(_)) => return Err("give either \"command\" or \"url\", not both".into()),
         _ => return Err("a server needs \"command\" (stdio) or \"url\" (http)".into()),
     };
+    let oauth = raw.oauth.unwrap_or_default();
+    if oauth != crate::oauth::OAuthConfig::default() {
+        if !matches!(transport, TransportConfig::Http { .. }) {
+            return Err("\"oauth\" is for remote (http) servers only".into());
+        }
+        if oauth.client_secret.is_some() && oauth.client_id.is_none() {
+            return Err("\"oauth\": \"clientSecret\" needs the \"clientId\" it belongs to".into());
+        }
+        if let Some(document) = &oauth.client_metadata_url
+            && !url::Url::parse(document).is_ok_and(|u| u.scheme() == "https" && u.path() != "/")
+        {
+            return Err(
+                "\"oauth\": \"clientMetadataUrl\" must be an https address with a path".into(),
+            );
+        }
+    }
     let secs = |v: Option<u64>, default: Duration| -> Result<Duration, String> {
         match v {
             None => Ok(default),
@@ -475,6 +496,7 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         read_policy: raw.read_policy,
         approval_wait: secs(raw.approval_wait_secs, DEFAULT_APPROVAL_WAIT)?,
         pending_expiry: secs(raw.pending_approval_secs, DEFAULT_PENDING_EXPIRY)?,
+        oauth,
     })
 }
 

@@ -25,6 +25,7 @@ pub mod gateway;
 pub mod handler;
 pub mod history;
 pub mod notice;
+pub mod oauth;
 pub mod private_fs;
 pub mod raw;
 pub mod schema;

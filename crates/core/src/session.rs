@@ -32,6 +32,7 @@ use crate::broker::Broker;
 use crate::child::ChildTransport;
 use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
 use crate::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+use crate::oauth::Auth;
 use crate::raw::{RawRequests, TapHttpClient};
 
 /// Lines of stderr kept per server.
@@ -40,6 +41,8 @@ const STDERR_LINES: usize = 200;
 const STDERR_LINE_MAX: usize = 4096;
 /// How often a session is pinged to notice a dead server, unless set otherwise.
 pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(15);
+/// Why a running session ended when a sign-in replaced its tokens.
+const SIGNED_IN_AGAIN: &str = "signed in again";
 /// Rounds of multi round-trip input a single call may take before we give up on the server.
 const MAX_INPUT_ROUNDS: usize = 10;
 
@@ -89,6 +92,10 @@ pub enum SessionState {
         next_in_ms: u64,
         reason: String,
     },
+    /// The server wants the person to sign in (OAuth): nothing is retried until they do.
+    SignInRequired {
+        reason: String,
+    },
     Stopped,
 }
 
@@ -118,6 +125,8 @@ pub enum SessionError {
     Cancelled,
     #[error("server \"{server}\": {message}")]
     Protocol { server: String, message: String },
+    #[error("server \"{server}\" needs you to sign in: {message}")]
+    SignIn { server: String, message: String },
 }
 
 pub(crate) enum ConnectError {
@@ -125,6 +134,33 @@ pub(crate) enum ConnectError {
     Retry(String),
     /// Retrying will not help until the config changes.
     Fatal(String),
+    /// The server answered 401 (or 403 `insufficient_scope`) with this `WWW-Authenticate`.
+    SignIn(String),
+}
+
+/// Why a server wants a sign-in: its challenge, and whether it asks for more scope than the
+/// last sign-in got.
+#[derive(Debug, Clone)]
+struct Challenge {
+    header: String,
+    step_up: bool,
+}
+
+impl Challenge {
+    fn new(header: &str) -> Challenge {
+        Challenge {
+            header: header.to_owned(),
+            step_up: header.contains("insufficient_scope"),
+        }
+    }
+
+    fn reason(&self) -> String {
+        if self.step_up {
+            "the server asks for more access than the last sign-in gave".into()
+        } else {
+            "the server asks you to sign in".into()
+        }
+    }
 }
 
 struct Live {
@@ -140,10 +176,15 @@ struct Entry {
     live: Mutex<Option<Arc<Live>>>,
     stop: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Set when the server wants a sign-in; the supervisor waits on `signed_in` then.
+    challenge: Mutex<Option<Challenge>>,
+    signed_in: tokio::sync::Notify,
+    signing_in: std::sync::atomic::AtomicBool,
 }
 
 struct Inner {
     broker: Broker,
+    auth: Auth,
     entries: Mutex<BTreeMap<String, Arc<Entry>>>,
     events: broadcast::Sender<SessionEvent>,
     next_session: AtomicU64,
@@ -169,10 +210,21 @@ impl SessionManager {
     /// `ping_every`: how often each session is pinged to notice a server that stopped
     /// answering (rmcp's HTTP transport never notices by itself).
     pub fn with_timing(broker: Broker, backoff: Backoff, ping_every: Duration) -> Self {
+        Self::with_auth(
+            broker,
+            backoff,
+            ping_every,
+            Auth::new(crate::oauth::vault::Vault::memory()),
+        )
+    }
+
+    /// `auth`: where sign-ins to remote servers are kept (see `oauth`).
+    pub fn with_auth(broker: Broker, backoff: Backoff, ping_every: Duration, auth: Auth) -> Self {
         let (events, _) = broadcast::channel(1024);
         SessionManager {
             inner: Arc::new(Inner {
                 broker,
+                auth,
                 entries: Mutex::default(),
                 events,
                 next_session: AtomicU64::new(1),
@@ -184,6 +236,10 @@ impl SessionManager {
 
     pub fn broker(&self) -> &Broker {
         &self.inner.broker
+    }
+
+    pub fn auth(&self) -> &Auth {
+        &self.inner.auth
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<SessionEvent> {
@@ -202,6 +258,9 @@ impl SessionManager {
                 live: Mutex::default(),
                 stop: CancellationToken::new(),
                 task: Mutex::default(),
+                challenge: Mutex::default(),
+                signed_in: tokio::sync::Notify::new(),
+                signing_in: std::sync::atomic::AtomicBool::new(false),
             });
             lock(&self.inner.entries).insert(config.name.clone(), entry.clone());
             let manager = self.clone();
@@ -250,12 +309,40 @@ impl SessionManager {
         }
     }
 
+    /// Waits (at most the server's request timeout) until the session is ready, wants a
+    /// sign-in, or failed; returns the state then.
+    pub async fn wait_until_settled(&self, server: &str) -> Option<SessionState> {
+        let timeout = self.entry(server).ok()?.config.request_timeout;
+        let mut events = self.subscribe();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let state = self.state(server)?;
+            if matches!(
+                state,
+                SessionState::Ready { .. }
+                    | SessionState::SignInRequired { .. }
+                    | SessionState::Failed { .. }
+            ) {
+                return Some(state);
+            }
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Err(_) => return self.state(server),
+                Ok(Err(broadcast::error::RecvError::Closed)) => return self.state(server),
+                Ok(_) => {}
+            }
+        }
+    }
+
     pub async fn list_tools(&self, server: &str) -> Result<Vec<Tool>, SessionError> {
         let (entry, live) = self.live(server)?;
         let timeout = entry.config.request_timeout;
         match tokio::time::timeout(timeout, live.peer.list_all_tools()).await {
             Err(_) => Err(timeout_error(&entry)),
-            Ok(result) => result.map_err(|e| protocol_error(&entry, e)),
+            Ok(result) => {
+                let tools = result.map_err(|e| self.request_error(&entry, e))?;
+                self.succeeded(&entry);
+                Ok(tools)
+            }
         }
     }
 
@@ -281,12 +368,15 @@ impl SessionManager {
             let response = tokio::select! {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
-                    Ok(r) => r.map_err(|e| protocol_error(&entry, e))?,
+                    Ok(r) => r.map_err(|e| self.request_error(&entry, e))?,
                 },
                 _ = cancel.cancelled() => return Err(SessionError::Cancelled),
             };
             match response {
-                CallToolResponse::Complete(result) => return Ok(result),
+                CallToolResponse::Complete(result) => {
+                    self.succeeded(&entry);
+                    return Ok(result);
+                }
                 CallToolResponse::InputRequired(required) => {
                     let requests = required.input_requests.unwrap_or_default();
                     let answers =
@@ -337,6 +427,137 @@ impl SessionManager {
             server: entry.config.name.clone(),
             message: format!("still asking for input after {MAX_INPUT_ROUNDS} rounds"),
         })
+    }
+
+    /// Signs the person in to an HTTP server: starts the OAuth flow from the server's last
+    /// challenge, asks the person to open the authorization address (a URL question, through
+    /// the same policy and dialog as a server's), waits for the browser to come back to the
+    /// loopback redirect, keeps the tokens, and reconnects. Every way out but a completed
+    /// sign-in is an error in words; nothing is retried behind the person's back.
+    pub async fn sign_in(&self, server: &str) -> Result<(), SessionError> {
+        let entry = self.entry(server)?;
+        let failed = |message: String| SessionError::SignIn {
+            server: server.to_owned(),
+            message,
+        };
+        let TransportConfig::Http { url, .. } = &entry.config.transport else {
+            return Err(failed("only remote (HTTP) servers are signed in to".into()));
+        };
+        if entry.signing_in.swap(true, Ordering::SeqCst) {
+            return Err(failed("a sign-in is already waiting for you".into()));
+        }
+        let result = self.run_sign_in(&entry, url).await;
+        entry.signing_in.store(false, Ordering::SeqCst);
+        result.map_err(failed)?;
+        *lock(&entry.challenge) = None;
+        // Nobody waiting for the session should take the old state for the new one.
+        if matches!(*lock(&entry.state), SessionState::SignInRequired { .. }) {
+            self.set_state(&entry, SessionState::Connecting);
+        }
+        entry.signed_in.notify_one();
+        Ok(())
+    }
+
+    async fn run_sign_in(&self, entry: &Entry, url: &str) -> Result<(), String> {
+        let challenge = lock(&entry.challenge).clone();
+        let pending = self
+            .inner
+            .auth
+            .begin(
+                &entry.config.name,
+                url,
+                &entry.config.oauth,
+                challenge.as_ref().map(|c| c.header.as_str()),
+            )
+            .await?;
+        let web = crate::url_policy::check(&pending.authorization_url)
+            .map_err(|e| format!("the authorization address is refused: {e}"))?;
+        let message = format!(
+            "Sign in to {} so Countersign can reach it for you. The sign-in page is at {}.",
+            entry.config.name, web.host
+        );
+        let request = serde_json::json!({
+            "mode": "url",
+            "message": message,
+            "url": pending.authorization_url,
+            "elicitationId": "sign-in",
+        });
+        let ask = self
+            .inner
+            .broker
+            .open(crate::broker::NewAsk {
+                asker: asker_for(&entry.config),
+                kind: crate::ask::AskKind::Url {
+                    message,
+                    url: pending.authorization_url.clone(),
+                    elicitation_id: "sign-in".into(),
+                    host: web.host,
+                    warnings: web.warnings,
+                },
+                request,
+                timeout: Some(crate::oauth::SIGN_IN_WAIT),
+                session: self.inner.next_session.fetch_add(1, Ordering::Relaxed),
+            })
+            .map_err(|e| e.to_string())?;
+        match ask.outcome().await {
+            crate::ask::Outcome::Accepted { .. } => {}
+            crate::ask::Outcome::Declined => return Err("you declined to sign in".into()),
+            _ => return Err("the sign-in was cancelled".into()),
+        }
+        pending.finish(crate::oauth::SIGN_IN_WAIT).await
+    }
+
+    /// Forgets the sign-in to an HTTP server (its tokens leave the secret store) and
+    /// reconnects, so the server asks for a new one.
+    pub async fn sign_out(&self, server: &str) -> Result<(), SessionError> {
+        let entry = self.entry(server)?;
+        let TransportConfig::Http { url, .. } = &entry.config.transport else {
+            return Err(SessionError::SignIn {
+                server: server.to_owned(),
+                message: "only remote (HTTP) servers are signed in to".into(),
+            });
+        };
+        self.inner
+            .auth
+            .sign_out(&entry.config.name, url)
+            .await
+            .map_err(|message| SessionError::SignIn {
+                server: server.to_owned(),
+                message,
+            })?;
+        let config = entry.config.clone();
+        self.start(vec![config]).await;
+        Ok(())
+    }
+
+    /// A failed request: when the server wants a (new) sign-in, the session waits for one
+    /// and the caller is told so.
+    fn request_error(&self, entry: &Entry, e: rmcp::ServiceError) -> SessionError {
+        match e.auth_challenge() {
+            Some(header) => {
+                let challenge = Challenge::new(header);
+                if challenge.step_up
+                    && let TransportConfig::Http { url, .. } = &entry.config.transport
+                {
+                    self.inner.auth.insufficient(&entry.config.name, url);
+                }
+                let message = challenge.reason();
+                *lock(&entry.challenge) = Some(challenge);
+                // The running session ends; its supervisor then waits for the sign-in.
+                entry.signed_in.notify_one();
+                SessionError::SignIn {
+                    server: entry.config.name.clone(),
+                    message,
+                }
+            }
+            None => protocol_error(entry, e),
+        }
+    }
+
+    fn succeeded(&self, entry: &Entry) {
+        if let TransportConfig::Http { url, .. } = &entry.config.transport {
+            self.inner.auth.succeeded(&entry.config.name, url);
+        }
     }
 
     /// Stops one server's session (its asks are withdrawn as `disconnect`).
@@ -406,6 +627,10 @@ impl SessionManager {
                     }
                 }
                 Err(ConnectError::Retry(reason)) => reason,
+                Err(ConnectError::SignIn(header)) => {
+                    *lock(&entry.challenge) = Some(Challenge::new(&header));
+                    "the server asks you to sign in".into()
+                }
                 Err(ConnectError::Fatal(reason)) => {
                     tracing::warn!(server = %entry.config.name, %reason, "session failed");
                     self.set_state(&entry, SessionState::Failed { reason });
@@ -415,6 +640,28 @@ impl SessionManager {
             };
             if entry.stop.is_cancelled() {
                 break;
+            }
+            if reason == SIGNED_IN_AGAIN && lock(&entry.challenge).is_none() {
+                // New tokens: connect with them at once.
+                attempt = 0;
+                continue;
+            }
+            let challenge = lock(&entry.challenge).clone();
+            if let Some(challenge) = challenge {
+                // Nothing is retried until the person signs in (or the session is stopped).
+                let signed_in = entry.signed_in.notified();
+                self.set_state(
+                    &entry,
+                    SessionState::SignInRequired {
+                        reason: challenge.reason(),
+                    },
+                );
+                tokio::select! {
+                    _ = signed_in => {}
+                    _ = entry.stop.cancelled() => break,
+                }
+                attempt = 0;
+                continue;
             }
             attempt += 1;
             let delay = self.inner.backoff.delay(attempt);
@@ -467,6 +714,7 @@ impl SessionManager {
             tokio::select! {
                 _ = entry.stop.cancelled() => break None,
                 _ = tap.closed.cancelled() => break Some(self.closed_reason(entry)),
+                _ = entry.signed_in.notified() => break Some(SIGNED_IN_AGAIN.into()),
                 _ = tokio::time::sleep(self.inner.ping_every) => {
                     let mut options = PeerRequestOptions::no_options();
                     options.timeout = Some(entry.config.request_timeout.min(Duration::from_secs(10)));
@@ -482,7 +730,13 @@ impl SessionManager {
                     // may not offer `ping`). Only silence or a broken transport means dead.
                     match answered {
                         Ok(_) | Err(rmcp::ServiceError::McpError(_)) => {}
-                        Err(e) => break Some(format!("the server stopped answering: {e}")),
+                        Err(e) => {
+                            if let Some(header) = e.auth_challenge() {
+                                *lock(&entry.challenge) = Some(Challenge::new(header));
+                                break Some("the server asks you to sign in".into());
+                            }
+                            break Some(format!("the server stopped answering: {e}"));
+                        }
                     }
                 }
             }
@@ -534,7 +788,15 @@ impl SessionManager {
             raw: raw.clone(),
             config: client_config(lifecycle_for(config).1),
         };
-        let service = open_client(config, handler, tap.clone(), raw, entry.stderr.clone()).await?;
+        let service = open_client(
+            config,
+            handler,
+            tap.clone(),
+            raw,
+            entry.stderr.clone(),
+            Some(&self.inner.auth),
+        )
+        .await?;
         let live = Arc::new(Live {
             peer: service.peer().clone(),
             service: Arc::new(tokio::sync::Mutex::new(Some(service))),
@@ -569,6 +831,7 @@ pub(crate) async fn open_client(
     tap: Arc<Tap>,
     raw: Arc<RawRequests>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    auth: Option<&Auth>,
 ) -> Result<RunningService<RoleClient, Handler>, ConnectError> {
     let (lifecycle, _) = lifecycle_for(config);
     let timeout = config.request_timeout;
@@ -620,18 +883,46 @@ pub(crate) async fn open_client(
                     }
                 }
             }
-            let client = TapHttpClient::new(reqwest::Client::new(), raw);
-            let transport = Tapped {
-                inner: StreamableHttpClientTransport::with_client(client, transport_config),
-                tap,
-            };
-            tokio::time::timeout(
-                timeout,
-                serve_client_with_lifecycle(handler, transport, lifecycle),
-            )
-            .await
+            // A server given its own Authorization header is not signed in to.
+            let static_auth = headers
+                .keys()
+                .any(|k| k.eq_ignore_ascii_case("authorization"));
+            match auth.filter(|_| !static_auth) {
+                Some(auth) => {
+                    let client = auth
+                        .client(&config.name, url, raw)
+                        .await
+                        .map_err(ConnectError::Retry)?;
+                    let transport = Tapped {
+                        inner: StreamableHttpClientTransport::with_client(client, transport_config),
+                        tap,
+                    };
+                    tokio::time::timeout(
+                        timeout,
+                        serve_client_with_lifecycle(handler, transport, lifecycle),
+                    )
+                    .await
+                }
+                None => {
+                    let client = TapHttpClient::new(reqwest::Client::new(), raw);
+                    let transport = Tapped {
+                        inner: StreamableHttpClientTransport::with_client(client, transport_config),
+                        tap,
+                    };
+                    tokio::time::timeout(
+                        timeout,
+                        serve_client_with_lifecycle(handler, transport, lifecycle),
+                    )
+                    .await
+                }
+            }
         }
     };
+    if let Ok(Err(e)) = &service
+        && let Some(header) = e.auth_challenge()
+    {
+        return Err(ConnectError::SignIn(header.to_owned()));
+    }
     match service {
         Err(_) => Err(ConnectError::Retry(format!(
             "no answer to the handshake within {} s",
@@ -731,6 +1022,7 @@ fn describe(state: &SessionState) -> String {
         } => {
             format!("reconnecting, attempt {attempt}: {reason}")
         }
+        SessionState::SignInRequired { reason } => format!("sign-in required: {reason}"),
         SessionState::Stopped => "stopped".into(),
     }
 }

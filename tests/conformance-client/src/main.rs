@@ -7,6 +7,8 @@
 use std::time::Duration;
 
 use countersign_core::config::ProtocolChoice;
+use countersign_core::oauth::OAuthConfig;
+use countersign_core::session::SessionError;
 use countersign_core::{
     Answer, AskEvent, AskKind, AuditLog, Broker, ServerConfig, SessionManager, SessionState,
 };
@@ -50,6 +52,7 @@ async fn run(url: &str, scenario: &str) -> Result<(), String> {
     let person = tokio::spawn(press_submit_on_defaults(broker.clone()));
 
     let mut config = ServerConfig::http(SERVER, url);
+    config.oauth = oauth_config(scenario);
     // The 2026-07-28 scenarios start with server/discover; the others expect `initialize`.
     let modern = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
         .is_ok_and(|v| v.as_str() >= "2026-07-28")
@@ -63,7 +66,7 @@ async fn run(url: &str, scenario: &str) -> Result<(), String> {
 
     let sessions = SessionManager::new(broker.clone());
     sessions.start(vec![config]).await;
-    let state = sessions.wait_ready(SERVER, Duration::from_secs(20)).await;
+    let state = ready(&sessions).await;
     if !matches!(state, Some(SessionState::Ready { .. })) {
         sessions.shutdown().await;
         return Err(format!("not connected: {state:?}"));
@@ -75,8 +78,65 @@ async fn run(url: &str, scenario: &str) -> Result<(), String> {
     result
 }
 
+/// Waits for the session; when the server asks for a sign-in, the person signs in (through
+/// the core's flow: a URL question, then the browser below) and it waits again.
+async fn ready(sessions: &SessionManager) -> Option<SessionState> {
+    loop {
+        let state = sessions.wait_until_settled(SERVER).await;
+        match state {
+            Some(SessionState::SignInRequired { .. }) => {
+                if let Err(e) = sessions.sign_in(SERVER).await {
+                    eprintln!("conformance-client: sign-in: {e}");
+                    return state;
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// A request, made again after the sign-in the server asked for; the core bounds how often
+/// (`oauth::MAX_STEP_UPS`), so this loop ends when it refuses another sign-in.
+async fn signed<T, F, Fut>(sessions: &SessionManager, op: F) -> Result<T, SessionError>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<T, SessionError>>,
+{
+    loop {
+        match op().await {
+            Err(SessionError::SignIn { .. }) => {
+                sessions.sign_in(SERVER).await?;
+                if !matches!(ready(sessions).await, Some(SessionState::Ready { .. })) {
+                    return Err(SessionError::NotReady {
+                        server: SERVER.into(),
+                        state: "not ready after signing in".into(),
+                    });
+                }
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The scenario's pre-registered client (its context), and the client ID metadata document
+/// the suite expects (Countersign has no public one; a deployment names its own).
+fn oauth_config(scenario: &str) -> OAuthConfig {
+    let mut oauth = OAuthConfig::default();
+    if !scenario.starts_with("auth/") {
+        return oauth;
+    }
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    oauth.client_id = context["client_id"].as_str().map(str::to_owned);
+    oauth.client_secret = context["client_secret"].as_str().map(str::to_owned);
+    oauth.client_metadata_url = Some("https://conformance-test.local/client-metadata.json".into());
+    oauth
+}
+
 async fn drive(sessions: &SessionManager, scenario: &str) -> Result<(), String> {
-    let tools = sessions.list_tools(SERVER).await;
+    let tools = signed(sessions, || sessions.list_tools(SERVER)).await;
     if scenario == "initialize" {
         // The scenario judges the handshake; its server answers everything else with `{}`.
         return Ok(());
@@ -88,15 +148,20 @@ async fn drive(sessions: &SessionManager, scenario: &str) -> Result<(), String> 
             ("tools_call", _) => continue,
             _ => Some(serde_json::json!({})),
         };
-        let result = sessions
-            .call_tool(
-                SERVER,
-                &tool.name,
-                args.and_then(|a| a.as_object().cloned()),
-                CancellationToken::new(),
-            )
-            .await
-            .map_err(|e| format!("{}: {e}", tool.name))?;
+        let args = args.and_then(|a| a.as_object().cloned());
+        let called = signed(sessions, || {
+            sessions.call_tool(SERVER, &tool.name, args.clone(), CancellationToken::new())
+        })
+        .await;
+        let result = match called {
+            Ok(result) => result,
+            // The core stopped offering sign-ins to a server that refuses every scope.
+            Err(e) if scenario == "auth/scope-retry-limit" => {
+                eprintln!("conformance-client: gave up as expected: {e}");
+                return Ok(());
+            }
+            Err(e) => return Err(format!("{}: {e}", tool.name)),
+        };
         eprintln!(
             "conformance-client: {} -> {}",
             tool.name,
@@ -118,7 +183,35 @@ async fn press_submit_on_defaults(broker: Broker) {
             };
             if let Err(e) = broker.answer(ask.id, Answer::Accept { content }) {
                 eprintln!("conformance-client: answer refused: {e}");
+                continue;
+            }
+            if let AskKind::Url { url, .. } = &ask.kind {
+                tokio::spawn(browse(url.clone()));
             }
         }
+    }
+}
+
+/// The browser: opens the address, and where the authorization server sends it back (the
+/// suite's authorizes at once with a redirect), follows to that address, which is the sign-in's
+/// loopback redirect.
+async fn browse(url: String) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("an HTTP client");
+    let response = match client.get(&url).send().await {
+        Ok(r) => r,
+        Err(e) => return eprintln!("conformance-client: browser: {e}"),
+    };
+    let Some(location) = response
+        .headers()
+        .get("location")
+        .and_then(|l| l.to_str().ok())
+    else {
+        return;
+    };
+    if let Err(e) = client.get(location).send().await {
+        eprintln!("conformance-client: browser: redirect: {e}");
     }
 }

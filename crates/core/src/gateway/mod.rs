@@ -88,6 +88,9 @@ pub(crate) struct Shared {
     pub(crate) clock: std::sync::RwLock<Clock>,
     /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, forward/upstream.rs).
     pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
+    /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
+    /// never sees the server's tokens.
+    pub(crate) auth: std::sync::OnceLock<crate::oauth::Auth>,
     config: GatewayConfig,
     agents: agents::AgentStore,
     paused: AtomicBool,
@@ -105,6 +108,11 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// Upstream sessions with remote servers use the person's sign-ins from `auth`.
+    pub fn set_auth(&self, auth: crate::oauth::Auth) {
+        let _ = self.shared.auth.set(auth);
+    }
+
     /// Reads the agents' tokens (`agents.json` beside `token_path`) and the shared token at
     /// `token_path` (creating it, unless the person revoked it); does not listen yet.
     pub fn new(
@@ -130,6 +138,7 @@ impl Gateway {
                 refusals: refusals::Refusals::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
                 open_upstreams: Mutex::default(),
+                auth: std::sync::OnceLock::new(),
                 config,
                 agents,
                 paused: AtomicBool::new(false),

@@ -143,11 +143,22 @@ impl Upstream {
             raw: raw.clone(),
             config: client_config(lifecycle_for(server).1),
         };
-        let service = open_client(server, handler, tap.clone(), raw.clone(), Arc::default())
-            .await
-            .map_err(|e| match e {
-                ConnectError::Retry(reason) | ConnectError::Fatal(reason) => reason,
-            })?;
+        let service = open_client(
+            server,
+            handler,
+            tap.clone(),
+            raw.clone(),
+            Arc::default(),
+            shared.auth.get(),
+        )
+        .await
+        .map_err(|e| match e {
+            ConnectError::Retry(reason) | ConnectError::Fatal(reason) => reason,
+            ConnectError::SignIn(_) => format!(
+                "{} needs the person to sign in: open Countersign and sign in to it from its page",
+                server.name
+            ),
+        })?;
         let upstream = Arc::new(Upstream {
             server: server.clone(),
             service,
