@@ -7,7 +7,7 @@
 #                     end-to-end tests of the real app, the .deb installed and started
 #   make package      the .deb (Tauri bundler): target/release/bundle/deb/Countersign_*.deb
 #   make package-test build the .deb, check it, install it with apt, start it, remove it
-#   make screenshot   docs/ask-dialog.png and docs/approval-dialog.png from the real app
+#   make screenshot   docs/ask-dialog.png, docs/approval-dialog.png and docs/sign-in.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
@@ -45,6 +45,7 @@ package-test: ui
 screenshot: ui
 	COUNTERSIGN_SCREENSHOT_OUT=$(CURDIR)/docs/ask-dialog.png bash scripts/e2e.sh e2e_screenshot
 	COUNTERSIGN_APPROVAL_SCREENSHOT_OUT=$(CURDIR)/docs/approval-dialog.png bash scripts/e2e.sh e2e_gateway_allow_once
+	COUNTERSIGN_SIGN_IN_SHOT=$(CURDIR)/docs/sign-in.png bash scripts/e2e.sh e2e_signing_in_to_an_oauth_server
 
 ui-test: ui
 	npm test --prefix ui

@@ -3,6 +3,7 @@
 # does nothing that is already done. Safe to run again; a second run takes a few seconds.
 #
 #   1. Debian packages (Tauri's build and run dependencies, Xvfb/D-Bus for headless GUI tests,
+#      GNOME Keyring as the Secret Service the sign-in tests keep tokens in,
 #      WebKitWebDriver and Chromium for end-to-end tests): only the missing ones, after one
 #      `apt-get update`.
 #   2. tests/peers node_modules (`npm ci`) when missing or older than package-lock.json: the
@@ -26,6 +27,7 @@ APT_PACKAGES=(
   xvfb xauth webkit2gtk-driver dbus dbus-x11
   chromium chromium-driver imagemagick
   xdotool libglib2.0-bin
+  gnome-keyring libsecret-tools
 )
 NEXTEST_VERSION="0.9.143"
 TAURI_DRIVER_VERSION="2.1.0"

@@ -210,6 +210,33 @@ fn notify_new_asks(handle: tauri::AppHandle, core: &App, focused: Arc<AtomicBool
     let clicked = handle.clone();
     let notifier = notifications::Notifier::start(move || bring_forward(&clicked));
     let focused_now = focused.clone();
+    // A remote server that now wants a sign-in is announced once per change to that state.
+    let mut sessions = core.sessions().subscribe();
+    let (sign_in_app, sign_in_focus, sign_in_notifier) =
+        (core.clone(), focused.clone(), notifier.clone());
+    tauri::async_runtime::spawn(async move {
+        let mut wanting = std::collections::HashSet::new();
+        loop {
+            match sessions.recv().await {
+                Ok(event) => match countersign_core::notice::sign_in_notice(&event) {
+                    Some(notice) => {
+                        if wanting.insert(event.server.clone())
+                            && !sign_in_focus.load(Ordering::SeqCst)
+                            && !sign_in_app.is_muted(&event.server)
+                        {
+                            sign_in_notifier
+                                .update(countersign_core::notice::NoticeUpdate::Show(notice));
+                        }
+                    }
+                    None => {
+                        wanting.remove(&event.server);
+                    }
+                },
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
     tauri::async_runtime::spawn(countersign_core::notice::run(
         events,
         move |ask| !focused.load(Ordering::SeqCst) && !app.is_muted(&ask.asker.server),

@@ -276,6 +276,57 @@ test("a server's notifications are muted from its page; a failed save puts the b
   await app.close();
 });
 
+test("a remote server that asks for a sign-in: Sign in waits for the browser, a failure says why, Sign out", async () => {
+  const remote = server("notes", { state: "signInRequired", reason: "the server asks you to sign in" }, {
+    endpoint: { kind: "http", host: "notes.example.com", url: "https://notes.example.com/mcp" },
+    signIn: { signedIn: false, keptIn: "secretService", scopes: [] },
+  });
+  const app = await openApp(env, { ...state(), servers: [remote] });
+  const { page, backend } = app;
+  assert.match(await page.locator(".server-item").first().textContent(), /notes.*Sign-in needed/);
+  const group = page.getByRole("group", { name: "Sign-in" });
+  assert.match(await group.textContent(), /notes asks you to sign in.*only if you agree.*keyring/);
+
+  // The first attempt fails (the person declined the address): the reason is shown.
+  let finish;
+  backend.onSignIn = (cmd) => cmd === "sign_in" && new Promise((resolve) => (finish = resolve));
+  await group.getByRole("button", { name: "Sign in" }).click();
+  await page.getByText("Waiting for you to sign in in your browser…").waitFor();
+  assert.equal(await group.getByRole("button", { name: "Sign in" }).isDisabled(), true);
+  finish({ err: { kind: "session", message: "server \"notes\" needs you to sign in: you declined to sign in" } });
+  await page.waitForFunction(() => document.querySelector(".sign-in-status")?.textContent?.includes("you declined"));
+  assert.equal(await group.getByRole("button", { name: "Sign in" }).isDisabled(), false);
+
+  // Then it succeeds: the session becomes ready and the page says where the tokens are kept.
+  backend.onSignIn = null;
+  const notes = backend.servers.find((s) => s.name === "notes");
+  notes.state = { state: "ready", protocolVersion: "2025-11-25", serverName: "notes", serverVersion: "1" };
+  notes.signIn.scopes = ["notes:read"];
+  await group.getByRole("button", { name: "Sign in" }).click();
+  await backend.emit("session-event", { server: "notes", state: notes.state });
+  const signedIn = page.getByRole("group", { name: "Sign-in" });
+  await page.waitForFunction(() => document.querySelector(".detail-sign-in")?.textContent?.includes("Signed in"));
+  assert.match(await signedIn.textContent(), /Signed in \(notes:read\)\. Kept in your desktop's keyring\./);
+  // Sign out: the server asks again, and the page offers Sign in.
+  await signedIn.getByRole("button", { name: "Sign out" }).click();
+  await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign in" }).waitFor();
+  assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd.startsWith("sign_")).map((c) => [c.cmd, c.args.server]),
+    [["sign_in", "notes"], ["sign_in", "notes"], ["sign_out", "notes"]]);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("without a keyring the page says sign-ins last until Countersign quits", async () => {
+  const remote = server("notes", { state: "signInRequired", reason: "the server asks you to sign in" }, {
+    endpoint: { kind: "http", host: "notes.example.com", url: "https://notes.example.com/mcp" },
+    signIn: { signedIn: false, keptIn: "memory", scopes: [] },
+  });
+  const app = await openApp(env, { ...state(), servers: [remote] });
+  assert.match(await app.page.getByRole("group", { name: "Sign-in" }).textContent(), /No keyring answered.*kept in memory until Countersign quits/);
+  await app.close();
+});
+
 test("with no tray the window says closing quits; Settings turns start at login on", async () => {
   const app = await openApp(env, { ...state(), desktop: { tray: false, startAtLogin: false } });
   const { page, backend } = app;

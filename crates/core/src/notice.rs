@@ -184,6 +184,20 @@ fn wording(batch: &[Waiting]) -> Option<Notice> {
     }
 }
 
+/// The notice for a remote server that now wants the person to sign in (a session event, not
+/// a question: nothing opens until they press Sign in on the server's page). `None` for any
+/// other state. Server names are the person's own (from the config), never a server's text.
+pub fn sign_in_notice(event: &crate::session::SessionEvent) -> Option<Notice> {
+    let crate::session::SessionState::SignInRequired { reason } = &event.state else {
+        return None;
+    };
+    Some(Notice {
+        summary: format!("{} needs you to sign in", event.server),
+        body: format!("{reason}. Open Countersign and press Sign in on its page."),
+        asks: Vec::new(),
+    })
+}
+
 /// What the ask wants, in one line: the first line of the message (clipped), or for a URL
 /// question the host it wants opened.
 pub fn headline(ask: &Ask) -> String {
@@ -291,6 +305,28 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_that_wants_a_sign_in_is_announced_and_nothing_else_is() {
+        use crate::session::{SessionEvent, SessionState};
+        let notice = sign_in_notice(&SessionEvent {
+            server: "notes".into(),
+            state: SessionState::SignInRequired {
+                reason: "the server asks you to sign in".into(),
+            },
+        })
+        .unwrap();
+        assert_eq!(notice.summary, "notes needs you to sign in");
+        assert!(notice.body.contains("press Sign in"));
+        assert!(notice.asks.is_empty());
+        assert!(
+            sign_in_notice(&SessionEvent {
+                server: "notes".into(),
+                state: SessionState::Connecting,
+            })
+            .is_none()
+        );
+    }
     use crate::ask::{Asker, Endpoint};
     use crate::schema::FormSchema;
     use std::sync::{Arc, Mutex};

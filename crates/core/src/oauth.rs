@@ -168,8 +168,11 @@ impl Auth {
         }
         let loopback = Loopback::bind(config.callback_port.unwrap_or(0)).await?;
         let manager = manager_for(url, &server.store).await?;
-        let mut request =
-            AuthorizationRequest::new(loopback.redirect_uri.clone()).with_client_name(CLIENT_NAME);
+        let mut request = AuthorizationRequest::new(loopback.redirect_uri.clone())
+            .with_client_name(CLIENT_NAME)
+            // The spec's scope choice: the challenge's `scope`, else the resource's
+            // `scopes_supported`, else none (rmcp's default unites them).
+            .with_initial_scope_selection();
         if let Some(id) = &config.client_id {
             request = request.with_preregistered_client(id.clone());
             if let Some(secret) = &config.client_secret {

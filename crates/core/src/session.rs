@@ -543,7 +543,14 @@ impl SessionManager {
                 }
                 let message = challenge.reason();
                 *lock(&entry.challenge) = Some(challenge);
-                // The running session ends; its supervisor then waits for the sign-in.
+                // Said at once; the running session ends and its supervisor then waits for
+                // the sign-in.
+                self.set_state(
+                    entry,
+                    SessionState::SignInRequired {
+                        reason: message.clone(),
+                    },
+                );
                 entry.signed_in.notify_one();
                 SessionError::SignIn {
                     server: entry.config.name.clone(),

@@ -780,3 +780,144 @@ impl App {
         reply["value"].as_str().unwrap_or_default().to_owned()
     }
 }
+
+/// GNOME Keyring as the Secret Service on this session bus (the one `scripts/e2e.sh` runs in),
+/// its keyrings under `dir/keyring`, unlocked with a test password; stopped on drop.
+pub fn keyring(dir: &Path) -> Background {
+    let home = dir.join("keyring");
+    std::fs::create_dir_all(home.join("run")).unwrap();
+    std::fs::set_permissions(
+        home.join("run"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o700),
+    )
+    .unwrap();
+    let mut child = Command::new("gnome-keyring-daemon")
+        .args([
+            "--foreground",
+            "--replace",
+            "--unlock",
+            "--components=secrets",
+        ])
+        .env("HOME", &home)
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_RUNTIME_DIR", home.join("run"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gnome-keyring-daemon (run `make deps`)");
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"test-password").unwrap();
+    // Ready once it owns its name on the bus.
+    let deadline = Instant::now() + WAIT;
+    while !keyring_answers() {
+        assert!(
+            Instant::now() < deadline,
+            "the keyring never answered on the bus"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Background {
+        child,
+        log: home.join("none"),
+    }
+}
+
+/// Whether something owns the Secret Service name (asked without starting one: a D-Bus
+/// activation would start a keyring with the wrong home).
+fn keyring_answers() -> bool {
+    Command::new("dbus-send")
+        .args([
+            "--session",
+            "--print-reply",
+            "--dest=org.freedesktop.DBus",
+            "/org/freedesktop/DBus",
+            "org.freedesktop.DBus.NameHasOwner",
+            "string:org.freedesktop.secrets",
+        ])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("boolean true"))
+}
+
+/// What the keyring holds for Countersign, as `secret-tool` prints it (attributes and secrets).
+pub fn keyring_secrets(_dir: &Path) -> String {
+    let out = Command::new("secret-tool")
+        .args(["search", "--all", "--unlock", "application", "countersign"])
+        .output()
+        .expect("secret-tool (run `make deps`)");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `tests/peers/oauth-server.mjs` (a server that wants OAuth, with its authorization server),
+/// logging to `log`; its base URL.
+pub fn oauth_server(log: &Path) -> (Background, String) {
+    let mut child = Command::new("node")
+        .arg(repo().join("tests/peers/oauth-server.mjs"))
+        .env("OAUTH_SERVER_LOG", log)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening ")
+        .expect("the server prints its address")
+        .to_owned();
+    (
+        Background {
+            child,
+            log: log.to_path_buf(),
+        },
+        base,
+    )
+}
+
+/// A system opener that records the address it is handed (`dir/opened.txt`) and then does
+/// what the person's browser does after they log in at the authorization server: follows its
+/// redirect, to the sign-in's loopback address. Returns (opener, record).
+pub fn redirect_following_opener(dir: &Path) -> (PathBuf, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
+    let record = dir.join("opened.txt");
+    let stub = dir.join("browser.sh");
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >> '{}'\nexec node -e '\
+             fetch(process.argv[1], {{redirect: \"manual\"}})\
+             .then((r) => fetch(r.headers.get(\"location\")))\
+             .then((r) => r.text()).catch((e) => console.error(e))' \"$1\"\n",
+            record.display()
+        ),
+    )
+    .unwrap();
+    Command::new("chmod").arg("+x").arg(&stub).status().unwrap();
+    (stub, record)
+}
+
+/// Files under `dir` whose bytes contain `needle`.
+pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|w| w == needle)
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}

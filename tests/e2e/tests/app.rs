@@ -484,3 +484,97 @@ async fn e2e_a_password_form_warns_reaches_the_server_and_is_redacted() {
     app.close().await;
     let _ = std::fs::remove_file(&server_log);
 }
+
+/// A remote server protected by OAuth (`tests/peers/oauth-server.mjs`), in the real app with a
+/// real Secret Service (GNOME Keyring on the test's session bus): the server's page says it
+/// needs a sign-in; Sign in puts the authorization address in a URL dialog, Open hands it to
+/// the system opener (here a browser stand-in that follows the authorization server's
+/// redirect to the loopback address), and the tool runs with the token. The token is in the
+/// keyring and nowhere under the app's files; Sign out removes it. `COUNTERSIGN_SIGN_IN_SHOT`
+/// names where the picture of the dialog goes (`make screenshot`).
+#[tokio::test]
+async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
+    let dir = std::env::temp_dir().join(format!("cs-e2e-oauth-peer-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("run")).unwrap();
+    let _keyring = countersign_e2e::keyring(&dir);
+    let log = dir.join("oauth-server.jsonl");
+    let (server, base) = countersign_e2e::oauth_server(&log);
+    let _server = server;
+    let (browser, opened) = countersign_e2e::redirect_following_opener(&dir);
+
+    let app = App::start_with_env(
+        "oauth",
+        json!({"notes": {"type": "http", "url": format!("{base}/mcp"), "protocol": "legacy"}}),
+        &[("COUNTERSIGN_OPENER", &browser)],
+    )
+    .await;
+    app.find_xpath("//button[contains(@class,'server-item')][contains(., 'notes')][contains(., 'Sign-in needed')]")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let group = app.find("[role=group][aria-label='Sign-in']").await;
+    let said = group.text().await.unwrap();
+    assert!(said.contains("notes asks you to sign in"), "{said}");
+    assert!(said.contains("Kept in your desktop's keyring"), "{said}");
+    app.find_xpath("//div[@aria-label='Sign-in']//button[normalize-space()='Sign in']")
+        .await
+        .click()
+        .await
+        .unwrap();
+
+    // The address, in the same dialog as a server's URL question: host first, nothing opened.
+    let dialog = app.dialog().await;
+    let text = dialog.text().await.unwrap();
+    let host = base.trim_start_matches("http://");
+    assert!(text.contains("Sign in to notes"), "{text}");
+    assert!(text.contains(host), "{text}");
+    assert!(!opened.exists(), "nothing is opened before consent");
+    tokio::time::sleep(std::time::Duration::from_millis(900)).await;
+    let shot = std::env::var_os("COUNTERSIGN_SIGN_IN_SHOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| app.dir.join("sign-in.png"));
+    std::fs::write(&shot, app.client.screenshot().await.unwrap()).unwrap();
+    app.press_in_dialog("Open").await;
+    app.gone(DIALOG).await;
+
+    app.find_xpath("//div[@aria-label='Sign-in'][contains(., 'Signed in (notes:read)')]")
+        .await;
+    let result = app.run_until_result("whoami", "{}", "scopes").await;
+    assert!(result.contains("scopes: notes:read"), "{result}");
+    let opened = std::fs::read_to_string(&opened).unwrap();
+    assert_eq!(opened.lines().count(), 1, "{opened}");
+    assert!(
+        opened.starts_with(&format!("{base}/authorize?")),
+        "{opened}"
+    );
+
+    // The token is in the keyring, under Countersign's name, and not in any file of the app's.
+    let issued: Vec<String> = countersign_e2e::logged(&log)
+        .iter()
+        .filter_map(|e| e["access"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(issued.len(), 1, "one sign-in, one token");
+    let kept = countersign_e2e::keyring_secrets(&dir);
+    assert!(
+        kept.contains(&issued[0]),
+        "the token is in the keyring: {kept}"
+    );
+    let on_disk = countersign_e2e::files_containing(&app.dir, issued[0].as_bytes());
+    assert!(on_disk.is_empty(), "the token was written to {on_disk:?}");
+
+    app.find_xpath("//div[@aria-label='Sign-in']//button[normalize-space()='Sign out']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    app.find_xpath("//div[@aria-label='Sign-in']//button[normalize-space()='Sign in']")
+        .await;
+    let kept = countersign_e2e::keyring_secrets(&dir);
+    assert!(
+        !kept.contains(&issued[0]),
+        "signed out, the keyring forgot it: {kept}"
+    );
+    app.close().await;
+}

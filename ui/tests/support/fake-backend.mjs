@@ -90,6 +90,17 @@ export class FakeBackend {
       }
       case "server_stderr":
         return { ok: this.stderr[args.server] ?? [] };
+      case "sign_in":
+      case "sign_out": {
+        // Optional (cmd, args) => reply (or a promise of one); by default, as core: signed in
+        // (or out) at once.
+        const reply = await this.onSignIn?.(cmd, args);
+        if (reply) return reply;
+        const server = this.servers.find((s) => s.name === args.server);
+        if (server?.signIn) server.signIn.signedIn = cmd === "sign_in";
+        if (server && cmd === "sign_out") server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
+        return { ok: null };
+      }
       case "run_tool":
         if (this.onRunTool) return this.onRunTool(args);
         return { ok: { isError: false, content: [{ type: "text", text: "ok" }], structuredContent: null } };

@@ -230,6 +230,7 @@ export function server(name, state = { state: "ready", protocolVersion: "2025-11
     trusted: !!o.trusted,
     state,
     muted: !!o.muted,
+    signIn: o.signIn ?? null,
   };
 }
 

@@ -1,0 +1,435 @@
+//! Signing in to an OAuth-protected remote server (`tests/peers/oauth-server.mjs`, a server and
+//! authorization server written without an SDK): the 401 puts the session in "sign-in needed",
+//! the authorization address reaches the person as a URL question, the browser (a stand-in that
+//! follows the authorization server's redirect, as a browser would after the person logs in)
+//! comes back to the loopback redirect, and the tokens serve the app's sessions and the
+//! gateway's. Refresh after expiry, step-up on `insufficient_scope`, sign-out, a declined
+//! sign-in, and an agent that never sees the server's tokens.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use countersign_core::ask::AskKind;
+use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
+use countersign_core::gateway::Gateway;
+use countersign_core::oauth::Auth;
+use countersign_core::oauth::vault::Vault;
+use countersign_core::session::{Backoff, DEFAULT_PING_EVERY};
+use countersign_core::settings::SettingsStore;
+use countersign_core::{
+    Answer, AskEvent, AuditLog, Broker, ServerConfig, SessionError, SessionManager, SessionState,
+};
+use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
+use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::Value;
+use tokio::io::AsyncBufReadExt;
+use tokio_util::sync::CancellationToken;
+
+mod common;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct NotesServer {
+    _child: tokio::process::Child,
+    base: String,
+    log: PathBuf,
+}
+
+impl NotesServer {
+    async fn start(test: &str, expires_in: u64) -> NotesServer {
+        let log = scratch(test).join("oauth-server.jsonl");
+        let mut child = tokio::process::Command::new(common::node())
+            .arg(common::peer_path("oauth-server.mjs"))
+            .env("OAUTH_EXPIRES_IN", expires_in.to_string())
+            .env("OAUTH_SERVER_LOG", &log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start oauth-server.mjs");
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("the server starts in time")
+            .unwrap()
+            .expect("the server prints its address");
+        let base = line.strip_prefix("listening ").unwrap().to_owned();
+        NotesServer {
+            _child: child,
+            base,
+            log,
+        }
+    }
+
+    fn config(&self) -> ServerConfig {
+        let mut config = ServerConfig::http("notes", &format!("{}/mcp", self.base));
+        config.protocol = ProtocolChoice::Legacy;
+        config.request_timeout = Duration::from_secs(15);
+        config
+    }
+
+    /// The server's log: one JSON object per event.
+    fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    fn grants(&self, grant: &str) -> usize {
+        self.events()
+            .iter()
+            .filter(|e| e["event"] == "token" && e["grant"] == grant && e["ok"] == true)
+            .count()
+    }
+
+    /// Every access token the server issued.
+    fn issued_tokens(&self) -> Vec<String> {
+        self.events()
+            .iter()
+            .filter_map(|e| e["access"].as_str().map(str::to_owned))
+            .chain(
+                self.events()
+                    .iter()
+                    .filter_map(|e| e["refresh"].as_str().map(str::to_owned)),
+            )
+            .collect()
+    }
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cs-oauth-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+/// The person at the desktop: `consent` to every sign-in question (opening the address in the
+/// "browser"), or decline each. Returns the (host, server) of each question seen.
+fn person(broker: &Broker, consent: bool) -> Seen {
+    let mut events = broker.subscribe();
+    let broker = broker.clone();
+    let seen = Seen::default();
+    let record = seen.clone();
+    tokio::spawn(async move {
+        while let Ok(event) = events.recv().await {
+            let AskEvent::Added { ask } = event else {
+                continue;
+            };
+            let AskKind::Url { url, host, .. } = &ask.kind else {
+                continue;
+            };
+            record
+                .lock()
+                .unwrap()
+                .push((host.clone(), ask.asker.server.clone()));
+            if !consent {
+                broker.answer(ask.id, Answer::Decline).unwrap();
+                continue;
+            }
+            broker
+                .answer(ask.id, Answer::Accept { content: None })
+                .unwrap();
+            browse(url).await;
+        }
+    });
+    seen
+}
+
+/// The browser: the authorization server signs the person in at once and redirects; the
+/// browser follows to the loopback redirect.
+async fn browse(url: &str) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let response = client.get(url).send().await.unwrap();
+    let location = response.headers()["location"].to_str().unwrap().to_owned();
+    let page = client
+        .get(&location)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("Signed in"), "{page}");
+}
+
+fn sessions(broker: &Broker) -> SessionManager {
+    SessionManager::with_auth(
+        broker.clone(),
+        Backoff::default(),
+        DEFAULT_PING_EVERY,
+        Auth::new(Vault::memory()),
+    )
+}
+
+async fn settled(sessions: &SessionManager) -> SessionState {
+    sessions.wait_until_settled("notes").await.unwrap()
+}
+
+async fn whoami(sessions: &SessionManager, tool: &str) -> Result<String, SessionError> {
+    let result = sessions
+        .call_tool("notes", tool, None, CancellationToken::new())
+        .await?;
+    Ok(serde_json::to_string(&result.content).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signing_in_through_a_url_question_then_refresh_step_up_and_sign_out() {
+    let server = NotesServer::start("flow", 3).await;
+    let dir = scratch("flow-audit");
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let person = person(&broker, true);
+    let sessions = sessions(&broker);
+    sessions.start(vec![server.config()]).await;
+
+    // The server's 401: nothing connects, nothing is retried behind the person's back.
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    assert!(matches!(
+        sessions.list_tools("notes").await,
+        Err(SessionError::NotReady { .. })
+    ));
+
+    // Sign in: a URL question naming the server and the sign-in page's host.
+    tokio::time::timeout(WAIT, sessions.sign_in("notes"))
+        .await
+        .unwrap()
+        .expect("signed in");
+    assert!(matches!(
+        sessions.wait_ready("notes", WAIT).await,
+        Some(SessionState::Ready { .. })
+    ));
+    let text = whoami(&sessions, "whoami").await.unwrap();
+    assert!(
+        text.ends_with("scopes: notes:read\"}]"),
+        "the scope the challenge named, no more: {text}"
+    );
+    assert_eq!(server.grants("authorization_code"), 1);
+    let register = server
+        .events()
+        .into_iter()
+        .find(|e| e["event"] == "register")
+        .unwrap();
+    assert_eq!(register["client_name"], "Countersign");
+    assert!(
+        register["redirect_uris"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:"),
+        "a loopback redirect: {register}"
+    );
+
+    // The token expires (3 s): the next call refreshes it, the person is not asked.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let text = whoami(&sessions, "whoami").await.unwrap();
+    assert!(text.contains("notes:read"), "{text}");
+    assert_eq!(server.grants("refresh_token"), 1, "{:?}", server.events());
+
+    // A tool that needs more: the 403 `insufficient_scope` asks for a new sign-in with the
+    // scope the server named.
+    match whoami(&sessions, "write_note").await {
+        Err(SessionError::SignIn { message, .. }) => {
+            assert!(message.contains("more access"), "{message}")
+        }
+        other => panic!("expected a sign-in for more scope, got {other:?}"),
+    }
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    sessions.sign_in("notes").await.expect("stepped up");
+    sessions.wait_ready("notes", WAIT).await;
+    let text = whoami(&sessions, "write_note").await.unwrap();
+    assert!(text.contains("notes:write"), "{text}");
+    let authorizations: Vec<Value> = server
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "authorize")
+        .collect();
+    assert_eq!(authorizations.len(), 2);
+    assert!(
+        authorizations[1]["scope"]
+            .as_str()
+            .unwrap()
+            .contains("notes:write")
+    );
+    assert!(
+        authorizations
+            .iter()
+            .all(|a| a["resource"] == format!("{}/mcp", server.base)),
+        "the resource indicator names the server: {authorizations:?}"
+    );
+
+    // Nothing secret in the audit log: the questions are there, no token is.
+    let audit = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert!(audit.contains("Sign in to notes"));
+    for token in server.issued_tokens() {
+        assert!(!audit.contains(&token), "token {token} in the audit log");
+    }
+
+    // Sign out: the tokens are forgotten and the server asks again.
+    sessions.sign_out("notes").await.unwrap();
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    let config = server.config();
+    let url = match &config.transport {
+        countersign_core::config::TransportConfig::Http { url, .. } => url.clone(),
+        _ => unreachable!(),
+    };
+    assert!(
+        !sessions
+            .auth()
+            .known_view("notes", &url)
+            .is_some_and(|v| v.signed_in)
+    );
+
+    sessions.shutdown().await;
+    let seen = person.lock().unwrap().clone();
+    let host = server.base.trim_start_matches("http://").to_owned();
+    assert_eq!(
+        seen,
+        vec![(host.clone(), "notes".into()), (host, "notes".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_declined_sign_in_ends_in_words_and_nothing_is_exchanged() {
+    let server = NotesServer::start("declined", 3600).await;
+    let broker = Broker::new(AuditLog::open(scratch("declined-audit").join("a.jsonl")).unwrap());
+    let _person = person(&broker, false);
+    let sessions = sessions(&broker);
+    sessions.start(vec![server.config()]).await;
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    match sessions.sign_in("notes").await {
+        Err(SessionError::SignIn { message, .. }) => {
+            assert!(message.contains("declined"), "{message}")
+        }
+        other => panic!("expected a declined sign-in, got {other:?}"),
+    }
+    assert_eq!(server.grants("authorization_code"), 0);
+    assert!(
+        !server.events().iter().any(|e| e["event"] == "authorize"),
+        "the browser never opened"
+    );
+    assert!(matches!(
+        sessions.state("notes"),
+        Some(SessionState::SignInRequired { .. })
+    ));
+    sessions.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_its_tokens() {
+    let server = NotesServer::start("gateway", 3600).await;
+    let dir = scratch("gateway-rig");
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let _person = person(&broker, true);
+    let sessions = sessions(&broker);
+    let mut config = server.config();
+    config.tool_policy.insert("whoami".into(), ToolRule::Allow);
+    sessions.start(vec![config.clone()]).await;
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![config],
+        broker.clone(),
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    gateway.set_auth(sessions.auth().clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = gateway.serve(listener);
+
+    let agent = |token: String| async move {
+        let mut transport =
+            StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/notes"));
+        transport.auth_header = Some(token);
+        let mut info = ClientConfig::default();
+        info.protocol_version = ProtocolVersion::V_2025_11_25;
+        serve_client_with_lifecycle(
+            info,
+            StreamableHttpClientTransport::from_config(transport),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+    };
+
+    // Before the person signed in: the agent is told where to sign in, in words.
+    let before = agent(gateway.token().to_owned()).await;
+    let said = match before {
+        Err(e) => e.to_string(),
+        Ok(client) => {
+            let e = client
+                .peer()
+                .call_tool(CallToolRequestParams::new("whoami"))
+                .await
+                .expect_err("no sign-in yet");
+            e.to_string()
+        }
+    };
+    assert!(said.contains("sign in"), "{said}");
+
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    sessions.sign_in("notes").await.unwrap();
+
+    let client = agent(gateway.token().to_owned())
+        .await
+        .expect("agent connects");
+    let result = tokio::time::timeout(
+        WAIT,
+        client
+            .peer()
+            .call_tool(CallToolRequestParams::new("whoami")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let text = serde_json::to_string(&result).unwrap();
+    assert!(text.contains("scopes: notes:read"), "{text}");
+    for token in server.issued_tokens() {
+        assert!(!text.contains(&token), "the agent saw {token}");
+    }
+    // Every request the server received carried the person's token, never the agent's.
+    let carried: Vec<Value> = server
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "mcp" && !e["token"].is_null())
+        .collect();
+    assert!(!carried.is_empty());
+    assert!(
+        carried
+            .iter()
+            .all(|e| e["token"].as_str().unwrap().starts_with("at-")),
+        "{carried:?}"
+    );
+    assert!(
+        !server
+            .events()
+            .iter()
+            .any(|e| e["token"] == gateway.token()),
+        "the gateway's token reached the server"
+    );
+    let _ = client.cancel().await;
+    sessions.shutdown().await;
+}

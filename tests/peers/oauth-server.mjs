@@ -1,0 +1,167 @@
+#!/usr/bin/env node
+// A remote MCP server protected by OAuth as the MCP authorization spec describes, with its own
+// authorization server, written without any SDK so every step is visible: a 401 with
+// `WWW-Authenticate` (resource_metadata, scope), protected resource metadata, authorization
+// server metadata, dynamic client registration, the authorization code flow with PKCE (S256
+// checked), refresh tokens, and a 403 `insufficient_scope` for the one tool that needs more.
+// The authorization endpoint signs "person" in at once (a browser would show a login page).
+//
+//   node oauth-server.mjs            prints "listening <base-url>" and serves until killed
+//   OAUTH_EXPIRES_IN=2               access tokens live 2 s (default 3600)
+//   OAUTH_SERVER_LOG=/path           one JSON line per event: registration, authorization,
+//                                    token grant, and each MCP request with the token it carried
+//
+// Tools: `whoami` (scope notes:read) answers with the token's scopes; `write_note` needs
+// notes:write too.
+
+import { createServer } from 'node:http';
+import { appendFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+
+const expiresIn = Number(process.env.OAUTH_EXPIRES_IN || 3600);
+const log = (m) => {
+  if (process.env.OAUTH_SERVER_LOG) appendFileSync(process.env.OAUTH_SERVER_LOG, JSON.stringify(m) + '\n');
+};
+
+let base = '';
+const codes = new Map(); // code -> {challenge, scope, redirectUri, clientId}
+const tokens = new Map(); // access token -> {scope, expiresAt}
+const refreshes = new Map(); // refresh token -> scope
+let next = 1;
+
+const json = (res, status, body, headers = {}) => {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+};
+const body = (req) => new Promise((resolve) => {
+  let data = '';
+  req.on('data', (c) => (data += c));
+  req.on('end', () => resolve(data));
+});
+const challenge = (extra = '') =>
+  `Bearer resource_metadata="${base}/.well-known/oauth-protected-resource/mcp", scope="notes:read"${extra}`;
+
+const tools = [
+  { name: 'whoami', description: 'Who the token belongs to, and its scopes', inputSchema: { type: 'object' } },
+  { name: 'write_note', description: 'Writes a note (needs notes:write)', inputSchema: { type: 'object' } },
+];
+
+async function mcp(req, res) {
+  const auth = req.headers.authorization || '';
+  const token = auth.startsWith('Bearer ') ? auth.slice(7) : '';
+  const granted = tokens.get(token);
+  const text = await body(req);
+  let m;
+  try { m = JSON.parse(text); } catch { return json(res, 400, { error: 'parse' }); }
+  log({ event: 'mcp', method: m.method, token: token || null });
+  if (!granted || granted.expiresAt < Date.now()) {
+    return json(res, 401, { error: 'invalid_token' }, { 'www-authenticate': challenge(', error="invalid_token"') });
+  }
+  if (m.id === undefined) { res.writeHead(202); return res.end(); }
+  const reply = (result) => json(res, 200, { jsonrpc: '2.0', id: m.id, result });
+  switch (m.method) {
+    case 'initialize':
+      return reply({
+        protocolVersion: '2025-11-25',
+        capabilities: { tools: {} },
+        serverInfo: { name: 'oauth-notes', version: '1.0.0' },
+      });
+    case 'ping':
+      return reply({});
+    case 'tools/list':
+      return reply({ tools });
+    case 'tools/call':
+      if (m.params?.name === 'write_note' && !granted.scope.split(' ').includes('notes:write')) {
+        return json(res, 403, { error: 'insufficient_scope' }, {
+          'www-authenticate': `Bearer error="insufficient_scope", scope="notes:read notes:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`,
+        });
+      }
+      return reply({ content: [{ type: 'text', text: `person, scopes: ${granted.scope}` }] });
+    default:
+      return json(res, 200, { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: 'Method not found' } });
+  }
+}
+
+const server = createServer(async (req, res) => {
+  const url = new URL(req.url, base);
+  if (req.method === 'POST' && url.pathname === '/mcp') return mcp(req, res);
+  if (req.method === 'GET' && url.pathname === '/mcp') { res.writeHead(405); return res.end(); }
+  if (req.method === 'DELETE' && url.pathname === '/mcp') { res.writeHead(200); return res.end(); }
+  if (req.method === 'GET' && url.pathname === '/.well-known/oauth-protected-resource/mcp') {
+    return json(res, 200, {
+      resource: `${base}/mcp`,
+      authorization_servers: [base],
+      scopes_supported: ['notes:read', 'notes:write'],
+    });
+  }
+  if (req.method === 'GET' && url.pathname === '/.well-known/oauth-authorization-server') {
+    return json(res, 200, {
+      issuer: base,
+      authorization_endpoint: `${base}/authorize`,
+      token_endpoint: `${base}/token`,
+      registration_endpoint: `${base}/register`,
+      response_types_supported: ['code'],
+      grant_types_supported: ['authorization_code', 'refresh_token'],
+      code_challenge_methods_supported: ['S256'],
+      token_endpoint_auth_methods_supported: ['none'],
+      scopes_supported: ['notes:read', 'notes:write'],
+    });
+  }
+  if (req.method === 'POST' && url.pathname === '/register') {
+    const reg = JSON.parse((await body(req)) || '{}');
+    log({ event: 'register', client_name: reg.client_name, redirect_uris: reg.redirect_uris });
+    return json(res, 201, { client_id: 'client-1', redirect_uris: reg.redirect_uris || [], token_endpoint_auth_method: 'none' });
+  }
+  if (req.method === 'GET' && url.pathname === '/authorize') {
+    const q = url.searchParams;
+    const redirect = q.get('redirect_uri');
+    log({ event: 'authorize', scope: q.get('scope'), resource: q.get('resource'), method: q.get('code_challenge_method') });
+    if (q.get('code_challenge_method') !== 'S256' || !q.get('code_challenge') || !redirect) {
+      return json(res, 400, { error: 'invalid_request' });
+    }
+    const code = `code-${next++}`;
+    codes.set(code, { challenge: q.get('code_challenge'), scope: q.get('scope') || 'notes:read', redirect });
+    const back = new URL(redirect);
+    back.searchParams.set('code', code);
+    back.searchParams.set('state', q.get('state') || '');
+    res.writeHead(302, { location: back.toString() });
+    return res.end();
+  }
+  if (req.method === 'POST' && url.pathname === '/token') {
+    const form = new URLSearchParams(await body(req));
+    const grant = form.get('grant_type');
+    let scope;
+    if (grant === 'authorization_code') {
+      const entry = codes.get(form.get('code'));
+      codes.delete(form.get('code'));
+      const verifier = form.get('code_verifier') || '';
+      const computed = createHash('sha256').update(verifier).digest('base64url');
+      if (!entry || computed !== entry.challenge) {
+        log({ event: 'token', grant, ok: false });
+        return json(res, 400, { error: 'invalid_grant' });
+      }
+      scope = entry.scope;
+    } else if (grant === 'refresh_token') {
+      scope = refreshes.get(form.get('refresh_token'));
+      if (!scope) {
+        log({ event: 'token', grant, ok: false });
+        return json(res, 400, { error: 'invalid_grant' });
+      }
+    } else {
+      return json(res, 400, { error: 'unsupported_grant_type' });
+    }
+    const access = `at-${next++}-${randomBytes(6).toString('hex')}`;
+    const refresh = `rt-${next++}-${randomBytes(6).toString('hex')}`;
+    tokens.set(access, { scope, expiresAt: Date.now() + expiresIn * 1000 });
+    refreshes.set(refresh, scope);
+    log({ event: 'token', grant, ok: true, access, refresh });
+    return json(res, 200, { access_token: access, token_type: 'Bearer', expires_in: expiresIn, refresh_token: refresh, scope });
+  }
+  res.writeHead(404);
+  res.end();
+});
+
+server.listen(0, '127.0.0.1', () => {
+  base = `http://127.0.0.1:${server.address().port}`;
+  process.stdout.write(`listening ${base}\n`);
+});
