@@ -205,6 +205,10 @@ export class ServersPane {
     if (name === null || target === null) return;
     const generation = this.generation;
     this.toolsLoaded = false;
+    if (this.servers.find((s) => s.name === name)?.state.state === "signInRequired") {
+      replace(target, el("p", { class: "muted" }, "Its tools are listed once you have signed in."));
+      return;
+    }
     replace(target, el("p", { class: "muted" }, "Loading tools…"));
     let tools: ToolView[];
     try {

@@ -286,6 +286,8 @@ test("a remote server that asks for a sign-in: Sign in waits for the browser, a 
   assert.match(await page.locator(".server-item").first().textContent(), /notes.*Sign-in needed/);
   const group = page.getByRole("group", { name: "Sign-in" });
   assert.match(await group.textContent(), /notes asks you to sign in.*only if you agree.*keyring/);
+  await page.getByText("Its tools are listed once you have signed in.").waitFor();
+  assert.equal(backend.calls.filter((c) => c.cmd === "list_tools").length, 0, "no listing before the sign-in");
 
   // The first attempt fails (the person declined the address): the reason is shown.
   let finish;

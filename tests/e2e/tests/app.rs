@@ -541,6 +541,7 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
 
     app.find_xpath("//div[@aria-label='Sign-in'][contains(., 'Signed in (notes:read)')]")
         .await;
+    app.snapshot("signed-in").await;
     let result = app.run_until_result("whoami", "{}", "scopes").await;
     assert!(result.contains("scopes: notes:read"), "{result}");
     let opened = std::fs::read_to_string(&opened).unwrap();
