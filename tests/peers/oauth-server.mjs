@@ -12,7 +12,7 @@
 //                                    token grant, and each MCP request with the token it carried
 //
 // Tools: `whoami` (scope notes:read) answers with the token's scopes; `write_note` needs
-// notes:write too.
+// notes:write too. `POST /revoke-all` revokes every token (a test's lever).
 
 import { createServer } from 'node:http';
 import { appendFileSync } from 'node:fs';
@@ -85,6 +85,15 @@ async function mcp(req, res) {
 const server = createServer(async (req, res) => {
   const url = new URL(req.url, base);
   if (req.method === 'POST' && url.pathname === '/mcp') return mcp(req, res);
+  // The tests' lever: every token and refresh token stops working (as when the person
+  // revokes the app's access at the provider).
+  if (req.method === 'POST' && url.pathname === '/revoke-all') {
+    tokens.clear();
+    refreshes.clear();
+    log({ event: 'revoked' });
+    res.writeHead(204);
+    return res.end();
+  }
   if (req.method === 'GET' && url.pathname === '/mcp') { res.writeHead(405); return res.end(); }
   if (req.method === 'DELETE' && url.pathname === '/mcp') { res.writeHead(200); return res.end(); }
   if (req.method === 'GET' && url.pathname === '/.well-known/oauth-protected-resource/mcp') {

@@ -252,6 +252,10 @@ impl App {
             }
         };
         gateway.set_auth(self.sessions.auth().clone());
+        let sessions = self.sessions.clone();
+        gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
+            sessions.needs_sign_in(server, header)
+        }));
         if self.config.gateway.enabled {
             match gateway.listen().await {
                 Ok(_) => {

@@ -566,6 +566,41 @@ mod tests {
     }
 
     #[test]
+    fn oauth_blocks_as_agent_hosts_write_them_load_and_wrong_ones_are_named() {
+        let text = r#"{
+  "mcpServers": {
+    "claude-code": {"type": "http", "url": "https://a.example/mcp", "oauth": {"clientId": "cid", "callbackPort": 8976}},
+    "gemini": {"httpUrl": "x", "type": "http", "url": "https://b.example/mcp", "oauth": {"enabled": true, "clientId": "g", "clientSecret": "s", "scopes": ["read"], "redirectUri": "http://localhost:7777/oauth/callback"}},
+    "cimd": {"type": "http", "url": "https://c.example/mcp", "oauth": {"clientMetadataUrl": "https://countersign.example/client.json"}},
+    "stdio": {"command": "x", "oauth": {"clientId": "c"}},
+    "secret-alone": {"type": "http", "url": "https://d.example/mcp", "oauth": {"clientSecret": "s"}},
+    "plain-cimd": {"type": "http", "url": "https://e.example/mcp", "oauth": {"clientMetadataUrl": "http://countersign.example/client.json"}}
+  }
+}"#;
+        let loaded = parse(&p(), text);
+        let by = |n: &str| loaded.servers.iter().find(|s| s.name == n);
+        let claude = by("claude-code").unwrap();
+        assert_eq!(claude.oauth.client_id.as_deref(), Some("cid"));
+        assert_eq!(claude.oauth.callback_port, Some(8976));
+        let gemini = by("gemini").unwrap();
+        assert_eq!(gemini.oauth.client_secret.as_deref(), Some("s"));
+        assert_eq!(gemini.oauth.scopes, vec!["read".to_owned()]);
+        assert!(by("cimd").unwrap().oauth.client_metadata_url.is_some());
+        let error = |n: &str| {
+            loaded
+                .errors
+                .iter()
+                .find(|e| e.server.as_deref() == Some(n))
+                .map(|e| e.message.clone())
+                .unwrap_or_default()
+        };
+        assert!(error("stdio").contains("remote (http) servers only"));
+        assert!(error("secret-alone").contains("needs the \"clientId\""));
+        assert!(error("plain-cimd").contains("https"));
+        assert_eq!(loaded.servers.len(), 3);
+    }
+
+    #[test]
     fn a_broken_entry_is_located_and_the_rest_load() {
         let text = "{\n  \"mcpServers\": {\n    \"good\": {\"command\": \"ok\"},\n    \"bad\": {\"command\": 42},\n    \"worse\": {\"args\": []}\n  }\n}\n";
         let loaded = parse(&p(), text);

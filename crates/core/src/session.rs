@@ -507,6 +507,29 @@ impl SessionManager {
         pending.finish(crate::oauth::SIGN_IN_WAIT).await
     }
 
+    /// Someone else (the gateway, for an agent) found that an HTTP server wants a sign-in: its
+    /// page says so and the person is notified, as when the app's own session finds it.
+    pub fn needs_sign_in(&self, server: &str, header: &str) {
+        let Ok(entry) = self.entry(server) else {
+            return;
+        };
+        if !matches!(entry.config.transport, TransportConfig::Http { .. }) {
+            return;
+        }
+        let challenge = Challenge::new(header);
+        if challenge.step_up
+            && let TransportConfig::Http { url, .. } = &entry.config.transport
+        {
+            self.inner.auth.insufficient(&entry.config.name, url);
+        }
+        let reason = challenge.reason();
+        *lock(&entry.challenge) = Some(challenge);
+        if !matches!(*lock(&entry.state), SessionState::SignInRequired { .. }) {
+            self.set_state(&entry, SessionState::SignInRequired { reason });
+            entry.signed_in.notify_one();
+        }
+    }
+
     /// Forgets the sign-in to an HTTP server (its tokens leave the secret store) and
     /// reconnects, so the server asks for a new one.
     pub async fn sign_out(&self, server: &str) -> Result<(), SessionError> {

@@ -355,6 +355,10 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
     )
     .unwrap();
     gateway.set_auth(sessions.auth().clone());
+    let told = sessions.clone();
+    gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
+        told.needs_sign_in(server, header)
+    }));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr: SocketAddr = gateway.serve(listener);
 
@@ -430,6 +434,33 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
             .any(|e| e["token"] == gateway.token()),
         "the gateway's token reached the server"
     );
+
+    // The person revokes Countersign's access at the provider: the agent's next call ends in
+    // words, and the desktop asks the person to sign in again.
+    reqwest::Client::new()
+        .post(format!("{}/revoke-all", server.base))
+        .send()
+        .await
+        .unwrap();
+    let refused = tokio::time::timeout(
+        WAIT,
+        client
+            .peer()
+            .call_tool(CallToolRequestParams::new("whoami")),
+    )
+    .await
+    .unwrap()
+    .expect_err("the sign-in was revoked");
+    assert!(
+        refused
+            .to_string()
+            .contains("asks them on the desktop to sign in again"),
+        "{refused}"
+    );
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
     let _ = client.cancel().await;
     sessions.shutdown().await;
 }

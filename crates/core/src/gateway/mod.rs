@@ -91,12 +91,17 @@ pub(crate) struct Shared {
     /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
     /// never sees the server's tokens.
     pub(crate) auth: std::sync::OnceLock<crate::oauth::Auth>,
+    /// Tells the person that a server wants a (new) sign-in, with its `WWW-Authenticate`.
+    pub(crate) sign_in_needed: std::sync::OnceLock<SignInNeeded>,
     config: GatewayConfig,
     agents: agents::AgentStore,
     paused: AtomicBool,
     status: Mutex<Status>,
     stop: CancellationToken,
 }
+
+/// See [`Gateway::on_sign_in_needed`].
+pub type SignInNeeded = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// Milliseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
@@ -111,6 +116,12 @@ impl Gateway {
     /// Upstream sessions with remote servers use the person's sign-ins from `auth`.
     pub fn set_auth(&self, auth: crate::oauth::Auth) {
         let _ = self.shared.auth.set(auth);
+    }
+
+    /// Called with (server, `WWW-Authenticate`) when a remote server refuses the person's
+    /// sign-in for an agent's request, so the person is asked to sign in again.
+    pub fn on_sign_in_needed(&self, hook: SignInNeeded) {
+        let _ = self.shared.sign_in_needed.set(hook);
     }
 
     /// Reads the agents' tokens (`agents.json` beside `token_path`) and the shared token at
@@ -139,6 +150,7 @@ impl Gateway {
                 clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
                 open_upstreams: Mutex::default(),
                 auth: std::sync::OnceLock::new(),
+                sign_in_needed: std::sync::OnceLock::new(),
                 config,
                 agents,
                 paused: AtomicBool::new(false),

@@ -70,6 +70,8 @@ pub(crate) struct Upstream {
     pub(super) last_used: AtomicU64,
     /// The tools as last listed: (title, description, annotations) by name, for the gate.
     pub(super) tools: Mutex<Option<HashMap<String, ToolFacts>>>,
+    /// Asks the person for a new sign-in (see `Gateway::on_sign_in_needed`).
+    pub(super) sign_in_needed: Option<super::super::SignInNeeded>,
     /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
     _slot: Slot,
 }
@@ -154,10 +156,15 @@ impl Upstream {
         .await
         .map_err(|e| match e {
             ConnectError::Retry(reason) | ConnectError::Fatal(reason) => reason,
-            ConnectError::SignIn(_) => format!(
-                "{} needs the person to sign in: open Countersign and sign in to it from its page",
-                server.name
-            ),
+            ConnectError::SignIn(header) => {
+                if let Some(hook) = shared.sign_in_needed.get() {
+                    hook(&server.name, &header);
+                }
+                format!(
+                    "{} needs the person to sign in: Countersign asks them on the desktop; try again once they have",
+                    server.name
+                )
+            }
         })?;
         let upstream = Arc::new(Upstream {
             server: server.clone(),
@@ -169,6 +176,7 @@ impl Upstream {
             session,
             last_used: AtomicU64::new(crate::broker::unix_ms()),
             tools: Mutex::default(),
+            sign_in_needed: shared.sign_in_needed.get().cloned(),
             _slot: slot,
         });
         if let Some(info) = upstream.info() {
@@ -244,7 +252,7 @@ impl Upstream {
         let handle = peer
             .send_request_with_option(request, options)
             .await
-            .map_err(|e| upstream_error(&self.server, e))?;
+            .map_err(|e| self.error(e))?;
         let id = handle.id.clone();
         let upstream_token = handle.progress_token.clone();
         if let Some(token) = agent_token {
@@ -278,11 +286,26 @@ impl Upstream {
                 // Read beside rmcp before rmcp resolved the request, so it is here now (unless
                 // the server answered in plain JSON over HTTP, which only rmcp sees).
                 let raw = self.raw.take_result(&id);
-                result
-                    .map(|typed| (typed, raw))
-                    .map_err(|e| upstream_error(&self.server, e))
+                result.map(|typed| (typed, raw)).map_err(|e| self.error(e))
             }
         }
+    }
+
+    /// A failed request, in words for the agent; a refused sign-in also goes to the person.
+    fn error(&self, e: rmcp::ServiceError) -> McpError {
+        if let Some(header) = e.auth_challenge() {
+            if let Some(hook) = &self.sign_in_needed {
+                hook(&self.server.name, header);
+            }
+            return McpError::internal_error(
+                format!(
+                    "{} refused the person's sign-in: Countersign asks them on the desktop to sign in again; try again once they have",
+                    self.server.name
+                ),
+                None,
+            );
+        }
+        upstream_error(&self.server, e)
     }
 
     /// Makes a preview's call (already with `dryRun: true`), recorded like any forwarded call.
