@@ -852,11 +852,12 @@ pub fn keyring_secrets(_dir: &Path) -> String {
 }
 
 /// `tests/peers/oauth-server.mjs` (a server that wants OAuth, with its authorization server),
-/// logging to `log`; its base URL.
-pub fn oauth_server(log: &Path) -> (Background, String) {
+/// logging to `log`, its access tokens living `expires_in` seconds; its base URL.
+pub fn oauth_server(log: &Path, expires_in: u64) -> (Background, String) {
     let mut child = Command::new("node")
         .arg(repo().join("tests/peers/oauth-server.mjs"))
         .env("OAUTH_SERVER_LOG", log)
+        .env("OAUTH_EXPIRES_IN", expires_in.to_string())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

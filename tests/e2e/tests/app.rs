@@ -490,7 +490,8 @@ async fn e2e_a_password_form_warns_reaches_the_server_and_is_redacted() {
 /// needs a sign-in; Sign in puts the authorization address in a URL dialog, Open hands it to
 /// the system opener (here a browser stand-in that follows the authorization server's
 /// redirect to the loopback address), and the tool runs with the token. The token is in the
-/// keyring and nowhere under the app's files; Sign out removes it. `COUNTERSIGN_SIGN_IN_SHOT`
+/// keyring and nowhere under the app's files; it is refreshed after it expires; a tool that
+/// needs more access leads to a second sign-in for the wider scope; Sign out removes it. `COUNTERSIGN_SIGN_IN_SHOT`
 /// names where the picture of the dialog goes (`make screenshot`).
 #[tokio::test]
 async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
@@ -499,7 +500,7 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
     std::fs::create_dir_all(dir.join("run")).unwrap();
     let _keyring = countersign_e2e::keyring(&dir);
     let log = dir.join("oauth-server.jsonl");
-    let (server, base) = countersign_e2e::oauth_server(&log);
+    let (server, base) = countersign_e2e::oauth_server(&log, 3);
     let _server = server;
     let (browser, opened) = countersign_e2e::redirect_following_opener(&dir);
 
@@ -544,26 +545,65 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
     app.snapshot("signed-in").await;
     let result = app.run_until_result("whoami", "{}", "scopes").await;
     assert!(result.contains("scopes: notes:read"), "{result}");
-    let opened = std::fs::read_to_string(&opened).unwrap();
-    assert_eq!(opened.lines().count(), 1, "{opened}");
+    let opened_once = std::fs::read_to_string(&opened).unwrap();
+    assert_eq!(opened_once.lines().count(), 1, "{opened_once}");
     assert!(
-        opened.starts_with(&format!("{base}/authorize?")),
-        "{opened}"
+        opened_once.starts_with(&format!("{base}/authorize?")),
+        "{opened_once}"
     );
 
-    // The token is in the keyring, under Countersign's name, and not in any file of the app's.
+    // Tokens live 3 s here: past that, the next run refreshes, and nobody is asked.
+    tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
+    app.run_until_result("whoami", "{}", "scopes").await;
+    let grants = |grant: &str| {
+        countersign_e2e::logged(&log)
+            .iter()
+            .filter(|e| e["event"] == "token" && e["grant"] == grant && e["ok"] == true)
+            .count()
+    };
+    assert!(grants("refresh_token") >= 1, "refreshed after expiry");
+    assert!(!app.exists(DIALOG).await, "a refresh asks nobody");
+
+    // A tool that needs more access: the page asks for a new sign-in, with the scope the
+    // server named, and the tool then runs.
+    app.run_until_result("write_note", "{}", "more access")
+        .await;
+    app.find_xpath("//div[@aria-label='Sign-in']//button[normalize-space()='Sign in']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let text = app.dialog().await.text().await.unwrap();
+    assert!(text.contains("notes%3Awrite"), "the wider scope: {text}");
+    app.press_in_dialog("Open").await;
+    app.gone(DIALOG).await;
+    app.find_xpath("//div[@aria-label='Sign-in'][contains(., 'notes:write')]")
+        .await;
+    let result = app
+        .run_until_result("write_note", "{}", "notes:write")
+        .await;
+    assert!(
+        result.contains("scopes: notes:read notes:write"),
+        "{result}"
+    );
+    assert_eq!(grants("authorization_code"), 2);
+
+    // The token is in the keyring, under Countersign's name, and no token is in any file of
+    // the app's.
     let issued: Vec<String> = countersign_e2e::logged(&log)
         .iter()
         .filter_map(|e| e["access"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(issued.len(), 1, "one sign-in, one token");
     let kept = countersign_e2e::keyring_secrets(&dir);
+    let latest = issued.last().unwrap();
     assert!(
-        kept.contains(&issued[0]),
+        kept.contains(latest.as_str()),
         "the token is in the keyring: {kept}"
     );
-    let on_disk = countersign_e2e::files_containing(&app.dir, issued[0].as_bytes());
-    assert!(on_disk.is_empty(), "the token was written to {on_disk:?}");
+    for token in &issued {
+        let on_disk = countersign_e2e::files_containing(&app.dir, token.as_bytes());
+        assert!(on_disk.is_empty(), "{token} was written to {on_disk:?}");
+    }
 
     app.find_xpath("//div[@aria-label='Sign-in']//button[normalize-space()='Sign out']")
         .await
