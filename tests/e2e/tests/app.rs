@@ -490,7 +490,8 @@ async fn e2e_a_password_form_warns_reaches_the_server_and_is_redacted() {
 /// needs a sign-in; Sign in puts the authorization address in a URL dialog, Open hands it to
 /// the system opener (here a browser stand-in that follows the authorization server's
 /// redirect to the loopback address), and the tool runs with the token. The token is in the
-/// keyring and nowhere under the app's files; it is refreshed after it expires; a tool that
+/// keyring and nowhere under the app's files; an agent through the gateway reaches the server
+/// with the person's sign-in; the token is refreshed after it expires; a tool that
 /// needs more access leads to a second sign-in for the wider scope; Sign out removes it. `COUNTERSIGN_SIGN_IN_SHOT`
 /// names where the picture of the dialog goes (`make screenshot`).
 #[tokio::test]
@@ -504,9 +505,20 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
     let _server = server;
     let (browser, opened) = countersign_e2e::redirect_following_opener(&dir);
 
-    let app = App::start_with_env(
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = App::start_with_config(
         "oauth",
-        json!({"notes": {"type": "http", "url": format!("{base}/mcp"), "protocol": "legacy"}}),
+        json!({
+            "mcpServers": {"notes": {
+                "type": "http", "url": format!("{base}/mcp"), "protocol": "legacy",
+                "toolPolicy": {"whoami": "allow"}
+            }},
+            "gateway": {"port": port},
+        }),
         &[("COUNTERSIGN_OPENER", &browser)],
     )
     .await;
@@ -551,6 +563,26 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
         opened_once.starts_with(&format!("{base}/authorize?")),
         "{opened_once}"
     );
+
+    // An agent through the gateway (a TypeScript SDK client with the gateway's token) reaches
+    // the server with the person's sign-in, and is never shown the server's token.
+    let token = std::fs::read_to_string(app.dir.join("data/countersign/gateway-token")).unwrap();
+    let agent = tokio::process::Command::new("node")
+        .arg(repo().join("tests/peers/ts-agent.mjs"))
+        .args(["--url", &format!("http://127.0.0.1:{port}/mcp/notes")])
+        .args(["--token", token.trim(), "--call", "whoami"])
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&agent.stdout).into_owned();
+    assert!(agent.status.success(), "{said}");
+    assert!(said.contains("scopes: notes:read"), "{said}");
+    for issued in countersign_e2e::logged(&log)
+        .iter()
+        .filter_map(|e| e["access"].as_str())
+    {
+        assert!(!said.contains(issued), "the agent saw the server's token");
+    }
 
     // Tokens live 3 s here: past that, the next run refreshes, and nobody is asked.
     tokio::time::sleep(std::time::Duration::from_millis(3500)).await;
