@@ -25,6 +25,11 @@
 //       JSON array once all are answered.
 //   open_url {url: string}
 //       Elicits in URL mode with exactly that URL (any scheme) and replies with the result.
+//   url_required {url: string, complete_after_ms?: integer}
+//       The first call (per session) throws UrlElicitationRequiredError (-32042) asking the
+//       client to open `url` (elicitationId logged as `url required id=...`); with
+//       complete_after_ms it sends notifications/elicitation/complete for it that long after.
+//       The next call replies "done after the URL".
 //   late_answers {}
 //       Replies {"late_answers": N}: how many answers arrived for elicitation requests this process
 //       had already cancelled (counted across all sessions). Countersign must keep this at 0.
@@ -40,7 +45,9 @@ import http from 'node:http';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { ErrorCode, McpError, isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
+import {
+  ErrorCode, McpError, UrlElicitationRequiredError, isInitializeRequest,
+} from '@modelcontextprotocol/sdk/types.js';
 import * as z from 'zod';
 
 const log = (...parts) => process.stderr.write(`ts-elicit-server: ${parts.join(' ')}\n`);
@@ -160,6 +167,30 @@ function buildServer() {
       } catch (err) {
         return text({ error: String(err?.message ?? err) }, true);
       }
+    },
+  );
+
+  let urlRequired = 0;
+  server.registerTool(
+    'url_required',
+    {
+      description: 'Needs an address opened before it runs (URLElicitationRequiredError).',
+      inputSchema: { url: z.string(), complete_after_ms: z.number().int().optional() },
+    },
+    async ({ url, complete_after_ms }) => {
+      urlRequired += 1;
+      if (urlRequired % 2 === 0) return text('done after the URL');
+      const elicitationId = randomUUID();
+      log(`url required id=${elicitationId}`);
+      if (complete_after_ms !== undefined) {
+        const notify = server.server.createElicitationCompletionNotifier(elicitationId);
+        setTimeout(() => {
+          notify().then(() => log(`sent elicitation complete id=${elicitationId}`), () => {});
+        }, complete_after_ms);
+      }
+      throw new UrlElicitationRequiredError([
+        { mode: 'url', message: 'Connect your calendar first', url, elicitationId },
+      ]);
     },
   );
 

@@ -30,6 +30,9 @@ use crate::schema;
 
 /// The method name of a server-to-client elicitation.
 const ELICITATION_CREATE: &str = "elicitation/create";
+/// A server saying the person finished what a URL question (or a URL-required error) sent
+/// them to do (2025-11-25); rmcp does not model it.
+const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
 /// What Countersign tells servers about itself.
 pub fn client_config(protocol_version: ProtocolVersion) -> ClientConfig {
@@ -276,6 +279,9 @@ pub trait Relay: Send + Sync + 'static {
     fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)>;
 }
 
+/// URL questions whose completion a session watches at once, at most.
+const MAX_WATCHED_COMPLETIONS: usize = 64;
+
 /// Per-session bookkeeping of server requests, so a `notifications/cancelled` seen on the wire
 /// withdraws the ask it names, whatever rmcp does with it.
 pub struct Tap {
@@ -284,6 +290,8 @@ pub struct Tap {
     /// Fires when the transport stops delivering messages (process gone, stream closed).
     pub closed: CancellationToken,
     relay: Option<Arc<dyn Relay>>,
+    /// Fires per `elicitationId` when the server reports that URL question complete.
+    completions: Mutex<HashMap<String, CancellationToken>>,
 }
 
 impl Tap {
@@ -302,7 +310,48 @@ impl Tap {
             broker,
             closed: CancellationToken::new(),
             relay,
+            completions: Mutex::default(),
         })
+    }
+
+    /// Fires when the server sends `notifications/elicitation/complete` for `elicitation_id`
+    /// (from now on; ask before the person can finish). Capped: a server cannot make the
+    /// session keep unbounded ids.
+    pub fn completion(&self, elicitation_id: &str) -> CancellationToken {
+        let mut completions = self.completions.lock().unwrap_or_else(|e| e.into_inner());
+        if completions.len() >= MAX_WATCHED_COMPLETIONS {
+            completions.retain(|_, token| !token.is_cancelled());
+        }
+        completions
+            .entry(elicitation_id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Stops watching for `elicitation_id`.
+    pub fn forget_completion(&self, elicitation_id: &str) {
+        self.completions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(elicitation_id);
+    }
+
+    fn completed(&self, params: Option<&Value>) {
+        let Some(id) = params
+            .and_then(|p| p.get("elicitationId"))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        let token = self
+            .completions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned();
+        if let Some(token) = token {
+            token.cancel();
+        }
     }
 
     fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, Slot>> {
@@ -397,6 +446,11 @@ where
                         if let Some(id) = &c.params.request_id {
                             tap.server_cancelled(id);
                         }
+                    }
+                    ServerNotification::CustomNotification(c)
+                        if c.method == ELICITATION_COMPLETE =>
+                    {
+                        tap.completed(c.params.as_ref());
                     }
                     other => {
                         if let Some(relay) = &tap.relay {

@@ -32,6 +32,7 @@ pub mod schema;
 pub mod session;
 pub mod settings;
 pub mod url_policy;
+pub mod url_required;
 
 pub use app::{App, AppError};
 pub use ask::{

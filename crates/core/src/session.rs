@@ -167,6 +167,7 @@ struct Live {
     peer: Peer<RoleClient>,
     service: Arc<tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>>,
     elicitor: Elicitor,
+    tap: Arc<Tap>,
 }
 
 struct Entry {
@@ -362,12 +363,44 @@ impl SessionManager {
         let timeout = entry.config.request_timeout + entry.config.answer_timeout;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
+        let mut url_rounds = 0;
         for _round in 0..MAX_INPUT_ROUNDS {
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
             let once = live.peer.call_tool_once(params.clone());
             let response = tokio::select! {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
+                    Ok(Err(rmcp::ServiceError::McpError(error)))
+                        if crate::url_required::required_urls(&error).is_some() =>
+                    {
+                        // Addresses to open first: asked, then the same call made again.
+                        url_rounds += 1;
+                        if url_rounds > crate::url_required::MAX_URL_ROUNDS {
+                            return Err(SessionError::Protocol {
+                                server: entry.config.name.clone(),
+                                message: format!(
+                                    "still asks for addresses to be opened after {} rounds",
+                                    crate::url_required::MAX_URL_ROUNDS
+                                ),
+                            });
+                        }
+                        let urls = crate::url_required::required_urls(&error).unwrap_or_default();
+                        crate::url_required::satisfy(
+                            &live.elicitor,
+                            &live.tap,
+                            urls,
+                            &[(cancel.clone(), CancelReason::Agent)],
+                        )
+                        .await
+                        .map_err(|message| SessionError::Protocol {
+                            server: entry.config.name.clone(),
+                            message,
+                        })?;
+                        if cancel.is_cancelled() {
+                            return Err(SessionError::Cancelled);
+                        }
+                        continue;
+                    }
                     Ok(r) => r.map_err(|e| self.request_error(&entry, e))?,
                 },
                 _ = cancel.cancelled() => return Err(SessionError::Cancelled),
@@ -831,6 +864,7 @@ impl SessionManager {
             peer: service.peer().clone(),
             service: Arc::new(tokio::sync::Mutex::new(Some(service))),
             elicitor,
+            tap: tap.clone(),
         });
         Ok((live, tap))
     }

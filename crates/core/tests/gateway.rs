@@ -1977,3 +1977,39 @@ async fn a_call_that_became_a_pending_approval_can_still_be_previewed() {
     rig.broker.answer(ask.id, Answer::Decline).unwrap();
     rig.gateway.shutdown().await;
 }
+
+/// A TypeScript SDK server answering with `URLElicitationRequiredError` (-32042), reached by an
+/// agent that declared no elicitation at all: the address is asked on the desktop, and once the
+/// server reports it complete the gateway makes the call again; the agent only sees the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn url_required_is_answered_on_the_desktop_and_the_agent_gets_the_result() {
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy
+        .insert("url_required".into(), ToolRule::Allow);
+    let mut rig = rig("url-required", vec![ts]).await;
+    let agent = rig.agent("ts", "plain-agent", false).await;
+    let pending = spawn_call(
+        &agent,
+        "url_required",
+        json!({"url": "https://calendar.example.com/connect", "complete_after_ms": 300}),
+    );
+    let ask = rig.next_ask().await;
+    let AskKind::Url { host, .. } = &ask.kind else {
+        panic!("a URL question, got {:?}", ask.kind);
+    };
+    assert_eq!(host, "calendar.example.com");
+    assert_eq!(
+        ask.asker.agent.as_deref(),
+        Some("Shared token (older setups)")
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let result = tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("the call ends in time")
+        .unwrap()
+        .expect("the call succeeds after the address");
+    assert_eq!(text(&result), "done after the URL");
+    let _ = agent.cancel().await;
+}

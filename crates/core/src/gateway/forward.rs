@@ -298,16 +298,41 @@ impl Forwarder {
         let leaving = Leaving::of(ctx);
         let timeout = up.server.request_timeout + up.server.answer_timeout;
         let result = async {
+            let mut url_rounds = 0;
             for _round in 0..MAX_INPUT_ROUNDS {
-                let required = match up
+                let sent = up
                     .send(
                         ClientRequest::CallToolRequest(request.clone()),
                         ctx,
                         timeout,
                         Some(call),
                     )
-                    .await?
+                    .await;
+                // Addresses to open first: the person opens them on the desktop (the agent
+                // need not know URL mode), then the same call is made again.
+                if let Err(error) = &sent
+                    && let Some(urls) = crate::url_required::required_urls(error)
                 {
+                    url_rounds += 1;
+                    if url_rounds > crate::url_required::MAX_URL_ROUNDS {
+                        return Err(McpError::internal_error(
+                            format!(
+                                "{} still asks for addresses to be opened after {} rounds",
+                                up.server.name,
+                                crate::url_required::MAX_URL_ROUNDS
+                            ),
+                            None,
+                        ));
+                    }
+                    crate::url_required::satisfy(&up.elicitor, &up.tap, urls, &leaving.withdraw())
+                        .await
+                        .map_err(|m| McpError::internal_error(m, None))?;
+                    if leaving.reason().is_some() {
+                        return Err(agent_cancelled());
+                    }
+                    continue;
+                }
+                let required = match sent? {
                     (ServerResult::CallToolResult(result), raw) => {
                         keep_raw(ctx, raw);
                         return Ok(result);

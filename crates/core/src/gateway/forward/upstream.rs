@@ -66,6 +66,8 @@ pub(crate) struct Upstream {
     pub(super) elicitor: Elicitor,
     pub(super) relay: Arc<AgentRelay>,
     pub(super) closed: CancellationToken,
+    /// What the upstream's session sees on the wire (completions of URL questions).
+    pub(super) tap: Arc<Tap>,
     pub(super) session: u64,
     pub(super) last_used: AtomicU64,
     /// The tools as last listed: (title, description, annotations) by name, for the gate.
@@ -173,6 +175,7 @@ impl Upstream {
             elicitor,
             relay: relay.clone(),
             closed: tap.closed.clone(),
+            tap: tap.clone(),
             session,
             last_used: AtomicU64::new(crate::broker::unix_ms()),
             tools: Mutex::default(),
