@@ -30,6 +30,8 @@
 //       client to open `url` (elicitationId logged as `url required id=...`); with
 //       complete_after_ms it sends notifications/elicitation/complete for it that long after.
 //       The next call replies "done after the URL".
+//   list_roots {}
+//       Asks the client for its roots (roots/list) and replies with what it answered.
 //   late_answers {}
 //       Replies {"late_answers": N}: how many answers arrived for elicitation requests this process
 //       had already cancelled (counted across all sessions). Countersign must keep this at 0.
@@ -191,6 +193,18 @@ function buildServer() {
       throw new UrlElicitationRequiredError([
         { mode: 'url', message: 'Connect your calendar first', url, elicitationId },
       ]);
+    },
+  );
+
+  server.registerTool(
+    'list_roots',
+    { description: "The client's roots, as it answers roots/list.", inputSchema: {} },
+    async () => {
+      try {
+        return text(await server.server.listRoots());
+      } catch (err) {
+        return text({ error: String(err?.message ?? err) }, true);
+      }
     },
   );
 

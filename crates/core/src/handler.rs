@@ -13,6 +13,9 @@ use std::time::Duration;
 
 use rmcp::ClientHandler;
 use rmcp::ErrorData as McpError;
+// Roots are deprecated by SEP-2577 (2026-07-28), but 2025-11-25 servers still ask for them.
+#[allow(deprecated)]
+use rmcp::model::ListRootsResult;
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CustomRequest, CustomResult, ElicitRequestParams,
     ElicitResult, ElicitationCapability, FormElicitationCapability, Implementation, JsonRpcMessage,
@@ -256,6 +259,25 @@ impl ClientHandler for Handler {
         Ok(CustomResult::new(result))
     }
 
+    /// Roots are a claim about the person's files: Countersign makes none of its own, and
+    /// passes on only an agent's (gateway sessions of agents that declared roots).
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        match self.tap.relay.as_ref().and_then(|r| r.agent_roots()) {
+            Some(roots) => roots.await.map_err(|e| {
+                McpError::internal_error(format!("the agent did not give its roots: {e}"), None)
+            }),
+            None => Err(McpError::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                "Countersign offers no roots",
+                None,
+            )),
+        }
+    }
+
     fn get_info(&self) -> ClientConfig {
         self.config.clone()
     }
@@ -277,6 +299,13 @@ pub trait Relay: Send + Sync + 'static {
     /// Tokens that fire when the agent cancels (or abandons) a call that is in flight now, with
     /// the reason each stands for: a question the server asks during a call belongs to it.
     fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)>;
+    /// The agent's roots, when it declared that it offers them; `None` otherwise.
+    #[allow(deprecated)]
+    fn agent_roots(
+        &self,
+    ) -> Option<futures::future::BoxFuture<'static, Result<ListRootsResult, String>>> {
+        None
+    }
 }
 
 /// URL questions whose completion a session watches at once, at most.

@@ -1013,7 +1013,10 @@ pub(crate) async fn answer_input_request(
                 .await
                 .map_err(|e| format!("unsupported input request: {}", e.message))
         }
-        InputRequest::ListRoots(_) => Ok(serde_json::json!({ "roots": [] })),
+        // A claim about the person's files that nobody made: refused, not answered empty.
+        InputRequest::ListRoots(_) => {
+            Err("the server asked for roots, which Countersign does not offer".into())
+        }
         InputRequest::CreateMessage(_) => {
             Err("the server asked for sampling, which Countersign does not offer".into())
         }

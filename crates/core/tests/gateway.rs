@@ -2013,3 +2013,60 @@ async fn url_required_is_answered_on_the_desktop_and_the_agent_gets_the_result()
     assert_eq!(text(&result), "done after the URL");
     let _ = agent.cancel().await;
 }
+
+/// An agent that offers roots: its upstream session declares them, and the server's
+/// `roots/list` gets the agent's own answer. An agent that offers none: the server is told
+/// the client has none to give (the TypeScript SDK refuses to ask).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
+    #[derive(Clone)]
+    struct RootedAgent;
+    #[allow(deprecated)]
+    impl rmcp::ClientHandler for RootedAgent {
+        async fn list_roots(
+            &self,
+            _context: rmcp::service::RequestContext<RoleClient>,
+        ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+            Ok(serde_json::from_value(
+                json!({"roots": [{"uri": "file:///home/person/project", "name": "project"}]}),
+            )
+            .unwrap())
+        }
+        fn get_info(&self) -> ClientConfig {
+            let mut config = ClientConfig::default();
+            config.protocol_version = ProtocolVersion::V_2025_11_25;
+            config.capabilities.roots = Some(Default::default());
+            config
+        }
+    }
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy.insert("list_roots".into(), ToolRule::Allow);
+    let rig = rig("roots", vec![ts]).await;
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url("ts"));
+    transport.auth_header = Some(rig.gateway.token().to_owned());
+    let rooted = serve_client_with_lifecycle(
+        RootedAgent,
+        StreamableHttpClientTransport::from_config(transport),
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("agent handshake");
+    let mut params = CallToolRequestParams::new("list_roots");
+    params.arguments = Some(Map::new());
+    let result = tokio::time::timeout(WAIT, rooted.peer().call_tool(params))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        text(&result).contains("file:///home/person/project"),
+        "{}",
+        text(&result)
+    );
+    let _ = rooted.cancel().await;
+
+    let plain = rig.agent("ts", "plain-agent", false).await;
+    let result = call(&plain, "list_roots", json!({})).await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(!text(&result).contains("file://"), "{}", text(&result));
+    let _ = plain.cancel().await;
+}

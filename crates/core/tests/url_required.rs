@@ -145,3 +145,43 @@ async fn server_everything_error_path_retries_after_the_person_says_done() {
     assert!(reply.all_text().contains("accept"), "{reply:?}");
     h.shutdown().await;
 }
+
+/// A server's `roots/list` in the app's own sessions is refused (-32601), not answered with
+/// an empty list: Countersign declared no roots and claims nothing about the person's files.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_roots_request_is_refused_not_answered_empty() {
+    let h = Harness::new("roots-refused");
+    let log = std::env::temp_dir().join(format!("cs-roots-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let script = common::peer_path("hostile-server.mjs");
+    let mut config = with_test_timeouts(ServerConfig::stdio(
+        "hostile",
+        common::node(),
+        &[script.as_str()],
+    ));
+    config.protocol = countersign_core::config::ProtocolChoice::Legacy;
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut config.transport {
+        env.insert("HOSTILE_LOG".into(), log.display().to_string());
+    }
+    h.start(config).await;
+    let reply = h.call("hostile", "ask_roots", json!({})).await;
+    assert_eq!(reply.all_text(), "asked");
+    let answer = tokio::time::timeout(common::WAIT, async {
+        loop {
+            let found = std::fs::read_to_string(&log)
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .find(|m| m["id"] == "roots-1" && m.get("method").is_none());
+            if let Some(found) = found {
+                return found;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the client answered roots/list");
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    assert!(answer.get("result").is_none(), "{answer}");
+    h.shutdown().await;
+}

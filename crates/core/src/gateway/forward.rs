@@ -144,6 +144,18 @@ impl Relay for AgentRelay {
         let _ = self.tx.send(outgoing);
     }
 
+    #[allow(deprecated)]
+    fn agent_roots(
+        &self,
+    ) -> Option<futures::future::BoxFuture<'static, Result<rmcp::model::ListRootsResult, String>>>
+    {
+        let agent = lock(&self.agent).clone()?;
+        agent.peer_info()?.capabilities.roots.as_ref()?;
+        Some(Box::pin(async move {
+            agent.list_roots().await.map_err(|e| e.to_string())
+        }))
+    }
+
     fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)> {
         let mut calls = lock(&self.calls);
         if calls.is_empty() {
@@ -425,6 +437,7 @@ impl ServerHandler for Forwarder {
         let mut who = Who::of(&ctx);
         // rmcp learns the client's info from this very request, after this handler.
         who.declared = Some(request.client_info.name.clone());
+        who.roots = request.capabilities.roots.is_some();
         let up = Upstream::connect(&self.shared, &config, &who)
             .await
             .map_err(|reason| unreachable_error(&self.server, &reason))?;

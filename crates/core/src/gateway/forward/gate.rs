@@ -444,16 +444,23 @@ pub(super) struct Who {
     pub(super) id: String,
     pub(super) name: String,
     pub(super) declared: Option<String>,
+    /// The agent offers roots: its upstream session declares them, and passes its on.
+    pub(super) roots: bool,
 }
 
 impl Who {
     pub(super) fn of(ctx: &RequestContext<RoleServer>) -> Who {
         let declared = ctx.client_info().map(|i| i.name);
+        let roots = ctx
+            .peer
+            .peer_info()
+            .is_some_and(|i| i.capabilities.roots.is_some());
         match crate::gateway::agents::token_agent(ctx) {
             Some(agent) => Who {
                 id: agent.id,
                 name: agent.name,
                 declared,
+                roots,
             },
             // Only requests through the guard reach the forwarder; without its mark, the
             // agent is nobody in particular and nothing remembered applies to it.
@@ -461,6 +468,7 @@ impl Who {
                 id: String::new(),
                 name: UNNAMED_AGENT.to_owned(),
                 declared,
+                roots,
             },
         }
     }

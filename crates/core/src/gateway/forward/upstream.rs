@@ -145,7 +145,13 @@ impl Upstream {
             elicitor: elicitor.clone(),
             tap: tap.clone(),
             raw: raw.clone(),
-            config: client_config(lifecycle_for(server).1),
+            config: {
+                let mut config = client_config(lifecycle_for(server).1);
+                if who.roots {
+                    config.capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
+                }
+                config
+            },
         };
         let service = open_client(
             server,
