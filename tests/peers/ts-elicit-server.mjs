@@ -23,8 +23,9 @@
 //   ask_many {count: integer}
 //       Sends `count` form elicitations at once (a burst) and replies with their results as a
 //       JSON array once all are answered.
-//   open_url {url: string}
-//       Elicits in URL mode with exactly that URL (any scheme) and replies with the result.
+//   open_url {url: string, complete_after_ms?: integer}
+//       Elicits in URL mode with exactly that URL (any scheme) and replies with the result; with
+//       complete_after_ms and an accept, sends notifications/elicitation/complete that long after.
 //   url_required {url: string, complete_after_ms?: integer}
 //       The first call (per session) throws UrlElicitationRequiredError (-32042) asking the
 //       client to open `url` (elicitationId logged as `url required id=...`); with
@@ -157,14 +158,23 @@ function buildServer() {
     'open_url',
     {
       description: 'Asks the person to open exactly this URL (URL-mode elicitation).',
-      inputSchema: { url: z.string().describe('The URL, any scheme') },
+      inputSchema: {
+        url: z.string().describe('The URL, any scheme'),
+        complete_after_ms: z.number().int().optional(),
+      },
     },
-    async ({ url }, extra) => {
+    async ({ url, complete_after_ms }, extra) => {
       try {
+        const elicitationId = randomUUID();
         const result = await server.server.elicitInput(
-          { mode: 'url', message: 'Please open this page', url, elicitationId: randomUUID() },
+          { mode: 'url', message: 'Please open this page', url, elicitationId },
           { relatedRequestId: extra.requestId, timeout: 600_000 },
         );
+        if (complete_after_ms !== undefined && result.action === 'accept') {
+          const notify = server.server.createElicitationCompletionNotifier(elicitationId);
+          setTimeout(() => notify().then(() => log(`sent elicitation complete id=${elicitationId}`), () => {}),
+            complete_after_ms);
+        }
         return text(result);
       } catch (err) {
         return text({ error: String(err?.message ?? err) }, true);

@@ -126,7 +126,9 @@ pub enum Answer {
     Cancel,
     /// A tool-call approval decided now and remembered: for the session, a time or always,
     /// for any arguments or narrower ("Always allow" is allow, always, any arguments).
-    Remember { decision: crate::approval::Remember },
+    Remember {
+        decision: crate::approval::Remember,
+    },
 }
 
 /// Why an ask ended without the person's Submit or Decline.
@@ -245,5 +247,14 @@ pub enum AskEvent {
         #[ts(type = "number")]
         id: AskId,
         outcome: Outcome,
+    },
+    /// The server reported finished what a URL question the person opened sent them to do
+    /// (`notifications/elicitation/complete`, 2025-11-25). The ask itself ended earlier.
+    #[serde(rename_all = "camelCase")]
+    UrlCompleted {
+        #[ts(type = "number")]
+        id: AskId,
+        server: String,
+        host: String,
     },
 }

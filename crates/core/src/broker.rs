@@ -310,6 +310,14 @@ impl Broker {
         self.resolve(id, outcome).ok_or(AnswerError::NotPending)
     }
 
+    /// Tells subscribers that the server reported a URL question's task finished.
+    pub fn url_completed(&self, id: AskId, server: String, host: String) {
+        let _ = self
+            .inner
+            .events
+            .send(AskEvent::UrlCompleted { id, server, host });
+    }
+
     /// Withdraws an open ask; false if it had already ended.
     pub fn withdraw(&self, id: AskId, reason: CancelReason) -> bool {
         self.resolve(id, Outcome::Cancelled { reason }).is_some()

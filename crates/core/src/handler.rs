@@ -210,12 +210,54 @@ impl Handler {
         withdraw.push((context.ct.clone(), CancelReason::Server));
         let tap = self.tap.clone();
         let request_id = context.id.clone();
+        // A URL question's completion is watched from before the person can open it.
+        let completion = (params.get("mode").and_then(Value::as_str) == Some("url"))
+            .then(|| params.get("elicitationId").and_then(Value::as_str))
+            .flatten()
+            .map(|id| (id.to_owned(), self.tap.completion(id)));
+        let host = params
+            .get("url")
+            .and_then(Value::as_str)
+            .and_then(|u| crate::url_policy::check(u).ok())
+            .map(|w| w.host);
+        let mut opened = None;
         let result = self
             .elicitor
-            .elicit(params, &withdraw, |ask| tap.link(&request_id, ask, agent))
+            .elicit(params, &withdraw, |ask| {
+                opened = Some(ask);
+                tap.link(&request_id, ask, agent)
+            })
             .await;
         self.tap.unlink(&context.id);
+        if let Some((id, done)) = completion {
+            let accepted = result
+                .as_ref()
+                .is_ok_and(|r| r.get("action").and_then(Value::as_str) == Some("accept"));
+            match (accepted, opened, host) {
+                (true, Some(ask), Some(host)) => {
+                    self.watch_completion(id, done, ask, host);
+                }
+                _ => self.tap.forget_completion(&id),
+            }
+        }
         result
+    }
+
+    /// Tells the person when the server reports finished what they opened, for as long as
+    /// they had to answer (or until the session ends).
+    fn watch_completion(&self, id: String, done: CancellationToken, ask: AskId, host: String) {
+        let tap = self.tap.clone();
+        let broker = self.elicitor.broker.clone();
+        let server = self.elicitor.asker.server.clone();
+        let wait = self.elicitor.answer_timeout;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = done.cancelled() => broker.url_completed(ask, server, host),
+                _ = tokio::time::sleep(wait) => {}
+                _ = tap.closed.cancelled() => {}
+            }
+            tap.forget_completion(&id);
+        });
     }
 }
 

@@ -286,6 +286,7 @@ pub async fn run(
                         update(withdraw);
                     }
                 }
+                Ok(AskEvent::UrlCompleted { .. }) => {}
                 Err(broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(broadcast::error::RecvError::Closed) => break,
             },

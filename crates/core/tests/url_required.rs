@@ -185,3 +185,38 @@ async fn a_servers_roots_request_is_refused_not_answered_empty() {
     assert!(answer.get("result").is_none(), "{answer}");
     h.shutdown().await;
 }
+
+/// A URL question the person opened: when the server reports it finished, the person is told
+/// (an event for the window), naming the server and the host.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_person_is_told_when_the_server_reports_an_opened_address_finished() {
+    let h = ts("url-completed").await;
+    let mut person = Person::new(&h.broker);
+    let call = h.spawn_call(
+        "ts",
+        "open_url",
+        json!({"url": "https://calendar.example.com/connect", "complete_after_ms": 200}),
+    );
+    let ask = person.next_ask().await;
+    h.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    finish(call, "open_url").await;
+    let completed = tokio::time::timeout(common::WAIT, async {
+        loop {
+            for event in person.drain() {
+                if let AskEvent::UrlCompleted { id, server, host } = event {
+                    return (id, server, host);
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the completion reached the person");
+    assert_eq!(
+        completed,
+        (ask.id, "ts".to_owned(), "calendar.example.com".to_owned())
+    );
+    h.shutdown().await;
+}

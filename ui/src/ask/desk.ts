@@ -157,8 +157,13 @@ export class AskDesk implements AskViewHost {
   onEvent(event: AskEvent): void {
     if (event.event === "added") {
       this.add(event.ask, true);
-    } else {
+    } else if (event.event === "resolved") {
       this.resolved(event.id, event.outcome);
+    } else {
+      // The server reports finished what an opened URL question sent the person to do.
+      const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
+      target.show(el("strong", {}, inlineText(event.server, 80)), ": finished at ",
+        inlineText(event.host, 120), ", the server reports.");
     }
   }
 
@@ -458,7 +463,7 @@ function ownText(outcome: Outcome, kind: Ask["kind"]): string {
   const call = kind === "toolCall";
   switch (outcome.outcome) {
     case "accepted":
-      return call ? "Allowed once." : "Sent.";
+      return call ? "Allowed once." : kind === "url" ? "Opened in your browser." : "Sent.";
     case "alwaysAllowed":
       return "Always allowed (revocable in Settings).";
     case "remembered":

@@ -5,4 +5,4 @@ import type { Outcome } from "./Outcome";
 /**
  * Notifications to subscribers (the shell, the gateway, tests).
  */
-export type AskEvent = { "event": "added", ask: Ask, } | { "event": "resolved", id: number, outcome: Outcome, };
+export type AskEvent = { "event": "added", ask: Ask, } | { "event": "resolved", id: number, outcome: Outcome, } | { "event": "urlCompleted", id: number, server: string, host: string, };
