@@ -33,6 +33,7 @@ const KEEP_BYTES: usize = 16 * 1024 * 1024;
 const MAX_LINE: usize = 4 * 1024 * 1024;
 const METHOD: &[u8] = b"elicitation/create";
 const RESULT: &[u8] = b"\"result\"";
+const INPUT_REQUESTS: &[u8] = b"inputRequests";
 
 /// Raw params of `elicitation/create` requests, by request id; for gateway sessions also
 /// the raw results of responses, so a forwarded result keeps what rmcp cannot model.
@@ -40,6 +41,8 @@ const RESULT: &[u8] = b"\"result\"";
 pub struct RawRequests {
     inner: Kept,
     results: Option<Kept>,
+    /// Keep only results that ask for input (`inputRequests`).
+    only_input: bool,
 }
 
 impl RawRequests {
@@ -55,10 +58,23 @@ impl RawRequests {
         })
     }
 
+    /// Also keeps the raw `result` of responses that ask for input (multi round-trip
+    /// requests), so their questions are judged as sent.
+    pub fn with_input_results() -> Arc<Self> {
+        Arc::new(RawRequests {
+            results: Some(Kept::default()),
+            only_input: true,
+            ..Default::default()
+        })
+    }
+
     /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params, and
     /// results when asked to.
     pub fn observe(&self, text: &[u8]) {
-        let wanted = contains(text, METHOD) || (self.results.is_some() && contains(text, RESULT));
+        let wanted = contains(text, METHOD)
+            || (self.results.is_some()
+                && contains(text, RESULT)
+                && (!self.only_input || contains(text, INPUT_REQUESTS)));
         if !wanted {
             return;
         }
@@ -82,7 +98,9 @@ impl RawRequests {
         if let Some(results) = &self.results
             && let Some(result) = message.remove("result")
         {
-            remember(results, id, result, size);
+            if !self.only_input || result.get("inputRequests").is_some() {
+                remember(results, id, result, size);
+            }
             return;
         }
         if message.get("method").and_then(Value::as_str) != Some("elicitation/create") {

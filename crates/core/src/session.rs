@@ -168,6 +168,8 @@ struct Live {
     service: Arc<tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>>,
     elicitor: Elicitor,
     tap: Arc<Tap>,
+    /// Raw results that ask for input, read beside rmcp.
+    raw: Arc<RawRequests>,
 }
 
 struct Entry {
@@ -366,7 +368,7 @@ impl SessionManager {
         let mut url_rounds = 0;
         for _round in 0..MAX_INPUT_ROUNDS {
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
-            let once = live.peer.call_tool_once(params.clone());
+            let once = call_once(&live.peer, params.clone(), &live.raw);
             let response = tokio::select! {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
@@ -405,6 +407,7 @@ impl SessionManager {
                 },
                 _ = cancel.cancelled() => return Err(SessionError::Cancelled),
             };
+            let (response, raw) = response;
             match response {
                 CallToolResponse::Complete(result) => {
                     self.succeeded(&entry);
@@ -412,38 +415,20 @@ impl SessionManager {
                 }
                 CallToolResponse::InputRequired(required) => {
                     let requests = required.input_requests.unwrap_or_default();
-                    let answers =
-                        futures::future::join_all(requests.into_iter().map(|(key, request)| {
-                            let elicitor = live.elicitor.clone();
-                            let cancel = cancel.clone();
-                            async move {
-                                let answer = answer_input_request(
-                                    &elicitor,
-                                    request,
-                                    &[(cancel.clone(), CancelReason::Agent)],
-                                )
-                                .await;
-                                (key, answer)
-                            }
-                        }))
-                        .await;
+                    let answered = answer_input_requests(
+                        &live.elicitor,
+                        requests,
+                        raw.as_ref(),
+                        &[(cancel.clone(), CancelReason::Agent)],
+                    )
+                    .await;
                     if cancel.is_cancelled() {
                         return Err(SessionError::Cancelled);
                     }
-                    let mut responses = BTreeMap::new();
-                    for (key, answer) in answers {
-                        match answer {
-                            Ok(value) => {
-                                responses.insert(key, value);
-                            }
-                            Err(message) => {
-                                return Err(SessionError::Protocol {
-                                    server: entry.config.name.clone(),
-                                    message,
-                                });
-                            }
-                        }
-                    }
+                    let responses = answered.map_err(|message| SessionError::Protocol {
+                        server: entry.config.name.clone(),
+                        message,
+                    })?;
                     params.input_responses = Some(responses);
                     params.request_state = required.request_state;
                 }
@@ -838,7 +823,8 @@ impl SessionManager {
     ) -> Result<(Arc<Live>, Arc<Tap>), ConnectError> {
         let config = &entry.config;
         let tap = Tap::new(self.inner.broker.clone());
-        let raw = RawRequests::new();
+        let raw = RawRequests::with_input_results();
+        let raw_kept = raw.clone();
         let elicitor = Elicitor {
             broker: self.inner.broker.clone(),
             asker: asker_for(config),
@@ -865,6 +851,7 @@ impl SessionManager {
             service: Arc::new(tokio::sync::Mutex::new(Some(service))),
             elicitor,
             tap: tap.clone(),
+            raw: raw_kept,
         });
         Ok((live, tap))
     }
@@ -997,31 +984,118 @@ pub(crate) async fn open_client(
     }
 }
 
-/// Fulfils one multi round-trip input request. `withdraw` is the originating call's
-/// cancellation (and why): rmcp gives MRTR rounds no token of their own that anything cancels.
-pub(crate) async fn answer_input_request(
+/// Fulfils one round of multi round-trip input requests, together. `raw` is the result as
+/// the server sent it: an elicitation is judged from its params there, not from rmcp's typed
+/// model (which drops schema keywords such as `pattern`, so a form could accept what the
+/// server then rejects). A request Countersign cannot answer (sampling, roots, an unknown
+/// kind) refuses the whole round before the person is asked anything. `withdraw` is the
+/// originating call's cancellation (and why): rmcp gives MRTR rounds no token of their own.
+pub(crate) async fn answer_input_requests(
     elicitor: &Elicitor,
-    request: InputRequest,
+    requests: impl IntoIterator<Item = (String, InputRequest)>,
+    raw: Option<&Value>,
     withdraw: &[(CancellationToken, CancelReason)],
-) -> Result<Value, String> {
-    match request {
-        InputRequest::Elicitation(request) => {
-            let params = serde_json::to_value(&request.params)
-                .map_err(|e| format!("cannot read the input request: {e}"))?;
-            elicitor
+) -> Result<BTreeMap<String, Value>, String> {
+    let mut questions = Vec::new();
+    for (key, request) in requests {
+        let params = match request {
+            InputRequest::Elicitation(request) => {
+                let sent = raw
+                    .and_then(|r| r.get("inputRequests"))
+                    .and_then(|r| r.get(&key))
+                    .filter(|r| {
+                        r.get("method").and_then(Value::as_str) == Some("elicitation/create")
+                    })
+                    .and_then(|r| r.get("params"))
+                    .cloned();
+                match sent {
+                    Some(params) => params,
+                    None => serde_json::to_value(&request.params)
+                        .map_err(|e| format!("cannot read the input request: {e}"))?,
+                }
+            }
+            // A claim about the person's files that nobody made: refused, not answered empty.
+            InputRequest::ListRoots(_) => {
+                return Err("the server asked for roots, which Countersign does not offer".into());
+            }
+            InputRequest::CreateMessage(_) => {
+                return Err(
+                    "the server asked for sampling, which Countersign does not offer".into(),
+                );
+            }
+            _ => return Err("the server asked for an unknown kind of input".into()),
+        };
+        questions.push((key, params));
+    }
+    let answers =
+        futures::future::join_all(questions.into_iter().map(|(key, params)| async move {
+            let answer = elicitor
                 .elicit(params, withdraw, |_| {})
                 .await
-                .map_err(|e| format!("unsupported input request: {}", e.message))
+                .map_err(|e| format!("unsupported input request: {}", e.message));
+            (key, answer)
+        }))
+        .await;
+    answers
+        .into_iter()
+        .map(|(key, answer)| answer.map(|value| (key, value)))
+        .collect()
+}
+
+/// Tells the server a request was abandoned, unless disarmed first (rmcp's own guard is
+/// private to it).
+struct Abandoned {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the call was cancelled".into()),
+                    ))
+                    .await;
+            });
         }
-        // A claim about the person's files that nobody made: refused, not answered empty.
-        InputRequest::ListRoots(_) => {
-            Err("the server asked for roots, which Countersign does not offer".into())
-        }
-        InputRequest::CreateMessage(_) => {
-            Err("the server asked for sampling, which Countersign does not offer".into())
-        }
-        _ => Err("the server asked for an unknown kind of input".into()),
     }
+}
+
+/// One `tools/call`, with its raw result when it asks for input. Dropped before the answer
+/// (timeout, cancel), the server is told the call is cancelled.
+async fn call_once(
+    peer: &Peer<RoleClient>,
+    params: CallToolRequestParams,
+    raw: &RawRequests,
+) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
+    let handle = peer
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await?;
+    let id = handle.id.clone();
+    let mut guard = Abandoned {
+        peer: peer.clone(),
+        id: Some(id.clone()),
+    };
+    let result = handle.await_response().await;
+    guard.id = None;
+    let kept = raw.take_result(&id);
+    let response = match result? {
+        rmcp::model::ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),
+        rmcp::model::ServerResult::InputRequiredResult(r) => CallToolResponse::InputRequired(r),
+        rmcp::model::ServerResult::CreateTaskResult(r) => CallToolResponse::Task(r),
+        rmcp::model::ServerResult::EmptyResult(_) => {
+            CallToolResponse::Complete(CallToolResult::success(vec![]))
+        }
+        _ => return Err(rmcp::ServiceError::UnexpectedResponse),
+    };
+    Ok((response, kept))
 }
 
 async fn collect_stderr(tail: Arc<Mutex<VecDeque<String>>>, stderr: tokio::process::ChildStderr) {

@@ -2070,3 +2070,29 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
     assert!(!text(&result).contains("file://"), "{}", text(&result));
     let _ = plain.cancel().await;
 }
+
+/// Through the gateway too, a multi round-trip question is judged as the server sent it: a
+/// `pattern` schema (which rmcp's typed model drops) ends the agent's call in words, recorded,
+/// with nothing shown to the person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mrtr_pattern_schema_is_refused_as_sent_for_an_agent() {
+    let script = common::peer_path("mrtr-server.mjs");
+    let mut mrtr = common::with_test_timeouts(ServerConfig::stdio(
+        "mrtr",
+        common::node(),
+        &[script.as_str()],
+    ));
+    mrtr.tool_policy
+        .insert("pattern_code".into(), ToolRule::Allow);
+    let rig = rig("mrtr-pattern", vec![mrtr]).await;
+    let agent = rig.agent("mrtr", "plain-agent", false).await;
+    let mut params = CallToolRequestParams::new("pattern_code");
+    params.arguments = Some(Map::new());
+    let ended = tokio::time::timeout(WAIT, agent.peer().call_tool(params))
+        .await
+        .expect("the call ends in time")
+        .expect_err("refused");
+    assert!(ended.to_string().contains("pattern"), "{ended}");
+    assert!(rig.broker.pending().is_empty(), "nothing was shown");
+    let _ = agent.cancel().await;
+}

@@ -60,7 +60,7 @@ use crate::broker::NewAsk;
 use crate::config::ServerConfig;
 use crate::handler::{Elicitor, Handler, Relay, Tap, client_config};
 use crate::raw::RawRequests;
-use crate::session::{ConnectError, answer_input_request, asker_for, lifecycle_for, open_client};
+use crate::session::{ConnectError, answer_input_requests, asker_for, lifecycle_for, open_client};
 
 /// Rounds of multi round-trip input one forwarded call may take.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -349,7 +349,7 @@ impl Forwarder {
                         keep_raw(ctx, raw);
                         return Ok(result);
                     }
-                    (ServerResult::InputRequiredResult(required), _) => required,
+                    (ServerResult::InputRequiredResult(required), raw) => (required, raw),
                     (ServerResult::EmptyResult(_), _) => {
                         return Ok(CallToolResult::success(vec![]));
                     }
@@ -360,25 +360,17 @@ impl Forwarder {
                         ));
                     }
                 };
+                let (required, raw) = required;
                 let inputs = required.input_requests.unwrap_or_default();
-                let answers = futures::future::join_all(inputs.into_iter().map(|(key, input)| {
-                    let elicitor = up.elicitor.clone();
-                    let withdraw = leaving.withdraw();
-                    async move { (key, answer_input_request(&elicitor, input, &withdraw).await) }
-                }))
-                .await;
+                let answered =
+                    answer_input_requests(&up.elicitor, inputs, raw.as_ref(), &leaving.withdraw())
+                        .await;
                 if leaving.reason().is_some() {
                     return Err(agent_cancelled());
                 }
-                let mut responses = std::collections::BTreeMap::new();
-                for (key, answer) in answers {
-                    responses.insert(
-                        key,
-                        answer.map_err(|m| {
-                            McpError::internal_error(format!("{}: {m}", up.server.name), None)
-                        })?,
-                    );
-                }
+                let responses = answered.map_err(|m| {
+                    McpError::internal_error(format!("{}: {m}", up.server.name), None)
+                })?;
                 request.params.input_responses = Some(responses);
                 request.params.request_state = required.request_state;
             }

@@ -1,0 +1,97 @@
+#!/usr/bin/env node
+// A 2026-07-28 MCP server written without any SDK, over stdio, that asks with multi round-trip
+// input requests exactly as a real server may send them, so Countersign's handling is judged
+// against the wire rather than against an SDK's model of it:
+//
+//   pattern_code   one form whose schema has a `pattern` (which rmcp's typed model drops)
+//   two_at_once    two form questions in one result, answered together
+//   two_rounds     a form, then (with the first answer in requestState) a second form
+//   state_only     a round with no questions at all, only requestState, then the result
+//   with_sampling  a form and a sampling request in one result
+//
+// Every tools/call it receives is appended to $MRTR_LOG (one JSON line), so a test can see
+// exactly which answers reached it.
+
+import { appendFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+
+const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+const log = (m) => {
+  if (process.env.MRTR_LOG) appendFileSync(process.env.MRTR_LOG, JSON.stringify(m) + '\n');
+};
+const form = (message, properties, required = Object.keys(properties)) => ({
+  method: 'elicitation/create',
+  params: { mode: 'form', message, requestedSchema: { type: 'object', properties, required } },
+});
+const ask = (inputRequests, requestState) => ({
+  resultType: 'input_required',
+  ...(inputRequests ? { inputRequests } : {}),
+  ...(requestState ? { requestState } : {}),
+});
+const done = (text) => ({ content: [{ type: 'text', text }] });
+
+const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling']
+  .map((name) => ({ name, inputSchema: { type: 'object' } }));
+
+function call(p) {
+  const answers = p.inputResponses ?? {};
+  const state = p.requestState;
+  switch (p.name) {
+    case 'pattern_code':
+      if (answers.code) return done(`code ${JSON.stringify(answers.code)}`);
+      return ask({ code: form('Enter the 6-digit code', { code: { type: 'string', pattern: '^[0-9]{6}$' } }) });
+    case 'two_at_once':
+      if (answers.name && answers.color) return done(`both ${JSON.stringify([answers.name, answers.color])}`);
+      return ask({
+        name: form('Your name', { name: { type: 'string' } }),
+        color: form('Your color', { color: { type: 'string', enum: ['red', 'blue'] } }),
+      });
+    case 'two_rounds':
+      if (state?.startsWith('second:') && answers.city) {
+        return done(`rounds ${state.slice('second:'.length)} ${JSON.stringify(answers.city)}`);
+      }
+      if (answers.country) {
+        return ask({ city: form('Your city', { city: { type: 'string' } }) },
+          `second:${JSON.stringify(answers.country)}`);
+      }
+      return ask({ country: form('Your country', { country: { type: 'string' } }) });
+    case 'state_only':
+      if (state === 'warmed') return done('state echoed');
+      return ask(undefined, 'warmed');
+    case 'with_sampling':
+      if (Object.keys(answers).length) return done(`answered ${JSON.stringify(Object.keys(answers))}`);
+      return ask({
+        ok: form('Fine?', { ok: { type: 'boolean' } }),
+        llm: { method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 10 } },
+      });
+    default:
+      return null;
+  }
+}
+
+createInterface({ input: process.stdin }).on('line', (line) => {
+  let m;
+  try { m = JSON.parse(line); } catch { return; }
+  if (m.id === undefined || !m.method) return;
+  const p = m.params ?? {};
+  switch (m.method) {
+    case 'server/discover':
+      return out({ jsonrpc: '2.0', id: m.id, result: {
+        resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} },
+        ttlMs: 0, cacheScope: 'private',
+        _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'mrtr-server', version: '1.0.0' } },
+      } });
+    case 'tools/list':
+      return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', tools } });
+    case 'tools/call': {
+      log(p);
+      const result = call(p);
+      if (!result) return out({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `no tool ${p.name}` } });
+      return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', ...result } });
+    }
+    case 'ping':
+      return out({ jsonrpc: '2.0', id: m.id, result: {} });
+    default:
+      return out({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } });
+  }
+});
