@@ -9,6 +9,9 @@
 //   state_only     a round with no questions at all, only requestState, then the result
 //   with_sampling  a form and a sampling request in one result
 //
+// and the same beyond tools: prompts/get `greeting` asks for a name first, resources/read
+// `note://private` asks for a confirmation first.
+//
 // Every tools/call it receives is appended to $MRTR_LOG (one JSON line), so a test can see
 // exactly which answers reached it.
 
@@ -77,7 +80,8 @@ createInterface({ input: process.stdin }).on('line', (line) => {
   switch (m.method) {
     case 'server/discover':
       return out({ jsonrpc: '2.0', id: m.id, result: {
-        resultType: 'complete', supportedVersions: ['2026-07-28'], capabilities: { tools: {} },
+        resultType: 'complete', supportedVersions: ['2026-07-28'],
+        capabilities: { tools: {}, prompts: {}, resources: {} },
         ttlMs: 0, cacheScope: 'private',
         _meta: { 'io.modelcontextprotocol/serverInfo': { name: 'mrtr-server', version: '1.0.0' } },
       } });
@@ -88,6 +92,24 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       const result = call(p);
       if (!result) return out({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `no tool ${p.name}` } });
       return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', ...result } });
+    }
+    case 'prompts/list':
+      return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', prompts: [{ name: 'greeting' }] } });
+    case 'prompts/get': {
+      const name = p.inputResponses?.who?.content?.name;
+      const result = name
+        ? { resultType: 'complete', messages: [{ role: 'user', content: { type: 'text', text: `Hello, ${name}` } }] }
+        : ask({ who: form('Who is greeted?', { name: { type: 'string' } }) });
+      return out({ jsonrpc: '2.0', id: m.id, result });
+    }
+    case 'resources/list':
+      return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', resources: [{ uri: 'note://private', name: 'private' }] } });
+    case 'resources/read': {
+      const ok = p.inputResponses?.sure?.content?.sure === true;
+      const result = ok
+        ? { resultType: 'complete', contents: [{ uri: p.uri, text: 'the private note' }] }
+        : ask({ sure: form('Show the private note?', { sure: { type: 'boolean' } }) });
+      return out({ jsonrpc: '2.0', id: m.id, result });
     }
     case 'ping':
       return out({ jsonrpc: '2.0', id: m.id, result: {} });

@@ -2096,3 +2096,74 @@ async fn an_mrtr_pattern_schema_is_refused_as_sent_for_an_agent() {
     assert!(rig.broker.pending().is_empty(), "nothing was shown");
     let _ = agent.cancel().await;
 }
+
+/// `prompts/get` and `resources/read` that need the person first (multi round-trip requests):
+/// asked on the desktop, and the agent gets the prompt and the resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prompts_and_resources_that_ask_first_reach_the_agent() {
+    let script = common::peer_path("mrtr-server.mjs");
+    let mut mrtr = common::with_test_timeouts(ServerConfig::stdio(
+        "mrtr",
+        common::node(),
+        &[script.as_str()],
+    ));
+    mrtr.read_policy = Some(ToolRule::Allow);
+    let mut rig = rig("mrtr-beyond-tools", vec![mrtr]).await;
+    let agent = rig.agent("mrtr", "plain-agent", false).await;
+
+    let peer = agent.peer().clone();
+    let prompt = tokio::spawn(async move {
+        let mut params = rmcp::model::GetPromptRequestParams::new("greeting");
+        params.arguments = Some(Map::new());
+        peer.get_prompt(params).await
+    });
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: json!({"name": "Ada"}).as_object().cloned(),
+            },
+        )
+        .unwrap();
+    let prompt = tokio::time::timeout(WAIT, prompt)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the prompt");
+    assert!(
+        serde_json::to_string(&prompt)
+            .unwrap()
+            .contains("Hello, Ada"),
+        "{prompt:?}"
+    );
+
+    let peer = agent.peer().clone();
+    let read = tokio::spawn(async move {
+        peer.read_resource(rmcp::model::ReadResourceRequestParams::new(
+            "note://private",
+        ))
+        .await
+    });
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: json!({"sure": true}).as_object().cloned(),
+            },
+        )
+        .unwrap();
+    let read = tokio::time::timeout(WAIT, read)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the resource");
+    assert!(
+        serde_json::to_string(&read)
+            .unwrap()
+            .contains("the private note"),
+        "{read:?}"
+    );
+    let _ = agent.cancel().await;
+}

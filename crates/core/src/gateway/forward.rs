@@ -401,9 +401,57 @@ impl Forwarder {
         if !policy::READ_METHODS.contains(&method.as_str()) {
             self.record_forwarded(&ctx, &method)?;
         }
-        let (result, raw) = up
-            .send(request, &ctx, up.server.request_timeout, None)
-            .await?;
+        let mut request = request;
+        let leaving = Leaving::of(&ctx);
+        let mut rounds = 0;
+        let (result, raw) = loop {
+            let (result, raw) = up
+                .send(request.clone(), &ctx, up.server.request_timeout, None)
+                .await?;
+            // A prompt or resource that needs the person first (multi round-trip requests):
+            // asked on the desktop, then the same request again with the answers.
+            let ServerResult::InputRequiredResult(required) = result else {
+                break (result, raw);
+            };
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err(McpError::internal_error(
+                    format!(
+                        "{} still asked for input after {MAX_INPUT_ROUNDS} rounds",
+                        up.server.name
+                    ),
+                    None,
+                ));
+            }
+            let answered = answer_input_requests(
+                &up.elicitor,
+                required.input_requests.unwrap_or_default(),
+                raw.as_ref(),
+                &leaving.withdraw(),
+            )
+            .await;
+            if leaving.reason().is_some() {
+                return Err(agent_cancelled());
+            }
+            let responses = answered
+                .map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?;
+            match &mut request {
+                ClientRequest::GetPromptRequest(r) => {
+                    r.params.input_responses = Some(responses);
+                    r.params.request_state = required.request_state;
+                }
+                ClientRequest::ReadResourceRequest(r) => {
+                    r.params.input_responses = Some(responses);
+                    r.params.request_state = required.request_state;
+                }
+                _ => {
+                    return Err(McpError::internal_error(
+                        format!("{} asked for input on {method}", up.server.name),
+                        None,
+                    ));
+                }
+            }
+        };
         let picked = pick(result).ok_or_else(|| {
             McpError::internal_error(
                 format!("{} answered {method} with something else", up.server.name),
