@@ -76,6 +76,12 @@ pub async fn run_tool(
     app.run_tool(&run_id, &server, &tool, arguments).await
 }
 
+/// Cancels a run in flight: the server is told, and its open question withdrawn.
+#[tauri::command]
+pub fn cancel_run(app: State<'_, App>, run_id: String) -> bool {
+    app.cancel_run(&run_id)
+}
+
 #[tauri::command]
 pub fn history(app: State<'_, App>) -> Result<History, AppError> {
     app.history()

@@ -27,6 +27,7 @@ pub struct Desktop {
 /// Event names the UI listens to.
 const ASK_EVENT: &str = "ask-event";
 const SESSION_EVENT: &str = "session-event";
+const RUN_PROGRESS_EVENT: &str = "run-progress";
 
 pub fn run() {
     tracing_subscriber::fmt()
@@ -90,6 +91,7 @@ pub fn run() {
             commands::sign_in,
             commands::sign_out,
             commands::run_tool,
+            commands::cancel_run,
             commands::history,
             commands::verify_audit,
             commands::config_info,
@@ -164,12 +166,26 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
         }
     });
     let mut sessions = core.sessions().subscribe();
+    let session_handle = handle.clone();
     tauri::async_runtime::spawn(async move {
         loop {
             match sessions.recv().await {
                 Ok(event) => {
-                    let _ = handle.emit(SESSION_EVENT, &event);
+                    let _ = session_handle.emit(SESSION_EVENT, &event);
                 }
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            }
+        }
+    });
+    let mut progress = core.subscribe_progress();
+    tauri::async_runtime::spawn(async move {
+        loop {
+            match progress.recv().await {
+                Ok(event) => {
+                    let _ = handle.emit(RUN_PROGRESS_EVENT, &event);
+                }
+                // Progress is a hint: a missed step is drawn by the next one.
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             }

@@ -11,6 +11,7 @@ import { HistoryPane } from "./history";
 import { Notice } from "./notice";
 import { ServersPane } from "./servers";
 import { SettingsPane } from "./settings";
+import { onRunProgress } from "./tools";
 import { inlineText } from "./untrusted";
 
 export async function start(root: HTMLElement): Promise<void> {
@@ -47,6 +48,7 @@ export async function start(root: HTMLElement): Promise<void> {
     await Promise.all([
       events.ask((e) => desk.onEvent(e)),
       events.session((e) => servers.onSessionEvent(e)),
+      events.runProgress((e) => onRunProgress(e)),
       events.desktop(() => void showTrayNote(trayNote, banner)),
     ]);
   } catch (error) {

@@ -28,6 +28,7 @@ import type { SessionEvent } from "./bindings/SessionEvent";
 import type { Settings } from "./bindings/Settings";
 import type { ToolRun } from "./bindings/ToolRun";
 import type { ToolView } from "./bindings/ToolView";
+import type { RunProgress } from "./bindings/RunProgress";
 import type { UndoResult } from "./bindings/UndoResult";
 import type { Verification } from "./bindings/Verification";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
@@ -47,8 +48,10 @@ export const commands = {
   signOut: (server: string) => invoke<null>("sign_out", { server }),
   // `runId` makes a run happen once: Tauri re-sends an in-flight command when the page
   // reloads (tauri-apps/tauri#14154), and a re-sent destructive call must not run twice.
-  runTool: (server: string, tool: string, args: JsonValue) =>
-    invoke<ToolRun>("run_tool", { server, tool, arguments: args, runId: crypto.randomUUID() }),
+  runTool: (server: string, tool: string, args: JsonValue, runId: string = crypto.randomUUID()) =>
+    invoke<ToolRun>("run_tool", { server, tool, arguments: args, runId }),
+  /** Cancels the run `runId` in flight; resolves false when it had already ended. */
+  cancelRun: (runId: string) => invoke<boolean>("cancel_run", { runId }),
   history: () => invoke<History>("history"),
   /** Checks the audit log's hash chain: the first record changed, removed or moved, if any. */
   verifyAudit: () => invoke<Verification>("verify_audit"),
@@ -84,6 +87,9 @@ export const events = {
     listen<AskEvent>("ask-event", (e) => handler(e.payload)),
   session: (handler: (event: SessionEvent) => void): Promise<UnlistenFn> =>
     listen<SessionEvent>("session-event", (e) => handler(e.payload)),
+  /** A run's progress, as its server reports it. */
+  runProgress: (handler: (event: RunProgress) => void): Promise<UnlistenFn> =>
+    listen<RunProgress>("run-progress", (e) => handler(e.payload)),
   /** The desktop changed (a tray host came or went): read `desktopInfo` again. */
   desktop: (handler: () => void): Promise<UnlistenFn> => listen("desktop-event", () => handler()),
 };

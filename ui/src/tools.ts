@@ -2,16 +2,26 @@
 //! panel so the person can call a tool themselves with arguments written as JSON (the backend
 //! checks them against the tool's input schema before anything goes out). A run may take a while
 //! and may make the server ask something: the ask dialog then opens on top, and the result lands
-//! here when the run returns.
+//! here when the run returns. Meanwhile the panel shows the elapsed time and the server's
+//! progress, and Cancel stops the run (the server is told, its open question withdrawn).
 
 import type { ToolView } from "./bindings/ToolView";
 import type { ToolRun } from "./bindings/ToolRun";
+import type { RunProgress } from "./bindings/RunProgress";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
 import { el, append, replace, uid } from "./dom";
 import { asAppError, commands, errorText } from "./ipc";
 import { clippedText, inlineText } from "./untrusted";
 
-export type RunFn = (server: string, tool: string, args: JsonValue) => Promise<ToolRun>;
+export type RunFn = (server: string, tool: string, args: JsonValue, runId: string) => Promise<ToolRun>;
+
+/** The panels waiting for progress, by run id. */
+const progressOf = new Map<string, (event: RunProgress) => void>();
+
+/** A run's progress from the backend (`run-progress`), to the panel that started it. */
+export function onRunProgress(event: RunProgress): void {
+  progressOf.get(event.runId)?.(event);
+}
 
 type JsonObject = { [key: string]: JsonValue };
 
@@ -106,14 +116,21 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
   });
   textarea.value = argumentSkeleton(tool.inputSchema);
   const runButton = el("button", { class: "button primary small", attrs: { type: "submit" } }, "Run");
+  const cancelButton = el("button", { class: "button small", attrs: { type: "button" } }, "Cancel") as HTMLButtonElement;
+  cancelButton.hidden = true;
   const status = el("span", { class: "run-status", attrs: { role: "status" } });
+  const elapsed = el("span", { class: "run-elapsed muted" });
+  const bar = el("progress", { class: "run-progress", attrs: { "aria-label": `Progress of ${tool.name}` } }) as HTMLProgressElement;
+  bar.hidden = true;
+  const said = el("span", { class: "run-progress-message muted" });
   const result = el("div", { class: "run-result" });
 
   const form = el("form", { class: "run-panel", id: panelId, attrs: { "aria-label": `Run ${tool.name}` } },
     el("label", { attrs: { for: argsId } }, "Arguments (JSON)"),
     textarea,
     el("p", { class: "field-hint", id: hintId }, "Checked against the tool's input schema before it runs."),
-    el("div", { class: "actions start" }, runButton, status),
+    el("div", { class: "actions start" }, runButton, cancelButton, status, elapsed),
+    el("div", { class: "run-progress-row" }, bar, said),
     result);
 
   form.addEventListener("submit", (event) => {
@@ -134,16 +151,48 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
     runButton.disabled = true;
     status.textContent = "Running…";
     result.replaceChildren();
-    run(server, tool.name, args).then(
+    const runId = crypto.randomUUID();
+    const started = Date.now();
+    elapsed.textContent = "";
+    const ticker = window.setInterval(() => {
+      elapsed.textContent = ` ${Math.round((Date.now() - started) / 1000)} s`;
+    }, 1000);
+    let cancelling = false;
+    cancelButton.hidden = false;
+    cancelButton.disabled = false;
+    cancelButton.onclick = () => {
+      cancelling = true;
+      cancelButton.disabled = true;
+      status.textContent = "Cancelling…";
+      void commands.cancelRun(runId);
+    };
+    progressOf.set(runId, (event) => {
+      bar.hidden = false;
+      // Without a total the bar is indeterminate: the server only says it is moving.
+      if (event.total !== null && event.total > 0) {
+        bar.max = event.total;
+        bar.value = Math.min(event.progress, event.total);
+      } else {
+        bar.removeAttribute("value");
+      }
+      if (event.message) replace(said, " ", inlineText(event.message, 200));
+      else said.replaceChildren();
+    });
+    run(server, tool.name, args, runId).then(
       (out) => {
         status.textContent = out.isError ? "Finished with an error." : "Done.";
         replace(result, ...renderRun(out));
       },
       (error: unknown) => {
-        status.textContent = "Not run.";
-        replace(result, ...renderRunError(error));
+        status.textContent = cancelling ? "Cancelled." : "Not run.";
+        if (!cancelling) replace(result, ...renderRunError(error));
       },
     ).finally(() => {
+      window.clearInterval(ticker);
+      progressOf.delete(runId);
+      cancelButton.hidden = true;
+      bar.hidden = true;
+      said.replaceChildren();
       runButton.disabled = false;
     });
   });

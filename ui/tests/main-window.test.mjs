@@ -174,6 +174,44 @@ test("while a run waits, its confirmation dialog appears on top; the result land
   await app.close();
 });
 
+test("a running tool shows the server's progress and the time, and Cancel stops it", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  let finish;
+  backend.onRunTool = () => new Promise((resolve) => {
+    finish = resolve;
+  });
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const del = page.getByRole("article", { name: "delete_ticket" });
+  await del.getByRole("button", { name: "Run…" }).click();
+  await del.getByLabel("Arguments (JSON)").fill('{"id": "T-7"}');
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText("Running…").waitFor();
+  const { runId } = backend.calls.filter((c) => c.cmd === "run_tool").at(-1).args;
+
+  // The server reports progress: a bar with its numbers, and its words as text.
+  await backend.emit("run-progress", { runId, progress: 3, total: 10, message: "<b>copying</b> files" });
+  const bar = del.getByRole("progressbar", { name: "Progress of delete_ticket" });
+  await bar.waitFor();
+  assert.equal(await bar.evaluate((b) => [b.value, b.max].join("/")), "3/10");
+  assert.match(await del.locator(".run-progress-message").textContent(), /<b>copying<\/b> files/);
+  assert.equal(await del.locator(".run-progress-message b").count(), 0, "the server's words are text");
+  // Another run's progress is not this one's.
+  await backend.emit("run-progress", { runId: "someone-else", progress: 9, total: 10, message: "other" });
+  assert.equal(await bar.evaluate((b) => b.value), 3);
+  await page.waitForFunction(() => /\d+ s/.test(document.querySelector(".run-elapsed")?.textContent ?? ""));
+
+  await del.getByRole("button", { name: "Cancel" }).click();
+  await del.getByText("Cancelling…").waitFor();
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "cancel_run").map((c) => c.args), [{ runId }]);
+  finish({ err: { kind: "session", message: "the call was cancelled" } });
+  await del.getByText("Cancelled.").waitFor();
+  assert.equal(await del.getByRole("button", { name: "Cancel" }).isHidden(), true);
+  assert.equal(await bar.isHidden(), true);
+  assert.equal(await del.getByRole("button", { name: "Run", exact: true }).isEnabled(), true);
+  await app.close();
+});
+
 test("History's Verify says the audit log is intact, or names the first bad record; files made private are noticed", async () => {
   const log = "/home/me/.local/share/countersign/audit.jsonl";
   const app = await openApp(env, {

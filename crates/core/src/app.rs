@@ -55,6 +55,17 @@ pub struct ToolRun {
     pub structured_content: Option<Value>,
 }
 
+/// A run's progress, as the server reported it (its numbers and words, untrusted).
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct RunProgress {
+    pub run_id: String,
+    pub progress: f64,
+    pub total: Option<f64>,
+    pub message: Option<String>,
+}
+
 /// Where the config came from and what was wrong in it, for the UI's banner.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[ts(export)]
@@ -174,6 +185,9 @@ pub struct App {
     sessions: SessionManager,
     settings: SettingsStore,
     runs: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<String>>>,
+    /// Runs in flight, by run id: Cancel fires the token.
+    running: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, CancellationToken>>>,
+    progress: tokio::sync::broadcast::Sender<RunProgress>,
     gateway: Option<crate::gateway::Gateway>,
     /// Why there is no gateway, when there is none.
     gateway_error: Option<String>,
@@ -215,6 +229,8 @@ impl App {
             sessions,
             settings: SettingsStore::default(),
             runs: Default::default(),
+            running: Default::default(),
+            progress: tokio::sync::broadcast::channel(256).0,
             gateway: None,
             gateway_error: None,
             discovery: None,
@@ -616,6 +632,23 @@ impl App {
             .collect())
     }
 
+    /// Cancels a run in flight (the server is told, and its open question withdrawn);
+    /// `false` if it already ended.
+    pub fn cancel_run(&self, run_id: &str) -> bool {
+        let token = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(run_id)
+            .cloned();
+        token.map(|t| t.cancel()).is_some()
+    }
+
+    /// Progress of the person's runs, for the window.
+    pub fn subscribe_progress(&self) -> tokio::sync::broadcast::Receiver<RunProgress> {
+        self.progress.subscribe()
+    }
+
     /// Runs a tool for the person. The arguments are checked against the tool's input schema
     /// first; a question the server asks meanwhile arrives as an ask like any other. A `run_id`
     /// seen before is refused: the webview may re-send a command it had in flight when it
@@ -653,10 +686,34 @@ impl App {
             });
         };
         check_arguments(&found.input_schema, &Value::Object(arguments.clone()))?;
+        let cancel = CancellationToken::new();
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(run_id.to_owned(), cancel.clone());
+        let (sink, mut reports) =
+            tokio::sync::mpsc::unbounded_channel::<rmcp::model::ProgressNotificationParam>();
+        let events = self.progress.clone();
+        let id = run_id.to_owned();
+        let forward = tokio::spawn(async move {
+            while let Some(p) = reports.recv().await {
+                let _ = events.send(RunProgress {
+                    run_id: id.clone(),
+                    progress: p.progress,
+                    total: p.total,
+                    message: p.message,
+                });
+            }
+        });
         let result = self
             .sessions
-            .call_tool(server, tool, Some(arguments), CancellationToken::new())
+            .call_tool_with_progress(server, tool, Some(arguments), cancel, Some(sink))
             .await;
+        forward.abort();
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(run_id);
         tracing::info!(%server, %tool, %run_id, ok = result.is_ok(), "tool run finished");
         let result = result?;
         Ok(ToolRun {

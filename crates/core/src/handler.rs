@@ -198,12 +198,11 @@ impl Handler {
     ) -> Result<Value, McpError> {
         // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions);
         // through the gateway also when the agent cancels the call it belongs to.
-        let agent = self
-            .tap
-            .relay
-            .as_ref()
-            .map(|r| r.agent_cancel())
-            .unwrap_or_default();
+        let agent = match &self.tap.relay {
+            Some(relay) => relay.agent_cancel(),
+            // The app's own sessions: the calls in flight now (the person's runs).
+            None => self.tap.app_calls(),
+        };
         // The agent's first: a server withdrawing because the agent cancelled only echoes it,
         // and the first fired token in this list names the reason.
         let mut withdraw = agent.clone();
@@ -350,6 +349,15 @@ pub trait Relay: Send + Sync + 'static {
     }
 }
 
+/// Why a server withdrew a question: its own reason, unless a caller's cancellation fired
+/// first (the server then only echoes it).
+fn echoed(agent: &[(CancellationToken, CancelReason)]) -> CancelReason {
+    agent
+        .iter()
+        .find(|(token, _)| token.is_cancelled())
+        .map_or(CancelReason::Server, |(_, reason)| *reason)
+}
+
 /// URL questions whose completion a session watches at once, at most.
 const MAX_WATCHED_COMPLETIONS: usize = 64;
 
@@ -363,7 +371,16 @@ pub struct Tap {
     relay: Option<Arc<dyn Relay>>,
     /// Fires per `elicitationId` when the server reports that URL question complete.
     completions: Mutex<HashMap<String, CancellationToken>>,
+    /// Where progress for the app's own calls goes, by progress token.
+    progress: Mutex<HashMap<rmcp::model::ProgressToken, ProgressSink>>,
+    /// The app's own calls in flight, by number: a question the server asks meanwhile
+    /// belongs to them, and is withdrawn as the caller's when one is cancelled.
+    calls: Mutex<HashMap<u64, CancellationToken>>,
+    next_call: std::sync::atomic::AtomicU64,
 }
+
+/// Receives a call's progress notifications (the server's numbers and message, as sent).
+pub type ProgressSink = tokio::sync::mpsc::UnboundedSender<rmcp::model::ProgressNotificationParam>;
 
 impl Tap {
     pub fn new(broker: Broker) -> Arc<Self> {
@@ -382,7 +399,67 @@ impl Tap {
             closed: CancellationToken::new(),
             relay,
             completions: Mutex::default(),
+            progress: Mutex::default(),
+            calls: Mutex::default(),
+            next_call: std::sync::atomic::AtomicU64::new(0),
         })
+    }
+
+    /// Registers one of the app's own calls in flight; `cancel` fires when it is cancelled.
+    pub fn call_started(&self, cancel: CancellationToken) -> u64 {
+        let n = self
+            .next_call
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(n, cancel);
+        n
+    }
+
+    pub fn call_ended(&self, call: u64) {
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&call);
+    }
+
+    /// The cancellations of the app's own calls in flight, as the caller's.
+    fn app_calls(&self) -> Vec<(CancellationToken, CancelReason)> {
+        self.calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|t| (t.clone(), CancelReason::Agent))
+            .collect()
+    }
+
+    /// Sends the progress the server reports under `token` to `sink`, until
+    /// [`Self::forget_progress`].
+    pub fn route_progress(&self, token: rmcp::model::ProgressToken, sink: ProgressSink) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(token, sink);
+    }
+
+    pub fn forget_progress(&self, token: &rmcp::model::ProgressToken) {
+        self.progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(token);
+    }
+
+    fn progressed(&self, params: &rmcp::model::ProgressNotificationParam) {
+        let sink = self
+            .progress
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(sink) = sink {
+            let _ = sink.send(params.clone());
+        }
     }
 
     /// Fires when the server sends `notifications/elicitation/complete` for `elicitation_id`
@@ -448,11 +525,7 @@ impl Tap {
         if let Some((ask, agent)) = ask {
             // A server that withdraws because the agent cancelled the call is only echoing the
             // agent: say who really ended it.
-            let reason = agent
-                .iter()
-                .find(|(token, _)| token.is_cancelled())
-                .map_or(CancelReason::Server, |(_, reason)| *reason);
-            self.broker.withdraw(ask, reason);
+            self.broker.withdraw(ask, echoed(&agent));
         }
     }
 
@@ -462,13 +535,15 @@ impl Tap {
             match slots.get(id) {
                 Some(Slot::Cancelled) => true,
                 _ => {
-                    slots.insert(id.clone(), Slot::Open(Some((ask, agent))));
+                    slots.insert(id.clone(), Slot::Open(Some((ask, agent.clone()))));
                     false
                 }
             }
         };
         if cancelled_already {
-            self.broker.withdraw(ask, CancelReason::Server);
+            // The server's withdrawal overtook the ask's opening. If it only echoes the
+            // caller's cancellation (which prompted it), the caller's is the true reason.
+            self.broker.withdraw(ask, echoed(&agent));
         }
     }
 
@@ -522,6 +597,9 @@ where
                         if c.method == ELICITATION_COMPLETE =>
                     {
                         tap.completed(c.params.as_ref());
+                    }
+                    ServerNotification::ProgressNotification(p) if tap.relay.is_none() => {
+                        tap.progressed(&p.params);
                     }
                     other => {
                         if let Some(relay) = &tap.relay {

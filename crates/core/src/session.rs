@@ -359,16 +359,37 @@ impl SessionManager {
         arguments: Option<Map<String, Value>>,
         cancel: CancellationToken,
     ) -> Result<CallToolResult, SessionError> {
+        self.call_tool_with_progress(server, tool, arguments, cancel, None)
+            .await
+    }
+
+    /// [`Self::call_tool`], with the server's progress notifications for the call sent to
+    /// `progress` as they come.
+    pub async fn call_tool_with_progress(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        cancel: CancellationToken,
+        progress: Option<crate::handler::ProgressSink>,
+    ) -> Result<CallToolResult, SessionError> {
         let (entry, live) = self.live(server)?;
         // The person's think time is part of a call that asks; the request timeout is not
         // meant to cut it short.
         let timeout = entry.config.request_timeout + entry.config.answer_timeout;
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
+        let call = live.tap.call_started(cancel.clone());
+        // A question the server asks during the call belongs to it (without a request id to
+        // tie it to, to every call in flight: cancelling any withdraws it, the safe side).
+        let _ended = CallEnded {
+            tap: live.tap.clone(),
+            call,
+        };
         let mut url_rounds = 0;
         for _round in 0..MAX_INPUT_ROUNDS {
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
-            let once = call_once(&live.peer, params.clone(), &live.raw);
+            let once = call_once(&live, params.clone(), progress.as_ref());
             let response = tokio::select! {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
@@ -1042,6 +1063,18 @@ pub(crate) async fn answer_input_requests(
         .collect()
 }
 
+/// Unregisters an app call from its tap however the call ends.
+struct CallEnded {
+    tap: Arc<Tap>,
+    call: u64,
+}
+
+impl Drop for CallEnded {
+    fn drop(&mut self) {
+        self.tap.call_ended(self.call);
+    }
+}
+
 /// Tells the server a request was abandoned, unless disarmed first (rmcp's own guard is
 /// private to it).
 struct Abandoned {
@@ -1068,23 +1101,30 @@ impl Drop for Abandoned {
 /// One `tools/call`, with its raw result when it asks for input. Dropped before the answer
 /// (timeout, cancel), the server is told the call is cancelled.
 async fn call_once(
-    peer: &Peer<RoleClient>,
+    live: &Live,
     params: CallToolRequestParams,
-    raw: &RawRequests,
+    progress: Option<&crate::handler::ProgressSink>,
 ) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
-    let handle = peer
+    let handle = live
+        .peer
         .send_request_with_option(
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
             PeerRequestOptions::no_options(),
         )
         .await?;
     let id = handle.id.clone();
+    let token = handle.progress_token.clone();
+    if let Some(sink) = progress {
+        live.tap.route_progress(token.clone(), sink.clone());
+    }
     let mut guard = Abandoned {
-        peer: peer.clone(),
+        peer: live.peer.clone(),
         id: Some(id.clone()),
     };
     let result = handle.await_response().await;
     guard.id = None;
+    live.tap.forget_progress(&token);
+    let raw = &live.raw;
     let kept = raw.take_result(&id);
     let response = match result? {
         rmcp::model::ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),

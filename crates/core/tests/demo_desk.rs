@@ -561,3 +561,56 @@ async fn a_repeated_run_id_runs_the_tool_once() {
     );
     app.shutdown().await;
 }
+
+/// The person's own run, cancelled while its server asks: the question is withdrawn (as the
+/// caller's), the run ends as cancelled, and the ticket stays.
+#[tokio::test(flavor = "multi_thread")]
+async fn cancelling_a_run_withdraws_its_question_and_keeps_the_ticket() {
+    let desk = desk().await;
+    let audit = audit_path("cancel-run");
+    let config = countersign_core::LoadedConfig {
+        path: PathBuf::from("config.json"),
+        servers: vec![http_server("desk", &desk, ProtocolChoice::Legacy)],
+        errors: vec![],
+        gateway: Default::default(),
+    };
+    let app = countersign_core::App::start(config, AuditLog::open(&audit).unwrap()).await;
+    app.sessions().wait_ready("desk", WAIT).await;
+    let mut events = app.broker().subscribe();
+    let running = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            app.run_tool("run-c", "desk", "delete_ticket", json!({"id": "t1"}))
+                .await
+        })
+    };
+    let asked = loop {
+        match tokio::time::timeout(WAIT, events.recv()).await {
+            Ok(Ok(AskEvent::Added { ask })) => break ask,
+            Ok(Ok(_)) => continue,
+            other => panic!("no question: {other:?}"),
+        }
+    };
+    assert!(app.cancel_run("run-c"), "the run was in flight");
+    let ended = tokio::time::timeout(WAIT, running).await.unwrap().unwrap();
+    assert!(ended.is_err(), "{ended:?}");
+    let outcome = loop {
+        match tokio::time::timeout(WAIT, events.recv()).await {
+            Ok(Ok(AskEvent::Resolved { id, outcome })) if id == asked.id => break outcome,
+            Ok(Ok(_)) => continue,
+            other => panic!("the question stayed: {other:?}"),
+        }
+    };
+    assert!(
+        matches!(
+            outcome,
+            Outcome::Cancelled {
+                reason: CancelReason::Agent
+            }
+        ),
+        "{outcome:?}"
+    );
+    assert!(desk.store.contains("t1"), "nothing was deleted");
+    assert!(!app.cancel_run("run-c"), "an ended run cannot be cancelled");
+    app.shutdown().await;
+}

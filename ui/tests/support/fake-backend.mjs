@@ -101,6 +101,8 @@ export class FakeBackend {
         if (server && cmd === "sign_out") server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
         return { ok: null };
       }
+      case "cancel_run":
+        return { ok: true };
       case "run_tool":
         if (this.onRunTool) return this.onRunTool(args);
         return { ok: { isError: false, content: [{ type: "text", text: "ok" }], structuredContent: null } };
