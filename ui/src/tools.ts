@@ -1,6 +1,8 @@
 //! A server's tools in the main window: name, title, description, annotation badges, and a Run
-//! panel so the person can call a tool themselves with arguments written as JSON (the backend
-//! checks them against the tool's input schema before anything goes out). A run may take a while
+//! panel so the person can call a tool themselves: in a form rendered from the tool's input
+//! schema by the question dialog's own field renderer, where the schema fits it, else (or on
+//! request) as JSON. The backend checks the arguments against the tool's input schema before
+//! anything goes out. A run may take a while
 //! and may make the server ask something: the ask dialog then opens on top, and the result lands
 //! here when the run returns. Meanwhile the panel shows the elapsed time and the server's
 //! progress, and Cancel stops the run (the server is told, its open question withdrawn).
@@ -12,6 +14,7 @@ import type { JsonValue } from "./bindings/serde_json/JsonValue";
 import { el, append, replace, uid } from "./dom";
 import { asAppError, commands, errorText } from "./ipc";
 import { clippedText, inlineText } from "./untrusted";
+import { buildField, type FieldControl } from "./ask/fields";
 
 export type RunFn = (server: string, tool: string, args: JsonValue, runId: string) => Promise<ToolRun>;
 
@@ -100,7 +103,10 @@ export function toolCard(server: string, tool: ToolView, run: RunFn = commands.r
     panel.hidden = !panel.hidden;
     toggle.setAttribute("aria-expanded", String(!panel.hidden));
     toggle.textContent = panel.hidden ? "Run…" : "Hide";
-    if (!panel.hidden) panel.querySelector("textarea")?.focus();
+    if (!panel.hidden) {
+      const first = panel.querySelector<HTMLElement>(".run-fields:not([hidden]) input, .run-fields:not([hidden]) select, textarea:not([hidden])");
+      first?.focus();
+    }
   });
   append(card, el("div", { class: "tool-actions" }, toggle), panel);
   return card;
@@ -115,6 +121,38 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
     attrs: { rows: 6, spellcheck: "false", autocomplete: "off", "aria-describedby": hintId },
   });
   textarea.value = argumentSkeleton(tool.inputSchema);
+  const jsonLabel = el("label", { attrs: { for: argsId } }, "Arguments (JSON)");
+
+  // The form, when the schema fits the dialog's field renderer. A run is the person's own
+  // request, not a server's question: no secret warning here.
+  const schemaForm = tool.form ?? null;
+  const controls: FieldControl[] = (schemaForm?.fields ?? []).map((field) => buildField({ ...field, secret: false }));
+  const fieldsBox = el("div", { class: "run-fields" }, ...controls.map((c) => c.root));
+  if (schemaForm && controls.length === 0) append(fieldsBox, el("p", { class: "muted" }, "This tool takes no arguments."));
+  let asJson = schemaForm === null;
+  const jsonToggle = el("button", { class: "button small json-toggle", attrs: { type: "button" } }) as HTMLButtonElement;
+  const showMode = () => {
+    fieldsBox.hidden = asJson;
+    textarea.hidden = !asJson;
+    jsonLabel.hidden = !asJson;
+    jsonToggle.textContent = asJson ? "Use the form" : "Write the arguments as JSON";
+    jsonToggle.hidden = schemaForm === null;
+  };
+  jsonToggle.addEventListener("click", () => {
+    if (!asJson) {
+      // Carry what the form holds over to the JSON.
+      const args: JsonObject = {};
+      for (const c of controls) {
+        const reading = c.read();
+        if (reading.present) args[c.field.name] = reading.value;
+      }
+      if (Object.keys(args).length > 0) textarea.value = JSON.stringify(args, null, 2);
+    }
+    asJson = !asJson;
+    showMode();
+    (asJson ? textarea : controls[0]?.focusTarget)?.focus();
+  });
+  showMode();
   const runButton = el("button", { class: "button primary small", attrs: { type: "submit" } }, "Run");
   const cancelButton = el("button", { class: "button small", attrs: { type: "button" } }, "Cancel") as HTMLButtonElement;
   cancelButton.hidden = true;
@@ -125,10 +163,11 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
   const said = el("span", { class: "run-progress-message muted" });
   const result = el("div", { class: "run-result" });
 
-  const form = el("form", { class: "run-panel", id: panelId, attrs: { "aria-label": `Run ${tool.name}` } },
-    el("label", { attrs: { for: argsId } }, "Arguments (JSON)"),
+  const form = el("form", { class: "run-panel", id: panelId, attrs: { "aria-label": `Run ${tool.name}`, novalidate: true } },
+    fieldsBox,
+    jsonLabel,
     textarea,
-    el("p", { class: "field-hint", id: hintId }, "Checked against the tool's input schema before it runs."),
+    el("p", { class: "field-hint", id: hintId }, "Checked against the tool's input schema before it runs. ", jsonToggle),
     el("div", { class: "actions start" }, runButton, cancelButton, status, elapsed),
     el("div", { class: "run-progress-row" }, bar, said),
     result);
@@ -136,12 +175,32 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
   form.addEventListener("submit", (event) => {
     event.preventDefault();
     let args: JsonValue;
-    try {
-      args = JSON.parse(textarea.value || "{}") as JsonValue;
-    } catch (e) {
-      replace(result, el("p", { class: "error-text" }, `Not valid JSON: ${errorText(e)}`));
-      textarea.focus();
-      return;
+    if (!asJson) {
+      for (const c of controls) c.setError(null);
+      const problems = controls.flatMap((c) => {
+        const message = c.check();
+        if (message) c.setError(message);
+        return message ? [c] : [];
+      });
+      if (problems.length > 0) {
+        replace(result, el("p", { class: "error-text" }, "Some fields need a look before the tool can run."));
+        problems[0].focusTarget.focus();
+        return;
+      }
+      const collected: JsonObject = {};
+      for (const c of controls) {
+        const reading = c.read();
+        if (reading.present) collected[c.field.name] = reading.value;
+      }
+      args = collected;
+    } else {
+      try {
+        args = JSON.parse(textarea.value || "{}") as JsonValue;
+      } catch (e) {
+        replace(result, el("p", { class: "error-text" }, `Not valid JSON: ${errorText(e)}`));
+        textarea.focus();
+        return;
+      }
     }
     if (!isObject(args)) {
       replace(result, el("p", { class: "error-text" }, "The arguments must be a JSON object, like {}."));

@@ -144,6 +144,50 @@ test("run a tool: JSON arguments pre-filled from required properties, result sho
   await app.close();
 });
 
+test("a tool whose schema fits is run from a form, typed into like a question; JSON stays one click away", async () => {
+  const setPriority = {
+    name: "set_priority",
+    title: "Set a ticket's priority",
+    description: "Changes the priority.",
+    inputSchema: { type: "object", properties: { id: { type: "string" }, urgent: { type: "boolean" }, level: { type: "integer", minimum: 1, maximum: 5 } }, required: ["id", "level"] },
+    annotations: null,
+    form: { fields: [
+      field.text("id", { title: "Ticket", required: true }),
+      field.boolean("urgent", { title: "Urgent" }),
+      field.number("level", { title: "Level", integer: true, minimum: 1, maximum: 5, required: true }),
+    ] },
+  };
+  const app = await openApp(env, { ...state(), tools: { ...state().tools, demo: [setPriority] } });
+  const { page, backend } = app;
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const card = page.getByRole("article", { name: "set_priority" });
+  await card.getByRole("button", { name: "Run…" }).click();
+  const ticket = card.getByRole("textbox", { name: /Ticket/ });
+  assert.equal(await ticket.evaluate((e) => e === document.activeElement), true, "focus starts in the first field");
+  assert.equal(await card.getByLabel("Arguments (JSON)").isHidden(), true);
+
+  // A required field left empty: nothing runs, the field says why.
+  await card.getByRole("button", { name: "Run", exact: true }).click();
+  await card.getByText("Some fields need a look").waitFor();
+  assert.equal(backend.calls.filter((c) => c.cmd === "run_tool").length, 0);
+
+  await ticket.fill("T-7");
+  await page.keyboard.press("Tab");
+  await page.keyboard.press("Space");
+  await card.getByRole("spinbutton", { name: /Level/ }).fill("3");
+  await card.getByRole("button", { name: "Run", exact: true }).click();
+  await card.getByText("ok").waitFor();
+  const run = backend.calls.filter((c) => c.cmd === "run_tool").at(-1);
+  assert.deepEqual(run.args.arguments, { id: "T-7", urgent: true, level: 3 });
+
+  // The JSON view carries the form's values over.
+  await card.getByRole("button", { name: "Write the arguments as JSON" }).click();
+  const json = card.getByLabel("Arguments (JSON)");
+  assert.deepEqual(JSON.parse(await json.inputValue()), { id: "T-7", urgent: true, level: 3 });
+  assert.equal(await card.getByRole("button", { name: "Use the form" }).isVisible(), true);
+  await app.close();
+});
+
 test("while a run waits, its confirmation dialog appears on top; the result lands afterwards", async () => {
   const app = await openApp(env, state());
   const { page, backend } = app;

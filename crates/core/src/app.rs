@@ -42,6 +42,9 @@ pub struct ToolView {
     pub description: Option<String>,
     pub input_schema: Value,
     pub annotations: Option<Value>,
+    /// The input schema as a form, when it fits what the question dialog renders (the
+    /// elicitation subset); `None`: the arguments are written as JSON.
+    pub form: Option<crate::schema::FormSchema>,
 }
 
 /// What a tool run returned.
@@ -624,6 +627,10 @@ impl App {
                 title: tool.title.clone(),
                 description: tool.description.as_ref().map(|d| d.to_string()),
                 input_schema: Value::Object((*tool.input_schema).clone()),
+                form: crate::schema::parse_form_schema(&Value::Object(
+                    (*tool.input_schema).clone(),
+                ))
+                .ok(),
                 annotations: tool
                     .annotations
                     .as_ref()

@@ -221,6 +221,16 @@ impl App {
             }
             let textarea = self.find(&format!("{form} textarea")).await;
             if !textarea.is_displayed().await.unwrap_or(false) {
+                // The form view (the tool's schema fits it): these tests write JSON.
+                if let Ok(toggle) = self
+                    .client
+                    .find(Locator::Css(&format!("{form} button.json-toggle")))
+                    .await
+                    && toggle.is_displayed().await.unwrap_or(false)
+                {
+                    let _ = toggle.click().await;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
                 continue;
             }
             if textarea.clear().await.is_err() || textarea.send_keys(arguments).await.is_err() {
