@@ -464,3 +464,46 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
     let _ = client.cancel().await;
     sessions.shutdown().await;
 }
+
+/// After a restart the sign-in is found where it was kept: the new run connects with the
+/// stored tokens (after discovering the server's metadata again), and nobody is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_finds_the_sign_in_where_it_was_kept() {
+    let server = NotesServer::start("restart", 3600).await;
+    let vault = Vault::memory();
+    let dir = scratch("restart-audit");
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let _person = person(&broker, true);
+    let first = SessionManager::with_auth(
+        broker.clone(),
+        Backoff::default(),
+        DEFAULT_PING_EVERY,
+        Auth::new(vault.clone()),
+    );
+    first.start(vec![server.config()]).await;
+    assert!(matches!(
+        first.wait_until_settled("notes").await,
+        Some(SessionState::SignInRequired { .. })
+    ));
+    first.sign_in("notes").await.unwrap();
+    first.shutdown().await;
+
+    let broker = Broker::new(AuditLog::open(dir.join("audit-2.jsonl")).unwrap());
+    let mut asked = broker.subscribe();
+    let again = SessionManager::with_auth(
+        broker,
+        Backoff::default(),
+        DEFAULT_PING_EVERY,
+        Auth::new(vault),
+    );
+    again.start(vec![server.config()]).await;
+    assert!(matches!(
+        again.wait_until_settled("notes").await,
+        Some(SessionState::Ready { .. })
+    ));
+    let text = whoami(&again, "whoami").await.unwrap();
+    assert!(text.contains("notes:read"), "{text}");
+    assert!(asked.try_recv().is_err(), "nobody was asked");
+    assert_eq!(server.grants("authorization_code"), 1, "one sign-in in all");
+    again.shutdown().await;
+}
