@@ -12,17 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::Peer;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputRequest,
-    PingRequest, ProtocolVersion, Tool,
-};
+use rmcp::model::{ClientRequest, PingRequest, ProtocolVersion, Tool};
 use rmcp::service::{
     ClientLifecycleMode, PeerRequestOptions, RoleClient, RunningService,
     serve_client_with_lifecycle,
 };
 use rmcp::transport::StreamableHttpClientTransport;
 use serde::Serialize;
-use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +31,12 @@ use crate::handler::{Elicitor, Handler, Tap, Tapped, client_config};
 use crate::oauth::Auth;
 use crate::raw::{RawRequests, TapHttpClient};
 
+mod call;
+mod sign_in;
+
+pub(crate) use call::answer_input_requests;
+use sign_in::Challenge;
+
 /// Lines of stderr kept per server.
 const STDERR_LINES: usize = 200;
 /// A stderr line longer than this is cut (a server can write anything).
@@ -43,8 +45,6 @@ const STDERR_LINE_MAX: usize = 4096;
 pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(15);
 /// Why a running session ended when a sign-in replaced its tokens.
 const SIGNED_IN_AGAIN: &str = "signed in again";
-/// Rounds of multi round-trip input a single call may take before we give up on the server.
-const MAX_INPUT_ROUNDS: usize = 10;
 
 /// Backoff between reconnect attempts: 0.5 s doubling to 30 s.
 #[derive(Debug, Clone, Copy)]
@@ -136,31 +136,6 @@ pub(crate) enum ConnectError {
     Fatal(String),
     /// The server answered 401 (or 403 `insufficient_scope`) with this `WWW-Authenticate`.
     SignIn(String),
-}
-
-/// Why a server wants a sign-in: its challenge, and whether it asks for more scope than the
-/// last sign-in got.
-#[derive(Debug, Clone)]
-struct Challenge {
-    header: String,
-    step_up: bool,
-}
-
-impl Challenge {
-    fn new(header: &str) -> Challenge {
-        Challenge {
-            header: header.to_owned(),
-            step_up: header.contains("insufficient_scope"),
-        }
-    }
-
-    fn reason(&self) -> String {
-        if self.step_up {
-            "the server asks for more access than the last sign-in gave".into()
-        } else {
-            "the server asks you to sign in".into()
-        }
-    }
 }
 
 struct Live {
@@ -346,286 +321,6 @@ impl SessionManager {
                 self.succeeded(&entry);
                 Ok(tools)
             }
-        }
-    }
-
-    /// Calls a tool, answering the server's questions through the broker, whether it asks
-    /// with `elicitation/create` during the call or with multi round-trip input requests.
-    /// `cancel` aborts the call: open asks are withdrawn as `agent` and the server is told.
-    pub async fn call_tool(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Option<Map<String, Value>>,
-        cancel: CancellationToken,
-    ) -> Result<CallToolResult, SessionError> {
-        self.call_tool_with_progress(server, tool, arguments, cancel, None)
-            .await
-    }
-
-    /// [`Self::call_tool`], with the server's progress notifications for the call sent to
-    /// `progress` as they come.
-    pub async fn call_tool_with_progress(
-        &self,
-        server: &str,
-        tool: &str,
-        arguments: Option<Map<String, Value>>,
-        cancel: CancellationToken,
-        progress: Option<crate::handler::ProgressSink>,
-    ) -> Result<CallToolResult, SessionError> {
-        let (entry, live) = self.live(server)?;
-        // The person's think time is part of a call that asks; the request timeout is not
-        // meant to cut it short.
-        let timeout = entry.config.request_timeout + entry.config.answer_timeout;
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
-        let call = live.tap.call_started(cancel.clone());
-        // A question the server asks during the call belongs to it (without a request id to
-        // tie it to, to every call in flight: cancelling any withdraws it, the safe side).
-        let _ended = CallEnded {
-            tap: live.tap.clone(),
-            call,
-        };
-        let mut url_rounds = 0;
-        for _round in 0..MAX_INPUT_ROUNDS {
-            // Dropping the request future (timeout, cancel) sends the server a cancellation.
-            let once = call_once(&live, params.clone(), progress.as_ref());
-            let response = tokio::select! {
-                r = tokio::time::timeout(timeout, once) => match r {
-                    Err(_) => return Err(timeout_error(&entry)),
-                    Ok(Err(rmcp::ServiceError::McpError(error)))
-                        if crate::url_required::required_urls(&error).is_some() =>
-                    {
-                        // Addresses to open first: asked, then the same call made again.
-                        url_rounds += 1;
-                        if url_rounds > crate::url_required::MAX_URL_ROUNDS {
-                            return Err(SessionError::Protocol {
-                                server: entry.config.name.clone(),
-                                message: format!(
-                                    "still asks for addresses to be opened after {} rounds",
-                                    crate::url_required::MAX_URL_ROUNDS
-                                ),
-                            });
-                        }
-                        let urls = crate::url_required::required_urls(&error).unwrap_or_default();
-                        crate::url_required::satisfy(
-                            &live.elicitor,
-                            &live.tap,
-                            urls,
-                            &[(cancel.clone(), CancelReason::Agent)],
-                        )
-                        .await
-                        .map_err(|message| SessionError::Protocol {
-                            server: entry.config.name.clone(),
-                            message,
-                        })?;
-                        if cancel.is_cancelled() {
-                            return Err(SessionError::Cancelled);
-                        }
-                        continue;
-                    }
-                    Ok(r) => r.map_err(|e| self.request_error(&entry, e))?,
-                },
-                _ = cancel.cancelled() => return Err(SessionError::Cancelled),
-            };
-            let (response, raw) = response;
-            match response {
-                CallToolResponse::Complete(result) => {
-                    self.succeeded(&entry);
-                    return Ok(result);
-                }
-                CallToolResponse::InputRequired(required) => {
-                    let requests = required.input_requests.unwrap_or_default();
-                    let answered = answer_input_requests(
-                        &live.elicitor,
-                        requests,
-                        raw.as_ref(),
-                        &[(cancel.clone(), CancelReason::Agent)],
-                    )
-                    .await;
-                    if cancel.is_cancelled() {
-                        return Err(SessionError::Cancelled);
-                    }
-                    let responses = answered.map_err(|message| SessionError::Protocol {
-                        server: entry.config.name.clone(),
-                        message,
-                    })?;
-                    params.input_responses = Some(responses);
-                    params.request_state = required.request_state;
-                }
-                _ => {
-                    return Err(SessionError::Protocol {
-                        server: entry.config.name.clone(),
-                        message: "the server answered with a task, which Countersign does not poll"
-                            .into(),
-                    });
-                }
-            }
-        }
-        Err(SessionError::Protocol {
-            server: entry.config.name.clone(),
-            message: format!("still asking for input after {MAX_INPUT_ROUNDS} rounds"),
-        })
-    }
-
-    /// Signs the person in to an HTTP server: starts the OAuth flow from the server's last
-    /// challenge, asks the person to open the authorization address (a URL question, through
-    /// the same policy and dialog as a server's), waits for the browser to come back to the
-    /// loopback redirect, keeps the tokens, and reconnects. Every way out but a completed
-    /// sign-in is an error in words; nothing is retried behind the person's back.
-    pub async fn sign_in(&self, server: &str) -> Result<(), SessionError> {
-        let entry = self.entry(server)?;
-        let failed = |message: String| SessionError::SignIn {
-            server: server.to_owned(),
-            message,
-        };
-        let TransportConfig::Http { url, .. } = &entry.config.transport else {
-            return Err(failed("only remote (HTTP) servers are signed in to".into()));
-        };
-        if entry.signing_in.swap(true, Ordering::SeqCst) {
-            return Err(failed("a sign-in is already waiting for you".into()));
-        }
-        let result = self.run_sign_in(&entry, url).await;
-        entry.signing_in.store(false, Ordering::SeqCst);
-        result.map_err(failed)?;
-        *lock(&entry.challenge) = None;
-        // Nobody waiting for the session should take the old state for the new one.
-        if matches!(*lock(&entry.state), SessionState::SignInRequired { .. }) {
-            self.set_state(&entry, SessionState::Connecting);
-        }
-        entry.signed_in.notify_one();
-        Ok(())
-    }
-
-    async fn run_sign_in(&self, entry: &Entry, url: &str) -> Result<(), String> {
-        let challenge = lock(&entry.challenge).clone();
-        let pending = self
-            .inner
-            .auth
-            .begin(
-                &entry.config.name,
-                url,
-                &entry.config.oauth,
-                challenge.as_ref().map(|c| c.header.as_str()),
-            )
-            .await?;
-        let web = crate::url_policy::check(&pending.authorization_url)
-            .map_err(|e| format!("the authorization address is refused: {e}"))?;
-        let message = format!(
-            "Sign in to {} so Countersign can reach it for you. The sign-in page is at {}.",
-            entry.config.name, web.host
-        );
-        let request = serde_json::json!({
-            "mode": "url",
-            "message": message,
-            "url": pending.authorization_url,
-            "elicitationId": "sign-in",
-        });
-        let ask = self
-            .inner
-            .broker
-            .open(crate::broker::NewAsk {
-                asker: asker_for(&entry.config),
-                kind: crate::ask::AskKind::Url {
-                    message,
-                    url: pending.authorization_url.clone(),
-                    elicitation_id: "sign-in".into(),
-                    host: web.host,
-                    warnings: web.warnings,
-                },
-                request,
-                timeout: Some(crate::oauth::SIGN_IN_WAIT),
-                session: self.inner.next_session.fetch_add(1, Ordering::Relaxed),
-            })
-            .map_err(|e| e.to_string())?;
-        match ask.outcome().await {
-            crate::ask::Outcome::Accepted { .. } => {}
-            crate::ask::Outcome::Declined => return Err("you declined to sign in".into()),
-            _ => return Err("the sign-in was cancelled".into()),
-        }
-        pending.finish(crate::oauth::SIGN_IN_WAIT).await
-    }
-
-    /// Someone else (the gateway, for an agent) found that an HTTP server wants a sign-in: its
-    /// page says so and the person is notified, as when the app's own session finds it.
-    pub fn needs_sign_in(&self, server: &str, header: &str) {
-        let Ok(entry) = self.entry(server) else {
-            return;
-        };
-        if !matches!(entry.config.transport, TransportConfig::Http { .. }) {
-            return;
-        }
-        let challenge = Challenge::new(header);
-        if challenge.step_up
-            && let TransportConfig::Http { url, .. } = &entry.config.transport
-        {
-            self.inner.auth.insufficient(&entry.config.name, url);
-        }
-        let reason = challenge.reason();
-        *lock(&entry.challenge) = Some(challenge);
-        if !matches!(*lock(&entry.state), SessionState::SignInRequired { .. }) {
-            self.set_state(&entry, SessionState::SignInRequired { reason });
-            entry.signed_in.notify_one();
-        }
-    }
-
-    /// Forgets the sign-in to an HTTP server (its tokens leave the secret store) and
-    /// reconnects, so the server asks for a new one.
-    pub async fn sign_out(&self, server: &str) -> Result<(), SessionError> {
-        let entry = self.entry(server)?;
-        let TransportConfig::Http { url, .. } = &entry.config.transport else {
-            return Err(SessionError::SignIn {
-                server: server.to_owned(),
-                message: "only remote (HTTP) servers are signed in to".into(),
-            });
-        };
-        self.inner
-            .auth
-            .sign_out(&entry.config.name, url)
-            .await
-            .map_err(|message| SessionError::SignIn {
-                server: server.to_owned(),
-                message,
-            })?;
-        let config = entry.config.clone();
-        self.start(vec![config]).await;
-        Ok(())
-    }
-
-    /// A failed request: when the server wants a (new) sign-in, the session waits for one
-    /// and the caller is told so.
-    fn request_error(&self, entry: &Entry, e: rmcp::ServiceError) -> SessionError {
-        match e.auth_challenge() {
-            Some(header) => {
-                let challenge = Challenge::new(header);
-                if challenge.step_up
-                    && let TransportConfig::Http { url, .. } = &entry.config.transport
-                {
-                    self.inner.auth.insufficient(&entry.config.name, url);
-                }
-                let message = challenge.reason();
-                *lock(&entry.challenge) = Some(challenge);
-                // Said at once; the running session ends and its supervisor then waits for
-                // the sign-in.
-                self.set_state(
-                    entry,
-                    SessionState::SignInRequired {
-                        reason: message.clone(),
-                    },
-                );
-                entry.signed_in.notify_one();
-                SessionError::SignIn {
-                    server: entry.config.name.clone(),
-                    message,
-                }
-            }
-            None => protocol_error(entry, e),
-        }
-    }
-
-    fn succeeded(&self, entry: &Entry) {
-        if let TransportConfig::Http { url, .. } = &entry.config.transport {
-            self.inner.auth.succeeded(&entry.config.name, url);
         }
     }
 
@@ -1003,139 +698,6 @@ pub(crate) async fn open_client(
         Ok(Err(e)) => Err(ConnectError::Retry(format!("handshake failed: {e}"))),
         Ok(Ok(service)) => Ok(service),
     }
-}
-
-/// Fulfils one round of multi round-trip input requests, together. `raw` is the result as
-/// the server sent it: an elicitation is judged from its params there, not from rmcp's typed
-/// model (which drops schema keywords such as `pattern`, so a form could accept what the
-/// server then rejects). A request Countersign cannot answer (sampling, roots, an unknown
-/// kind) refuses the whole round before the person is asked anything. `withdraw` is the
-/// originating call's cancellation (and why): rmcp gives MRTR rounds no token of their own.
-pub(crate) async fn answer_input_requests(
-    elicitor: &Elicitor,
-    requests: impl IntoIterator<Item = (String, InputRequest)>,
-    raw: Option<&Value>,
-    withdraw: &[(CancellationToken, CancelReason)],
-) -> Result<BTreeMap<String, Value>, String> {
-    let mut questions = Vec::new();
-    for (key, request) in requests {
-        let params = match request {
-            InputRequest::Elicitation(request) => {
-                let sent = raw
-                    .and_then(|r| r.get("inputRequests"))
-                    .and_then(|r| r.get(&key))
-                    .filter(|r| {
-                        r.get("method").and_then(Value::as_str) == Some("elicitation/create")
-                    })
-                    .and_then(|r| r.get("params"))
-                    .cloned();
-                match sent {
-                    Some(params) => params,
-                    None => serde_json::to_value(&request.params)
-                        .map_err(|e| format!("cannot read the input request: {e}"))?,
-                }
-            }
-            // A claim about the person's files that nobody made: refused, not answered empty.
-            InputRequest::ListRoots(_) => {
-                return Err("the server asked for roots, which Countersign does not offer".into());
-            }
-            InputRequest::CreateMessage(_) => {
-                return Err(
-                    "the server asked for sampling, which Countersign does not offer".into(),
-                );
-            }
-            _ => return Err("the server asked for an unknown kind of input".into()),
-        };
-        questions.push((key, params));
-    }
-    let answers =
-        futures::future::join_all(questions.into_iter().map(|(key, params)| async move {
-            let answer = elicitor
-                .elicit(params, withdraw, |_| {})
-                .await
-                .map_err(|e| format!("unsupported input request: {}", e.message));
-            (key, answer)
-        }))
-        .await;
-    answers
-        .into_iter()
-        .map(|(key, answer)| answer.map(|value| (key, value)))
-        .collect()
-}
-
-/// Unregisters an app call from its tap however the call ends.
-struct CallEnded {
-    tap: Arc<Tap>,
-    call: u64,
-}
-
-impl Drop for CallEnded {
-    fn drop(&mut self) {
-        self.tap.call_ended(self.call);
-    }
-}
-
-/// Tells the server a request was abandoned, unless disarmed first (rmcp's own guard is
-/// private to it).
-struct Abandoned {
-    peer: Peer<RoleClient>,
-    id: Option<rmcp::model::RequestId>,
-}
-
-impl Drop for Abandoned {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            let peer = self.peer.clone();
-            tokio::spawn(async move {
-                let _ = peer
-                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
-                        Some(id),
-                        Some("the call was cancelled".into()),
-                    ))
-                    .await;
-            });
-        }
-    }
-}
-
-/// One `tools/call`, with its raw result when it asks for input. Dropped before the answer
-/// (timeout, cancel), the server is told the call is cancelled.
-async fn call_once(
-    live: &Live,
-    params: CallToolRequestParams,
-    progress: Option<&crate::handler::ProgressSink>,
-) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
-    let handle = live
-        .peer
-        .send_request_with_option(
-            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
-            PeerRequestOptions::no_options(),
-        )
-        .await?;
-    let id = handle.id.clone();
-    let token = handle.progress_token.clone();
-    if let Some(sink) = progress {
-        live.tap.route_progress(token.clone(), sink.clone());
-    }
-    let mut guard = Abandoned {
-        peer: live.peer.clone(),
-        id: Some(id.clone()),
-    };
-    let result = handle.await_response().await;
-    guard.id = None;
-    live.tap.forget_progress(&token);
-    let raw = &live.raw;
-    let kept = raw.take_result(&id);
-    let response = match result? {
-        rmcp::model::ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),
-        rmcp::model::ServerResult::InputRequiredResult(r) => CallToolResponse::InputRequired(r),
-        rmcp::model::ServerResult::CreateTaskResult(r) => CallToolResponse::Task(r),
-        rmcp::model::ServerResult::EmptyResult(_) => {
-            CallToolResponse::Complete(CallToolResult::success(vec![]))
-        }
-        _ => return Err(rmcp::ServiceError::UnexpectedResponse),
-    };
-    Ok((response, kept))
 }
 
 async fn collect_stderr(tail: Arc<Mutex<VecDeque<String>>>, stderr: tokio::process::ChildStderr) {

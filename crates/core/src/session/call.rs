@@ -1,0 +1,275 @@
+//! Calls: a tool call made, its multi round-trip rounds answered (judged from the result as
+//! sent), its URL-required rounds put to the person, its progress passed on, and the server
+//! told when the caller gives up.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rmcp::Peer;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputRequest,
+};
+use rmcp::service::{PeerRequestOptions, RoleClient};
+use serde_json::{Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use super::{Live, SessionError, SessionManager, timeout_error};
+use crate::ask::CancelReason;
+use crate::handler::{Elicitor, Tap};
+
+/// Rounds of multi round-trip input a single call may take before we give up on the server.
+const MAX_INPUT_ROUNDS: usize = 10;
+
+impl SessionManager {
+    /// Calls a tool, answering the server's questions through the broker, whether it asks
+    /// with `elicitation/create` during the call or with multi round-trip input requests.
+    /// `cancel` aborts the call: open asks are withdrawn as `agent` and the server is told.
+    pub async fn call_tool(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult, SessionError> {
+        self.call_tool_with_progress(server, tool, arguments, cancel, None)
+            .await
+    }
+
+    /// [`Self::call_tool`], with the server's progress notifications for the call sent to
+    /// `progress` as they come.
+    pub async fn call_tool_with_progress(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        cancel: CancellationToken,
+        progress: Option<crate::handler::ProgressSink>,
+    ) -> Result<CallToolResult, SessionError> {
+        let (entry, live) = self.live(server)?;
+        // The person's think time is part of a call that asks; the request timeout is not
+        // meant to cut it short.
+        let timeout = entry.config.request_timeout + entry.config.answer_timeout;
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let call = live.tap.call_started(cancel.clone());
+        // A question the server asks during the call belongs to it (without a request id to
+        // tie it to, to every call in flight: cancelling any withdraws it, the safe side).
+        let _ended = CallEnded {
+            tap: live.tap.clone(),
+            call,
+        };
+        let mut url_rounds = 0;
+        for _round in 0..MAX_INPUT_ROUNDS {
+            // Dropping the request future (timeout, cancel) sends the server a cancellation.
+            let once = call_once(&live, params.clone(), progress.as_ref());
+            let response = tokio::select! {
+                r = tokio::time::timeout(timeout, once) => match r {
+                    Err(_) => return Err(timeout_error(&entry)),
+                    Ok(Err(rmcp::ServiceError::McpError(error)))
+                        if crate::url_required::required_urls(&error).is_some() =>
+                    {
+                        // Addresses to open first: asked, then the same call made again.
+                        url_rounds += 1;
+                        if url_rounds > crate::url_required::MAX_URL_ROUNDS {
+                            return Err(SessionError::Protocol {
+                                server: entry.config.name.clone(),
+                                message: format!(
+                                    "still asks for addresses to be opened after {} rounds",
+                                    crate::url_required::MAX_URL_ROUNDS
+                                ),
+                            });
+                        }
+                        let urls = crate::url_required::required_urls(&error).unwrap_or_default();
+                        crate::url_required::satisfy(
+                            &live.elicitor,
+                            &live.tap,
+                            urls,
+                            &[(cancel.clone(), CancelReason::Agent)],
+                        )
+                        .await
+                        .map_err(|message| SessionError::Protocol {
+                            server: entry.config.name.clone(),
+                            message,
+                        })?;
+                        if cancel.is_cancelled() {
+                            return Err(SessionError::Cancelled);
+                        }
+                        continue;
+                    }
+                    Ok(r) => r.map_err(|e| self.request_error(&entry, e))?,
+                },
+                _ = cancel.cancelled() => return Err(SessionError::Cancelled),
+            };
+            let (response, raw) = response;
+            match response {
+                CallToolResponse::Complete(result) => {
+                    self.succeeded(&entry);
+                    return Ok(result);
+                }
+                CallToolResponse::InputRequired(required) => {
+                    let requests = required.input_requests.unwrap_or_default();
+                    let answered = answer_input_requests(
+                        &live.elicitor,
+                        requests,
+                        raw.as_ref(),
+                        &[(cancel.clone(), CancelReason::Agent)],
+                    )
+                    .await;
+                    if cancel.is_cancelled() {
+                        return Err(SessionError::Cancelled);
+                    }
+                    let responses = answered.map_err(|message| SessionError::Protocol {
+                        server: entry.config.name.clone(),
+                        message,
+                    })?;
+                    params.input_responses = Some(responses);
+                    params.request_state = required.request_state;
+                }
+                _ => {
+                    return Err(SessionError::Protocol {
+                        server: entry.config.name.clone(),
+                        message: "the server answered with a task, which Countersign does not poll"
+                            .into(),
+                    });
+                }
+            }
+        }
+        Err(SessionError::Protocol {
+            server: entry.config.name.clone(),
+            message: format!("still asking for input after {MAX_INPUT_ROUNDS} rounds"),
+        })
+    }
+}
+
+/// Fulfils one round of multi round-trip input requests, together. `raw` is the result as
+/// the server sent it: an elicitation is judged from its params there, not from rmcp's typed
+/// model (which drops schema keywords such as `pattern`, so a form could accept what the
+/// server then rejects). A request Countersign cannot answer (sampling, roots, an unknown
+/// kind) refuses the whole round before the person is asked anything. `withdraw` is the
+/// originating call's cancellation (and why): rmcp gives MRTR rounds no token of their own.
+pub(crate) async fn answer_input_requests(
+    elicitor: &Elicitor,
+    requests: impl IntoIterator<Item = (String, InputRequest)>,
+    raw: Option<&Value>,
+    withdraw: &[(CancellationToken, CancelReason)],
+) -> Result<BTreeMap<String, Value>, String> {
+    let mut questions = Vec::new();
+    for (key, request) in requests {
+        let params = match request {
+            InputRequest::Elicitation(request) => {
+                let sent = raw
+                    .and_then(|r| r.get("inputRequests"))
+                    .and_then(|r| r.get(&key))
+                    .filter(|r| {
+                        r.get("method").and_then(Value::as_str) == Some("elicitation/create")
+                    })
+                    .and_then(|r| r.get("params"))
+                    .cloned();
+                match sent {
+                    Some(params) => params,
+                    None => serde_json::to_value(&request.params)
+                        .map_err(|e| format!("cannot read the input request: {e}"))?,
+                }
+            }
+            // A claim about the person's files that nobody made: refused, not answered empty.
+            InputRequest::ListRoots(_) => {
+                return Err("the server asked for roots, which Countersign does not offer".into());
+            }
+            InputRequest::CreateMessage(_) => {
+                return Err(
+                    "the server asked for sampling, which Countersign does not offer".into(),
+                );
+            }
+            _ => return Err("the server asked for an unknown kind of input".into()),
+        };
+        questions.push((key, params));
+    }
+    let answers =
+        futures::future::join_all(questions.into_iter().map(|(key, params)| async move {
+            let answer = elicitor
+                .elicit(params, withdraw, |_| {})
+                .await
+                .map_err(|e| format!("unsupported input request: {}", e.message));
+            (key, answer)
+        }))
+        .await;
+    answers
+        .into_iter()
+        .map(|(key, answer)| answer.map(|value| (key, value)))
+        .collect()
+}
+
+/// Unregisters an app call from its tap however the call ends.
+struct CallEnded {
+    tap: Arc<Tap>,
+    call: u64,
+}
+
+impl Drop for CallEnded {
+    fn drop(&mut self) {
+        self.tap.call_ended(self.call);
+    }
+}
+
+/// Tells the server a request was abandoned, unless disarmed first (rmcp's own guard is
+/// private to it).
+struct Abandoned {
+    peer: Peer<RoleClient>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let _ = peer
+                    .notify_cancelled(rmcp::model::CancelledNotificationParam::new(
+                        Some(id),
+                        Some("the call was cancelled".into()),
+                    ))
+                    .await;
+            });
+        }
+    }
+}
+
+/// One `tools/call`, with its raw result when it asks for input. Dropped before the answer
+/// (timeout, cancel), the server is told the call is cancelled.
+async fn call_once(
+    live: &Live,
+    params: CallToolRequestParams,
+    progress: Option<&crate::handler::ProgressSink>,
+) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
+    let handle = live
+        .peer
+        .send_request_with_option(
+            ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            PeerRequestOptions::no_options(),
+        )
+        .await?;
+    let id = handle.id.clone();
+    let token = handle.progress_token.clone();
+    if let Some(sink) = progress {
+        live.tap.route_progress(token.clone(), sink.clone());
+    }
+    let mut guard = Abandoned {
+        peer: live.peer.clone(),
+        id: Some(id.clone()),
+    };
+    let result = handle.await_response().await;
+    guard.id = None;
+    live.tap.forget_progress(&token);
+    let raw = &live.raw;
+    let kept = raw.take_result(&id);
+    let response = match result? {
+        rmcp::model::ServerResult::CallToolResult(r) => CallToolResponse::Complete(r),
+        rmcp::model::ServerResult::InputRequiredResult(r) => CallToolResponse::InputRequired(r),
+        rmcp::model::ServerResult::CreateTaskResult(r) => CallToolResponse::Task(r),
+        rmcp::model::ServerResult::EmptyResult(_) => {
+            CallToolResponse::Complete(CallToolResult::success(vec![]))
+        }
+        _ => return Err(rmcp::ServiceError::UnexpectedResponse),
+    };
+    Ok((response, kept))
+}
