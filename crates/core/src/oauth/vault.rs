@@ -11,6 +11,9 @@ use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use secret_service::{EncryptionType, SecretService};
 use serde::Serialize;
 
+/// How long start-up waits for the secret store to answer.
+pub const DETECT_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The attribute every item of ours carries, so a search never finds another program's.
 const APPLICATION: &str = "countersign";
 
@@ -32,18 +35,30 @@ pub struct Vault {
 }
 
 impl Vault {
-    /// The Secret Service on the session bus if one answers, else memory.
+    /// The Secret Service on the session bus if one answers (within [`DETECT_WAIT`]: the app
+    /// starts after this, and a hung bus must not hold its window back), else memory.
     pub async fn detect() -> Vault {
-        let kind = match SecretService::connect(EncryptionType::Dh).await {
-            Ok(service) => match service.get_default_collection().await {
-                Ok(_) => VaultKind::SecretService,
-                Err(e) => {
-                    tracing::warn!(error = %e, "the secret store has no default collection; sign-ins are kept in memory");
-                    VaultKind::Memory
-                }
-            },
-            Err(e) => {
-                tracing::warn!(error = %e, "no secret store on the session bus; sign-ins are kept in memory");
+        let probe = async {
+            let service = SecretService::connect(EncryptionType::Dh)
+                .await
+                .map_err(|e| format!("no secret store on the session bus: {e}"))?;
+            service
+                .get_default_collection()
+                .await
+                .map(|_| ())
+                .map_err(|e| format!("the secret store has no default collection: {e}"))
+        };
+        let kind = match tokio::time::timeout(DETECT_WAIT, probe).await {
+            Ok(Ok(())) => VaultKind::SecretService,
+            Ok(Err(reason)) => {
+                tracing::warn!(%reason, "sign-ins are kept in memory");
+                VaultKind::Memory
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the secret store did not answer within {} s; sign-ins are kept in memory",
+                    DETECT_WAIT.as_secs()
+                );
                 VaultKind::Memory
             }
         };
