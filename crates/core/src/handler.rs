@@ -7,7 +7,7 @@
 //! is caught by [`Tapped`], a transport wrapper, because rmcp drops cancellations on
 //! sessions negotiated through `server/discover` and never tells the handler otherwise.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -372,11 +372,21 @@ pub struct Tap {
     /// Fires per `elicitationId` when the server reports that URL question complete.
     completions: Mutex<HashMap<String, CancellationToken>>,
     /// Where progress for the app's own calls goes, by progress token.
-    progress: Mutex<HashMap<rmcp::model::ProgressToken, ProgressSink>>,
+    progress: Mutex<ProgressRoutes>,
     /// The app's own calls in flight, by number: a question the server asks meanwhile
     /// belongs to them, and is withdrawn as the caller's when one is cancelled.
     calls: Mutex<HashMap<u64, CancellationToken>>,
     next_call: std::sync::atomic::AtomicU64,
+}
+
+/// Progress notifications kept for a route not registered yet, per session, at most.
+const UNCLAIMED_PROGRESS: usize = 32;
+
+/// Where progress goes, and what came before its route.
+#[derive(Default)]
+struct ProgressRoutes {
+    sinks: HashMap<rmcp::model::ProgressToken, ProgressSink>,
+    unclaimed: VecDeque<rmcp::model::ProgressNotificationParam>,
 }
 
 /// Receives a call's progress notifications (the server's numbers and message, as sent).
@@ -435,30 +445,40 @@ impl Tap {
     }
 
     /// Sends the progress the server reports under `token` to `sink`, until
-    /// [`Self::forget_progress`].
+    /// [`Self::forget_progress`]. Progress that came before the route (a quick server can
+    /// report before the request's sender has its token) is handed over at once.
     pub fn route_progress(&self, token: rmcp::model::ProgressToken, sink: ProgressSink) {
-        self.progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(token, sink);
+        let mut routes = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        let (early, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut routes.unclaimed)
+            .into_iter()
+            .partition(|p: &rmcp::model::ProgressNotificationParam| p.progress_token == token);
+        routes.unclaimed = rest;
+        for params in early {
+            let _ = sink.send(params);
+        }
+        routes.sinks.insert(token, sink);
     }
 
     pub fn forget_progress(&self, token: &rmcp::model::ProgressToken) {
         self.progress
             .lock()
             .unwrap_or_else(|e| e.into_inner())
+            .sinks
             .remove(token);
     }
 
     fn progressed(&self, params: &rmcp::model::ProgressNotificationParam) {
-        let sink = self
-            .progress
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&params.progress_token)
-            .cloned();
-        if let Some(sink) = sink {
-            let _ = sink.send(params.clone());
+        let mut routes = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        match routes.sinks.get(&params.progress_token) {
+            Some(sink) => {
+                let _ = sink.send(params.clone());
+            }
+            None => {
+                if routes.unclaimed.len() >= UNCLAIMED_PROGRESS {
+                    routes.unclaimed.pop_front();
+                }
+                routes.unclaimed.push_back(params.clone());
+            }
         }
     }
 
@@ -622,6 +642,46 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_that_beats_its_route_is_handed_over_when_the_route_comes() {
+        let tap = Tap::new(Broker::new(
+            crate::audit::AuditLog::open(
+                std::env::temp_dir().join(format!("cs-progress-{}.jsonl", std::process::id())),
+            )
+            .unwrap(),
+        ));
+        let early: rmcp::model::ProgressNotificationParam = serde_json::from_value(
+            serde_json::json!({"progressToken": 7, "progress": 1, "total": 2}),
+        )
+        .unwrap();
+        let other: rmcp::model::ProgressNotificationParam =
+            serde_json::from_value(serde_json::json!({"progressToken": 8, "progress": 5})).unwrap();
+        tap.progressed(&early);
+        tap.progressed(&other);
+        let (sink, mut got) = tokio::sync::mpsc::unbounded_channel();
+        tap.route_progress(early.progress_token.clone(), sink);
+        assert_eq!(got.try_recv().unwrap(), early);
+        assert!(
+            got.try_recv().is_err(),
+            "another call's progress is not this one's"
+        );
+        let later: rmcp::model::ProgressNotificationParam = serde_json::from_value(
+            serde_json::json!({"progressToken": 7, "progress": 2, "total": 2}),
+        )
+        .unwrap();
+        tap.progressed(&later);
+        assert_eq!(got.try_recv().unwrap(), later);
+        // The unclaimed are capped: a server reporting for nobody holds nothing more.
+        for n in 0..100 {
+            let p: rmcp::model::ProgressNotificationParam = serde_json::from_value(
+                serde_json::json!({"progressToken": 1000 + n, "progress": 1}),
+            )
+            .unwrap();
+            tap.progressed(&p);
+        }
+        assert!(tap.progress.lock().unwrap().unclaimed.len() <= UNCLAIMED_PROGRESS);
+    }
     use crate::ask::Endpoint;
     use crate::audit::{AuditLog, AuditRecord};
     use serde_json::json;
