@@ -133,7 +133,10 @@ export class AskDesk implements AskViewHost {
       }
     });
     // Closed by anything but us while asks wait: show it again (answering is the only way out).
+    // The event comes a task after the close: if a new question has reopened the dialog since,
+    // it is open and focused where it should be, and focus must not be taken back from the person.
     this.dialog.addEventListener("close", () => {
+      if (this.dialog.open) return;
       this.dialogNotice.clear();
       if (this.views.size > 0) queueMicrotask(() => this.open());
     });
