@@ -33,6 +33,11 @@
 //       The next call replies "done after the URL".
 //   list_roots {}
 //       Asks the client for its roots (roots/list) and replies with what it answered.
+//   ask_model {prompt: string}
+//       Asks the client's model (sampling/createMessage: the prompt as the user's message, a
+//       system prompt, 64 tokens, context from this server) and replies with the result as JSON
+//       text; an error reply is isError: true with {"error": message, "code": code}. Sent
+//       whether or not the client declared sampling, so a refusal can be seen.
 //   late_answers {}
 //       Replies {"late_answers": N}: how many answers arrived for elicitation requests this process
 //       had already cancelled (counted across all sessions). Countersign must keep this at 0.
@@ -214,6 +219,23 @@ function buildServer() {
         return text(await server.server.listRoots());
       } catch (err) {
         return text({ error: String(err?.message ?? err) }, true);
+      }
+    },
+  );
+
+  server.registerTool(
+    'ask_model',
+    { description: "What the client's model writes for a prompt (sampling).", inputSchema: { prompt: z.string() } },
+    async ({ prompt }) => {
+      try {
+        return text(await server.server.createMessage({
+          messages: [{ role: 'user', content: { type: 'text', text: prompt } }],
+          systemPrompt: 'You are a terse assistant.',
+          maxTokens: 64,
+          includeContext: 'thisServer',
+        }));
+      } catch (err) {
+        return text({ error: String(err?.message ?? err), code: err?.code ?? null }, true);
       }
     },
   );

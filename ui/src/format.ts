@@ -52,13 +52,13 @@ export function outcomeText(outcome: Outcome | null, kind?: AskKind["kind"]): st
   const call = kind === "toolCall";
   switch (outcome.outcome) {
     case "accepted":
-      return call ? "Allowed once" : "Accepted";
+      return call ? "Allowed once" : kind === "sampling" ? "Allowed" : "Accepted";
     case "alwaysAllowed":
       return "Always allowed";
     case "remembered":
       return `${outcome.decision.allow ? "Allowed" : "Denied"} and remembered: ${rememberText(outcome.decision)}`;
     case "declined":
-      return call ? "Denied" : "Declined";
+      return call || kind === "sampling" ? "Denied" : "Declined";
     case "cancelled":
       if (outcome.reason === "person") return call ? "Denied (dismissed)" : "Cancelled";
       return `Cancelled: ${reasonText(outcome.reason)}`;

@@ -123,6 +123,10 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
     if (ask.title) append(question, " ", el("span", { class: "muted" }, inlineText(ask.title, 120)));
     const args = argumentsLine(ask);
     if (args !== null) append(question, el("div", { class: "muted mono" }, inlineText(args, 200)));
+  } else if (ask.kind === "sampling") {
+    append(question, "Have the agent's model reply");
+    const last = ask.messages[ask.messages.length - 1];
+    if (last) append(question, el("div", { class: "muted" }, inlineText(last.text, 200)));
   } else {
     append(question, inlineText(ask.message, 200));
     if (ask.kind === "url") append(question, el("div", { class: "muted" }, "Open ", inlineText(shortText(ask.url, 200))));

@@ -89,6 +89,35 @@ pub enum AskKind {
         #[serde(default)]
         preview: bool,
     },
+    /// A server's `sampling/createMessage` through the gateway: it wants the agent's model to
+    /// write a reply to `messages`. Accept ("Allow") forwards the request to the agent as sent;
+    /// anything else refuses it. Read from the request (`crate::sampling`), clipped for showing.
+    Sampling {
+        messages: Vec<SamplingLine>,
+        /// Messages past the shown ones (`crate::sampling::MAX_LINES`).
+        #[serde(default)]
+        more_messages: u32,
+        #[serde(default)]
+        system_prompt: Option<String>,
+        #[ts(type = "number")]
+        max_tokens: u64,
+        /// `thisServer` / `allServers` ask the agent to add context from its sessions.
+        #[serde(default)]
+        include_context: Option<String>,
+        /// The tools the server offers the model (2025-11-25), by name.
+        #[serde(default)]
+        tools: Vec<String>,
+    },
+}
+
+/// One message of a sampling request, in words: its role and its content as text (pictures,
+/// sound and tool use described, not shown).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplingLine {
+    pub role: String,
+    pub text: String,
 }
 
 /// One question to the person, as the UI and the audit log see it.

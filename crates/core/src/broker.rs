@@ -304,6 +304,12 @@ impl Broker {
                             message: "a tool call is allowed without content".into(),
                         });
                     }
+                    (AskKind::Sampling { .. }, None) => Outcome::Accepted { content: None },
+                    (AskKind::Sampling { .. }, Some(_)) => {
+                        return Err(AnswerError::Malformed {
+                            message: "a sampling request is allowed without content".into(),
+                        });
+                    }
                 }
             }
         };

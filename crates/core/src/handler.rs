@@ -174,7 +174,7 @@ impl Elicitor {
 
 /// A server over its limit of waiting questions gets -32603 (the client cannot take the request
 /// now) with the limit in words and in `data.limit`; the broker has recorded the refusal.
-fn too_many_open(error: OpenError) -> McpError {
+pub(crate) fn too_many_open(error: OpenError) -> McpError {
     let data = match &error {
         OpenError::TooManyOpen { limit, .. } => serde_json::json!({"limit": limit}),
     };
@@ -300,6 +300,17 @@ impl ClientHandler for Handler {
         Ok(CustomResult::new(result))
     }
 
+    /// Through the gateway, to an agent that offers it, once the person allowed it; else
+    /// refused with the reason (`crate::sampling`).
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, McpError> {
+        crate::sampling::create_message(self, params, context).await
+    }
+
     /// Roots are a claim about the person's files: Countersign makes none of its own, and
     /// passes on only an agent's (gateway sessions of agents that declared roots).
     #[allow(deprecated)]
@@ -347,6 +358,10 @@ pub trait Relay: Send + Sync + 'static {
     ) -> Option<futures::future::BoxFuture<'static, Result<ListRootsResult, String>>> {
         None
     }
+    /// Passes a sampling request to the agent, when it declared sampling; `None` otherwise.
+    fn agent_sampler(&self) -> Option<crate::sampling::Sampler> {
+        None
+    }
 }
 
 /// Why a server withdrew a question: its own reason, unless a caller's cancellation fired
@@ -368,7 +383,7 @@ pub struct Tap {
     broker: Broker,
     /// Fires when the transport stops delivering messages (process gone, stream closed).
     pub closed: CancellationToken,
-    relay: Option<Arc<dyn Relay>>,
+    pub(crate) relay: Option<Arc<dyn Relay>>,
     /// Fires per `elicitationId` when the server reports that URL question complete.
     completions: Mutex<HashMap<String, CancellationToken>>,
     /// Where progress for the app's own calls goes, by progress token.
@@ -549,7 +564,12 @@ impl Tap {
         }
     }
 
-    fn link(&self, id: &RequestId, ask: AskId, agent: Vec<(CancellationToken, CancelReason)>) {
+    pub(crate) fn link(
+        &self,
+        id: &RequestId,
+        ask: AskId,
+        agent: Vec<(CancellationToken, CancelReason)>,
+    ) {
         let cancelled_already = {
             let mut slots = self.slots();
             match slots.get(id) {
@@ -567,7 +587,7 @@ impl Tap {
         }
     }
 
-    fn unlink(&self, id: &RequestId) {
+    pub(crate) fn unlink(&self, id: &RequestId) {
         self.slots().remove(id);
     }
 }

@@ -29,6 +29,7 @@ pub mod oauth;
 pub mod private_fs;
 pub mod raw;
 pub mod schema;
+pub mod sampling;
 pub mod session;
 pub mod settings;
 pub mod url_policy;

@@ -212,6 +212,16 @@ pub fn headline(ask: &Ask) -> String {
             };
             (call.as_str(), None)
         }
+        AskKind::Sampling { .. } => {
+            call = match &ask.asker.agent {
+                Some(agent) => format!(
+                    "{} wants {agent}'s model to write a reply",
+                    ask.asker.server
+                ),
+                None => format!("{} wants a model to write a reply", ask.asker.server),
+            };
+            (call.as_str(), None)
+        }
     };
     let first = message
         .lines()

@@ -2071,6 +2071,146 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
     let _ = plain.cancel().await;
 }
 
+/// A server's sampling request reaches an agent that offers sampling only once the person has
+/// allowed it, in a dialog that shows the message, the system prompt, the token limit and the
+/// context asked for; denied, the server is told so (-1) and the agent is never asked. To an
+/// agent that offers none the request is refused in words, recorded, and nobody is asked.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_reaches_the_agent_only_when_the_person_allows_it() {
+    #[derive(Clone, Default)]
+    struct ModelAgent {
+        asked: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    }
+    #[allow(deprecated)]
+    impl rmcp::ClientHandler for ModelAgent {
+        async fn create_message(
+            &self,
+            params: rmcp::model::CreateMessageRequestParams,
+            _context: rmcp::service::RequestContext<RoleClient>,
+        ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+            self.asked
+                .lock()
+                .unwrap()
+                .push(serde_json::to_value(&params).unwrap());
+            Ok(serde_json::from_value(json!({
+                "role": "assistant",
+                "content": {"type": "text", "text": "four"},
+                "model": "agent-model",
+                "stopReason": "endTurn"
+            }))
+            .unwrap())
+        }
+        fn get_info(&self) -> ClientConfig {
+            let mut config = ClientConfig::default();
+            config.protocol_version = ProtocolVersion::V_2025_11_25;
+            config.capabilities.sampling = Some(Default::default());
+            config
+        }
+    }
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy.insert("ask_model".into(), ToolRule::Allow);
+    let dir = scratch("sampling");
+    let mut rig = rig_in(dir.clone(), vec![ts]).await;
+    let agent = ModelAgent::default();
+    let asked = agent.asked.clone();
+    let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url("ts"));
+    transport.auth_header = Some(rig.gateway.token().to_owned());
+    let modelled = serve_client_with_lifecycle(
+        agent,
+        StreamableHttpClientTransport::from_config(transport),
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("agent handshake");
+    let ask_model = |prompt: &str| {
+        let peer = modelled.peer().clone();
+        let mut params = CallToolRequestParams::new("ask_model");
+        params.arguments = json!({"prompt": prompt}).as_object().cloned();
+        tokio::spawn(async move { peer.call_tool(params).await })
+    };
+
+    // Allowed: the agent's model answers the server.
+    let pending = ask_model("What is 2+2?");
+    let ask = rig.next_ask().await;
+    let AskKind::Sampling {
+        messages,
+        system_prompt,
+        max_tokens,
+        include_context,
+        ..
+    } = &ask.kind
+    else {
+        panic!("a sampling question, got {:?}", ask.kind);
+    };
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0].role, "user");
+    assert_eq!(messages[0].text, "What is 2+2?");
+    assert_eq!(system_prompt.as_deref(), Some("You are a terse assistant."));
+    assert_eq!(*max_tokens, 64);
+    assert_eq!(include_context.as_deref(), Some("thisServer"));
+    assert_eq!(ask.asker.server, "ts");
+    assert!(
+        asked.lock().unwrap().is_empty(),
+        "the agent is not asked before the person allows"
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let result = tokio::time::timeout(WAIT, pending)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    assert!(text(&result).contains("four"), "{}", text(&result));
+    assert!(text(&result).contains("agent-model"), "{}", text(&result));
+    {
+        let asked = asked.lock().unwrap();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0]["messages"][0]["content"]["text"], "What is 2+2?");
+        assert_eq!(asked[0]["maxTokens"], 64);
+    }
+
+    // Denied: the server hears the person's no, and the agent hears nothing.
+    let pending = ask_model("Delete everything?");
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let result = tokio::time::timeout(WAIT, pending)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(text(&result).contains("\"code\":-1"), "{}", text(&result));
+    assert!(
+        text(&result).contains("the person declined the sampling request"),
+        "{}",
+        text(&result)
+    );
+    assert_eq!(asked.lock().unwrap().len(), 1, "the agent was not asked");
+    let _ = modelled.cancel().await;
+
+    // An agent without sampling: refused with the reason, nobody asked.
+    let plain = rig.agent("ts", "plain-agent", false).await;
+    let result = call(&plain, "ask_model", json!({"prompt": "Anyone there?"})).await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(text(&result).contains("-32601"), "{}", text(&result));
+    assert!(
+        text(&result).contains("the agent it serves offers none"),
+        "{}",
+        text(&result)
+    );
+    assert!(rig.broker.pending().is_empty());
+    let log = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("offers none") && l.contains("Anyone there?")),
+        "{log}"
+    );
+    let _ = plain.cancel().await;
+    rig.gateway.shutdown().await;
+}
+
 /// Through the gateway too, a multi round-trip question is judged as the server sent it: a
 /// `pattern` schema (which rmcp's typed model drops) ends the agent's call in words, recorded,
 /// with nothing shown to the person.

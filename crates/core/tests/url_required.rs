@@ -186,6 +186,31 @@ async fn a_servers_roots_request_is_refused_not_answered_empty() {
     h.shutdown().await;
 }
 
+/// A server's `sampling/createMessage` in the app's own sessions is refused (-32601) with the
+/// reason, recorded, and nobody is asked: Countersign has no model of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_servers_sampling_request_is_refused_with_a_reason_in_the_apps_sessions() {
+    let h = ts("sampling-refused").await;
+    let mut person = Person::new(&h.broker);
+    let reply = h
+        .call("ts", "ask_model", json!({"prompt": "What is 2+2?"}))
+        .await;
+    let text = reply.all_text();
+    assert!(text.contains("-32601"), "{text}");
+    assert!(
+        text.contains("Countersign's own sessions do not offer"),
+        "{text}"
+    );
+    assert!(person.drain().is_empty(), "nobody was asked");
+    let log = std::fs::read_to_string(&h.audit_path).unwrap();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("refused") && l.contains("sampling") && l.contains("What is 2+2?")),
+        "{log}"
+    );
+    h.shutdown().await;
+}
+
 /// A URL question the person opened: when the server reports it finished, the person is told
 /// (an event for the window), naming the server and the host.
 #[tokio::test(flavor = "multi_thread")]

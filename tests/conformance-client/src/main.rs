@@ -172,14 +172,14 @@ async fn drive(sessions: &SessionManager, scenario: &str) -> Result<(), String> 
 }
 
 /// The test person: Submit on every form exactly as pre-filled; consent to every URL; allow
-/// a tool call once (none come here: this client has no gateway).
+/// a tool call or a sampling request once (none come here: this client has no gateway).
 async fn press_submit_on_defaults(broker: Broker) {
     let mut events = broker.subscribe();
     while let Ok(event) = events.recv().await {
         if let AskEvent::Added { ask } = event {
             let content = match &ask.kind {
                 AskKind::Form { schema, .. } => Some(countersign_core::schema::defaults(schema)),
-                AskKind::Url { .. } | AskKind::ToolCall { .. } => None,
+                AskKind::Url { .. } | AskKind::ToolCall { .. } | AskKind::Sampling { .. } => None,
             };
             if let Err(e) = broker.answer(ask.id, Answer::Accept { content }) {
                 eprintln!("conformance-client: answer refused: {e}");

@@ -463,10 +463,11 @@ export class AskDesk implements AskViewHost {
 
 /** The person's own answer, confirmed. */
 function ownText(outcome: Outcome, kind: Ask["kind"]): string {
-  const call = kind === "toolCall";
+  const call = kind === "toolCall" || kind === "sampling";
   switch (outcome.outcome) {
     case "accepted":
-      return call ? "Allowed once." : kind === "url" ? "Opened in your browser." : "Sent.";
+      return kind === "toolCall" ? "Allowed once." : kind === "sampling" ? "Allowed: sent to the agent."
+        : kind === "url" ? "Opened in your browser." : "Sent.";
     case "alwaysAllowed":
       return "Always allowed (revocable in Settings).";
     case "remembered":
@@ -484,13 +485,13 @@ function withdrawnText(outcome: Outcome, kind: Ask["kind"]): string {
   const call = kind === "toolCall";
   switch (outcome.outcome) {
     case "accepted":
-      return call ? "This call was allowed." : "This question was answered.";
+      return call ? "This call was allowed." : kind === "sampling" ? "This request was allowed." : "This question was answered.";
     case "alwaysAllowed":
       return "This call was allowed (Always allow).";
     case "remembered":
       return outcome.decision.allow ? "This call was allowed (remembered)." : "This call was denied (remembered).";
     case "declined":
-      return call ? "This call was denied." : "This question was declined.";
+      return call ? "This call was denied." : kind === "sampling" ? "This request was denied." : "This question was declined.";
     case "cancelled":
       return reasonText(outcome.reason);
   }

@@ -1,6 +1,7 @@
 //! One ask as the person sees it inside the dialog: who asks (server, how it is reached, for
 //! which agent), the message, and either the form (Submit / Decline), the URL to open
-//! (Open / Decline), or a tool call to approve (Allow once / Always allow / Deny / Remember…, toolcall.ts).
+//! (Open / Decline), a tool call to approve (Allow once / Always allow / Deny / Remember…, toolcall.ts),
+//! or a server's request for the agent's model (Allow / Deny, sampling.ts).
 //! A view only gathers the person's choice and hands it to the desk; it never talks to the
 //! backend itself. Its accept buttons work only while the desk has armed it (arming.ts) and the
 //! press behind them is one the desk permits; they look and read as disabled otherwise.
@@ -14,6 +15,7 @@ import { el, append, replace, uid } from "../dom";
 import { deadlineTime, endpointPhrase } from "../format";
 import { clippedText, inlineText, shortText } from "../untrusted";
 import { buildField, type FieldControl } from "./fields";
+import { samplingPanel } from "./sampling";
 import { toolCallPanel } from "./toolcall";
 import { isWebAddress, warningText } from "./url";
 
@@ -76,6 +78,20 @@ export class AskView {
       this.refreshAccept();
       return;
     }
+    if (ask.kind === "sampling") {
+      const panel = samplingPanel(ask, {
+        summaryId: this.messageId,
+        errors: this.formErrors,
+        send: (answer) => this.send(answer),
+        accept: (event, answer) => this.accept(event, answer),
+      });
+      this.buttons.push(...panel.buttons);
+      this.acceptButtons.push(...panel.acceptButtons);
+      this.initialFocus = panel.initialFocus;
+      append(this.root, panel.root);
+      this.refreshAccept();
+      return;
+    }
     append(this.root, clippedText(ask.message, {
       id: this.messageId, chars: 600, lines: 10, class: "ask-message",
     }));
@@ -88,6 +104,7 @@ export class AskView {
     const ask = this.ask;
     const what = ask.kind === "url" ? "open a page"
       : ask.kind === "toolCall" ? `run ${ask.tool}`
+      : ask.kind === "sampling" ? "ask the agent's model"
       : ask.message;
     return `${shortText(ask.asker.server, 40)}: ${shortText(what || "a question", 60)}`;
   }
@@ -184,7 +201,9 @@ export class AskView {
       attrs: {
         type: "button",
         "aria-label": "Close",
-        title: call ? "Close (Escape): denies the call" : "Close (Escape): cancels the question",
+        title: call ? "Close (Escape): denies the call"
+          : this.ask.kind === "sampling" ? "Close (Escape): denies the request"
+          : "Close (Escape): cancels the question",
       },
       on: { click: () => this.cancel() },
     }, "×");

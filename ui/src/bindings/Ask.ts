@@ -2,6 +2,7 @@
 import type { Asker } from "./Asker";
 import type { DefinitionChange } from "./DefinitionChange";
 import type { FormSchema } from "./FormSchema";
+import type { SamplingLine } from "./SamplingLine";
 import type { UrlWarning } from "./UrlWarning";
 import type { JsonValue } from "./serde_json/JsonValue";
 
@@ -49,4 +50,16 @@ changed: Array<DefinitionChange>,
  * The tool takes a boolean `dryRun`: the person can have the same call made with
  * `dryRun: true` and see its result before deciding.
  */
-preview: boolean, });
+preview: boolean, } | { "kind": "sampling", messages: Array<SamplingLine>, 
+/**
+ * Messages past the shown ones (`crate::sampling::MAX_LINES`).
+ */
+moreMessages: number, systemPrompt: string | null, maxTokens: number, 
+/**
+ * `thisServer` / `allServers` ask the agent to add context from its sessions.
+ */
+includeContext: string | null, 
+/**
+ * The tools the server offers the model (2025-11-25), by name.
+ */
+tools: Array<string>, });

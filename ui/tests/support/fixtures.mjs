@@ -66,6 +66,27 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
   };
 }
 
+/** A server's sampling request through the gateway: it wants the agent's model to reply. */
+export function samplingAsk({ id, server = "research", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
+  messages = [{ role: "user", text: "Summarise the open tickets." }], moreMessages = 0, systemPrompt = "You are a terse assistant.",
+  maxTokens = 200, includeContext = "thisServer", tools = [], deadlineMs = null } = {}) {
+  nextId += 1;
+  return {
+    id: id ?? nextId,
+    asker: { server, endpoint, agent, declared },
+    request: { messages: [], maxTokens },
+    receivedAtMs: Date.now() + nextId,
+    deadlineMs,
+    kind: "sampling",
+    messages,
+    moreMessages,
+    systemPrompt,
+    maxTokens,
+    includeContext,
+    tools,
+  };
+}
+
 /** The choice "Always allow" sends: allow, always, any arguments. */
 export const ALWAYS_ALLOW = { action: "remember", decision: { allow: true, lasting: { kind: "always" }, covering: { kind: "anyArguments" } } };
 

@@ -156,6 +156,22 @@ impl Relay for AgentRelay {
         }))
     }
 
+    fn agent_sampler(&self) -> Option<crate::sampling::Sampler> {
+        let agent = lock(&self.agent).clone()?;
+        agent.peer_info()?.capabilities.sampling.as_ref()?;
+        Some(Box::new(move |params| {
+            Box::pin(async move {
+                agent.create_message(params).await.map_err(|e| match e {
+                    rmcp::ServiceError::McpError(e) => e,
+                    other => McpError::internal_error(
+                        format!("the agent did not answer the sampling request: {other}"),
+                        None,
+                    ),
+                })
+            })
+        }))
+    }
+
     fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)> {
         let mut calls = lock(&self.calls);
         if calls.is_empty() {
@@ -478,6 +494,7 @@ impl ServerHandler for Forwarder {
         // rmcp learns the client's info from this very request, after this handler.
         who.declared = Some(request.client_info.name.clone());
         who.roots = request.capabilities.roots.is_some();
+        who.sampling = request.capabilities.sampling.clone();
         let up = Upstream::connect(&self.shared, &config, &who)
             .await
             .map_err(|reason| unreachable_error(&self.server, &reason))?;

@@ -446,21 +446,26 @@ pub(super) struct Who {
     pub(super) declared: Option<String>,
     /// The agent offers roots: its upstream session declares them, and passes its on.
     pub(super) roots: bool,
+    /// The agent offers sampling (as declared): its upstream session declares the same, and
+    /// passes the server's requests on once the person allowed each.
+    pub(super) sampling: Option<rmcp::model::SamplingCapability>,
 }
 
 impl Who {
     pub(super) fn of(ctx: &RequestContext<RoleServer>) -> Who {
         let declared = ctx.client_info().map(|i| i.name);
-        let roots = ctx
-            .peer
-            .peer_info()
+        let info = ctx.peer.peer_info();
+        let roots = info
+            .as_ref()
             .is_some_and(|i| i.capabilities.roots.is_some());
+        let sampling = info.and_then(|i| i.capabilities.sampling.clone());
         match crate::gateway::agents::token_agent(ctx) {
             Some(agent) => Who {
                 id: agent.id,
                 name: agent.name,
                 declared,
                 roots,
+                sampling,
             },
             // Only requests through the guard reach the forwarder; without its mark, the
             // agent is nobody in particular and nothing remembered applies to it.
@@ -469,6 +474,7 @@ impl Who {
                 name: UNNAMED_AGENT.to_owned(),
                 declared,
                 roots,
+                sampling,
             },
         }
     }

@@ -150,6 +150,7 @@ impl Upstream {
                 if who.roots {
                     config.capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
                 }
+                config.capabilities.sampling = who.sampling.clone();
                 config
             },
         };

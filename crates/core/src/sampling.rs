@@ -1,0 +1,259 @@
+//! A server's `sampling/createMessage`: it wants a model to write a reply.
+//!
+//! Countersign has no model of its own. Through the gateway, an agent that declared sampling has
+//! one: its upstream session declares the same capability, and each request goes to the agent
+//! only after the person allowed it in a dialog that shows the messages, the system prompt, the
+//! token limit and what context and tools it asks for (the human in the loop the spec asks for).
+//! Everywhere else the request is refused with a reason, and recorded.
+//!
+//! The 2026-07-28 revision deprecates sampling (SEP-2577), and rmcp marks its types so; servers
+//! speaking 2025-11-25 still send it, so it is handled until they stop.
+#![allow(deprecated)]
+
+use futures::future::BoxFuture;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ErrorCode};
+use rmcp::service::{RequestContext, RoleClient};
+use serde_json::Value;
+
+use crate::ask::{AskKind, CancelReason, Outcome, SamplingLine};
+use crate::broker::NewAsk;
+use crate::handler::Handler;
+
+/// Messages shown, at most; the rest are counted.
+pub const MAX_LINES: usize = 100;
+/// Characters shown of one message or of the system prompt, at most.
+pub const MAX_TEXT: usize = 16 * 1024;
+
+/// The error code the spec gives for a sampling request the person rejected.
+const USER_REJECTED: ErrorCode = ErrorCode(-1);
+
+/// Hands a sampling request to the agent and brings back its answer.
+pub type Sampler = Box<
+    dyn FnOnce(
+            CreateMessageRequestParams,
+        ) -> BoxFuture<'static, Result<CreateMessageResult, McpError>>
+        + Send,
+>;
+
+/// Answers the server's `sampling/createMessage` on `handler`'s session.
+pub(crate) async fn create_message(
+    handler: &Handler,
+    params: CreateMessageRequestParams,
+    context: RequestContext<RoleClient>,
+) -> Result<CreateMessageResult, McpError> {
+    let elicitor = &handler.elicitor;
+    let server = elicitor.asker.server.as_str();
+    let raw = serde_json::to_value(&params).unwrap_or(Value::Null);
+    let refuse = |reason: &str| {
+        // Refused either way; a failure to record it is logged by the log.
+        let _ = elicitor.broker.audit().record_refused(server, reason, &raw);
+    };
+    let relay = handler.tap.relay.as_ref();
+    let Some(sampler) = relay.and_then(|r| r.agent_sampler()) else {
+        let reason = match relay {
+            Some(_) => "the server asked for sampling, but the agent it serves offers none",
+            None => "the server asked for sampling, which Countersign's own sessions do not offer",
+        };
+        refuse(reason);
+        return Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("Countersign refused: {reason}"),
+            None,
+        ));
+    };
+    let kind = match describe(&raw) {
+        Ok(kind) => kind,
+        Err(reason) => {
+            refuse(&reason);
+            return Err(McpError::invalid_params(reason, None));
+        }
+    };
+    // Withdrawn when the agent cancels the call it belongs to, or the server its request.
+    let agent = relay.map(|r| r.agent_cancel()).unwrap_or_default();
+    let mut withdraw = agent.clone();
+    withdraw.push((context.ct.clone(), CancelReason::Server));
+    let pending = elicitor
+        .broker
+        .open(NewAsk {
+            asker: elicitor.asker.clone(),
+            kind,
+            request: raw,
+            timeout: Some(elicitor.answer_timeout),
+            session: elicitor.session,
+        })
+        .map_err(crate::handler::too_many_open)?;
+    handler.tap.link(&context.id, pending.id(), agent);
+    let outcome = pending.outcome_or_withdraw(&withdraw).await;
+    handler.tap.unlink(&context.id);
+    let refused = match outcome {
+        Outcome::Accepted { .. } => None,
+        Outcome::Declined => Some("the person declined the sampling request"),
+        Outcome::Cancelled { reason } => Some(match reason {
+            CancelReason::Timeout => "nobody answered the sampling request in time",
+            CancelReason::Person => "the person cancelled the sampling request",
+            _ => "the sampling request was withdrawn before the person allowed it",
+        }),
+        _ => Some("the person did not allow the sampling request"),
+    };
+    if let Some(words) = refused {
+        return Err(McpError::new(USER_REJECTED, words.to_owned(), None));
+    }
+    tokio::select! {
+        result = sampler(params) => result,
+        _ = context.ct.cancelled() => Err(McpError::internal_error(
+            "the server withdrew its sampling request",
+            None,
+        )),
+    }
+}
+
+/// The request in words for the dialog: every message's role and content as text, clipped.
+pub fn describe(params: &Value) -> Result<AskKind, String> {
+    let messages = params
+        .get("messages")
+        .and_then(Value::as_array)
+        .ok_or("a sampling request needs \"messages\"")?;
+    let max_tokens = params
+        .get("maxTokens")
+        .and_then(Value::as_u64)
+        .ok_or("a sampling request needs a whole \"maxTokens\"")?;
+    let lines = messages
+        .iter()
+        .take(MAX_LINES)
+        .map(|m| SamplingLine {
+            role: m
+                .get("role")
+                .and_then(Value::as_str)
+                .map_or_else(|| "?".to_owned(), |r| clip(r, 40)),
+            text: clip(&content_text(m.get("content")), MAX_TEXT),
+        })
+        .collect();
+    let text = |key: &str| params.get(key).and_then(Value::as_str).map(str::to_owned);
+    Ok(AskKind::Sampling {
+        messages: lines,
+        more_messages: u32::try_from(messages.len().saturating_sub(MAX_LINES)).unwrap_or(u32::MAX),
+        system_prompt: text("systemPrompt").map(|s| clip(&s, MAX_TEXT)),
+        max_tokens,
+        include_context: text("includeContext").map(|s| clip(&s, 40)),
+        tools: params
+            .get("tools")
+            .and_then(Value::as_array)
+            .map(|tools| {
+                tools
+                    .iter()
+                    .take(MAX_LINES)
+                    .filter_map(|t| t.get("name").and_then(Value::as_str))
+                    .map(|n| clip(n, 200))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
+}
+
+/// A message's content (one block or a list of them) as text: text as written, the rest
+/// described.
+fn content_text(content: Option<&Value>) -> String {
+    let block = |b: &Value| -> String {
+        let field = |k: &str| b.get(k).and_then(Value::as_str).unwrap_or("");
+        match field("type") {
+            "text" => field("text").to_owned(),
+            "image" => format!("[a picture, {}]", field("mimeType")),
+            "audio" => format!("[a recording, {}]", field("mimeType")),
+            "tool_use" => format!(
+                "[the model calls the tool {} with {}]",
+                field("name"),
+                b.get("input").map(Value::to_string).unwrap_or_default()
+            ),
+            "tool_result" => format!("[a tool's result: {}]", content_text(b.get("content"))),
+            other => format!("[content of type {other:?}]"),
+        }
+    };
+    match content {
+        Some(Value::Array(blocks)) => blocks.iter().map(block).collect::<Vec<_>>().join("\n"),
+        Some(b) => block(b),
+        None => String::new(),
+    }
+}
+
+/// At most `max` characters of `text`, saying how many more there were.
+fn clip(text: &str, max: usize) -> String {
+    let count = text.chars().count();
+    if count <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max).collect();
+    out.push_str(&format!("… ({} more characters)", count - max));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_request_is_put_in_words_with_its_limits() {
+        let kind = describe(&json!({
+            "messages": [
+                {"role": "user", "content": {"type": "text", "text": "What is <b>2+2</b>?"}},
+                {"role": "assistant", "content": [
+                    {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                    {"type": "tool_use", "id": "1", "name": "calc", "input": {"x": 1}}
+                ]}
+            ],
+            "systemPrompt": "Be brief.",
+            "maxTokens": 100,
+            "includeContext": "allServers",
+            "tools": [{"name": "calc", "inputSchema": {"type": "object"}}]
+        }))
+        .unwrap();
+        let AskKind::Sampling {
+            messages,
+            more_messages,
+            system_prompt,
+            max_tokens,
+            include_context,
+            tools,
+        } = kind
+        else {
+            panic!("not a sampling ask");
+        };
+        assert_eq!(messages[0].role, "user");
+        assert_eq!(messages[0].text, "What is <b>2+2</b>?");
+        assert_eq!(
+            messages[1].text,
+            "[a picture, image/png]\n[the model calls the tool calc with {\"x\":1}]"
+        );
+        assert_eq!(more_messages, 0);
+        assert_eq!(system_prompt.as_deref(), Some("Be brief."));
+        assert_eq!(max_tokens, 100);
+        assert_eq!(include_context.as_deref(), Some("allServers"));
+        assert_eq!(tools, ["calc"]);
+    }
+
+    #[test]
+    fn long_requests_are_clipped_and_counted() {
+        let long = "x".repeat(MAX_TEXT + 5);
+        let messages: Vec<Value> = (0..MAX_LINES + 3)
+            .map(|_| json!({"role": "user", "content": {"type": "text", "text": long}}))
+            .collect();
+        let AskKind::Sampling {
+            messages,
+            more_messages,
+            ..
+        } = describe(&json!({"messages": messages, "maxTokens": 1})).unwrap()
+        else {
+            panic!("not a sampling ask");
+        };
+        assert_eq!(messages.len(), MAX_LINES);
+        assert_eq!(more_messages, 3);
+        assert!(messages[0].text.ends_with("… (5 more characters)"));
+    }
+
+    #[test]
+    fn a_request_without_messages_or_limit_is_refused() {
+        assert!(describe(&json!({"maxTokens": 5})).is_err());
+        assert!(describe(&json!({"messages": []})).is_err());
+    }
+}
