@@ -8,7 +8,7 @@
 //! handler takes them. Gateway sessions also keep the raw results of their own requests, so
 //! what rmcp cannot model still reaches the agent (`gateway::faithful`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -34,6 +34,13 @@ const MAX_LINE: usize = 4 * 1024 * 1024;
 const METHOD: &[u8] = b"elicitation/create";
 const RESULT: &[u8] = b"\"result\"";
 const INPUT_REQUESTS: &[u8] = b"inputRequests";
+/// In results about tasks (2025-11-25): a created task, `tasks/get`, and `tasks/result`'s
+/// related-task mark.
+const TASK_ID: &[u8] = b"taskId";
+/// In a `tools/list` result whose tools say how they run as tasks.
+const TASK_SUPPORT: &[u8] = b"taskSupport";
+/// Tool names remembered as needing task execution, per session, at most.
+const MAX_TASK_TOOLS: usize = 1024;
 
 /// Raw params of `elicitation/create` requests, by request id; for gateway sessions also
 /// the raw results of responses, so a forwarded result keeps what rmcp cannot model.
@@ -41,8 +48,11 @@ const INPUT_REQUESTS: &[u8] = b"inputRequests";
 pub struct RawRequests {
     inner: Kept,
     results: Option<Kept>,
-    /// Keep only results that ask for input (`inputRequests`).
+    /// Keep only results that ask for input (`inputRequests`) or are about tasks.
     only_input: bool,
+    /// Tools the server listed with `execution.taskSupport: "required"`; rmcp's typed `Tool`
+    /// drops `execution`, so it is read here.
+    task_tools: Mutex<HashSet<String>>,
 }
 
 impl RawRequests {
@@ -59,7 +69,8 @@ impl RawRequests {
     }
 
     /// Also keeps the raw `result` of responses that ask for input (multi round-trip
-    /// requests), so their questions are judged as sent.
+    /// requests), so their questions are judged as sent, and of those about tasks, which
+    /// rmcp models only in their 2026 form.
     pub fn with_input_results() -> Arc<Self> {
         Arc::new(RawRequests {
             results: Some(Kept::default()),
@@ -71,10 +82,12 @@ impl RawRequests {
     /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params, and
     /// results when asked to.
     pub fn observe(&self, text: &[u8]) {
+        let listed_tasks = self.only_input && contains(text, TASK_SUPPORT);
         let wanted = contains(text, METHOD)
+            || listed_tasks
             || (self.results.is_some()
                 && contains(text, RESULT)
-                && (!self.only_input || contains(text, INPUT_REQUESTS)));
+                && (!self.only_input || contains(text, INPUT_REQUESTS) || contains(text, TASK_ID)));
         if !wanted {
             return;
         }
@@ -98,7 +111,10 @@ impl RawRequests {
         if let Some(results) = &self.results
             && let Some(result) = message.remove("result")
         {
-            if !self.only_input || result.get("inputRequests").is_some() {
+            if self.only_input {
+                self.note_task_tools(&result);
+            }
+            if !self.only_input || result.get("inputRequests").is_some() || about_task(&result) {
                 remember(results, id, result, size);
             }
             return;
@@ -108,6 +124,37 @@ impl RawRequests {
         }
         let params = message.remove("params").unwrap_or(Value::Null);
         remember(&self.inner, id, params, size);
+    }
+
+    /// Remembers the tools a `tools/list` result says must run as tasks.
+    fn note_task_tools(&self, result: &Value) {
+        let Some(tools) = result.get("tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut known = self.task_tools.lock().unwrap_or_else(|e| e.into_inner());
+        for tool in tools {
+            let Some(name) = tool.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let support = tool
+                .pointer("/execution/taskSupport")
+                .and_then(Value::as_str);
+            if support == Some("required") {
+                if known.len() < MAX_TASK_TOOLS {
+                    known.insert(name.to_owned());
+                }
+            } else {
+                known.remove(name);
+            }
+        }
+    }
+
+    /// Whether the server listed `tool` as one that must run as a task.
+    pub fn requires_task(&self, tool: &str) -> bool {
+        self.task_tools
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(tool)
     }
 
     /// The params of request `id` as received, once.
@@ -164,6 +211,17 @@ fn take(kept: &Kept, id: &RequestId) -> Option<Value> {
     kept.bytes -= size;
     kept.order.retain(|o| o != id);
     Some(value)
+}
+
+/// A result about a task: one created, one's status, or one's result (marked related).
+fn about_task(result: &Value) -> bool {
+    result
+        .get("task")
+        .is_some_and(|t| t.get("taskId").is_some())
+        || result.get("taskId").is_some()
+        || result
+            .pointer("/_meta/io.modelcontextprotocol~1related-task")
+            .is_some()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -33,6 +33,7 @@ use crate::raw::{RawRequests, TapHttpClient};
 
 mod call;
 mod sign_in;
+mod task;
 
 pub(crate) use call::answer_input_requests;
 use sign_in::Challenge;

@@ -1,6 +1,6 @@
 //! Calls: a tool call made, its multi round-trip rounds answered (judged from the result as
 //! sent), its URL-required rounds put to the person, its progress passed on, and the server
-//! told when the caller gives up.
+//! told when the caller gives up. A tool that must run as a task is followed in task.rs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -49,8 +49,6 @@ impl SessionManager {
         // The person's think time is part of a call that asks; the request timeout is not
         // meant to cut it short.
         let timeout = entry.config.request_timeout + entry.config.answer_timeout;
-        let mut params = CallToolRequestParams::new(tool.to_owned());
-        params.arguments = arguments;
         let call = live.tap.call_started(cancel.clone());
         // A question the server asks during the call belongs to it (without a request id to
         // tie it to, to every call in flight: cancelling any withdraws it, the safe side).
@@ -58,6 +56,21 @@ impl SessionManager {
             tap: live.tap.clone(),
             call,
         };
+        if live.raw.requires_task(tool) {
+            return self
+                .call_as_task(
+                    &entry,
+                    &live,
+                    tool,
+                    arguments,
+                    &cancel,
+                    progress.as_ref(),
+                    timeout,
+                )
+                .await;
+        }
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
         let mut url_rounds = 0;
         for _round in 0..MAX_INPUT_ROUNDS {
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
