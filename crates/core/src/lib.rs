@@ -32,6 +32,7 @@ pub mod schema;
 pub mod sampling;
 pub mod session;
 pub mod settings;
+pub mod task;
 pub mod url_policy;
 pub mod url_required;
 

@@ -82,7 +82,7 @@ impl RawRequests {
     /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params, and
     /// results when asked to.
     pub fn observe(&self, text: &[u8]) {
-        let listed_tasks = self.only_input && contains(text, TASK_SUPPORT);
+        let listed_tasks = self.results.is_some() && contains(text, TASK_SUPPORT);
         let wanted = contains(text, METHOD)
             || listed_tasks
             || (self.results.is_some()
@@ -111,9 +111,7 @@ impl RawRequests {
         if let Some(results) = &self.results
             && let Some(result) = message.remove("result")
         {
-            if self.only_input {
-                self.note_task_tools(&result);
-            }
+            self.note_task_tools(&result);
             if !self.only_input || result.get("inputRequests").is_some() || about_task(&result) {
                 remember(results, id, result, size);
             }

@@ -2211,6 +2211,55 @@ async fn a_sampling_request_reaches_the_agent_only_when_the_person_allows_it() {
     rig.gateway.shutdown().await;
 }
 
+/// A tool that must run as a task (2025-11-25), called plainly by an agent: the gateway runs
+/// the task on its behalf, the task's question is asked on the desktop, and the agent gets the
+/// task's result as the call's, without the mark that ties it to a task it never asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_tool_is_run_to_its_end_for_an_agent_that_called_it_plainly() {
+    let script = common::peer_path("task-server.mjs");
+    let mut tasks = common::with_test_timeouts(ServerConfig::stdio(
+        "tasks",
+        common::node(),
+        &[script.as_str()],
+    ));
+    tasks
+        .tool_policy
+        .insert("slow_report".into(), ToolRule::Allow);
+    let mut rig = rig("tasks", vec![tasks]).await;
+    let agent = rig.agent("tasks", "plain-agent", false).await;
+    let listed = agent.peer().list_all_tools().await.unwrap();
+    assert!(listed.iter().any(|t| t.name == "slow_report"));
+    let pending = spawn_call(&agent, "slow_report", json!({"topic": "rust"}));
+    let ask = rig.next_ask().await;
+    let AskKind::Form { message, .. } = &ask.kind else {
+        panic!("the task's question, got {:?}", ask.kind);
+    };
+    assert_eq!(message, "Who is the report on rust for?");
+    let mut content = Map::new();
+    content.insert("audience".into(), json!("engineers"));
+    rig.broker
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: Some(content),
+            },
+        )
+        .unwrap();
+    let result = tokio::time::timeout(WAIT, pending)
+        .await
+        .expect("the task ends in time")
+        .unwrap()
+        .expect("the task's result");
+    assert_eq!(text(&result), "report on rust for engineers");
+    assert!(
+        result.meta.is_none(),
+        "no task mark reaches the agent: {:?}",
+        result.meta
+    );
+    let _ = agent.cancel().await;
+    rig.gateway.shutdown().await;
+}
+
 /// Through the gateway too, a multi round-trip question is judged as the server sent it: a
 /// `pattern` schema (which rmcp's typed model drops) ends the agent's call in words, recorded,
 /// with nothing shown to the person.

@@ -4,32 +4,24 @@
 //! to the task, and are asked like any other), shows its status from `tasks/get` as progress,
 //! and on Cancel sends `tasks/cancel`.
 //!
-//! rmcp 3.11 models tasks only in their 2026 form (SEP-2663), so these requests go out as JSON
-//! and their results are read as sent (`RawRequests` keeps results about tasks).
+//! The requests and their reading are shared with the gateway (`crate::task`).
 
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolResult, ClientRequest, CustomRequest, NumberOrString, ProgressNotificationParam,
-    ProgressToken,
+    CallToolResult, ClientRequest, NumberOrString, ProgressNotificationParam, ProgressToken,
 };
 use rmcp::service::PeerRequestOptions;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Entry, Live, SessionError, SessionManager, timeout_error};
 use crate::handler::ProgressSink;
-
-/// How long a task is asked to be kept after it ends (`task.ttl`).
-const TASK_TTL_MS: u64 = 10 * 60 * 1000;
-/// Bounds on the server's suggested `pollInterval`.
-const MIN_POLL: Duration = Duration::from_millis(250);
-const MAX_POLL: Duration = Duration::from_secs(5);
-/// Poll interval when the server suggests none.
-const DEFAULT_POLL: Duration = Duration::from_secs(1);
+use crate::task::{Created, about, call_request};
 
 impl SessionManager {
     /// Runs `tool` as a task to its end: the result, or the task's failure in words.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn call_as_task(
         &self,
         entry: &Entry,
@@ -44,40 +36,27 @@ impl SessionManager {
             server: entry.config.name.clone(),
             message,
         };
-        let params = json!({
-            "name": tool,
-            "arguments": arguments.unwrap_or_default(),
-            "task": {"ttl": TASK_TTL_MS},
-        });
         let created = tokio::select! {
-            r = tokio::time::timeout(timeout, request(live, "tools/call", params)) => match r {
+            r = tokio::time::timeout(timeout, request(live, call_request(tool, arguments))) => match r {
                 Err(_) => return Err(timeout_error(entry)),
                 Ok(r) => r.map_err(|e| self.request_error(entry, e))?,
             },
             _ = cancel.cancelled() => return Err(SessionError::Cancelled),
         };
-        let Some(task) = created.get("task").filter(|t| t.is_object()) else {
-            // A server may run it at once after all: that is its result.
-            return serde_json::from_value(created).map_err(|e| {
-                protocol(format!(
-                    "answered a task call with neither a task nor a result: {e}"
-                ))
-            });
-        };
-        let Some(id) = task
-            .get("taskId")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-        else {
-            return Err(protocol("created a task without a taskId".into()));
-        };
-        let poll = task
-            .get("pollInterval")
-            .and_then(Value::as_u64)
-            .map_or(DEFAULT_POLL, Duration::from_millis)
-            .clamp(MIN_POLL, MAX_POLL);
         let mut reported = Reported::default();
-        reported.show(task, progress);
+        if let Some(task) = Created::task(&created) {
+            reported.show(task, progress);
+        }
+        let (id, poll) = match Created::read(created).map_err(protocol)? {
+            Created::Task { id, poll } => (id, poll),
+            Created::Result(result) => {
+                return serde_json::from_value(result).map_err(|e| {
+                    protocol(format!(
+                        "answered a task call with neither a task nor a result: {e}"
+                    ))
+                });
+            }
+        };
         // Cancelled or given up on from here, the server is told to stop the task.
         let mut guard = CancelTask {
             live: Some((live.peer.clone(), live.raw.clone(), id.clone())),
@@ -85,13 +64,15 @@ impl SessionManager {
         let status = async {
             loop {
                 tokio::time::sleep(poll).await;
-                if let Ok(task) = request(live, "tasks/get", json!({"taskId": id})).await {
+                if let Ok(task) = request(live, about("tasks/get", &id)).await {
                     reported.show(&task, progress);
                 }
             }
         };
+        // `tasks/result` waits for the end; the server's questions meanwhile are requests
+        // related to the task, answered like any other during this call.
         let outcome = tokio::select! {
-            r = request(live, "tasks/result", json!({"taskId": id})) => r,
+            r = request(live, about("tasks/result", &id)) => r,
             _ = status => unreachable!("polling never ends by itself"),
             _ = cancel.cancelled() => return Err(SessionError::Cancelled),
             _ = tokio::time::sleep(timeout) => return Err(timeout_error(entry)),
@@ -104,14 +85,11 @@ impl SessionManager {
     }
 }
 
-/// Sends `method` with `params` as JSON and returns its result as sent.
-async fn request(live: &Live, method: &str, params: Value) -> Result<Value, rmcp::ServiceError> {
+/// Sends `request` and returns its result as sent.
+async fn request(live: &Live, request: ClientRequest) -> Result<Value, rmcp::ServiceError> {
     let handle = live
         .peer
-        .send_request_with_option(
-            ClientRequest::CustomRequest(CustomRequest::new(method, Some(params))),
-            PeerRequestOptions::no_options(),
-        )
+        .send_request_with_option(request, PeerRequestOptions::no_options())
         .await?;
     let id = handle.id.clone();
     let typed = handle.await_response().await?;
@@ -170,10 +148,7 @@ impl Drop for CancelTask {
     fn drop(&mut self) {
         if let Some((peer, raw, id)) = self.live.take() {
             tokio::spawn(async move {
-                let request = ClientRequest::CustomRequest(CustomRequest::new(
-                    "tasks/cancel",
-                    Some(json!({"taskId": id})),
-                ));
+                let request = about("tasks/cancel", &id);
                 if let Ok(handle) = peer
                     .send_request_with_option(request, PeerRequestOptions::no_options())
                     .await
