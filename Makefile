@@ -15,7 +15,7 @@
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop
 
 
 deps:
@@ -74,6 +74,11 @@ conformance:
 
 smoke-peers:
 	bash scripts/smoke-peers.sh
+
+# The interop matrix (peers × revisions × transports, app and gateway), printed as a table.
+# The unit step runs the same test.
+interop:
+	cargo nextest run --workspace -E 'binary(interop)' --no-capture
 
 bench-gateway:
 	bash scripts/bench-gateway.sh

@@ -5,6 +5,7 @@ independent peer.
 Run it with the venv that scripts/install-deps.sh creates:
 
     tests/peers/.venv/bin/python tests/peers/py_elicit_server.py      # stdio
+    tests/peers/.venv/bin/python tests/peers/py_elicit_server.py --http PORT   # Streamable HTTP
 
 Tools:
   ask_profile {prompt?: str}
@@ -71,5 +72,10 @@ def requested_schema() -> str:
 
 
 if __name__ == "__main__":
-    log("ready on stdio")
-    server.run("stdio")
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":
+        # Streamable HTTP on 127.0.0.1:PORT/mcp (the interop matrix).
+        log(f"ready on http://127.0.0.1:{sys.argv[2]}/mcp")
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        log("ready on stdio")
+        server.run("stdio")
