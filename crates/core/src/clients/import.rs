@@ -468,6 +468,52 @@ mod tests {
         assert_eq!(std::fs::read(&cursor).unwrap(), before_cursor);
     }
 
+    /// Gemini CLI's own words: `httpUrl` is imported as Streamable HTTP, its `url` (SSE) is
+    /// skipped with the reason, and its own settings (`trust`, `timeout`, tool filters) are
+    /// not carried into Countersign's config.
+    #[test]
+    fn gemini_entries_are_imported_in_countersigns_words() {
+        let s = setup("import-gemini", r#"{"mcpServers": {}}"#);
+        s.client_file(
+            ClientKind::Gemini,
+            r#"{
+                // user settings
+                "mcpServers": {
+                    "linear": {"httpUrl": "https://mcp.linear.example/mcp", "headers": {"Authorization": "Bearer L"}, "trust": true, "timeout": 5000},
+                    "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"], "includeTools": ["read_file"]},
+                    "old": {"url": "https://old.example/sse"}
+                }
+            }"#,
+        );
+        let preview = s.clients.preview_import(ClientKind::Gemini).unwrap();
+        assert_eq!(by_name(&preview, "linear").status, ImportStatus::New);
+        assert_eq!(
+            by_name(&preview, "linear").transport,
+            "https://mcp.linear.example/mcp"
+        );
+        assert_eq!(by_name(&preview, "fs").status, ImportStatus::New);
+        let old = by_name(&preview, "old");
+        assert_eq!(old.status, ImportStatus::Skipped);
+        assert!(
+            old.note.as_deref().unwrap_or("").contains("SSE"),
+            "{:?}",
+            old.note
+        );
+        s.clients
+            .import(preview.plan, &["linear".into(), "fs".into()])
+            .unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+        assert_eq!(
+            written["mcpServers"]["linear"],
+            json!({"type": "http", "url": "https://mcp.linear.example/mcp", "headers": {"Authorization": "Bearer L"}})
+        );
+        assert_eq!(
+            written["mcpServers"]["fs"],
+            json!({"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"]})
+        );
+    }
+
     #[test]
     fn the_same_server_under_another_name_is_already_there() {
         let s = setup("import-same", OURS);

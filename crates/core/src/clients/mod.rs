@@ -45,21 +45,22 @@ pub enum ClientKind {
     Cursor,
     #[serde(rename = "vscode")]
     VsCode,
-    /// Gemini CLI: a snippet on the Connect page; import and route-through not yet (not in
-    /// [`ClientKind::ALL`], and [`ClientKind::imports`] is false).
+    /// Gemini CLI (`~/.gemini/settings.json`; `httpUrl` is Streamable HTTP, `url` is SSE).
     #[serde(rename = "gemini")]
     Gemini,
-    /// Codex: as Gemini CLI (its config is TOML, `~/.codex/config.toml`).
+    /// Codex: a snippet on the Connect page; import and route-through not yet (its config is
+    /// TOML, `~/.codex/config.toml`; not in [`ClientKind::ALL`], [`ClientKind::imports`] false).
     #[serde(rename = "codex")]
     Codex,
 }
 
 impl ClientKind {
-    pub const ALL: [ClientKind; 4] = [
+    pub const ALL: [ClientKind; 5] = [
         ClientKind::ClaudeDesktop,
         ClientKind::ClaudeCode,
         ClientKind::Cursor,
         ClientKind::VsCode,
+        ClientKind::Gemini,
     ];
 
     pub fn title(self) -> &'static str {
@@ -85,15 +86,16 @@ impl ClientKind {
         }
     }
 
-    /// Whether Countersign can import from and route this host's file (the four in
+    /// Whether Countersign can import from and route this host's file (those in
     /// [`ClientKind::ALL`]); the others get only the Connect page's snippet for now.
     pub fn imports(self) -> bool {
         match self {
             ClientKind::ClaudeDesktop
             | ClientKind::ClaudeCode
             | ClientKind::Cursor
-            | ClientKind::VsCode => true,
-            ClientKind::Gemini | ClientKind::Codex => false,
+            | ClientKind::VsCode
+            | ClientKind::Gemini => true,
+            ClientKind::Codex => false,
         }
     }
 
@@ -118,7 +120,8 @@ impl ClientKind {
             ClientKind::Cursor => Some(EntryShape::Http),
             // `claude mcp add --transport http` writes the type; VS Code needs it.
             ClientKind::ClaudeCode | ClientKind::VsCode => Some(EntryShape::TypedHttp),
-            ClientKind::Gemini | ClientKind::Codex => None,
+            ClientKind::Gemini => Some(EntryShape::GeminiHttp),
+            ClientKind::Codex => None,
         }
     }
 
@@ -361,6 +364,36 @@ fn expired() -> ClientError {
 
 /// How a client's entry would load in Countersign: the server, `None` when it is marked
 /// `disabled`, or why it cannot load.
+/// A host's entry in Countersign's own words, where the host says things its own way: Gemini
+/// CLI's `httpUrl` (Streamable HTTP) becomes `type: http` with `url`, its `url` alone (SSE)
+/// becomes `type: sse` (which Countersign then declines, saying why), and its own settings
+/// (`timeout`, `trust`, tool filters, `description`) are left behind: they mean nothing here,
+/// and Gemini's `trust` (skip its confirmations) is not Countersign's `trusted`.
+pub(crate) fn in_our_words(client: ClientKind, value: serde_json::Value) -> serde_json::Value {
+    let serde_json::Value::Object(mut entry) = value else {
+        return value;
+    };
+    if client != ClientKind::Gemini {
+        return serde_json::Value::Object(entry);
+    }
+    for key in [
+        "timeout",
+        "trust",
+        "includeTools",
+        "excludeTools",
+        "description",
+    ] {
+        entry.remove(key);
+    }
+    if let Some(url) = entry.remove("httpUrl") {
+        entry.insert("type".into(), "http".into());
+        entry.insert("url".into(), url);
+    } else if entry.contains_key("url") && !entry.contains_key("type") {
+        entry.insert("type".into(), "sse".into());
+    }
+    serde_json::Value::Object(entry)
+}
+
 pub(crate) fn as_countersign(
     name: &str,
     value: &serde_json::Value,
@@ -537,7 +570,8 @@ pub(crate) mod tests {
                 "~/.config/Claude/claude_desktop_config.json",
                 "~/.claude.json",
                 "~/.cursor/mcp.json",
-                "~/.config/Code/User/mcp.json"
+                "~/.config/Code/User/mcp.json",
+                "~/.gemini/settings.json"
             ]
         );
     }
@@ -556,7 +590,8 @@ pub(crate) mod tests {
                 (ClientKind::ClaudeDesktop, false),
                 (ClientKind::ClaudeCode, false),
                 (ClientKind::Cursor, true),
-                (ClientKind::VsCode, false)
+                (ClientKind::VsCode, false),
+                (ClientKind::Gemini, false)
             ]
         );
         assert!(overview.rewrites.is_empty());

@@ -118,7 +118,10 @@ pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientF
                     let at = offset_in(&stripped, value);
                     Entry {
                         name,
-                        value: serde_json::from_str(value.get()).unwrap_or(Value::Null),
+                        value: super::in_our_words(
+                            client,
+                            serde_json::from_str(value.get()).unwrap_or(Value::Null),
+                        ),
                         span: at..at + value.get().len(),
                     }
                 })

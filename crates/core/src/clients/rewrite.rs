@@ -601,7 +601,13 @@ mod tests {
                     assert_eq!(servers["desk"], want_http(true, "desk"));
                     assert_eq!(servers["gh"], want_http(true, "github"));
                 }
-                ClientKind::Gemini | ClientKind::Codex => unreachable!("not in ClientKind::ALL"),
+                ClientKind::Gemini => {
+                    // `httpUrl`: Gemini CLI reads a plain `url` as SSE.
+                    let gemini = |server: &str| json!({"httpUrl": format!("http://127.0.0.1:{PORT}/mcp/{server}"), "headers": {"Authorization": "Bearer TOKEN"}});
+                    assert_eq!(servers["desk"], gemini("desk"));
+                    assert_eq!(servers["gh"], gemini("github"));
+                }
+                ClientKind::Codex => unreachable!("not in ClientKind::ALL"),
             }
             assert_eq!(
                 servers["mine"],
@@ -641,8 +647,8 @@ mod tests {
             );
         }
         let recorded = s.clients.rewrites().unwrap();
-        assert_eq!(recorded.len(), 4);
-        assert_eq!(recorded[0].client, ClientKind::VsCode, "newest first");
+        assert_eq!(recorded.len(), ClientKind::ALL.len());
+        assert_eq!(recorded[0].client, ClientKind::Gemini, "newest first");
         assert!(recorded.iter().all(|r| !r.changed_since && r.backup_found));
     }
 
@@ -860,10 +866,46 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     }
 
+    /// Gemini CLI's settings as a person keeps them (comments, its own keys, an SSE server,
+    /// its `httpUrl` entries): routed entries become `httpUrl` ones, everything else stays as
+    /// written, and undo gives back the file byte for byte.
     #[test]
-    fn gemini_and_codex_files_are_refused_not_pretended() {
+    fn gemini_settings_are_routed_in_its_own_words_and_undone_byte_for_byte() {
+        let s = setup("rw-gemini", OURS);
+        let original = "{\n  // Gemini CLI settings\n  \"theme\": \"GitHub\",\n  \"mcpServers\": {\n    \"gh\": {\"httpUrl\": \"https://gh.example/mcp\", \"headers\": {\"Authorization\": \"Bearer gh\"}, \"timeout\": 30000, \"trust\": true},\n    \"desk\": {\"command\": \"desk-mcp\", \"args\": [\"--db\", \"/tmp/d\"], \"includeTools\": [\"list\"]},\n    \"old\": {\"url\": \"https://old.example/sse\"}\n  }\n}\n";
+        let path = s.client_file(ClientKind::Gemini, original);
+        let (preview, result) = rewrite(&s, ClientKind::Gemini);
+        assert_eq!(result.routed, 2);
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            written.starts_with("{\n  // Gemini CLI settings\n  \"theme\": \"GitHub\","),
+            "{written}"
+        );
+        let servers = &read_json(&path)["mcpServers"];
+        assert_eq!(
+            servers["gh"],
+            json!({"httpUrl": format!("http://127.0.0.1:{PORT}/mcp/github"), "headers": {"Authorization": "Bearer TOKEN"}})
+        );
+        assert_eq!(servers["old"], json!({"url": "https://old.example/sse"}));
+        let old = preview
+            .kept
+            .iter()
+            .find(|k| k.name == "old")
+            .expect("the SSE entry is kept");
+        assert!(
+            old.reason.contains("SSE transport is not supported"),
+            "{}",
+            old.reason
+        );
+        let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(undone.path, "~/.gemini/settings.json");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+    }
+
+    #[test]
+    fn codex_files_are_refused_not_pretended() {
         let s = setup("rw-unsupported", OURS);
-        for client in [ClientKind::Gemini, ClientKind::Codex] {
+        for client in [ClientKind::Codex] {
             assert!(!ClientKind::ALL.contains(&client));
             for err in [
                 s.clients.preview_rewrite(client, &route()).unwrap_err(),

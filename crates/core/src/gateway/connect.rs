@@ -85,6 +85,8 @@ pub enum EntryShape {
     /// `{"type": "http", "url", "headers"}` (VS Code; what `claude mcp add --transport http`
     /// writes).
     TypedHttp,
+    /// `{"httpUrl", "headers"}` (Gemini CLI, whose `url` would mean SSE).
+    GeminiHttp,
 }
 
 /// One server's entry in a host's config, reaching it through the gateway at `base_url`.
@@ -105,6 +107,7 @@ pub fn gateway_entry(
         EntryShape::TypedHttp => {
             json!({"type": "http", "url": url, "headers": {"Authorization": bearer}})
         }
+        EntryShape::GeminiHttp => json!({"httpUrl": url, "headers": {"Authorization": bearer}}),
     }
 }
 
