@@ -514,6 +514,43 @@ mod tests {
         );
     }
 
+    /// Codex's TOML: a command and a URL imported in Countersign's words; a token Codex takes
+    /// from a variable is flagged (Countersign fills in no variables); a disabled one skipped.
+    #[test]
+    fn codex_entries_are_imported_from_its_toml() {
+        let s = setup("import-codex", r#"{"mcpServers": {}}"#);
+        s.client_file(
+            ClientKind::Codex,
+            "model = \"o4-mini\"\n\n[mcp_servers.docs]\ncommand = \"npx\"\nargs = [\"-y\", \"docs-mcp\"]\ntool_timeout_sec = 60\n\n[mcp_servers.tracker]\nurl = \"https://tracker.example/mcp\"\nbearer_token_env_var = \"TRACKER_TOKEN\"\n\n[mcp_servers.off]\ncommand = \"off\"\nenabled = false\n",
+        );
+        let preview = s.clients.preview_import(ClientKind::Codex).unwrap();
+        assert_eq!(by_name(&preview, "docs").status, ImportStatus::New);
+        let tracker = by_name(&preview, "tracker");
+        assert_eq!(tracker.status, ImportStatus::New);
+        assert!(
+            tracker
+                .warnings
+                .iter()
+                .any(|w| w.contains("${TRACKER_TOKEN}") && w.contains("Codex fills in")),
+            "{:?}",
+            tracker.warnings
+        );
+        assert_eq!(by_name(&preview, "off").status, ImportStatus::Skipped);
+        s.clients
+            .import(preview.plan, &["docs".into(), "tracker".into()])
+            .unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+        assert_eq!(
+            written["mcpServers"]["docs"],
+            json!({"command": "npx", "args": ["-y", "docs-mcp"]})
+        );
+        assert_eq!(
+            written["mcpServers"]["tracker"],
+            json!({"type": "http", "url": "https://tracker.example/mcp", "headers": {"Authorization": "Bearer ${TRACKER_TOKEN}"}})
+        );
+    }
+
     #[test]
     fn the_same_server_under_another_name_is_already_there() {
         let s = setup("import-same", OURS);

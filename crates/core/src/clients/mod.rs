@@ -1,6 +1,6 @@
-//! The agents' own config files (Claude Desktop, Claude Code, Cursor, VS Code): importing the
-//! MCP servers they list into Countersign's config, and rewriting one so that it reaches those
-//! servers through Countersign's gateway, with a backup and an undo.
+//! The agents' own config files (Claude Desktop, Claude Code, Cursor, VS Code, Gemini CLI,
+//! Codex): importing the MCP servers they list into Countersign's config, and rewriting one so
+//! that it reaches those servers through Countersign's gateway, with a backup and an undo.
 //!
 //! A top-level module rather than part of `gateway`: it is about other programs' files on this
 //! machine, and feeds two things: Countersign's config (import) and the agents' routes through
@@ -13,6 +13,7 @@
 //! up, and atomic. Previews are kept here as plans; the write that follows carries out exactly
 //! the plan the person saw (or refuses, when a file changed in between).
 
+mod codex;
 mod files;
 mod import;
 pub mod jsonc;
@@ -48,19 +49,19 @@ pub enum ClientKind {
     /// Gemini CLI (`~/.gemini/settings.json`; `httpUrl` is Streamable HTTP, `url` is SSE).
     #[serde(rename = "gemini")]
     Gemini,
-    /// Codex: a snippet on the Connect page; import and route-through not yet (its config is
-    /// TOML, `~/.codex/config.toml`; not in [`ClientKind::ALL`], [`ClientKind::imports`] false).
+    /// Codex (`~/.codex/config.toml`, TOML: `codex.rs`).
     #[serde(rename = "codex")]
     Codex,
 }
 
 impl ClientKind {
-    pub const ALL: [ClientKind; 5] = [
+    pub const ALL: [ClientKind; 6] = [
         ClientKind::ClaudeDesktop,
         ClientKind::ClaudeCode,
         ClientKind::Cursor,
         ClientKind::VsCode,
         ClientKind::Gemini,
+        ClientKind::Codex,
     ];
 
     pub fn title(self) -> &'static str {
@@ -86,19 +87,6 @@ impl ClientKind {
         }
     }
 
-    /// Whether Countersign can import from and route this host's file (those in
-    /// [`ClientKind::ALL`]); the others get only the Connect page's snippet for now.
-    pub fn imports(self) -> bool {
-        match self {
-            ClientKind::ClaudeDesktop
-            | ClientKind::ClaudeCode
-            | ClientKind::Cursor
-            | ClientKind::VsCode
-            | ClientKind::Gemini => true,
-            ClientKind::Codex => false,
-        }
-    }
-
     /// The key the servers are under.
     pub fn servers_key(self) -> &'static str {
         match self {
@@ -111,35 +99,26 @@ impl ClientKind {
         }
     }
 
-    /// How this host's file names a server reached through the gateway, for route-through;
-    /// `None` for the hosts whose files are not imported or routed yet.
-    pub fn entry_shape(self) -> Option<crate::gateway::connect::EntryShape> {
+    /// How this host's file names a server reached through the gateway, for route-through.
+    pub fn entry_shape(self) -> crate::gateway::connect::EntryShape {
         use crate::gateway::connect::EntryShape;
         match self {
-            ClientKind::ClaudeDesktop => Some(EntryShape::Bridge),
-            ClientKind::Cursor => Some(EntryShape::Http),
+            ClientKind::ClaudeDesktop => EntryShape::Bridge,
+            ClientKind::Cursor => EntryShape::Http,
             // `claude mcp add --transport http` writes the type; VS Code needs it.
-            ClientKind::ClaudeCode | ClientKind::VsCode => Some(EntryShape::TypedHttp),
-            ClientKind::Gemini => Some(EntryShape::GeminiHttp),
-            ClientKind::Codex => None,
+            ClientKind::ClaudeCode | ClientKind::VsCode => EntryShape::TypedHttp,
+            ClientKind::Gemini => EntryShape::GeminiHttp,
+            ClientKind::Codex => EntryShape::CodexHttp,
         }
-    }
-
-    /// The refusal for a host whose file is not imported or routed (see [`ClientKind::imports`]).
-    pub(crate) fn unsupported(self) -> ClientError {
-        ClientError::Refused(format!(
-            "Importing from {} and routing it through Countersign are not supported yet: \
-             use its snippet on the Connect agents page.",
-            self.title()
-        ))
     }
 }
 
 /// Where each host keeps its user-wide MCP config (Linux): Claude Desktop and VS Code under
-/// the XDG config dir (`~/.config`), Claude Code and Cursor in dot-files in the home dir.
-/// Claude Code's per-project servers (`projects.<path>.mcpServers` in the same file) and
-/// workspace files (`.vscode/mcp.json`, `.cursor/mcp.json` in a project) are not read: only
-/// the user-wide lists, which are what a person means by "my servers".
+/// the XDG config dir (`~/.config`), Claude Code, Cursor, Gemini CLI and Codex in dot-files in
+/// the home dir. Claude Code's per-project servers (`projects.<path>.mcpServers` in the same
+/// file) and workspace files (`.vscode/mcp.json`, `.cursor/mcp.json`, `.gemini/settings.json`
+/// in a project) are not read: only the user-wide lists, which are what a person means by "my
+/// servers".
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Places {
     pub home: PathBuf,
@@ -364,7 +343,8 @@ fn expired() -> ClientError {
 
 /// How a client's entry would load in Countersign: the server, `None` when it is marked
 /// `disabled`, or why it cannot load.
-/// A host's entry in Countersign's own words, where the host says things its own way: Gemini
+/// A host's entry in Countersign's own words, where the host says things its own way (Codex:
+/// see `codex::in_our_words`): Gemini
 /// CLI's `httpUrl` (Streamable HTTP) becomes `type: http` with `url`, its `url` alone (SSE)
 /// becomes `type: sse` (which Countersign then declines, saying why), and its own settings
 /// (`timeout`, `trust`, tool filters, `description`) are left behind: they mean nothing here,
@@ -373,6 +353,9 @@ pub(crate) fn in_our_words(client: ClientKind, value: serde_json::Value) -> serd
     let serde_json::Value::Object(mut entry) = value else {
         return value;
     };
+    if client == ClientKind::Codex {
+        return codex::in_our_words(entry);
+    }
     if client != ClientKind::Gemini {
         return serde_json::Value::Object(entry);
     }
@@ -571,7 +554,8 @@ pub(crate) mod tests {
                 "~/.claude.json",
                 "~/.cursor/mcp.json",
                 "~/.config/Code/User/mcp.json",
-                "~/.gemini/settings.json"
+                "~/.gemini/settings.json",
+                "~/.codex/config.toml"
             ]
         );
     }
@@ -591,7 +575,8 @@ pub(crate) mod tests {
                 (ClientKind::ClaudeCode, false),
                 (ClientKind::Cursor, true),
                 (ClientKind::VsCode, false),
-                (ClientKind::Gemini, false)
+                (ClientKind::Gemini, false),
+                (ClientKind::Codex, false)
             ]
         );
         assert!(overview.rewrites.is_empty());

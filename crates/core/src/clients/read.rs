@@ -64,9 +64,6 @@ pub(crate) fn io_error(path: &str, e: &std::io::Error) -> ClientError {
 
 /// Reads `client`'s file. Missing: `NotFound`; not JSON (with comments): located `Syntax`.
 pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientFile, ClientError> {
-    if !client.imports() {
-        return Err(client.unsupported());
-    }
     let path = places.file(client);
     let shown = places.display(&path);
     let bytes = std::fs::read(&path).map_err(|e| io_error(&shown, &e))?;
@@ -82,6 +79,32 @@ pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientF
             message: "not UTF-8 text".into(),
         }
     })?;
+    if client == ClientKind::Codex {
+        let entries = super::codex::entries(&text).map_err(|(offset, message)| {
+            let (line, column) = position(&text, offset);
+            ClientError::Syntax {
+                path: shown.clone(),
+                line,
+                column,
+                message,
+            }
+        })?;
+        return Ok(ClientFile {
+            path,
+            entries: entries
+                .into_iter()
+                .map(|(name, value)| Entry {
+                    name,
+                    value: super::in_our_words(client, value),
+                    // Rewritten by table (`codex::rewrite`), not by span.
+                    span: 0..0,
+                })
+                .collect(),
+            text,
+            project_servers: 0,
+            has_inputs: false,
+        });
+    }
     let stripped = jsonc::strip(&text);
     let syntax = |offset: usize, message: String| {
         let (line, column) = position(&text, offset);

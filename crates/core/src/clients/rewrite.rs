@@ -195,10 +195,12 @@ impl Clients {
     ) -> Result<RewritePreview, ClientError> {
         let file = read::client_file(&self.places, client)?;
         let ours = OurConfig::read(&self.config_path, &self.places)?;
-        let shape = client.entry_shape().ok_or_else(|| client.unsupported())?;
+        let shape = client.entry_shape();
         let mut changes = Vec::new();
         let mut kept = Vec::new();
         let mut splices: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+        // Codex's TOML tables, replaced whole by name.
+        let mut tables: Vec<(String, Value)> = Vec::new();
         for entry in &file.entries {
             let keep = |reason: String| Skipped {
                 name: entry.name.clone(),
@@ -230,11 +232,15 @@ impl Clients {
                 &route.bridge,
                 ours_name,
             );
-            let old = &file.text[entry.span.clone()];
-            splices.push((
-                entry.span.clone(),
-                render(&value, old, indent_at(&file.text, entry.span.start)),
-            ));
+            if client == ClientKind::Codex {
+                tables.push((entry.name.clone(), value.clone()));
+            } else {
+                let old = &file.text[entry.span.clone()];
+                splices.push((
+                    entry.span.clone(),
+                    render(&value, old, indent_at(&file.text, entry.span.start)),
+                ));
+            }
             let mut notes = Vec::new();
             if !route.served.iter().any(|s| s == ours_name) {
                 notes.push("Countersign serves it once restarted".to_owned());
@@ -252,11 +258,22 @@ impl Clients {
         for (span, text) in splices {
             new_text.replace_range(span, &text);
         }
-        if serde_json::from_str::<Value>(&jsonc::strip(&new_text)).is_err() {
-            return Err(ClientError::Refused(format!(
-                "{}: the rewritten file would not be valid JSON; nothing was written",
+        let unwritable = |format: &str| {
+            ClientError::Refused(format!(
+                "{}: the rewritten file would not be valid {format}; nothing was written",
                 self.places.display(&file.path)
-            )));
+            ))
+        };
+        if client == ClientKind::Codex {
+            if !tables.is_empty() {
+                new_text =
+                    super::codex::rewrite(&file.text, &tables).map_err(|_| unwritable("TOML"))?;
+            }
+            if super::codex::entries(&new_text).is_err() {
+                return Err(unwritable("TOML"));
+            }
+        } else if serde_json::from_str::<Value>(&jsonc::strip(&new_text)).is_err() {
+            return Err(unwritable("JSON"));
         }
         let shown = self.places.display(&file.path);
         let mut warnings = Vec::new();
@@ -571,7 +588,11 @@ mod tests {
             }
             v
         };
-        for client in ClientKind::ALL {
+        // Codex's TOML has a test of its own.
+        let json_hosts = ClientKind::ALL
+            .into_iter()
+            .filter(|c| *c != ClientKind::Codex);
+        for client in json_hosts {
             let path = s.client_file(
                 client,
                 &json!({"other": true, client.servers_key(): {"desk": desk, "gh": gh, "mine": {"command": "mine"}}}).to_string(),
@@ -647,7 +668,7 @@ mod tests {
             );
         }
         let recorded = s.clients.rewrites().unwrap();
-        assert_eq!(recorded.len(), ClientKind::ALL.len());
+        assert_eq!(recorded.len(), ClientKind::ALL.len() - 1);
         assert_eq!(recorded[0].client, ClientKind::Gemini, "newest first");
         assert!(recorded.iter().all(|r| !r.changed_since && r.backup_found));
     }
@@ -902,20 +923,34 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     }
 
+    /// Codex's TOML: the routed table is replaced by the gateway's URL and header, the
+    /// other tables, the comments and the host's settings stay, an entry Countersign does not
+    /// have is left alone, and undo gives back the file byte for byte.
     #[test]
-    fn codex_files_are_refused_not_pretended() {
-        let s = setup("rw-unsupported", OURS);
-        for client in [ClientKind::Codex] {
-            assert!(!ClientKind::ALL.contains(&client));
-            for err in [
-                s.clients.preview_rewrite(client, &route()).unwrap_err(),
-                s.clients.preview_import(client).unwrap_err(),
-            ] {
-                assert!(
-                    err.to_string().contains("not supported yet"),
-                    "{client:?}: {err}"
-                );
-            }
-        }
+    fn codex_config_is_routed_table_by_table_and_undone_byte_for_byte() {
+        let s = setup("rw-codex", OURS);
+        let original = "# my Codex\nmodel = \"o4-mini\"\n\n[mcp_servers.desk]\ncommand = \"desk-mcp\"\nargs = [\"--db\", \"/tmp/d\"]\nstartup_timeout_sec = 20\n\n# mine\n[mcp_servers.mine]\ncommand = \"mine\"\n\n[profiles.fast]\nmodel = \"o4-mini\"\n";
+        let path = s.client_file(ClientKind::Codex, original);
+        let (preview, result) = rewrite(&s, ClientKind::Codex);
+        assert_eq!(result.routed, 1);
+        assert_eq!(
+            preview.changes[0].to,
+            format!("http://127.0.0.1:{PORT}/mcp/desk")
+        );
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            written,
+            format!(
+                "# my Codex\nmodel = \"o4-mini\"\n\n[mcp_servers.desk]\nurl = \"http://127.0.0.1:{PORT}/mcp/desk\"\nhttp_headers = {{ Authorization = \"Bearer TOKEN\" }}\n\n# mine\n[mcp_servers.mine]\ncommand = \"mine\"\n\n[profiles.fast]\nmodel = \"o4-mini\"\n"
+            )
+        );
+        // Routed now, so a second preview changes nothing.
+        let again = s
+            .clients
+            .preview_rewrite(ClientKind::Codex, &route())
+            .unwrap();
+        assert_eq!(again.plan, None);
+        s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     }
 }

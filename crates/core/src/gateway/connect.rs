@@ -87,6 +87,8 @@ pub enum EntryShape {
     TypedHttp,
     /// `{"httpUrl", "headers"}` (Gemini CLI, whose `url` would mean SSE).
     GeminiHttp,
+    /// `{"url", "http_headers"}` (Codex, written as TOML).
+    CodexHttp,
 }
 
 /// One server's entry in a host's config, reaching it through the gateway at `base_url`.
@@ -108,6 +110,7 @@ pub fn gateway_entry(
             json!({"type": "http", "url": url, "headers": {"Authorization": bearer}})
         }
         EntryShape::GeminiHttp => json!({"httpUrl": url, "headers": {"Authorization": bearer}}),
+        EntryShape::CodexHttp => json!({"url": url, "http_headers": {"Authorization": bearer}}),
     }
 }
 
