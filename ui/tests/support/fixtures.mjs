@@ -157,9 +157,12 @@ const AGENT_FILES = {
   claudeCode: ["Claude Code", "~/.claude.json"],
   cursor: ["Cursor", "~/.cursor/mcp.json"],
   vscode: ["VS Code", "~/.config/Code/User/mcp.json"],
+  gemini: ["Gemini CLI", "~/.gemini/settings.json"],
+  codex: ["Codex", "~/.codex/config.toml"],
 };
 
-/** What `agent_configs` returns: the four hosts' files, `found` those that exist. */
+/** What `agent_configs` returns: the six hosts' files (as core's `ClientKind::ALL`), `found`
+ * those that exist. */
 export function agentConfigs({ found = ["cursor", "vscode"], rewrites = [], rewritesError = null } = {}) {
   return {
     configPath: "~/.config/countersign/config.json",
