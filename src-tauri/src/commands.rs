@@ -197,6 +197,15 @@ pub fn agent_configs(app: State<'_, App>) -> Result<AgentConfigs, AppError> {
     app.agent_configs()
 }
 
+/// Runs an agent host's own check of its MCP servers and returns what it printed.
+#[tauri::command]
+pub async fn check_agent_host(
+    app: State<'_, App>,
+    client: ClientKind,
+) -> Result<countersign_core::clients::HostCheck, AppError> {
+    app.check_agent_host(client).await
+}
+
 /// What importing an agent's servers would do; writes nothing.
 #[tauri::command(async)]
 pub fn preview_import(app: State<'_, App>, client: ClientKind) -> Result<ImportPreview, AppError> {

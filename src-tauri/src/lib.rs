@@ -106,6 +106,7 @@ pub fn run() {
             commands::get_settings,
             commands::revoke_decision,
             commands::agent_configs,
+            commands::check_agent_host,
             commands::preview_import,
             commands::import_servers,
             commands::preview_rewrite,

@@ -398,6 +398,9 @@ class AgentCard {
   private readonly where = el("p", { class: "muted client-where" });
   private readonly importButton = el("button", { class: "button small", attrs: { type: "button" } }, "Import servers…");
   private readonly routeButton = el("button", { class: "button small", attrs: { type: "button" } }, "Route through Countersign…");
+  /** The host's own check of its servers (`claude mcp list`, ...), when its tool is installed. */
+  private readonly checkButton = el("button", { class: "button small", attrs: { type: "button", hidden: true } }, "Test connection");
+  private readonly checkOut = el("div", { class: "agent-check" });
   /** The open preview or the last result. */
   private readonly flow = el("div", { class: "agent-flow" });
   private readonly earlier = el("div", { class: "agent-rewrites" });
@@ -409,12 +412,38 @@ class AgentCard {
     const headingId = uid("agent-file");
     this.importButton.addEventListener("click", () => void this.previewImport());
     this.routeButton.addEventListener("click", () => void this.previewRewrite());
+    this.checkButton.addEventListener("click", () => void this.check());
     this.root = el("article", { class: "client agent-file", attrs: { "aria-labelledby": headingId } },
       el("div", { class: "section-head" }, el("h4", { id: headingId }, file.title)),
       this.where,
-      el("div", { class: "actions start" }, this.importButton, this.routeButton),
+      el("div", { class: "actions start" }, this.importButton, this.routeButton, this.checkButton),
+      this.checkOut,
       this.flow,
       this.earlier);
+  }
+
+  /** Runs the host's own check and shows what it printed, as text. */
+  private async check(): Promise<void> {
+    const command = this.file.check;
+    if (!command) return;
+    this.checkButton.disabled = true;
+    replace(this.checkOut, el("p", { class: "muted", attrs: { role: "status" } }, "Running ", el("code", {}, command), "…"));
+    try {
+      const result = await commands.checkAgentHost(this.file.client);
+      const seconds = (result.tookMs / 1000).toFixed(1);
+      const verdict = result.timedOut
+        ? `stopped after ${seconds} s: it did not finish`
+        : result.exitCode === 0 ? `finished in ${seconds} s`
+        : result.exitCode === null ? `ended without an exit code after ${seconds} s`
+        : `failed (exit code ${result.exitCode}) after ${seconds} s`;
+      replace(this.checkOut,
+        el("p", { attrs: { role: "status" } }, el("code", {}, inlineText(result.command, 100)), ` ${verdict}. What ${this.file.title} says:`),
+        el("pre", { class: "output agent-check-output" }, visibleText(result.output.trim() === "" ? "(nothing)" : result.output)));
+    } catch (error) {
+      replace(this.checkOut, el("p", { class: "error-text", attrs: { role: "alert" } }, "Could not test the connection: ", inlineText(errorText(error), 600)));
+    } finally {
+      this.checkButton.disabled = false;
+    }
   }
 
   update(file: AgentFile, rewrites: RewriteView[], rewritesError: string | null): void {
@@ -423,6 +452,8 @@ class AgentCard {
     replace(this.where, el("code", {}, inlineText(file.path, 300)), file.found ? "" : " (not found)");
     this.importButton.disabled = !file.found;
     this.routeButton.disabled = !file.found;
+    this.checkButton.hidden = !file.check;
+    if (file.check) this.checkButton.title = `Runs ${file.check}: ${file.title}'s own check of its MCP servers`;
     this.drawEarlier(rewritesError);
   }
 

@@ -16,6 +16,7 @@ import type { ConfigInfo } from "./bindings/ConfigInfo";
 import type { CreatedAgent } from "./bindings/CreatedAgent";
 import type { DesktopInfo } from "./bindings/DesktopInfo";
 import type { GatewayInfo } from "./bindings/GatewayInfo";
+import type { HostCheck } from "./bindings/HostCheck";
 import type { History } from "./bindings/History";
 import type { ImportPreview } from "./bindings/ImportPreview";
 import type { ImportResult } from "./bindings/ImportResult";
@@ -72,6 +73,8 @@ export const commands = {
   revokeDecision: (id: number) => invoke<Settings>("revoke_decision", { id }),
   /** The agents' config files and the rewrites that can be undone. */
   agentConfigs: () => invoke<AgentConfigs>("agent_configs"),
+  /** Runs the host's own check of its servers (`claude mcp list`, ...); what it printed. */
+  checkAgentHost: (client: ClientKind) => invoke<HostCheck>("check_agent_host", { client }),
   /** Reads an agent's servers; writes nothing. The import takes the preview's `plan`. */
   previewImport: (client: ClientKind) => invoke<ImportPreview>("preview_import", { client }),
   importServers: (plan: number, names: string[]) => invoke<ImportResult>("import_servers", { plan, names }),

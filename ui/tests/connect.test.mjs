@@ -400,6 +400,45 @@ async function agentCard(page, title) {
   return card;
 }
 
+test("Test connection runs the host's own check and shows what it printed, as text", async () => {
+  const app = await openConnect(state({
+    agentConfigs: agentConfigs({ found: ["cursor", "claudeCode"], checks: { claudeCode: "claude mcp list", gemini: "gemini mcp list" } }),
+  }));
+  const { page, backend } = app;
+  let release;
+  backend.hostChecks = {
+    claudeCode: new Promise((resolve) => { release = resolve; }),
+    gemini: { err: { kind: "agentConfig", message: "cannot run gemini mcp list: Permission denied" } },
+  };
+  // Only hosts whose tool is installed offer it.
+  const cursor = await agentCard(page, "Cursor");
+  assert.equal(await cursor.getByRole("button", { name: "Test connection" }).count(), 0);
+  const claude = await agentCard(page, "Claude Code");
+  const test = claude.getByRole("button", { name: "Test connection" });
+  assert.equal(await test.getAttribute("title"), "Runs claude mcp list: Claude Code's own check of its MCP servers");
+  await test.click();
+  assert.equal(await claude.getByRole("status").first().textContent(), "Running claude mcp list…");
+  assert.equal(await test.isDisabled(), true, "one check at a time");
+  release({ ok: {
+    client: "claudeCode", command: "claude mcp list", exitCode: 0, timedOut: false, tookMs: 1234,
+    output: `Checking MCP server health...\n\ndesk: http://127.0.0.1:47717/mcp/desk (HTTP) - ✓ Connected\n${IMG}\n`,
+  } });
+  await claude.locator(".agent-check-output").waitFor();
+  assert.equal(await claude.locator(".agent-check p").textContent(), "claude mcp list finished in 1.2 s. What Claude Code says:");
+  const said = await claude.locator(".agent-check-output").textContent();
+  assert.ok(said.includes("desk: http://127.0.0.1:47717/mcp/desk (HTTP) - ✓ Connected"), said);
+  assert.ok(said.includes(IMG), "the tool's words shown as text");
+  assert.equal(await page.evaluate(() => window.__pwned ?? null), null);
+  assert.equal(await test.isDisabled(), false);
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "check_agent_host").map((c) => c.args), [{ client: "claudeCode" }]);
+  // A check that cannot run says why.
+  const gemini = await agentCard(page, "Gemini CLI");
+  await gemini.getByRole("button", { name: "Test connection" }).click();
+  assert.equal(await gemini.getByRole("alert").textContent(), "Could not test the connection: cannot run gemini mcp list: Permission denied");
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("Import servers: the preview lists what each server would become, the chosen ones are imported, restart to use them", async () => {
   const preview = cursorImport();
   const app = await openConnect(state({ importPreviews: { cursor: preview } }));

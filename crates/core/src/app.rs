@@ -334,6 +334,15 @@ impl App {
         Ok(self.clients()?.overview())
     }
 
+    /// Runs the host's own check of its MCP servers (`claude mcp list`, ...) and returns what
+    /// it printed.
+    pub async fn check_agent_host(
+        &self,
+        client: crate::clients::ClientKind,
+    ) -> Result<crate::clients::HostCheck, AppError> {
+        Ok(self.clients()?.check_host(client).await?)
+    }
+
     /// What importing `client`'s servers into Countersign's config would do (writes nothing).
     pub fn preview_import(
         &self,

@@ -153,6 +153,7 @@ export class FakeBackend {
         return { ok: this.settings };
       }
       case "agent_configs":
+      case "check_agent_host":
       case "preview_import":
       case "import_servers":
       case "preview_rewrite":
@@ -206,6 +207,10 @@ export class FakeBackend {
     switch (cmd) {
       case "agent_configs":
         return { ok: configs };
+      case "check_agent_host": {
+        const check = this.hostChecks?.[args.client];
+        return check ?? { err: { kind: "agentConfig", message: `${args.client}'s tool is not installed (not found on PATH)` } };
+      }
       case "preview_import":
         return this.importPreviews[args.client] ? { ok: this.importPreviews[args.client] } : notFound(args.client);
       case "import_servers": {

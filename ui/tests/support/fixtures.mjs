@@ -162,11 +162,12 @@ const AGENT_FILES = {
 };
 
 /** What `agent_configs` returns: the six hosts' files (as core's `ClientKind::ALL`), `found`
- * those that exist. */
-export function agentConfigs({ found = ["cursor", "vscode"], rewrites = [], rewritesError = null } = {}) {
+ * those that exist, `checks` the hosts whose tool is installed (client -> its check command). */
+export function agentConfigs({ found = ["cursor", "vscode"], checks = {}, rewrites = [], rewritesError = null } = {}) {
   return {
     configPath: "~/.config/countersign/config.json",
-    files: Object.entries(AGENT_FILES).map(([client, [title, path]]) => ({ client, title, path, found: found.includes(client) })),
+    files: Object.entries(AGENT_FILES).map(([client, [title, path]]) =>
+      ({ client, title, path, found: found.includes(client), check: checks[client] ?? null })),
     rewrites,
     rewritesError,
   };

@@ -15,6 +15,7 @@
 
 mod codex;
 mod files;
+mod health;
 mod import;
 pub mod jsonc;
 mod read;
@@ -27,6 +28,7 @@ use std::sync::{Arc, Mutex};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{ServerConfig, TransportConfig};
+pub use health::HostCheck;
 pub use import::{
     ImportCandidate, ImportPreview, ImportResult, ImportStatus, ImportedServer, Skipped,
 };
@@ -206,6 +208,8 @@ pub struct AgentFile {
     pub title: String,
     pub path: String,
     pub found: bool,
+    /// The host's own check of its servers (`claude mcp list`, ...), when its tool is installed.
+    pub check: Option<String>,
 }
 
 /// What a rewrite needs from the running gateway.
@@ -241,6 +245,8 @@ pub struct Clients {
     /// The gateway's port: entries that point at it are already routed through Countersign.
     gateway_port: u16,
     plans: Arc<Mutex<Plans>>,
+    /// Where the hosts' command-line tools are looked for (the app's own `PATH`).
+    path: Option<std::ffi::OsString>,
 }
 
 impl Clients {
@@ -256,7 +262,19 @@ impl Clients {
             records_path,
             gateway_port,
             plans: Arc::default(),
+            path: std::env::var_os("PATH"),
         }
+    }
+
+    /// Looks for the hosts' tools on `path` instead of the app's `PATH` (tests).
+    pub fn with_path(mut self, path: std::ffi::OsString) -> Self {
+        self.path = Some(path);
+        self
+    }
+
+    /// Runs `client`'s own check of its servers and returns what it printed.
+    pub async fn check_host(&self, client: ClientKind) -> Result<HostCheck, ClientError> {
+        health::run(client, &self.places.home, self.path.as_ref()).await
     }
 
     /// This user's files, `config_path` as the app runs with it.
@@ -279,6 +297,7 @@ impl Clients {
                 AgentFile {
                     client,
                     title: client.title().into(),
+                    check: health::available(client, self.path.as_ref()),
                     found: path.is_file(),
                     path: self.places.display(&path),
                 }
