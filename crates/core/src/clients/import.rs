@@ -468,7 +468,8 @@ mod tests {
         assert_eq!(std::fs::read(&cursor).unwrap(), before_cursor);
     }
 
-    /// Gemini CLI's own words: `httpUrl` is imported as Streamable HTTP, its `url` (SSE) is
+    /// Gemini CLI's own words: `type: http` and the older `httpUrl` are imported as Streamable
+    /// HTTP, a `url` without a type (SSE) is
     /// skipped with the reason, and its own settings (`trust`, `timeout`, tool filters) are
     /// not carried into Countersign's config.
     #[test]
@@ -481,11 +482,14 @@ mod tests {
                 "mcpServers": {
                     "linear": {"httpUrl": "https://mcp.linear.example/mcp", "headers": {"Authorization": "Bearer L"}, "trust": true, "timeout": 5000},
                     "fs": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"], "includeTools": ["read_file"]},
-                    "old": {"url": "https://old.example/sse"}
+                    "old": {"url": "https://old.example/sse"},
+                    "modern": {"url": "https://modern.example/mcp", "type": "http"}
                 }
             }"#,
         );
         let preview = s.clients.preview_import(ClientKind::Gemini).unwrap();
+        // What `gemini mcp add --transport http` writes.
+        assert_eq!(by_name(&preview, "modern").status, ImportStatus::New);
         assert_eq!(by_name(&preview, "linear").status, ImportStatus::New);
         assert_eq!(
             by_name(&preview, "linear").transport,

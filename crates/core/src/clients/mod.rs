@@ -48,7 +48,8 @@ pub enum ClientKind {
     Cursor,
     #[serde(rename = "vscode")]
     VsCode,
-    /// Gemini CLI (`~/.gemini/settings.json`; `httpUrl` is Streamable HTTP, `url` is SSE).
+    /// Gemini CLI (`~/.gemini/settings.json`; `type: http` with `url`, or the older `httpUrl`,
+    /// is Streamable HTTP; a `url` alone is SSE).
     #[serde(rename = "gemini")]
     Gemini,
     /// Codex (`~/.codex/config.toml`, TOML: `codex.rs`).
@@ -107,9 +108,11 @@ impl ClientKind {
         match self {
             ClientKind::ClaudeDesktop => EntryShape::Bridge,
             ClientKind::Cursor => EntryShape::Http,
-            // `claude mcp add --transport http` writes the type; VS Code needs it.
-            ClientKind::ClaudeCode | ClientKind::VsCode => EntryShape::TypedHttp,
-            ClientKind::Gemini => EntryShape::GeminiHttp,
+            // `claude mcp add --transport http` and `gemini mcp add --transport http` write
+            // the type (Gemini reads a `url` without it as SSE); VS Code needs it.
+            ClientKind::ClaudeCode | ClientKind::VsCode | ClientKind::Gemini => {
+                EntryShape::TypedHttp
+            }
             ClientKind::Codex => EntryShape::CodexHttp,
         }
     }
@@ -363,8 +366,8 @@ fn expired() -> ClientError {
 /// How a client's entry would load in Countersign: the server, `None` when it is marked
 /// `disabled`, or why it cannot load.
 /// A host's entry in Countersign's own words, where the host says things its own way (Codex:
-/// see `codex::in_our_words`): Gemini
-/// CLI's `httpUrl` (Streamable HTTP) becomes `type: http` with `url`, its `url` alone (SSE)
+/// see `codex::in_our_words`): Gemini CLI's older `httpUrl` (Streamable HTTP) becomes
+/// `type: http` with `url`, its `url` without a type (SSE)
 /// becomes `type: sse` (which Countersign then declines, saying why), and its own settings
 /// (`timeout`, `trust`, tool filters, `description`) are left behind: they mean nothing here,
 /// and Gemini's `trust` (skip its confirmations) is not Countersign's `trusted`.

@@ -618,15 +618,10 @@ mod tests {
                     assert_eq!(servers["desk"], want_http(false, "desk"));
                     assert_eq!(servers["gh"], want_http(false, "github"));
                 }
-                ClientKind::ClaudeCode | ClientKind::VsCode => {
+                // Gemini as its own `gemini mcp add --transport http` writes it.
+                ClientKind::ClaudeCode | ClientKind::VsCode | ClientKind::Gemini => {
                     assert_eq!(servers["desk"], want_http(true, "desk"));
                     assert_eq!(servers["gh"], want_http(true, "github"));
-                }
-                ClientKind::Gemini => {
-                    // `httpUrl`: Gemini CLI reads a plain `url` as SSE.
-                    let gemini = |server: &str| json!({"httpUrl": format!("http://127.0.0.1:{PORT}/mcp/{server}"), "headers": {"Authorization": "Bearer TOKEN"}});
-                    assert_eq!(servers["desk"], gemini("desk"));
-                    assert_eq!(servers["gh"], gemini("github"));
                 }
                 ClientKind::Codex => unreachable!("not in ClientKind::ALL"),
             }
@@ -888,8 +883,8 @@ mod tests {
     }
 
     /// Gemini CLI's settings as a person keeps them (comments, its own keys, an SSE server,
-    /// its `httpUrl` entries): routed entries become `httpUrl` ones, everything else stays as
-    /// written, and undo gives back the file byte for byte.
+    /// an older `httpUrl` entry): routed entries become `type: http` ones (as `gemini mcp add`
+    /// writes), everything else stays as written, and undo gives back the file byte for byte.
     #[test]
     fn gemini_settings_are_routed_in_its_own_words_and_undone_byte_for_byte() {
         let s = setup("rw-gemini", OURS);
@@ -905,7 +900,7 @@ mod tests {
         let servers = &read_json(&path)["mcpServers"];
         assert_eq!(
             servers["gh"],
-            json!({"httpUrl": format!("http://127.0.0.1:{PORT}/mcp/github"), "headers": {"Authorization": "Bearer TOKEN"}})
+            json!({"type": "http", "url": format!("http://127.0.0.1:{PORT}/mcp/github"), "headers": {"Authorization": "Bearer TOKEN"}})
         );
         assert_eq!(servers["old"], json!({"url": "https://old.example/sse"}));
         let old = preview

@@ -83,10 +83,8 @@ pub enum EntryShape {
     /// `{"url", "headers"}` (Cursor).
     Http,
     /// `{"type": "http", "url", "headers"}` (VS Code; what `claude mcp add --transport http`
-    /// writes).
+    /// and `gemini mcp add --transport http` write).
     TypedHttp,
-    /// `{"httpUrl", "headers"}` (Gemini CLI, whose `url` would mean SSE).
-    GeminiHttp,
     /// `{"url", "http_headers"}` (Codex, written as TOML).
     CodexHttp,
 }
@@ -109,7 +107,6 @@ pub fn gateway_entry(
         EntryShape::TypedHttp => {
             json!({"type": "http", "url": url, "headers": {"Authorization": bearer}})
         }
-        EntryShape::GeminiHttp => json!({"httpUrl": url, "headers": {"Authorization": bearer}}),
         EntryShape::CodexHttp => json!({"url": url, "http_headers": {"Authorization": bearer}}),
     }
 }
