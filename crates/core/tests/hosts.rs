@@ -1,0 +1,299 @@
+//! The agent hosts' own command-line tools (Claude Code, Gemini CLI and Codex, installed at
+//! pinned versions by `scripts/install-deps.sh` into `tests/hosts`), each in a throwaway home
+//! with only its offline MCP commands: the Connect page's snippet for a new agent is run as a
+//! person would paste it, twice, for a server whose name has a space and a dot; then the host's
+//! own check (run through the app's "Test connection") says the server is connected through the
+//! gateway, the gateway saw that agent, and the token is in no project file. A host given a
+//! wrong token fails, and the Connect page's refusal list says why.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use countersign_core::clients::{ClientKind, Clients, Places};
+use countersign_core::config::GatewayConfig;
+use countersign_core::gateway::Gateway;
+use countersign_core::settings::SettingsStore;
+use countersign_core::{AuditLog, Broker, ServerConfig};
+
+/// The server as the person named it, and as the hosts accept it.
+const SERVER: &str = "my desk.v2";
+const HOST_NAME: &str = "my-desk-v2";
+
+fn hosts_bin() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/hosts/node_modules/.bin")
+        .canonicalize()
+        .expect("the hosts' tools: run scripts/install-deps.sh (npm ci in tests/hosts)")
+}
+
+/// `PATH` for the hosts: their tools, the Node that runs them, the system.
+fn path() -> OsString {
+    let node = PathBuf::from(
+        std::process::Command::new("sh")
+            .args(["-c", "command -v node"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+            .unwrap_or_default(),
+    );
+    let mut dirs = vec![hosts_bin()];
+    dirs.extend(node.parent().map(Path::to_path_buf));
+    dirs.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
+    std::env::join_paths(dirs).unwrap()
+}
+
+/// A home of its own (under the target dir: Codex will not set itself up under /tmp), with a
+/// project folder the host runs in.
+struct Home {
+    home: PathBuf,
+    project: PathBuf,
+}
+
+impl Home {
+    fn new(tag: &str) -> Home {
+        let home = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("hosts-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&home);
+        let project = home.join("project");
+        std::fs::create_dir_all(&project).unwrap();
+        Home { home, project }
+    }
+
+    /// Runs `script` with bash as the person would in a terminal in the project; its output.
+    async fn run(&self, script: &str) -> (bool, String) {
+        let child = tokio::process::Command::new("bash")
+            .args(["-c", script])
+            .current_dir(&self.project)
+            .env("HOME", &self.home)
+            .env("PATH", path())
+            .env("NO_COLOR", "1")
+            .env("CI", "1")
+            // Nothing but the local MCP commands: no updates, no telemetry.
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("GEMINI_CLI_NO_RELAUNCH", "true")
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(Duration::from_secs(120), child)
+            .await
+            .expect("the host's command ended in time")
+            .expect("bash runs");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        (output.status.success(), text)
+    }
+
+    /// The app's "Test connection" for `client`, with this home and the hosts' tools.
+    async fn test_connection(&self, client: ClientKind) -> String {
+        let clients = Clients::new(
+            Places::under_home(&self.home),
+            self.home.join("countersign.json"),
+            None,
+            0,
+        )
+        .with_path(path());
+        let check = clients.check_host(client).await.expect("the check runs");
+        assert!(!check.timed_out, "{check:?}");
+        check.output
+    }
+
+    /// Fails if any file in the project holds `secret`.
+    fn assert_no_project_file_holds(&self, secret: &str) {
+        fn walk(dir: &Path, secret: &str) {
+            for entry in std::fs::read_dir(dir).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, secret);
+                } else if let Ok(bytes) = std::fs::read(&path) {
+                    assert!(
+                        !String::from_utf8_lossy(&bytes).contains(secret),
+                        "the token is in {}",
+                        path.display()
+                    );
+                }
+            }
+        }
+        walk(&self.project, secret);
+    }
+}
+
+struct Rig {
+    gateway: Gateway,
+    _desk: countersign_demo_server::HttpServer,
+    addr: SocketAddr,
+}
+
+async fn rig(tag: &str) -> Rig {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hosts-rig-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let desk = countersign_demo_server::serve_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        countersign_demo_server::TicketStore::seeded(),
+    )
+    .await
+    .unwrap();
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![ServerConfig::http(SERVER, &desk.url())],
+        broker,
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = gateway.serve(listener);
+    Rig {
+        gateway,
+        _desk: desk,
+        addr,
+    }
+}
+
+impl Rig {
+    /// A new agent for `host`: its token, and the Connect page's snippet for that host.
+    fn agent(&self, name: &str, host: &str) -> (String, String, String) {
+        let created = self
+            .gateway
+            .create_agent(name, "countersign-bridge")
+            .expect("an agent");
+        let setup = created
+            .clients
+            .iter()
+            .find(|c| c.client == host)
+            .expect("a snippet for the host");
+        (created.agent.id, created.token, setup.snippet.clone())
+    }
+
+    fn used(&self, id: &str) -> bool {
+        self.gateway
+            .agents()
+            .iter()
+            .any(|a| a.id == id && a.last_used_ms.is_some())
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/mcp/my%20desk.v2", self.addr)
+    }
+}
+
+fn connected_line<'a>(said: &'a str, name: &str) -> Vec<&'a str> {
+    said.lines()
+        .filter(|l| l.contains(&format!("{name}: ")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_code_pasted_twice_connects_through_the_gateway() {
+    let rig = rig("claude").await;
+    let home = Home::new("claude");
+    let (id, token, snippet) = rig.agent("Claude Code", "claudeCode");
+    for paste in 1..=2 {
+        let (ok, said) = home.run(&snippet).await;
+        assert!(ok, "paste {paste} failed:\n{said}");
+    }
+    let said = home.test_connection(ClientKind::ClaudeCode).await;
+    let lines = connected_line(&said, HOST_NAME);
+    assert_eq!(lines.len(), 1, "one entry after two pastes:\n{said}");
+    assert!(lines[0].contains(&rig.url()), "{said}");
+    assert!(
+        lines[0].contains("Connected") && !lines[0].contains("Failed"),
+        "{said}"
+    );
+    assert!(rig.used(&id), "the gateway saw Claude Code's token");
+    home.assert_no_project_file_holds(&token);
+
+    // A wrong token: Claude Code says only that it failed; the Connect page says why.
+    let (ok, said) = home
+        .run(&format!(
+            "claude mcp add --scope user --transport http wrong {} --header 'Authorization: Bearer not-a-token'",
+            rig.url()
+        ))
+        .await;
+    assert!(ok, "{said}");
+    let said = home.test_connection(ClientKind::ClaudeCode).await;
+    let wrong = connected_line(&said, "wrong");
+    assert!(wrong.len() == 1 && !wrong[0].contains("✓"), "{said}");
+    let refusals = rig.gateway.info().refusals;
+    assert!(
+        refusals
+            .iter()
+            .any(|r| r.status == 401 && r.client.as_deref().is_some_and(|c| c.contains("claude"))),
+        "{refusals:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_cli_pasted_twice_connects_through_the_gateway() {
+    let rig = rig("gemini").await;
+    let home = Home::new("gemini");
+    // Gemini CLI leaves servers out in folders the person has not trusted.
+    std::fs::create_dir_all(home.home.join(".gemini")).unwrap();
+    std::fs::write(
+        home.home.join(".gemini/trustedFolders.json"),
+        serde_json::json!({ home.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+    )
+    .unwrap();
+    let (id, token, snippet) = rig.agent("Gemini CLI", "gemini");
+    for paste in 1..=2 {
+        let (ok, said) = home.run(&snippet).await;
+        assert!(ok, "paste {paste} failed:\n{said}");
+    }
+    // `gemini mcp list` reads the folder it runs in: the check runs in the project.
+    let (ok, said) = home.run("gemini mcp list").await;
+    assert!(ok, "{said}");
+    let lines = connected_line(&said, HOST_NAME);
+    assert_eq!(lines.len(), 1, "one entry after two pastes:\n{said}");
+    assert!(lines[0].contains(&rig.url()), "{said}");
+    assert!(
+        lines[0].contains("Connected") && !lines[0].contains("Disconnected"),
+        "{said}"
+    );
+    assert!(rig.used(&id), "the gateway saw Gemini CLI's token");
+    // User scope: the token is not in the project's .gemini/settings.json.
+    home.assert_no_project_file_holds(&token);
+    assert!(
+        std::fs::read_to_string(home.home.join(".gemini/settings.json"))
+            .unwrap()
+            .contains(HOST_NAME)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_pasted_twice_names_the_variable_not_the_token() {
+    let rig = rig("codex").await;
+    let home = Home::new("codex");
+    let (_, token, snippet) = rig.agent("Codex", "codex");
+    for paste in 1..=2 {
+        let (ok, said) = home.run(&snippet).await;
+        assert!(ok, "paste {paste} failed:\n{said}");
+    }
+    // `codex mcp list` lists what Codex has configured (it does not connect).
+    let said = home.test_connection(ClientKind::Codex).await;
+    assert_eq!(
+        said.lines().filter(|l| l.starts_with(HOST_NAME)).count(),
+        1,
+        "one entry after two pastes:\n{said}"
+    );
+    assert!(said.contains(&rig.url()), "{said}");
+    let config = std::fs::read_to_string(home.home.join(".codex/config.toml")).unwrap();
+    assert!(config.contains("COUNTERSIGN_TOKEN"), "{config}");
+    assert!(
+        !config.contains(&token),
+        "Codex's config names the variable only"
+    );
+    let profile = std::fs::read_to_string(home.home.join(".profile")).unwrap();
+    assert_eq!(
+        profile.matches("COUNTERSIGN_TOKEN").count(),
+        1,
+        "the export is added once:\n{profile}"
+    );
+    home.assert_no_project_file_holds(&token);
+}
