@@ -4,7 +4,9 @@
 //! person would paste it, twice, for a server whose name has a space and a dot; then the host's
 //! own check (run through the app's "Test connection") says the server is connected through the
 //! gateway, the gateway saw that agent, and the token is in no project file. A host given a
-//! wrong token fails, and the Connect page's refusal list says why.
+//! wrong token fails, and the Connect page's refusal list says why. And a server each host added
+//! itself is imported, the host's file routed through the gateway (the host's own check then says
+//! connected through it: the rewritten entry is one the host reads) and undone byte for byte.
 
 use std::ffi::OsString;
 use std::net::SocketAddr;
@@ -296,4 +298,140 @@ async fn codex_pasted_twice_names_the_variable_not_the_token() {
         "the export is added once:\n{profile}"
     );
     home.assert_no_project_file_holds(&token);
+}
+
+/// Import and route-through with the host's own file as the host wrote it: the server the host
+/// reaches directly is imported into Countersign's config, the host's file rewritten to reach it
+/// through the gateway, the host's own check says connected through the gateway, and undo gives
+/// the file back byte for byte.
+async fn routed_through_and_undone(client: ClientKind, host: &str, add: &str, check: &str) {
+    let desk = countersign_demo_server::serve_http(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        countersign_demo_server::TicketStore::seeded(),
+    )
+    .await
+    .unwrap();
+    let home = Home::new(&format!("route-{host}"));
+    if client == ClientKind::Gemini {
+        std::fs::create_dir_all(home.home.join(".gemini")).unwrap();
+        std::fs::write(
+            home.home.join(".gemini/trustedFolders.json"),
+            serde_json::json!({ home.project.display().to_string(): "TRUST_FOLDER" }).to_string(),
+        )
+        .unwrap();
+    }
+    let (ok, said) = home.run(&add.replace("DESK_URL", &desk.url())).await;
+    assert!(ok, "{said}");
+    let config = home.home.join("countersign.json");
+    let dir = home.home.join("countersign-data");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Before the gateway exists, the import only needs the port it will have.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let clients = Clients::new(
+        Places::under_home(&home.home),
+        config.clone(),
+        Some(dir.join("rewrites.json")),
+        port,
+    );
+    let preview = clients
+        .preview_import(client)
+        .expect("the host's file reads");
+    clients
+        .import(preview.plan, &["desk".to_owned()])
+        .expect("imported");
+    let loaded = countersign_core::config::load(&config);
+    assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        loaded.servers,
+        Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap()),
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    let addr = gateway.serve(listener);
+    let agent = gateway
+        .create_agent(client.title(), "countersign-bridge")
+        .unwrap();
+    let file = Places::under_home(&home.home).file(client);
+    let before = std::fs::read(&file).unwrap();
+    let route = countersign_core::clients::Route {
+        base_url: format!("http://{addr}"),
+        token: agent.token.clone(),
+        bridge: "countersign-bridge".into(),
+        served: vec!["desk".into()],
+    };
+    let rewrite = clients.preview_rewrite(client, &route).expect("a preview");
+    assert_eq!(rewrite.changes.len(), 1, "{rewrite:?}");
+    let done = clients
+        .rewrite(rewrite.plan.expect("a plan"))
+        .expect("rewritten");
+    let (ok, said) = home.run(check).await;
+    assert!(ok, "{said}");
+    let line = said
+        .lines()
+        .find(|l| l.contains("desk"))
+        .unwrap_or_else(|| panic!("{said}"))
+        .to_owned();
+    assert!(line.contains(&format!("http://{addr}/mcp/desk")), "{said}");
+    if client != ClientKind::Codex {
+        assert!(
+            line.contains("Connected") && !line.contains("Disconnected"),
+            "{said}"
+        );
+        assert!(
+            gateway
+                .agents()
+                .iter()
+                .any(|a| a.id == agent.agent.id && a.last_used_ms.is_some()),
+            "the gateway saw the routed host"
+        );
+    }
+    match clients.undo(&done.rewrite.id, false) {
+        Ok(_) => assert_ne!(client, ClientKind::ClaudeCode),
+        // Claude Code writes its own state into ~/.claude.json whenever it runs (its check
+        // included): the undo asks first, and "undo anyway" keeps that file beside the backup.
+        Err(countersign_core::clients::ClientError::Changed { message }) => {
+            assert_eq!(client, ClientKind::ClaudeCode, "{message}");
+            let forced = clients.undo(&done.rewrite.id, true).expect("undone anyway");
+            assert!(forced.kept_as.is_some());
+        }
+        Err(e) => panic!("{e}"),
+    }
+    assert_eq!(std::fs::read(&file).unwrap(), before, "byte for byte");
+    gateway.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_codes_own_entry_is_imported_routed_and_undone() {
+    routed_through_and_undone(
+        ClientKind::ClaudeCode,
+        "claude",
+        "claude mcp add --scope user --transport http desk DESK_URL",
+        "claude mcp list",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_clis_own_entry_is_imported_routed_and_undone() {
+    routed_through_and_undone(
+        ClientKind::Gemini,
+        "gemini",
+        "gemini mcp add --scope user --transport http desk DESK_URL",
+        "gemini mcp list",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn codexs_own_entry_is_imported_routed_and_undone() {
+    routed_through_and_undone(
+        ClientKind::Codex,
+        "codex",
+        "codex mcp add desk --url DESK_URL",
+        "codex mcp list",
+    )
+    .await;
 }
