@@ -688,9 +688,16 @@ class AgentCard {
     try {
       const result = await commands.undoRewrite(id, force);
       if (this.shownRewrite === id) this.shownRewrite = null;
-      const line = el("p", { class: "agent-result", attrs: { role: "status", tabindex: "-1" } },
-        "Restored ", el("code", {}, inlineText(result.path, 300)), " from ", el("code", {}, inlineText(result.restoredFrom, 300)),
-        `. Restart ${this.file.title} to use it.`);
+      const n = result.entriesOnly;
+      const line = n === null
+        ? el("p", { class: "agent-result", attrs: { role: "status", tabindex: "-1" } },
+          "Restored ", el("code", {}, inlineText(result.path, 300)), " from ", el("code", {}, inlineText(result.restoredFrom, 300)),
+          `. Restart ${this.file.title} to use it.`)
+        // The host changed the rest of the file since: only Countersign's entries went back.
+        : el("p", { class: "agent-result", attrs: { role: "status", tabindex: "-1" } },
+          `Put back the ${plural(n, "entry", "entries")} Countersign had changed in `, el("code", {}, inlineText(result.path, 300)),
+          ", as in ", el("code", {}, inlineText(result.restoredFrom, 300)),
+          `; the rest of the file, changed since, is kept as it is. Restart ${this.file.title} to use it.`);
       replace(this.flow, line,
         result.keptAs ? el("p", { class: "muted" }, "The file as it was before the undo is kept as ",
           el("code", {}, inlineText(result.keptAs, 300)), ".") : "");

@@ -563,6 +563,25 @@ test("an earlier rewrite can be undone; when the file changed since, only after 
   await app.close();
 });
 
+test("an undo after the host changed the rest of its file puts back only Countersign's entries, and says so", async () => {
+  const app = await openConnect(state({
+    agentConfigs: agentConfigs({ found: ["claudeCode"], rewrites: [rewriteView({ id: "claudeCode-3", client: "claudeCode", changedSince: true })] }),
+  }));
+  const { page, backend } = app;
+  backend.entriesOnlyUndo = { "claudeCode-3": 2 };
+  const card = await agentCard(page, "Claude Code");
+  const earlier = card.locator(".rewrite-list li");
+  await earlier.getByRole("button", { name: "Undo", exact: true }).click();
+  const said = card.locator(".agent-result");
+  await said.waitFor();
+  assert.match(await said.textContent(),
+    /^Put back the 2 entries Countersign had changed in ~\/\.claude\.json, as in ~\/\.claude\.json\.countersign-backup-\d+; the rest of the file, changed since, is kept as it is\. Restart Claude Code to use it\.$/);
+  assert.equal(await card.getByRole("button", { name: "Undo anyway" }).count(), 0, "nothing to decide");
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "undo_rewrite").map((c) => c.args), [{ id: "claudeCode-3", force: false }]);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("errors from the agents' files are shown as text: a broken file, nothing to route, a file changed since the preview", async () => {
   const app = await openConnect(state({
     rewritePreviews: {

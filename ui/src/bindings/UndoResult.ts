@@ -2,6 +2,11 @@
 
 export type UndoResult = { path: string, restoredFrom: string, 
 /**
- * A forced undo of a file changed since: where that changed file was kept.
+ * An undo of a file changed since: where that changed file was kept.
  */
-keptAs: string | null, };
+keptAs: string | null, 
+/**
+ * The file had changed since, elsewhere than in the routed entries: only those were put
+ * back (how many), and the rest of the file is as the host left it.
+ */
+entriesOnly: number | null, };

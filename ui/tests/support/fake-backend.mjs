@@ -246,7 +246,8 @@ export class FakeBackend {
       case "undo_rewrite": {
         const rewrite = configs.rewrites.find((r) => r.id === args.id);
         if (!rewrite) return { err: { kind: "agentConfig", message: "there is no such rewrite to undo (it may have been undone already)" } };
-        if (rewrite.changedSince && !args.force) {
+        const entriesOnly = this.entriesOnlyUndo?.[args.id] ?? null;
+        if (rewrite.changedSince && !args.force && entriesOnly === null) {
           return { err: { kind: "changedOnDisk", message: `${rewrite.path} has changed since Countersign rewrote it; undo anyway to put ${rewrite.backupPath} back (the changed file is kept beside it)` } };
         }
         configs.rewrites = configs.rewrites.filter((r) => r.id !== args.id);
@@ -254,6 +255,7 @@ export class FakeBackend {
           path: rewrite.path,
           restoredFrom: rewrite.backupPath,
           keptAs: rewrite.changedSince ? `${rewrite.path}.countersign-replaced-1767229200000` : null,
+          entriesOnly,
         } };
       }
     }

@@ -67,6 +67,17 @@ pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientF
     let path = places.file(client);
     let shown = places.display(&path);
     let bytes = std::fs::read(&path).map_err(|e| io_error(&shown, &e))?;
+    parse(client, path, &shown, bytes)
+}
+
+/// `bytes` as `client`'s file at `path` (`shown` names it in errors).
+pub(crate) fn parse(
+    client: ClientKind,
+    path: PathBuf,
+    shown: &str,
+    bytes: Vec<u8>,
+) -> Result<ClientFile, ClientError> {
+    let shown = shown.to_owned();
     let text = String::from_utf8(bytes).map_err(|e| {
         let (line, column) = position(
             &String::from_utf8_lossy(e.as_bytes()),

@@ -82,6 +82,10 @@ pub struct RewriteRecord {
     /// The id of the agent token the rewrite wrote into the file, revoked by the undo.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The entries it routed, by name: when the host has changed the rest of the file since
+    /// (Claude Code writes its own state there whenever it runs), the undo puts back only these.
+    #[serde(default)]
+    pub routed: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -122,8 +126,11 @@ pub struct RewriteResult {
 pub struct UndoResult {
     pub path: String,
     pub restored_from: String,
-    /// A forced undo of a file changed since: where that changed file was kept.
+    /// An undo of a file changed since: where that changed file was kept.
     pub kept_as: Option<String>,
+    /// The file had changed since, elsewhere than in the routed entries: only those were put
+    /// back (how many), and the rest of the file is as the host left it.
+    pub entries_only: Option<u32>,
 }
 
 pub(crate) struct RewritePlan {
@@ -133,6 +140,8 @@ pub(crate) struct RewritePlan {
     new_text: String,
     at_ms: u64,
     routed: usize,
+    /// The names of the routed entries, for the record.
+    names: Vec<String>,
 }
 
 const BACKUP: &str = ".countersign-backup-";
@@ -303,6 +312,7 @@ impl Clients {
                     new_text: new_text.clone(),
                     at_ms,
                     routed: changes.len(),
+                    names: changes.iter().map(|c| c.name.clone()).collect(),
                 },
             )
         });
@@ -383,6 +393,7 @@ impl Clients {
             sha256: files::sha256_hex(plan.new_text.as_bytes()),
             mode,
             agent,
+            routed: plan.names.clone(),
         };
         records.rewrites.push(record.clone());
         if let Err(e) = self.save_records(&records) {
@@ -451,11 +462,17 @@ impl Clients {
         let changed = current
             .as_deref()
             .is_none_or(|c| files::sha256_hex(c) != record.sha256);
-        if changed && !force {
-            let newer = records
-                .rewrites
-                .iter()
-                .any(|r| r.path == record.path && r.at_ms > record.at_ms);
+        let newer = records
+            .rewrites
+            .iter()
+            .any(|r| r.path == record.path && r.at_ms > record.at_ms);
+        // Changed only outside the routed entries (the host's own state): those entries go
+        // back, and nothing the host or the person wrote since is lost.
+        let entries_only = match (&current, changed && !force && !newer) {
+            (Some(now), true) => self.routed_entries_put_back(&record, now, &backup),
+            _ => None,
+        };
+        if changed && !force && entries_only.is_none() {
             let message = if newer {
                 format!(
                     "{shown} was rewritten again after this; undo the later rewrite first, or undo this one anyway to go back to {backup_shown}"
@@ -482,7 +499,18 @@ impl Clients {
             }
             _ => None,
         };
-        files::write_atomic(&record.path, &backup, mode).map_err(|e| ClientError::Io {
+        let (restored, mode) = match &entries_only {
+            // The file's own mode now: the host may have set it since.
+            Some((text, _)) => (
+                text.as_bytes(),
+                std::fs::metadata(&record.path)
+                    .map(|m| m.permissions().mode() & 0o7777)
+                    .ok()
+                    .or(mode),
+            ),
+            None => (backup.as_slice(), mode),
+        };
+        files::write_atomic(&record.path, restored, mode).map_err(|e| ClientError::Io {
             path: shown.clone(),
             message: e.to_string(),
         })?;
@@ -495,7 +523,43 @@ impl Clients {
             path: shown,
             restored_from: backup_shown,
             kept_as: kept_as.map(|p| self.places.display(&p)),
+            entries_only: entries_only.map(|(_, n)| n),
         })
+    }
+
+    /// `now` (the file as it is) with the routed entries' values put back as they are in
+    /// `backup`, and how many; `None` unless every routed entry is still there and still routed
+    /// through Countersign (then only the whole backup can go back, and the person decides).
+    /// JSON hosts only: Codex does not rewrite its own config.
+    fn routed_entries_put_back(
+        &self,
+        record: &RewriteRecord,
+        now: &[u8],
+        backup: &[u8],
+    ) -> Option<(String, u32)> {
+        if record.routed.is_empty() || record.client == ClientKind::Codex {
+            return None;
+        }
+        let shown = self.places.display(&record.path);
+        let now = read::parse(record.client, record.path.clone(), &shown, now.to_vec()).ok()?;
+        let before =
+            read::parse(record.client, record.path.clone(), &shown, backup.to_vec()).ok()?;
+        let mut splices = Vec::new();
+        for name in &record.routed {
+            let current = now.entries.iter().rfind(|e| &e.name == name)?;
+            let old = before.entries.iter().rfind(|e| &e.name == name)?;
+            if !is_routed(&current.value, self.gateway_port) {
+                return None;
+            }
+            splices.push((current.span.clone(), &before.text[old.span.clone()]));
+        }
+        let mut text = now.text.clone();
+        splices.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+        for (span, value) in splices {
+            text.replace_range(span, value);
+        }
+        serde_json::from_str::<Value>(&jsonc::strip(&text)).ok()?;
+        Some((text, u32::try_from(record.routed.len()).unwrap_or(u32::MAX)))
     }
 
     fn view(&self, r: &RewriteRecord) -> RewriteView {
@@ -752,19 +816,60 @@ mod tests {
         ));
     }
 
+    /// The host changed the rest of the file since (Claude Code writes its own state there
+    /// whenever it runs): the undo puts back only the routed entries, and keeps the rest as the
+    /// host left it (and a copy of the file as it was).
     #[test]
-    fn undo_after_an_outside_change_is_refused_unless_forced() {
+    fn undo_after_the_host_changed_the_rest_puts_back_only_the_routed_entries() {
+        let s = setup("rw-entries-only", OURS);
+        let original = "{\n  \"numStartups\": 3,\n  \"mcpServers\": {\n    \"desk\": {\"command\": \"desk-mcp\", \"args\": [\"--db\", \"/tmp/d\"]},\n    \"mine\": {\"command\": \"mine\"}\n  }\n}\n";
+        let path = s.client_file(ClientKind::ClaudeCode, original);
+        let (preview, result) = rewrite(&s, ClientKind::ClaudeCode);
+        // Claude Code ran: it counted a start and added a server of its own.
+        let host_wrote = preview
+            .new_text
+            .replace("\"numStartups\": 3", "\"numStartups\": 4")
+            .replace(
+                "\"mine\": {\"command\": \"mine\"}",
+                "\"mine\": {\"command\": \"mine\"}, \"later\": {\"command\": \"l\"}",
+            );
+        std::fs::write(&path, &host_wrote).unwrap();
+        let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(undone.entries_only, Some(1));
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            original
+                .replace("\"numStartups\": 3", "\"numStartups\": 4")
+                .replace(
+                    "\"mine\": {\"command\": \"mine\"}",
+                    "\"mine\": {\"command\": \"mine\"}, \"later\": {\"command\": \"l\"}"
+                ),
+            "the desk entry as it was, the host's changes kept"
+        );
+        let kept = undone.kept_as.expect("the file as it was is kept");
+        assert_eq!(
+            std::fs::read_to_string(s.home.path().join(kept.trim_start_matches("~/"))).unwrap(),
+            host_wrote
+        );
+        assert!(s.clients.rewrites().unwrap().is_empty(), "undone");
+    }
+
+    #[test]
+    fn undo_after_a_change_to_a_routed_entry_is_refused_unless_forced() {
         let s = setup("rw-changed", OURS);
         let original =
             r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
         let path = s.client_file(ClientKind::ClaudeDesktop, original);
         let (preview, result) = rewrite(&s, ClientKind::ClaudeDesktop);
+        // The person pointed the routed entry somewhere else since.
         let edited = format!(
             "{}\n",
-            preview
-                .new_text
-                .replace("}}", "}, \"new\": {\"command\": \"n\"}}")
+            preview.new_text.replace(
+                "/opt/countersign/countersign-bridge",
+                "/usr/bin/other-bridge"
+            )
         );
+        assert_ne!(edited.trim_end(), preview.new_text);
         std::fs::write(&path, &edited).unwrap();
         assert!(s.clients.rewrites().unwrap()[0].changed_since);
         match s.clients.undo(&result.rewrite.id, false) {
