@@ -441,3 +441,221 @@ async fn codexs_own_entry_is_imported_routed_and_undone() {
     )
     .await;
 }
+
+/// One JSON-RPC conversation with `codex app-server` (newline-delimited JSON on stdio).
+struct AppServer {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    next: u64,
+}
+
+impl AppServer {
+    async fn start(home: &Home, token: &str) -> AppServer {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(hosts_bin().join("codex"))
+            .arg("app-server")
+            .current_dir(&home.project)
+            .env("HOME", &home.home)
+            .env("PATH", path())
+            // As a login shell has it once the Connect snippet's ~/.profile line is in.
+            .env("COUNTERSIGN_TOKEN", token)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("codex app-server");
+        let stdin = child.stdin.take().unwrap();
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut server = AppServer {
+            child,
+            stdin,
+            lines,
+            next: 0,
+        };
+        server
+            .request(
+                "initialize",
+                serde_json::json!({"clientInfo": {"name": "countersign-test", "version": "1"}}),
+            )
+            .await
+            .expect("initialized");
+        server
+            .send(serde_json::json!({"method": "initialized"}))
+            .await;
+        server
+    }
+
+    async fn send(&mut self, message: serde_json::Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.unwrap();
+    }
+
+    /// Sends `method` and waits for its answer: the result, or the error as text.
+    async fn request(
+        &mut self,
+        method: &str,
+        params: serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let id = self.next;
+        self.next += 1;
+        self.send(serde_json::json!({"method": method, "id": id, "params": params}))
+            .await;
+        let answer = tokio::time::timeout(Duration::from_secs(60), async {
+            loop {
+                let line = self
+                    .lines
+                    .next_line()
+                    .await
+                    .unwrap()
+                    .expect("app-server still running");
+                let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+                    continue;
+                };
+                if message.get("method").is_none() && message["id"] == id {
+                    return message;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{method} answered in time"));
+        match answer.get("result") {
+            Some(result) => Ok(result.clone()),
+            None => Err(answer["error"].to_string()),
+        }
+    }
+}
+
+/// Codex through its app server (no model needed): a gated `delete_ticket` on the server the
+/// Connect snippet added is put to the person on the desktop; denied, Codex is told and nothing
+/// is deleted; allowed (and confirmed in the server's own question), the ticket is deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_app_server_calls_a_gated_tool_that_the_person_denies_then_allows() {
+    use countersign_core::ask::AskKind;
+    use countersign_core::config::ToolRule;
+    use countersign_core::{Answer, AskEvent};
+
+    let store = countersign_demo_server::TicketStore::seeded();
+    let desk =
+        countersign_demo_server::serve_http(SocketAddr::from(([127, 0, 0, 1], 0)), store.clone())
+            .await
+            .unwrap();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("hosts-rig-codex-gated-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let mut server = ServerConfig::http(SERVER, &desk.url());
+    server
+        .tool_policy
+        .insert("delete_ticket".into(), ToolRule::Ask);
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![server],
+        broker.clone(),
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    gateway.serve(listener);
+    let created = gateway.create_agent("Codex", "countersign-bridge").unwrap();
+    let snippet = created
+        .clients
+        .iter()
+        .find(|c| c.client == "codex")
+        .unwrap()
+        .snippet
+        .clone();
+    let home = Home::new("codex-app-server");
+    let (ok, said) = home.run(&snippet).await;
+    assert!(ok, "{said}");
+
+    let mut codex = AppServer::start(&home, &created.token).await;
+    let thread = codex
+        .request("thread/start", serde_json::json!({}))
+        .await
+        .expect("a thread")["thread"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let events = broker.subscribe();
+    let call = |id: &str| {
+        serde_json::json!({"server": HOST_NAME, "threadId": thread, "tool": "delete_ticket",
+                           "arguments": {"id": id}})
+    };
+    // The person answers on the desktop while Codex waits: the approval, then the server's
+    // own confirmation (allowed calls only).
+    let person = |allow: bool| {
+        let broker = broker.clone();
+        let mut events = events.resubscribe();
+        tokio::spawn(async move {
+            let mut asked = Vec::new();
+            loop {
+                let ask = match tokio::time::timeout(Duration::from_secs(60), events.recv()).await {
+                    Ok(Ok(AskEvent::Added { ask })) => ask,
+                    Ok(Ok(_)) => continue,
+                    _ => return asked,
+                };
+                match &ask.kind {
+                    AskKind::ToolCall { tool, .. } => {
+                        asked.push(format!("approve {tool} for {:?}", ask.asker.agent));
+                        let answer = if allow {
+                            Answer::Accept { content: None }
+                        } else {
+                            Answer::Decline
+                        };
+                        broker.answer(ask.id, answer).unwrap();
+                        if !allow {
+                            return asked;
+                        }
+                    }
+                    AskKind::Form { .. } => {
+                        asked.push("confirm".into());
+                        let mut content = serde_json::Map::new();
+                        content.insert("confirm".into(), true.into());
+                        broker
+                            .answer(
+                                ask.id,
+                                Answer::Accept {
+                                    content: Some(content),
+                                },
+                            )
+                            .unwrap();
+                        return asked;
+                    }
+                    other => panic!("unexpected question {other:?}"),
+                }
+            }
+        })
+    };
+
+    let desktop = person(false);
+    let denied = codex.request("mcpServer/tool/call", call("t1")).await;
+    let asked = desktop.await.unwrap();
+    assert_eq!(asked, ["approve delete_ticket for Some(\"Codex\")"]);
+    let text = format!("{denied:?}");
+    assert!(text.contains("denied") || text.contains("Denied"), "{text}");
+    assert!(store.contains("t1"), "nothing deleted");
+
+    let desktop = person(true);
+    let allowed = codex
+        .request("mcpServer/tool/call", call("t2"))
+        .await
+        .expect("the call's result");
+    let asked = desktop.await.unwrap();
+    assert_eq!(
+        asked,
+        ["approve delete_ticket for Some(\"Codex\")", "confirm"]
+    );
+    assert_ne!(allowed["isError"], true, "{allowed}");
+    assert!(
+        allowed.to_string().contains("Deleted ticket t2"),
+        "{allowed}"
+    );
+    assert!(!store.contains("t2"));
+    let _ = codex.child.kill().await;
+}
