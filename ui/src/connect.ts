@@ -528,7 +528,8 @@ class AgentCard {
       go.disabled = n === 0;
     };
     const rows = preview.candidates.map((candidate) => {
-      const box = el("input", { attrs: { type: "checkbox", "aria-label": `Import ${candidate.name}` } }) as HTMLInputElement;
+      const where = candidate.project === null ? "" : ` (for the project ${candidate.project})`;
+      const box = el("input", { attrs: { type: "checkbox", "aria-label": `Import ${candidate.name}${where}` } }) as HTMLInputElement;
       const importable = candidate.importAs !== null;
       box.checked = importable;
       box.disabled = !importable;
@@ -536,13 +537,16 @@ class AgentCard {
       boxes.push({ box, candidate });
       return el("tr", {},
         el("td", {}, box),
-        el("th", { attrs: { scope: "row" } }, inlineText(candidate.name, 80)),
+        el("th", { attrs: { scope: "row" } }, inlineText(candidate.name, 80),
+          // Claude Code's per-project (`local` scope) servers say which project.
+          candidate.project === null ? null
+            : el("div", { class: "muted candidate-project" }, "project ", el("code", {}, inlineText(candidate.project, 200)))),
         el("td", {}, el("code", {}, inlineText(candidate.transport, 300))),
         el("td", {}, ...candidateState(candidate)));
     });
     label();
     go.addEventListener("click", () => {
-      const names = boxes.filter((b) => b.box.checked).map((b) => b.candidate.name);
+      const names = boxes.filter((b) => b.box.checked).map((b) => b.candidate.key);
       go.disabled = true;
       close.disabled = true;
       status.textContent = "Importing…";

@@ -563,6 +563,30 @@ test("an earlier rewrite can be undone; when the file changed since, only after 
   await app.close();
 });
 
+test("Claude Code's per-project servers are offered with their project, and chosen by it", async () => {
+  const preview = importPreview("claudeCode", [
+    ["desk", "new", "desk-mcp"],
+    ["desk", "renamed", "other-desk", "desk-claude-code", "Countersign already has a different server named \"desk\"", [], "/home/me/work/app"],
+  ]);
+  const app = await openConnect(state({
+    agentConfigs: agentConfigs({ found: ["claudeCode"] }),
+    importPreviews: { claudeCode: preview },
+  }));
+  const { page, backend } = app;
+  const card = await agentCard(page, "Claude Code");
+  await card.getByRole("button", { name: "Import servers…" }).click();
+  const table = card.getByRole("table");
+  await table.waitFor();
+  assert.deepEqual(await table.locator("tbody th").allTextContents(), ["desk", "deskproject /home/me/work/app"]);
+  await card.getByRole("checkbox", { name: "Import desk", exact: true }).uncheck();
+  assert.equal(await card.getByRole("checkbox", { name: "Import desk (for the project /home/me/work/app)" }).isChecked(), true);
+  await card.getByRole("button", { name: "Import 1 server" }).click();
+  await card.locator(".agent-result").waitFor();
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "import_servers").map((c) => c.args.names),
+    [["desk@/home/me/work/app"]]);
+  await app.close();
+});
+
 test("an undo after the host changed the rest of its file puts back only Countersign's entries, and says so", async () => {
   const app = await openConnect(state({
     agentConfigs: agentConfigs({ found: ["claudeCode"], rewrites: [rewriteView({ id: "claudeCode-3", client: "claudeCode", changedSince: true })] }),

@@ -338,9 +338,14 @@ async fn routed_through_and_undone(client: ClientKind, host: &str, add: &str, ch
     let preview = clients
         .preview_import(client)
         .expect("the host's file reads");
-    clients
-        .import(preview.plan, &["desk".to_owned()])
-        .expect("imported");
+    let desk_keys: Vec<String> = preview
+        .candidates
+        .iter()
+        .filter(|c| c.name == "desk")
+        .map(|c| c.key.clone())
+        .collect();
+    assert_eq!(desk_keys.len(), 1, "{preview:?}");
+    clients.import(preview.plan, &desk_keys).expect("imported");
     let loaded = countersign_core::config::load(&config);
     assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
     let gateway = Gateway::new(
@@ -415,6 +420,19 @@ async fn claude_codes_own_entry_is_imported_routed_and_undone() {
         ClientKind::ClaudeCode,
         "claude",
         "claude mcp add --scope user --transport http desk DESK_URL",
+        "claude mcp list",
+    )
+    .await;
+}
+
+/// `claude mcp add`'s default scope is the project's (`local`): such a server is imported and
+/// routed too, and Claude Code in that project connects through the gateway.
+#[tokio::test(flavor = "multi_thread")]
+async fn claude_codes_per_project_entry_is_imported_routed_and_undone() {
+    routed_through_and_undone(
+        ClientKind::ClaudeCode,
+        "claude-local",
+        "claude mcp add --transport http desk DESK_URL",
         "claude mcp list",
     )
     .await;

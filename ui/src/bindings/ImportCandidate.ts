@@ -6,9 +6,18 @@ import type { ImportStatus } from "./ImportStatus";
  */
 export type ImportCandidate = { 
 /**
+ * What the import is told to take it by: its name, or for a per-project server
+ * `<name>@<project folder>` (a name can be in several lists).
+ */
+key: string, 
+/**
  * Its name in the host's file.
  */
 name: string, 
+/**
+ * Claude Code: the project folder of a per-project (`local` scope) server.
+ */
+project: string | null, 
 /**
  * The name it gets in Countersign; `None` when it is not imported.
  */

@@ -216,7 +216,7 @@ export class FakeBackend {
       case "import_servers": {
         const preview = Object.values(this.importPreviews).find((p) => p.plan === args.plan);
         if (!preview) return { err: { kind: "agentConfig", message: "this preview is no longer available; open it again" } };
-        const chosen = preview.candidates.filter((c) => c.importAs !== null && args.names.includes(c.name));
+        const chosen = preview.candidates.filter((c) => c.importAs !== null && args.names.includes(c.key));
         if (chosen.length === 0) return { err: { kind: "agentConfig", message: "choose at least one server that can be imported" } };
         return { ok: {
           configPath: configs.configPath,

@@ -182,7 +182,7 @@ export function rewriteView({ id = "cursor-1", client = "cursor", changedSince =
 
 let nextPlan = 1;
 
-/** `preview_import` for `client` with `candidates` ([name, status, transport, importAs?, note?, warnings?]). */
+/** `preview_import` for `client` with `candidates` ([name, status, transport, importAs?, note?, warnings?, project?]). */
 export function importPreview(client, candidates, { notes = [] } = {}) {
   const [title, path] = AGENT_FILES[client];
   nextPlan += 1;
@@ -192,8 +192,10 @@ export function importPreview(client, candidates, { notes = [] } = {}) {
     title,
     path,
     configPath: "~/.config/countersign/config.json",
-    candidates: candidates.map(([name, status, transport, importAs, note, warnings]) => ({
+    candidates: candidates.map(([name, status, transport, importAs, note, warnings, project = null]) => ({
+      key: project === null ? name : `${name}@${project}`,
       name,
+      project,
       importAs: importAs !== undefined ? importAs : (status === "new" ? name : null),
       transport,
       status,

@@ -40,8 +40,13 @@ pub enum ImportStatus {
 #[ts(export)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportCandidate {
+    /// What the import is told to take it by: its name, or for a per-project server
+    /// `<name>@<project folder>` (a name can be in several lists).
+    pub key: String,
     /// Its name in the host's file.
     pub name: String,
+    /// Claude Code: the project folder of a per-project (`local` scope) server.
+    pub project: Option<String>,
     /// The name it gets in Countersign; `None` when it is not imported.
     pub import_as: Option<String>,
     /// The command line or the URL.
@@ -239,7 +244,9 @@ impl Clients {
                     self.gateway_port,
                 );
                 let candidate = ImportCandidate {
+                    key: entry.key(),
                     name: entry.name.clone(),
+                    project: entry.project.clone(),
                     import_as,
                     transport: super::transport_summary(&entry.name, &entry.value),
                     status,
@@ -250,14 +257,6 @@ impl Clients {
             })
             .collect();
         let mut notes = Vec::new();
-        if file.project_servers > 0 {
-            let n = file.project_servers;
-            notes.push(format!(
-                "{n} {} configured for single projects (under \"projects\") {} not offered; only the servers for every project are.",
-                if n == 1 { "server" } else { "servers" },
-                if n == 1 { "is" } else { "are" },
-            ));
-        }
         if file.has_inputs {
             notes.push("This file declares \"inputs\", values VS Code asks you for; Countersign does not ask for them.".into());
         }
@@ -303,7 +302,7 @@ impl Clients {
         let chosen: Vec<&(ImportCandidate, Value)> = plan
             .candidates
             .iter()
-            .filter(|(c, _)| c.import_as.is_some() && names.contains(&c.name))
+            .filter(|(c, _)| c.import_as.is_some() && names.contains(&c.key))
             .collect();
         if chosen.is_empty() {
             return Err(ClientError::Refused(
@@ -617,12 +616,14 @@ mod tests {
             }, "projects": {"/p": {"mcpServers": {"local": {"command": "l"}}}}}"#,
         );
         let p = s.clients.preview_import(ClientKind::ClaudeCode).unwrap();
+        assert!(p.notes.is_empty(), "{:?}", p.notes);
+        // The per-project server is offered too, keyed by its folder.
+        let local = by_name(&p, "local");
         assert_eq!(
-            p.notes,
-            [
-                "1 server configured for single projects (under \"projects\") is not offered; only the servers for every project are."
-            ]
+            (local.key.as_str(), local.project.as_deref()),
+            ("local@/p", Some("/p"))
         );
+        assert_eq!(local.status, ImportStatus::New);
         let result = s
             .clients
             .import(

@@ -20,6 +20,8 @@ pub(crate) struct Entry {
     pub value: Value,
     /// The value's bytes in the file's text.
     pub span: Range<usize>,
+    /// Claude Code: the project folder a per-project (`local` scope) server belongs to.
+    pub project: Option<String>,
 }
 
 /// A host's config file as read.
@@ -27,12 +29,21 @@ pub(crate) struct Entry {
 pub(crate) struct ClientFile {
     pub path: PathBuf,
     pub text: String,
-    /// In file order. A name given twice appears twice (the hosts use the last one).
+    /// In file order (Claude Code's per-project servers after the user-wide ones). A name given
+    /// twice in one list appears twice (the hosts use the last one).
     pub entries: Vec<Entry>,
-    /// Claude Code: servers configured per project (not imported).
-    pub project_servers: usize,
     /// VS Code: the file declares `inputs` (prompted values).
     pub has_inputs: bool,
+}
+
+impl Entry {
+    /// Its name, or for a per-project server `<name>@<project folder>`: unique in a file.
+    pub fn key(&self) -> String {
+        match &self.project {
+            Some(folder) => format!("{}@{folder}", self.name),
+            None => self.name.clone(),
+        }
+    }
 }
 
 impl ClientFile {
@@ -44,7 +55,7 @@ impl ClientFile {
             .filter(|(i, e)| {
                 !self.entries[i + 1..]
                     .iter()
-                    .any(|later| later.name == e.name)
+                    .any(|later| later.name == e.name && later.project == e.project)
             })
             .map(|(_, e)| e)
             .collect()
@@ -109,10 +120,10 @@ pub(crate) fn parse(
                     value: super::in_our_words(client, value),
                     // Rewritten by table (`codex::rewrite`), not by span.
                     span: 0..0,
+                    project: None,
                 })
                 .collect(),
             text,
-            project_servers: 0,
             has_inputs: false,
         });
     }
@@ -134,7 +145,7 @@ pub(crate) fn parse(
     })?;
     let key = client.servers_key();
     let mut entries = Vec::new();
-    let mut project_servers = 0;
+    let mut project_entries = Vec::new();
     let mut has_inputs = false;
     for (name, raw) in &top {
         let start = offset_in(&stripped, raw);
@@ -157,17 +168,34 @@ pub(crate) fn parse(
                             serde_json::from_str(value.get()).unwrap_or(Value::Null),
                         ),
                         span: at..at + value.get().len(),
+                        project: None,
                     }
                 })
                 .collect();
         } else if client == ClientKind::ClaudeCode && name == "projects" {
-            let projects: Value = serde_json::from_str(raw.get()).unwrap_or(Value::Null);
-            project_servers = projects
-                .as_object()
-                .into_iter()
-                .flat_map(|p| p.values())
-                .filter_map(|p| p.get("mcpServers")?.as_object().map(|m| m.len()))
-                .sum();
+            // `claude mcp add`'s default (`local`) scope: `projects.<folder>.mcpServers`. Claude
+            // Code's own bookkeeping; what does not parse is not offered.
+            project_entries.clear();
+            for (folder, project) in pairs(raw.get()).unwrap_or_default() {
+                for (key, servers) in pairs(project.get()).unwrap_or_default() {
+                    if key != "mcpServers" {
+                        continue;
+                    }
+                    project_entries.retain(|e: &Entry| e.project.as_deref() != Some(&folder));
+                    for (name, value) in pairs(servers.get()).unwrap_or_default() {
+                        let at = offset_in(&stripped, value);
+                        project_entries.push(Entry {
+                            name,
+                            value: super::in_our_words(
+                                client,
+                                serde_json::from_str(value.get()).unwrap_or(Value::Null),
+                            ),
+                            span: at..at + value.get().len(),
+                            project: Some(folder.clone()),
+                        });
+                    }
+                }
+            }
         } else if client == ClientKind::VsCode && name == "inputs" {
             has_inputs = serde_json::from_str::<Value>(raw.get())
                 .ok()
@@ -175,11 +203,11 @@ pub(crate) fn parse(
                 .unwrap_or(false);
         }
     }
+    entries.extend(project_entries);
     Ok(ClientFile {
         path,
         text,
         entries,
-        project_servers,
         has_inputs,
     })
 }
@@ -334,7 +362,11 @@ mod tests {
 
         let code = client_file(places, ClientKind::ClaudeCode).unwrap();
         assert_eq!(code.entries[0].name, "gh");
-        assert_eq!(code.project_servers, 2);
+        // The per-project servers after the user-wide ones, each with its folder and its span.
+        let keys: Vec<String> = code.entries.iter().map(Entry::key).collect();
+        assert_eq!(keys, ["gh", "x@/src/a", "y@/src/a"]);
+        assert_eq!(&code.text[code.entries[2].span.clone()], r#"{"command": "y"}"#);
+        assert_eq!(code.entries[1].project.as_deref(), Some("/src/a"));
 
         let cursor = client_file(places, ClientKind::Cursor).unwrap();
         assert_eq!(cursor.entries[0].value["headers"], json!({"X": "1"}));

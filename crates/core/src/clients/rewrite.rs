@@ -82,7 +82,8 @@ pub struct RewriteRecord {
     /// The id of the agent token the rewrite wrote into the file, revoked by the undo.
     #[serde(default)]
     pub agent: Option<String>,
-    /// The entries it routed, by name: when the host has changed the rest of the file since
+    /// The entries it routed, by name (`<name>@<project folder>` for a per-project one): when the
+    /// host has changed the rest of the file since
     /// (Claude Code writes its own state there whenever it runs), the undo puts back only these.
     #[serde(default)]
     pub routed: Vec<String>,
@@ -140,7 +141,7 @@ pub(crate) struct RewritePlan {
     new_text: String,
     at_ms: u64,
     routed: usize,
-    /// The names of the routed entries, for the record.
+    /// The keys of the routed entries, for the record.
     names: Vec<String>,
 }
 
@@ -210,10 +211,15 @@ impl Clients {
         let mut splices: Vec<(std::ops::Range<usize>, String)> = Vec::new();
         // Codex's TOML tables, replaced whole by name.
         let mut tables: Vec<(String, Value)> = Vec::new();
+        // The routed entries' keys, for the record (see `RewriteRecord::routed`).
+        let mut keys: Vec<String> = Vec::new();
         for entry in &file.entries {
             let keep = |reason: String| Skipped {
                 name: entry.name.clone(),
-                reason,
+                reason: match &entry.project {
+                    Some(folder) => format!("{reason} (for the project {folder})"),
+                    None => reason,
+                },
             };
             if is_routed(&entry.value, self.gateway_port) {
                 kept.push(keep("already routed through Countersign".into()));
@@ -254,6 +260,10 @@ impl Clients {
             if !route.served.iter().any(|s| s == ours_name) {
                 notes.push("Countersign serves it once restarted".to_owned());
             }
+            if let Some(folder) = &entry.project {
+                notes.push(format!("for the project {folder}"));
+            }
+            keys.push(entry.key());
             changes.push(RouteChange {
                 name: entry.name.clone(),
                 server: ours_name.to_owned(),
@@ -312,7 +322,7 @@ impl Clients {
                     new_text: new_text.clone(),
                     at_ms,
                     routed: changes.len(),
-                    names: changes.iter().map(|c| c.name.clone()).collect(),
+                    names: keys.clone(),
                 },
             )
         });
@@ -545,9 +555,9 @@ impl Clients {
         let before =
             read::parse(record.client, record.path.clone(), &shown, backup.to_vec()).ok()?;
         let mut splices = Vec::new();
-        for name in &record.routed {
-            let current = now.entries.iter().rfind(|e| &e.name == name)?;
-            let old = before.entries.iter().rfind(|e| &e.name == name)?;
+        for key in &record.routed {
+            let current = now.entries.iter().rfind(|e| &e.key() == key)?;
+            let old = before.entries.iter().rfind(|e| &e.key() == key)?;
             if !is_routed(&current.value, self.gateway_port) {
                 return None;
             }
