@@ -677,3 +677,42 @@ async fn codex_app_server_calls_a_gated_tool_that_the_person_denies_then_allows(
     assert!(!store.contains("t2"));
     let _ = codex.child.kill().await;
 }
+
+/// Gemini CLI's project scope (`gemini mcp add --scope project`, the folder's own
+/// `.gemini/settings.json`): its server is offered for import with the project, and imported;
+/// route-through leaves it alone, saying why (the token would go into a committed file).
+#[tokio::test(flavor = "multi_thread")]
+async fn gemini_clis_project_settings_are_imported_not_routed() {
+    let home = Home::new("gemini-project");
+    let (ok, said) = home.run("gemini mcp add --scope user --transport http user-desk http://127.0.0.1:9/mcp && gemini mcp add --scope project --transport http team-desk https://team.example/mcp").await;
+    assert!(ok, "{said}");
+    let config = home.home.join("countersign.json");
+    let clients = Clients::new(Places::under_home(&home.home), config.clone(), None, 47717);
+    let preview = clients.preview_import(ClientKind::Gemini).expect("read");
+    let team = preview
+        .candidates
+        .iter()
+        .find(|c| c.name == "team-desk")
+        .unwrap_or_else(|| panic!("{preview:?}"));
+    let folder = home.project.canonicalize().unwrap().display().to_string();
+    assert_eq!(team.project.as_deref(), Some(folder.as_str()));
+    clients
+        .import(preview.plan, &[team.key.clone()])
+        .expect("imported");
+    let written = std::fs::read_to_string(&config).unwrap();
+    assert!(written.contains("https://team.example/mcp"), "{written}");
+    let route = countersign_core::clients::Route {
+        base_url: "http://127.0.0.1:47717".into(),
+        token: "TOKEN".into(),
+        bridge: "countersign-bridge".into(),
+        served: vec!["team-desk".into()],
+    };
+    let rewrite = clients.preview_rewrite(ClientKind::Gemini, &route).unwrap();
+    assert!(
+        rewrite
+            .kept
+            .iter()
+            .any(|k| k.name == "team-desk" && k.reason.contains("gets committed")),
+        "{rewrite:?}"
+    );
+}

@@ -257,6 +257,9 @@ impl Clients {
             })
             .collect();
         let mut notes = Vec::new();
+        for unread in &file.unread {
+            notes.push(format!("Not read: {unread}"));
+        }
         if file.has_inputs {
             notes.push("This file declares \"inputs\", values VS Code asks you for; Countersign does not ask for them.".into());
         }
@@ -552,6 +555,63 @@ mod tests {
             written["mcpServers"]["tracker"],
             json!({"type": "http", "url": "https://tracker.example/mcp", "headers": {"Authorization": "Bearer ${TRACKER_TOKEN}"}})
         );
+    }
+
+    /// Gemini CLI's project settings (the folders it lists in ~/.gemini/projects.json) are
+    /// offered with their project; a broken one is named, not fatal.
+    #[test]
+    fn gemini_project_settings_are_offered_with_their_project() {
+        let s = setup("import-gemini-projects", r#"{"mcpServers": {}}"#);
+        s.client_file(ClientKind::Gemini, r#"{"mcpServers": {}}"#);
+        let home = s.home.path();
+        let (app, broken) = (home.join("work/app"), home.join("work/broken"));
+        for (folder, text) in [
+            (&app, r#"{"mcpServers": {"db": {"command": "db-mcp"}}}"#),
+            (&broken, "{not json"),
+        ] {
+            std::fs::create_dir_all(folder.join(".gemini")).unwrap();
+            std::fs::write(folder.join(".gemini/settings.json"), text).unwrap();
+        }
+        std::fs::write(
+            home.join(".gemini/projects.json"),
+            json!({"projects": {app.display().to_string(): "app", broken.display().to_string(): "broken", "relative": "x"}}).to_string(),
+        )
+        .unwrap();
+        let preview = s.clients.preview_import(ClientKind::Gemini).unwrap();
+        let db = by_name(&preview, "db");
+        assert_eq!(db.status, ImportStatus::New);
+        assert_eq!(
+            db.project.as_deref(),
+            Some(app.display().to_string().as_str())
+        );
+        assert_eq!(db.key, format!("db@{}", app.display()));
+        assert!(
+            preview
+                .notes
+                .iter()
+                .any(|n| n.starts_with("Not read: ~/work/broken/.gemini/settings.json:1:2")),
+            "{:?}",
+            preview.notes
+        );
+        s.clients.import(preview.plan, &[db.key.clone()]).unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+        assert_eq!(written["mcpServers"]["db"], json!({"command": "db-mcp"}));
+        // Routing it would put the token into a project file: it is left alone, and said why.
+        let route = s
+            .clients
+            .preview_rewrite(
+                ClientKind::Gemini,
+                &crate::clients::Route {
+                    base_url: format!("http://127.0.0.1:{PORT}"),
+                    token: "TOKEN".into(),
+                    bridge: "countersign-bridge".into(),
+                    served: vec!["db".into()],
+                },
+            )
+            .unwrap();
+        let kept = route.kept.iter().find(|k| k.name == "db").expect("kept");
+        assert!(kept.reason.contains("gets committed"), "{}", kept.reason);
     }
 
     #[test]

@@ -121,9 +121,9 @@ impl ClientKind {
 /// Where each host keeps its user-wide MCP config (Linux): Claude Desktop and VS Code under
 /// the XDG config dir (`~/.config`), Claude Code, Cursor, Gemini CLI and Codex in dot-files in
 /// the home dir. Claude Code's per-project servers (`projects.<path>.mcpServers` in the same
-/// file, `claude mcp add`'s default scope) are read with their project; workspace files
-/// (`.vscode/mcp.json`, `.cursor/mcp.json`, `.gemini/settings.json` in a project) are not: which
-/// projects there are is nowhere to be found.
+/// file, `claude mcp add`'s default scope) are read with their project, and Gemini CLI's project
+/// settings from the folders it lists (`read::gemini_projects`); Cursor's and VS Code's
+/// workspace files are not: which projects there are is nowhere to be found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Places {
     pub home: PathBuf,

@@ -34,6 +34,8 @@ pub(crate) struct ClientFile {
     pub entries: Vec<Entry>,
     /// VS Code: the file declares `inputs` (prompted values).
     pub has_inputs: bool,
+    /// Gemini CLI: project settings files that could not be read, and why.
+    pub unread: Vec<String>,
 }
 
 impl Entry {
@@ -78,7 +80,53 @@ pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientF
     let path = places.file(client);
     let shown = places.display(&path);
     let bytes = std::fs::read(&path).map_err(|e| io_error(&shown, &e))?;
-    parse(client, path, &shown, bytes)
+    let mut file = parse(client, path, &shown, bytes)?;
+    if client == ClientKind::Gemini {
+        gemini_projects(places, &mut file);
+    }
+    Ok(file)
+}
+
+/// Gemini CLI's project settings: `.gemini/settings.json` in each folder Gemini has run in (it
+/// lists them in `~/.gemini/projects.json`). Their servers are added with their project, for
+/// import only (span empty: a project file is not rewritten, see `rewrite.rs`); a project file
+/// that cannot be read is named in `unread`.
+fn gemini_projects(places: &Places, file: &mut ClientFile) {
+    /// Project folders read, at most.
+    const MAX_PROJECTS: usize = 64;
+    let listed = places.home.join(".gemini").join("projects.json");
+    let Ok(text) = std::fs::read_to_string(&listed) else {
+        return;
+    };
+    let folders: Vec<String> = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| {
+            v.get("projects")?
+                .as_object()
+                .map(|p| p.keys().cloned().collect())
+        })
+        .unwrap_or_default();
+    for folder in folders.into_iter().take(MAX_PROJECTS) {
+        let path = Path::new(&folder).join(".gemini").join("settings.json");
+        if !Path::new(&folder).is_absolute() || path == file.path {
+            continue;
+        }
+        let shown = places.display(&path);
+        let read = std::fs::read(&path)
+            .map_err(|e| io_error(&shown, &e))
+            .and_then(|bytes| parse(ClientKind::Gemini, path.clone(), &shown, bytes));
+        match read {
+            Ok(project) => file
+                .entries
+                .extend(project.entries.into_iter().map(|e| Entry {
+                    span: 0..0,
+                    project: Some(folder.clone()),
+                    ..e
+                })),
+            Err(ClientError::NotFound { .. }) => {}
+            Err(e) => file.unread.push(e.to_string()),
+        }
+    }
 }
 
 /// `bytes` as `client`'s file at `path` (`shown` names it in errors).
@@ -125,6 +173,7 @@ pub(crate) fn parse(
                 .collect(),
             text,
             has_inputs: false,
+            unread: Vec::new(),
         });
     }
     let stripped = jsonc::strip(&text);
@@ -209,6 +258,7 @@ pub(crate) fn parse(
         text,
         entries,
         has_inputs,
+        unread: Vec::new(),
     })
 }
 
@@ -365,7 +415,10 @@ mod tests {
         // The per-project servers after the user-wide ones, each with its folder and its span.
         let keys: Vec<String> = code.entries.iter().map(Entry::key).collect();
         assert_eq!(keys, ["gh", "x@/src/a", "y@/src/a"]);
-        assert_eq!(&code.text[code.entries[2].span.clone()], r#"{"command": "y"}"#);
+        assert_eq!(
+            &code.text[code.entries[2].span.clone()],
+            r#"{"command": "y"}"#
+        );
         assert_eq!(code.entries[1].project.as_deref(), Some("/src/a"));
 
         let cursor = client_file(places, ClientKind::Cursor).unwrap();

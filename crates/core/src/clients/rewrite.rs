@@ -225,6 +225,15 @@ impl Clients {
                 kept.push(keep("already routed through Countersign".into()));
                 continue;
             }
+            if client == ClientKind::Gemini && entry.project.is_some() {
+                kept.push(keep(
+                    "a project's .gemini/settings.json is not rewritten: the token would go into \
+                     a file that gets committed; paste the Connect page's snippet (user scope) \
+                     instead"
+                        .into(),
+                ));
+                continue;
+            }
             let server = match as_countersign(&entry.name, &entry.value) {
                 Ok(Some(server)) => server,
                 Ok(None) => {
