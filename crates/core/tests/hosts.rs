@@ -373,6 +373,15 @@ async fn routed_through_and_undone(client: ClientKind, host: &str, add: &str, ch
     let done = clients
         .rewrite(rewrite.plan.expect("a plan"))
         .expect("rewritten");
+    // What Countersign wrote is private: its config, the host file's backup, the record.
+    let backup = home
+        .home
+        .join(done.rewrite.backup_path.trim_start_matches("~/"));
+    for written in [&config, &backup, &dir.join("rewrites.json")] {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(written).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{}", written.display());
+    }
     let (ok, said) = home.run(check).await;
     assert!(ok, "{said}");
     let line = said
