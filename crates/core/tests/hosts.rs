@@ -292,12 +292,30 @@ async fn codex_pasted_twice_names_the_variable_not_the_token() {
         !config.contains(&token),
         "Codex's config names the variable only"
     );
+    // The token is in a file only the person reads, which the profile sources (once).
     let profile = std::fs::read_to_string(home.home.join(".profile")).unwrap();
     assert_eq!(
-        profile.matches("COUNTERSIGN_TOKEN").count(),
+        profile.lines().count(),
         1,
-        "the export is added once:\n{profile}"
+        "the profile line is added once:\n{profile}"
     );
+    assert!(!profile.contains(&token));
+    let env = home.home.join(".config/countersign/agent-env");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&env).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(&env).unwrap(),
+        format!("export COUNTERSIGN_TOKEN={token}\n")
+    );
+    let (ok, said) = home
+        .run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN\"")
+        .await;
+    assert!(ok && said == token, "{said}");
     home.assert_no_project_file_holds(&token);
 }
 

@@ -143,9 +143,10 @@ export function clientSetups(token, servers = ["demo", "tickets"]) {
       format: "shell", note: `${note} --scope user on purpose: Gemini CLI's default (project) scope would write the token into the project's .gemini/settings.json, a file that gets committed.`,
       snippet: servers.map((s) => `gemini mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
     { client: "codex", title: "Codex", whereTo: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)",
-      format: "shell", note: `${note} The token goes into your shell profile (~/.profile) as COUNTERSIGN_TOKEN, and Codex's config names only the variable, so the token is not in Codex's config file; start Codex from a shell that has it (a new login, or this terminal).`,
+      format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN; Codex's config names only the variable, so the token is not in Codex's config file. Start Codex from a shell that has it (a new login, or this terminal).`,
       snippet: [
-        `grep -qxF 'export COUNTERSIGN_TOKEN=${token}' ~/.profile 2>/dev/null || printf '%s\\n' 'export COUNTERSIGN_TOKEN=${token}' >> ~/.profile`,
+        `(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && printf '%s\\n' 'export COUNTERSIGN_TOKEN=${token}' > ~/.config/countersign/agent-env)`,
+        `grep -qxF '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' ~/.profile 2>/dev/null || printf '%s\\n' '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' >> ~/.profile`,
         `export COUNTERSIGN_TOKEN=${token}`,
         ...servers.map((s) => `codex mcp remove ${s} >/dev/null 2>&1; codex mcp add ${s} --url ${at(s)} --bearer-token-env-var COUNTERSIGN_TOKEN`),
       ].join("\n") },

@@ -111,6 +111,10 @@ pub fn gateway_entry(
     }
 }
 
+/// Where the Codex snippet keeps the agent's token for the shell (0600), sourced from
+/// `~/.profile`.
+const AGENT_ENV: &str = "~/.config/countersign/agent-env";
+
 /// A server's name as the agent hosts accept it: Claude Code and Codex take only ASCII
 /// letters, digits, `-` and `_` (`Invalid name my desk. Names can only contain letters,
 /// numbers, hyphens, and underscores.`), so every other run of characters becomes one `-`
@@ -200,9 +204,14 @@ pub fn client_setups(
         )
     });
     // Codex reads the token from the environment; its config names only the variable.
+    // The token goes into a file only the person can read, which their profile sources: a
+    // `~/.profile` is usually readable by every local user (0644).
     let export = shell_quote(&format!("export {BRIDGE_TOKEN_ENV}={}", shell_quote(token)));
+    let source = shell_quote(&format!("[ -f {AGENT_ENV} ] && . {AGENT_ENV}"));
     let codex = format!(
-        "grep -qxF {export} ~/.profile 2>/dev/null || printf '%s\\n' {export} >> ~/.profile\nexport {BRIDGE_TOKEN_ENV}={}\n{}",
+        "(umask 077; mkdir -p ~/.config/countersign && touch {AGENT_ENV} && chmod 600 {AGENT_ENV} && printf '%s\\n' {export} > {AGENT_ENV})\n\
+         grep -qxF {source} ~/.profile 2>/dev/null || printf '%s\\n' {source} >> ~/.profile\n\
+         export {BRIDGE_TOKEN_ENV}={}\n{}",
         shell_quote(token),
         lines(&|s, n| {
             let n = shell_quote(n);
@@ -285,9 +294,10 @@ pub fn client_setups(
             format: "shell".into(),
             snippet: codex,
             note: note(
-                " The token goes into your shell profile (~/.profile) as COUNTERSIGN_TOKEN, and \
-                 Codex's config names only the variable, so the token is not in Codex's config \
-                 file; start Codex from a shell that has it (a new login, or this terminal).",
+                " The token goes into ~/.config/countersign/agent-env (readable only by you), \
+                 which your ~/.profile sources, as COUNTERSIGN_TOKEN; Codex's config names only \
+                 the variable, so the token is not in Codex's config file. Start Codex from a \
+                 shell that has it (a new login, or this terminal).",
             ),
         },
     ]
@@ -530,15 +540,16 @@ mod tests {
         assert_eq!(
             lines,
             [
-                r"grep -qxF 'export COUNTERSIGN_TOKEN=tok' ~/.profile 2>/dev/null || printf '%s\n' 'export COUNTERSIGN_TOKEN=tok' >> ~/.profile",
+                r"(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && printf '%s\n' 'export COUNTERSIGN_TOKEN=tok' > ~/.config/countersign/agent-env)",
+                r"grep -qxF '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' ~/.profile 2>/dev/null || printf '%s\n' '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' >> ~/.profile",
                 "export COUNTERSIGN_TOKEN=tok",
                 "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN",
                 "codex mcp remove a-b >/dev/null 2>&1; codex mcp add a-b --url http://127.0.0.1:47717/mcp/a.b --bearer-token-env-var COUNTERSIGN_TOKEN",
             ]
         );
-        // `--transport` is an error for `codex mcp add`; the token is only in the profile lines.
+        // `--transport` is an error for `codex mcp add`; the token is only in the env lines.
         assert!(!codex.snippet.contains("--transport"));
-        assert!(lines[2..].iter().all(|l| !l.contains("tok ")));
+        assert!(lines[3..].iter().all(|l| !l.contains("tok ")));
         assert!(
             codex
                 .note
@@ -555,7 +566,7 @@ mod tests {
         let token = "t'k $x \"y\"";
         let setups = client_setups("http://127.0.0.1:1", token, "bridge", &["demo".into()]);
         let codex = setups.iter().find(|s| s.client == "codex").unwrap();
-        let profile_lines: Vec<&str> = codex.snippet.lines().take(2).collect();
+        let profile_lines: Vec<&str> = codex.snippet.lines().take(3).collect();
         let home = std::env::temp_dir().join(format!("countersign-connect-{}", std::process::id()));
         std::fs::create_dir_all(&home).unwrap();
         let run = |script: &str| {
@@ -573,11 +584,19 @@ mod tests {
         run(&script);
         let profile = std::fs::read_to_string(home.join(".profile")).unwrap();
         assert_eq!(profile.lines().count(), 1, "{profile}");
+        // Only the person can read the token; the profile only names the file.
+        let env = home.join(".config/countersign/agent-env");
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&env).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(!profile.contains("t'k"), "{profile}");
         assert_eq!(run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN\""), token);
         assert_eq!(
             run(&format!(
                 "{}; printf %s \"$COUNTERSIGN_TOKEN\"",
-                profile_lines[1]
+                profile_lines[2]
             )),
             token
         );
