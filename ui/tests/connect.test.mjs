@@ -116,10 +116,13 @@ test("a new agent's token is shown once with its snippets, never again; Revoke a
   assert.ok((await created.getByRole("article", { name: "Cursor" }).locator("pre").textContent()).includes(token));
   // Gemini CLI and Codex: their own commands, user-wide, each with its note.
   const gemini = created.getByRole("article", { name: "Gemini CLI" });
-  assert.equal(await gemini.locator("pre").textContent(),
-    `gemini mcp add --scope user --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer ${token}'\n` +
-    `gemini mcp add --scope user --transport http tickets http://127.0.0.1:47717/mcp/tickets --header 'Authorization: Bearer ${token}'`);
-  assert.match(await gemini.locator(".client-note").textContent(), /default \(project\) scope would write the token into the project's \.gemini\/settings\.json, a file that gets committed/);
+  const geminiLines = (await gemini.locator("pre").textContent()).split("\n");
+  assert.deepEqual(geminiLines.slice(2), [
+    `export COUNTERSIGN_TOKEN_GEMINI=${token}`,
+    "gemini mcp add --scope user --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer ${COUNTERSIGN_TOKEN_GEMINI}'",
+    "gemini mcp add --scope user --transport http tickets http://127.0.0.1:47717/mcp/tickets --header 'Authorization: Bearer ${COUNTERSIGN_TOKEN_GEMINI}'",
+  ]);
+  assert.match(await gemini.locator(".client-note").textContent(), /default \(project\) scope writes into the project's \.gemini\/settings\.json, a file that gets committed/);
   const codex = created.getByRole("article", { name: "Codex" });
   const codexLines = (await codex.locator("pre").textContent()).split("\n");
   assert.equal(codexLines.length, 5);

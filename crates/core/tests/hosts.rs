@@ -249,8 +249,9 @@ async fn gemini_cli_pasted_twice_connects_through_the_gateway() {
         let (ok, said) = home.run(&snippet).await;
         assert!(ok, "paste {paste} failed:\n{said}");
     }
-    // `gemini mcp list` reads the folder it runs in: the check runs in the project.
-    let (ok, said) = home.run("gemini mcp list").await;
+    // `gemini mcp list` reads the folder it runs in: the check runs in the project, from a
+    // login shell (which has the token's variable from the profile).
+    let (ok, said) = home.run(". ~/.profile; gemini mcp list").await;
     assert!(ok, "{said}");
     let lines = connected_line(&said, HOST_NAME);
     assert_eq!(lines.len(), 1, "one entry after two pastes:\n{said}");
@@ -260,12 +261,15 @@ async fn gemini_cli_pasted_twice_connects_through_the_gateway() {
         "{said}"
     );
     assert!(rig.used(&id), "the gateway saw Gemini CLI's token");
-    // User scope: the token is not in the project's .gemini/settings.json.
+    // User scope, and the token only in the private env file: not in the project's nor in
+    // Gemini's own settings (which Gemini writes readable by every local user).
     home.assert_no_project_file_holds(&token);
+    let settings = std::fs::read_to_string(home.home.join(".gemini/settings.json")).unwrap();
+    assert!(settings.contains(HOST_NAME));
+    assert!(!settings.contains(&token), "{settings}");
     assert!(
-        std::fs::read_to_string(home.home.join(".gemini/settings.json"))
-            .unwrap()
-            .contains(HOST_NAME)
+        settings.contains("${COUNTERSIGN_TOKEN_GEMINI}"),
+        "{settings}"
     );
 }
 

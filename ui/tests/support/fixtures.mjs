@@ -87,6 +87,18 @@ export function samplingAsk({ id, server = "research", agent = "Claude Code", de
   };
 }
 
+/** The lines a snippet keeps `variable` = `token` in the private env file with (as core's
+ * `token_env`). */
+function tokenEnv(variable, token) {
+  const file = "~/.config/countersign/agent-env";
+  const source = `[ -f ${file} ] && . ${file}`;
+  return [
+    `(umask 077; mkdir -p ~/.config/countersign && touch ${file} && chmod 600 ${file} && { grep -v '^export ${variable}=' ${file}; printf '%s\\n' 'export ${variable}=${token}'; } > ${file}.new && mv ${file}.new ${file})`,
+    `grep -qxF '${source}' ~/.profile 2>/dev/null || printf '%s\\n' '${source}' >> ~/.profile`,
+    `export ${variable}=${token}`,
+  ];
+}
+
 /** The choice "Always allow" sends: allow, always, any arguments. */
 export const ALWAYS_ALLOW = { action: "remember", decision: { allow: true, lasting: { kind: "always" }, covering: { kind: "anyArguments" } } };
 
@@ -140,14 +152,15 @@ export function clientSetups(token, servers = ["demo", "tickets"]) {
       format: "json", note,
       snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { url: at(s), headers: { Authorization: `Bearer ${token}` } }])) }, null, 2) },
     { client: "gemini", title: "Gemini CLI", whereTo: "Run in a terminal (user scope: ~/.gemini/settings.json, every project; pasting it again replaces the entries)",
-      format: "shell", note: `${note} --scope user on purpose: Gemini CLI's default (project) scope would write the token into the project's .gemini/settings.json, a file that gets committed.`,
-      snippet: servers.map((s) => `gemini mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
+      format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN_GEMINI; Gemini CLI's settings name only the variable. --scope user on purpose: the default (project) scope writes into the project's .gemini/settings.json, a file that gets committed. Start Gemini CLI from a shell that has the variable (a new login, or this terminal).`,
+      snippet: [
+        ...tokenEnv("COUNTERSIGN_TOKEN_GEMINI", token),
+        ...servers.map((s) => `gemini mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer \${COUNTERSIGN_TOKEN_GEMINI}'`),
+      ].join("\n") },
     { client: "codex", title: "Codex", whereTo: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)",
       format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN; Codex's config names only the variable, so the token is not in Codex's config file. Start Codex from a shell that has it (a new login, or this terminal).`,
       snippet: [
-        `(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && printf '%s\\n' 'export COUNTERSIGN_TOKEN=${token}' > ~/.config/countersign/agent-env)`,
-        `grep -qxF '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' ~/.profile 2>/dev/null || printf '%s\\n' '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' >> ~/.profile`,
-        `export COUNTERSIGN_TOKEN=${token}`,
+        ...tokenEnv("COUNTERSIGN_TOKEN", token),
         ...servers.map((s) => `codex mcp remove ${s} >/dev/null 2>&1; codex mcp add ${s} --url ${at(s)} --bearer-token-env-var COUNTERSIGN_TOKEN`),
       ].join("\n") },
   ];

@@ -111,9 +111,27 @@ pub fn gateway_entry(
     }
 }
 
-/// Where the Codex snippet keeps the agent's token for the shell (0600), sourced from
-/// `~/.profile`.
+/// Where the Gemini CLI and Codex snippets keep their agents' tokens for the shell (0600),
+/// sourced from `~/.profile`.
 const AGENT_ENV: &str = "~/.config/countersign/agent-env";
+/// The variable Gemini CLI's header names (Codex's is [`BRIDGE_TOKEN_ENV`]): one per host, so
+/// each keeps its own agent's token.
+const GEMINI_TOKEN_ENV: &str = "COUNTERSIGN_TOKEN_GEMINI";
+
+/// Shell lines that set `var` to `token` in [`AGENT_ENV`] (private before anything is written;
+/// any earlier value of `var` replaced, other variables kept), have `~/.profile` source that
+/// file (added once), and set it in this shell too.
+fn token_env(var: &str, token: &str) -> String {
+    let export = shell_quote(&format!("export {var}={}", shell_quote(token)));
+    let source = shell_quote(&format!("[ -f {AGENT_ENV} ] && . {AGENT_ENV}"));
+    format!(
+        "(umask 077; mkdir -p ~/.config/countersign && touch {AGENT_ENV} && chmod 600 {AGENT_ENV} && \
+         {{ grep -v '^export {var}=' {AGENT_ENV}; printf '%s\\n' {export}; }} > {AGENT_ENV}.new && mv {AGENT_ENV}.new {AGENT_ENV})\n\
+         grep -qxF {source} ~/.profile 2>/dev/null || printf '%s\\n' {source} >> ~/.profile\n\
+         export {var}={}",
+        shell_quote(token)
+    )
+}
 
 /// A server's name as the agent hosts accept it: Claude Code and Codex take only ASCII
 /// letters, digits, `-` and `_` (`Invalid name my desk. Names can only contain letters,
@@ -196,23 +214,24 @@ pub fn client_setups(
         )
     });
     // `gemini mcp add` replaces a server of the same name in the same scope.
-    let gemini = lines(&|s, n| {
-        format!(
-            "gemini mcp add --scope user --transport http {} {} --header {header}",
-            shell_quote(n),
-            shell_quote(&url(s))
-        )
-    });
-    // Codex reads the token from the environment; its config names only the variable.
-    // The token goes into a file only the person can read, which their profile sources: a
-    // `~/.profile` is usually readable by every local user (0644).
-    let export = shell_quote(&format!("export {BRIDGE_TOKEN_ENV}={}", shell_quote(token)));
-    let source = shell_quote(&format!("[ -f {AGENT_ENV} ] && . {AGENT_ENV}"));
+    // Gemini CLI and Codex read the token from the environment (Gemini expands `${VAR}` in a
+    // header), so their config names only a variable: Gemini's settings file is readable by
+    // every local user (0644), and so is a usual `~/.profile`.
+    let gemini = format!(
+        "{}\n{}",
+        token_env(GEMINI_TOKEN_ENV, token),
+        lines(&|s, n| {
+            format!(
+                "gemini mcp add --scope user --transport http {} {} --header {}",
+                shell_quote(n),
+                shell_quote(&url(s)),
+                shell_quote(&format!("Authorization: Bearer ${{{GEMINI_TOKEN_ENV}}}"))
+            )
+        })
+    );
     let codex = format!(
-        "(umask 077; mkdir -p ~/.config/countersign && touch {AGENT_ENV} && chmod 600 {AGENT_ENV} && printf '%s\\n' {export} > {AGENT_ENV})\n\
-         grep -qxF {source} ~/.profile 2>/dev/null || printf '%s\\n' {source} >> ~/.profile\n\
-         export {BRIDGE_TOKEN_ENV}={}\n{}",
-        shell_quote(token),
+        "{}\n{}",
+        token_env(BRIDGE_TOKEN_ENV, token),
         lines(&|s, n| {
             let n = shell_quote(n);
             format!(
@@ -283,8 +302,12 @@ pub fn client_setups(
             format: "shell".into(),
             snippet: gemini,
             note: note(
-                " --scope user on purpose: Gemini CLI's default (project) scope would write the \
-                 token into the project's .gemini/settings.json, a file that gets committed.",
+                " The token goes into ~/.config/countersign/agent-env (readable only by you), \
+                 which your ~/.profile sources, as COUNTERSIGN_TOKEN_GEMINI; Gemini CLI's \
+                 settings name only the variable. --scope user on purpose: the default \
+                 (project) scope writes into the project's .gemini/settings.json, a file that \
+                 gets committed. Start Gemini CLI from a shell that has the variable (a new \
+                 login, or this terminal).",
             ),
         },
         ClientSetup {
@@ -518,13 +541,17 @@ mod tests {
         let setups = setups_for(&["demo", "my desk"]);
         let gemini = setups.iter().find(|s| s.client == "gemini").unwrap();
         assert_eq!(gemini.format, "shell");
+        let lines: Vec<&str> = gemini.snippet.lines().collect();
         assert_eq!(
-            gemini.snippet.lines().collect::<Vec<_>>(),
+            lines[2..],
             [
-                "gemini mcp add --scope user --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer tok'",
-                "gemini mcp add --scope user --transport http my-desk http://127.0.0.1:47717/mcp/my%20desk --header 'Authorization: Bearer tok'",
+                "export COUNTERSIGN_TOKEN_GEMINI=tok",
+                "gemini mcp add --scope user --transport http demo http://127.0.0.1:47717/mcp/demo --header 'Authorization: Bearer ${COUNTERSIGN_TOKEN_GEMINI}'",
+                "gemini mcp add --scope user --transport http my-desk http://127.0.0.1:47717/mcp/my%20desk --header 'Authorization: Bearer ${COUNTERSIGN_TOKEN_GEMINI}'",
             ]
         );
+        // The token is only in the lines that keep it in the private env file.
+        assert!(lines[3..].iter().all(|l| !l.contains("tok'")));
         let note = gemini.note.as_deref().unwrap();
         assert!(note.contains("default (project) scope"), "{note}");
         assert!(note.contains("gets committed"), "{note}");
@@ -540,7 +567,7 @@ mod tests {
         assert_eq!(
             lines,
             [
-                r"(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && printf '%s\n' 'export COUNTERSIGN_TOKEN=tok' > ~/.config/countersign/agent-env)",
+                r"(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && { grep -v '^export COUNTERSIGN_TOKEN=' ~/.config/countersign/agent-env; printf '%s\n' 'export COUNTERSIGN_TOKEN=tok'; } > ~/.config/countersign/agent-env.new && mv ~/.config/countersign/agent-env.new ~/.config/countersign/agent-env)",
                 r"grep -qxF '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' ~/.profile 2>/dev/null || printf '%s\n' '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' >> ~/.profile",
                 "export COUNTERSIGN_TOKEN=tok",
                 "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN",
@@ -579,9 +606,22 @@ mod tests {
             assert!(out.status.success(), "{script}: {out:?}");
             String::from_utf8(out.stdout).unwrap()
         };
+        // Another host's variable in the file stays; this one's is replaced, not added again.
+        std::fs::create_dir_all(home.join(".config/countersign")).unwrap();
+        std::fs::write(
+            home.join(".config/countersign/agent-env"),
+            "export COUNTERSIGN_TOKEN_GEMINI=g\nexport COUNTERSIGN_TOKEN=old\n",
+        )
+        .unwrap();
         let script = profile_lines.join("\n");
         run(&script);
         run(&script);
+        let kept = std::fs::read_to_string(home.join(".config/countersign/agent-env")).unwrap();
+        assert_eq!(kept.lines().count(), 2, "{kept}");
+        assert!(
+            kept.starts_with("export COUNTERSIGN_TOKEN_GEMINI=g\n"),
+            "{kept}"
+        );
         let profile = std::fs::read_to_string(home.join(".profile")).unwrap();
         assert_eq!(profile.lines().count(), 1, "{profile}");
         // Only the person can read the token; the profile only names the file.
