@@ -16,6 +16,7 @@
 #![allow(deprecated)] // logging/setLevel and resources/subscribe are forwarded for legacy agents.
 
 mod gate;
+mod task;
 mod upstream;
 
 use gate::Who;
@@ -326,7 +327,7 @@ impl Forwarder {
         let leaving = Leaving::of(ctx);
         let timeout = up.server.request_timeout + up.server.answer_timeout;
         if up.raw.requires_task(&request.params.name) {
-            let result = run_task(up, request.params, ctx, call, timeout).await;
+            let result = task::run_task(up, request.params, ctx, call, timeout).await;
             up.relay.call_ended(call, leaving.reason());
             return result;
         }
@@ -755,65 +756,6 @@ fn placeholder_info(server: &str) -> ServerConfig_ {
 }
 
 /// A denial, as the agent sees it: a tool result with `isError: true` that says why.
-/// A tool that must run as a task, run to its end on behalf of an agent that called it
-/// plainly: the agent gets the task's result as the call's. (rmcp's server side does not carry
-/// an agent's own `task` request through, so every agent is served this way.)
-async fn run_task(
-    up: &Upstream,
-    params: CallToolRequestParams,
-    ctx: &RequestContext<RoleServer>,
-    call: u64,
-    timeout: std::time::Duration,
-) -> Result<CallToolResult, McpError> {
-    let answer = |(typed, raw): (ServerResult, Option<Value>)| {
-        raw.unwrap_or_else(|| serde_json::to_value(&typed).unwrap_or(Value::Null))
-    };
-    let request = crate::task::call_request(&params.name, params.arguments);
-    let created = answer(up.send(request, ctx, timeout, Some(call)).await?);
-    let not_a_result = |e: serde_json::Error| {
-        McpError::internal_error(
-            format!(
-                "{}: the task's result is not a tool result: {e}",
-                up.server.name
-            ),
-            None,
-        )
-    };
-    let id = match crate::task::Created::read(created)
-        .map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?
-    {
-        crate::task::Created::Task { id, .. } => id,
-        crate::task::Created::Result(result) => {
-            keep_raw(ctx, Some(result.clone()));
-            return serde_json::from_value(result).map_err(not_a_result);
-        }
-    };
-    // `tasks/result` waits for the end; the server's questions meanwhile are asked on the
-    // desktop as any during this call. An agent that leaves first stops the task.
-    let sent = up
-        .send(
-            crate::task::about("tasks/result", &id),
-            ctx,
-            timeout,
-            Some(call),
-        )
-        .await;
-    let result = match sent {
-        Ok(answer_) => crate::task::untied(answer(answer_)),
-        Err(error) => {
-            let peer = up.peer().clone();
-            tokio::spawn(async move {
-                let _ = peer
-                    .send_request(crate::task::about("tasks/cancel", &id))
-                    .await;
-            });
-            return Err(error);
-        }
-    };
-    keep_raw(ctx, Some(result.clone()));
-    serde_json::from_value(result).map_err(not_a_result)
-}
-
 fn denied(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
