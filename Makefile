@@ -29,7 +29,9 @@ run: ui
 	cargo build -p countersign-demo-server -p countersign-bridge -p countersign
 	bash scripts/run-app.sh
 
-test: ui unit ui-test conformance e2e package-test
+# Each step's time is printed as it ends and in a table at the end.
+test:
+	@bash scripts/steps.sh ui unit ui-test conformance e2e package-test
 
 # The real app in a real webview (tauri-driver + WebKitWebDriver), under Xvfb when headless.
 e2e: ui
