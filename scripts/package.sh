@@ -1,12 +1,21 @@
 #!/usr/bin/env bash
-# Builds Countersign's .deb with the Tauri bundler (release build; the demo server is packed
-# beside the app as /usr/bin/countersign-demo-server). Prints the package's path.
+# Builds Countersign's .deb with the Tauri bundler (release build; the demo server and the
+# bridge are packed beside the app in /usr/bin). Prints the package's path.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 npm run --prefix ui build >&2
-cargo build --release -p countersign-demo-server -p countersign-bridge >&2
-# The CLI finds src-tauri/tauri.conf.json itself; --ci: no prompts.
-ui/node_modules/.bin/tauri build --ci --bundles deb >&2
+# One cargo build for the three programs the package holds, so the dependencies they share are
+# built once with one feature set (a build of the helpers first, then `tauri build`, built
+# tokio, rmcp, reqwest and the rest twice: 4.5 min more on two cores). `custom-protocol`
+# serves the embedded UI (what `tauri build` turns on); `tauri bundle` then packs what is built.
+cargo build --release -p countersign -p countersign-demo-server -p countersign-bridge \
+  --features countersign/custom-protocol >&2
+# The config lives at the top level (tauri.conf.json) and src-tauri/tauri.conf.json links to
+# it, so cargo and the bundler read one file; the CLI, run from here, would take the top level
+# for the app's folder (and find the workspace's Cargo.toml there), so it is told where the app
+# and the UI are. Paths inside the config are relative to src-tauri. --ci: no prompts.
+TAURI_APP_PATH="$ROOT/src-tauri" TAURI_FRONTEND_PATH="$ROOT/ui" \
+  ui/node_modules/.bin/tauri bundle --ci --bundles deb >&2
 ls -t "${CARGO_TARGET_DIR:-$ROOT/target}"/release/bundle/deb/Countersign_*_amd64.deb | head -n 1

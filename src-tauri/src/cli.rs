@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use countersign_core::{audit, dirs};
+use countersign_core::ask::audit;
+use countersign_core::dirs;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {

@@ -4,12 +4,12 @@
 use serde_json::Value;
 use tauri::State;
 
-use countersign_core::app::{ConfigInfo, History, ServerView, ToolRun, ToolView};
-use countersign_core::audit::Verification;
-use countersign_core::clients::{
+use countersign_core::agents::{
     AgentConfigs, ClientKind, ImportPreview, ImportResult, RewritePreview, RewriteResult,
     UndoResult,
 };
+use countersign_core::app::{ConfigInfo, History, ServerView, ToolRun, ToolView};
+use countersign_core::ask::audit::Verification;
 use countersign_core::gateway::preview::PreviewResult;
 use countersign_core::gateway::{AgentView, CreatedAgent, GatewayInfo};
 use countersign_core::settings::Settings;
@@ -22,15 +22,11 @@ pub fn pending_asks(app: State<'_, App>) -> Vec<Ask> {
 
 #[tauri::command]
 pub fn answer_ask(app: State<'_, App>, id: AskId, answer: Answer) -> Result<Outcome, AppError> {
-    if let Answer::Accept { content: None } = &answer {
-        // Consent to a URL question: the address opens only after the answer is recorded.
-        let (outcome, url) = app.consent_to_url(id)?;
-        if let Some(url) = url {
-            crate::opener::open(&url);
-        }
-        return Ok(outcome);
+    let answered = app.answer(id, answer)?;
+    if let Some(url) = &answered.open {
+        crate::opener::open(url);
     }
-    app.answer(id, answer)
+    Ok(answered.outcome)
 }
 
 /// A waiting tool call made once more with `dryRun: true`; answers nothing.
@@ -166,16 +162,8 @@ pub fn revoke_agent(app: State<'_, App>, id: String) -> Result<Vec<AgentView>, A
 
 /// Pauses (every agent request refused) or resumes the gateway.
 #[tauri::command(async)]
-pub fn set_gateway_paused(
-    handle: tauri::AppHandle,
-    app: State<'_, App>,
-    paused: bool,
-) -> Result<GatewayInfo, AppError> {
+pub fn set_gateway_paused(app: State<'_, App>, paused: bool) -> Result<GatewayInfo, AppError> {
     app.set_gateway_paused(paused)?;
-    // The tray menu's Pause/Resume item says the new state (redrawn on the main thread).
-    let pending = app.pending();
-    let tray_handle = handle.clone();
-    let _ = handle.run_on_main_thread(move || crate::tray::update(&tray_handle, &pending));
     app.gateway_info()
 }
 
@@ -202,7 +190,7 @@ pub fn agent_configs(app: State<'_, App>) -> Result<AgentConfigs, AppError> {
 pub async fn check_agent_host(
     app: State<'_, App>,
     client: ClientKind,
-) -> Result<countersign_core::clients::HostCheck, AppError> {
+) -> Result<countersign_core::agents::HostCheck, AppError> {
     app.check_agent_host(client).await
 }
 

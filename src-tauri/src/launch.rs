@@ -33,7 +33,7 @@ pub enum LaunchError {
     )]
     NoHome,
     #[error(transparent)]
-    Audit(#[from] countersign_core::audit::AuditError),
+    Audit(#[from] countersign_core::ask::audit::AuditError),
 }
 
 /// `countersign-bridge` as agents should launch it: beside the app binary when it is there
@@ -80,8 +80,9 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
     let token = dirs::gateway_token_path().ok_or(LaunchError::NoHome)?;
     // Sign-in tokens go to the desktop's secret store; without one, to memory (and the
     // server's page says so).
-    let auth =
-        countersign_core::oauth::Auth::new(countersign_core::oauth::vault::Vault::detect().await);
+    let auth = countersign_core::mcp::oauth::Auth::new(
+        countersign_core::mcp::oauth::vault::Vault::detect().await,
+    );
     Ok(App::start_with_auth(loaded, audit, auth)
         .await
         .with_notices(notices)

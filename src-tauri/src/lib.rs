@@ -28,6 +28,8 @@ pub struct Desktop {
 const ASK_EVENT: &str = "ask-event";
 const SESSION_EVENT: &str = "session-event";
 const RUN_PROGRESS_EVENT: &str = "run-progress";
+/// The gateway was paused or resumed (from the window or the tray): read `gateway_info` again.
+const GATEWAY_EVENT: &str = "gateway-event";
 
 pub fn run() {
     tracing_subscriber::fmt()
@@ -166,6 +168,19 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
             }
         }
     });
+    if let Some(mut paused) = core.gateway_paused_changes() {
+        let gateway_handle = handle.clone();
+        let broker = core.broker().clone();
+        tauri::async_runtime::spawn(async move {
+            while paused.changed().await.is_ok() {
+                let _ = gateway_handle.emit(GATEWAY_EVENT, ());
+                let pending = broker.pending();
+                let tray_handle = gateway_handle.clone();
+                let _ =
+                    gateway_handle.run_on_main_thread(move || tray::update(&tray_handle, &pending));
+            }
+        });
+    }
     let mut sessions = core.sessions().subscribe();
     let session_handle = handle.clone();
     tauri::async_runtime::spawn(async move {
@@ -235,14 +250,17 @@ fn notify_new_asks(handle: tauri::AppHandle, core: &App, focused: Arc<AtomicBool
         let mut wanting = std::collections::HashSet::new();
         loop {
             match sessions.recv().await {
-                Ok(event) => match countersign_core::notice::sign_in_notice(&event) {
-                    Some(notice) => {
+                Ok(event) => match countersign_core::notification::sign_in_notification(&event) {
+                    Some(notification) => {
                         if wanting.insert(event.server.clone())
                             && !sign_in_focus.load(Ordering::SeqCst)
                             && !sign_in_app.is_muted(&event.server)
                         {
-                            sign_in_notifier
-                                .update(countersign_core::notice::NoticeUpdate::Show(notice));
+                            sign_in_notifier.update(
+                                countersign_core::notification::NotificationUpdate::Show(
+                                    notification,
+                                ),
+                            );
                         }
                     }
                     None => {
@@ -254,12 +272,12 @@ fn notify_new_asks(handle: tauri::AppHandle, core: &App, focused: Arc<AtomicBool
             }
         }
     });
-    tauri::async_runtime::spawn(countersign_core::notice::run(
+    tauri::async_runtime::spawn(countersign_core::notification::run(
         events,
         move |ask| !focused.load(Ordering::SeqCst) && !app.is_muted(&ask.asker.server),
         move || focused_now.load(Ordering::SeqCst),
         move |update| notifier.update(update),
-        countersign_core::notice::Coalescer::default(),
+        countersign_core::notification::Coalescer::default(),
     ));
 }
 

@@ -1,27 +1,27 @@
 //! Desktop notifications for new questions. The core decides the wording and coalesces a
-//! burst (`countersign_core::notice`); this shows the result on one long-lived thread (so
-//! notices go out in order, and a slow notification server holds up only this thread) and,
+//! burst (`countersign_core::notification`); this shows the result on one long-lived thread (so
+//! notifications go out in order, and a slow notification server holds up only this thread) and,
 //! where the server supports actions, brings the window forward when the person clicks.
 //!
 //! notify-rust directly rather than tauri-plugin-notification 2.8 (which wraps it): the
-//! plugin drops the handle, so a click could not bring the ask forward, a notice could not be
+//! plugin drops the handle, so a click could not bring the ask forward, a notification could not be
 //! replaced or withdrawn, and errors were silently lost.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-use countersign_core::notice::{Notice, NoticeUpdate};
+use countersign_core::notification::{Notification, NotificationUpdate};
 
 type OnClick = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Notifier {
-    updates: Arc<Mutex<mpsc::Sender<NoticeUpdate>>>,
+    updates: Arc<Mutex<mpsc::Sender<NotificationUpdate>>>,
 }
 
 impl Notifier {
-    /// Starts the notification thread; `on_click` runs when the person clicks a notice.
+    /// Starts the notification thread; `on_click` runs when the person clicks a notification.
     pub fn start(on_click: impl Fn() + Send + Sync + 'static) -> Notifier {
         let (tx, rx) = mpsc::channel();
         let on_click: OnClick = Arc::new(on_click);
@@ -41,12 +41,12 @@ impl Notifier {
         }
     }
 
-    pub fn update(&self, update: NoticeUpdate) {
+    pub fn update(&self, update: NotificationUpdate) {
         let _ = self.updates.lock().expect("notifier lock").send(update);
     }
 }
 
-/// The notice on screen, replaced in place by the next one.
+/// The notification on screen, replaced in place by the next one.
 struct Shown {
     id: u32,
     /// Cleared when the notification server reports it closed (or its watcher ends).
@@ -64,10 +64,10 @@ struct Desk {
 }
 
 impl Desk {
-    fn apply(&mut self, update: NoticeUpdate, on_click: &OnClick) {
+    fn apply(&mut self, update: NotificationUpdate, on_click: &OnClick) {
         match update {
-            NoticeUpdate::Show(notice) => self.show(notice, on_click),
-            NoticeUpdate::Withdraw => {
+            NotificationUpdate::Show(notification) => self.show(notification, on_click),
+            NotificationUpdate::Withdraw => {
                 if let Some(shown) = self.shown.take()
                     && shown.open.load(Ordering::SeqCst)
                 {
@@ -77,11 +77,11 @@ impl Desk {
         }
     }
 
-    fn show(&mut self, notice: Notice, on_click: &OnClick) {
-        let body = self.body(&notice.body);
+    fn show(&mut self, notification: Notification, on_click: &OnClick) {
+        let body = self.body(&notification.body);
         let mut n = notify_rust::Notification::new();
         n.appname("Countersign")
-            .summary(&notice.summary)
+            .summary(&notification.summary)
             .body(&body)
             .icon("dialog-question")
             .timeout(notify_rust::Timeout::Default);
@@ -101,9 +101,9 @@ impl Desk {
         match n.show() {
             Ok(handle) => {
                 self.warned = false;
-                tracing::info!(asks = notice.asks.len(), summary = %notice.summary, "notification sent");
+                tracing::info!(asks = notification.asks.len(), summary = %notification.summary, "notification sent");
                 // A server may answer a replacement with a new id; the old id's watcher
-                // would then never see this notice's click.
+                // would then never see this notification's click.
                 if replacing == Some(handle.id()) {
                     return;
                 }
@@ -132,7 +132,7 @@ impl Desk {
                 .unwrap_or(true)
         });
         if markup {
-            countersign_core::notice::escape_freedesktop_markup(body)
+            countersign_core::notification::escape_freedesktop_markup(body)
         } else {
             body.to_owned()
         }
@@ -144,7 +144,7 @@ impl Desk {
     }
 }
 
-/// Clears the notice's `open` flag however its watcher ends, panics included.
+/// Clears the notification's `open` flag however its watcher ends, panics included.
 struct ClearOnDrop(Arc<AtomicBool>);
 
 impl Drop for ClearOnDrop {
@@ -155,8 +155,8 @@ impl Drop for ClearOnDrop {
 
 #[cfg(all(unix, not(target_os = "macos")))]
 fn watch_clicks(handle: notify_rust::NotificationHandle, open: Arc<AtomicBool>, on_click: OnClick) {
-    // `wait_for_action` blocks until the notice is clicked or closed: a thread per notice on
-    // screen (one at a time, as notices replace each other).
+    // `wait_for_action` blocks until the notification is clicked or closed: a thread per notification on
+    // screen (one at a time, as notifications replace each other).
     let spawned = std::thread::Builder::new()
         .name("notification-clicks".into())
         .spawn(move || {

@@ -1,5 +1,5 @@
 //! Hands a consented URL to the system browser. Only addresses that passed
-//! `countersign_core::url_policy` get here, as one argument (no shell). The opener command is
+//! `countersign_core::ask::url_policy` get here, as one argument (no shell). The opener command is
 //! `xdg-open` unless `COUNTERSIGN_OPENER` names another (tests point it at a recorder).
 
 pub fn open(url: &url::Url) {

@@ -6,7 +6,7 @@ use tauri::menu::{Menu, MenuBuilder, MenuItemBuilder};
 use tauri::tray::{MouseButton, MouseButtonState, TrayIcon, TrayIconBuilder, TrayIconEvent};
 use tauri::{AppHandle, Manager};
 
-use countersign_core::{Ask, notice};
+use countersign_core::{Ask, notification};
 
 const TRAY_ID: &str = "countersign";
 /// Questions listed in the menu; the rest are "and N more".
@@ -136,7 +136,7 @@ fn menu(app: &AppHandle, pending: &[Ask]) -> tauri::Result<Menu<tauri::Wry>> {
 
 /// "server: first line", clipped, with `&` doubled so a server's text cannot set a mnemonic.
 pub fn menu_text(ask: &Ask) -> String {
-    let line = format!("{}: {}", ask.asker.server, notice::headline(ask));
+    let line = format!("{}: {}", ask.asker.server, notification::headline(ask));
     let mut text: String = line.chars().take(MENU_TEXT_CHARS).collect();
     if line.chars().count() > MENU_TEXT_CHARS {
         text.push('…');
@@ -150,11 +150,9 @@ fn on_menu(app: &AppHandle, id: &str) {
         // before the process ends.
         "quit" => app.exit(0),
         "gateway" => {
-            if let Some(core) = app.try_state::<countersign_core::App>()
-                && let Some(gateway) = core.gateway()
-            {
-                gateway.set_paused(!gateway.is_paused());
-                update(app, &core.pending());
+            if let Some(core) = app.try_state::<countersign_core::App>() {
+                // The change comes back as an event, which redraws the tray and the window.
+                let _ = core.toggle_gateway_paused();
             }
         }
         // Every question is in the main window; opening it shows them all.
@@ -258,7 +256,7 @@ mod tests {
             },
             kind: AskKind::Form {
                 message: format!("Delete {}?", "x".repeat(100)),
-                schema: countersign_core::schema::FormSchema { fields: vec![] },
+                schema: countersign_core::ask::schema::FormSchema { fields: vec![] },
             },
             request: serde_json::Value::Null,
             received_at_ms: 0,

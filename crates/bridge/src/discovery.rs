@@ -19,7 +19,7 @@ pub const URL_ENV: &str = "COUNTERSIGN_GATEWAY_URL";
 pub const TOKEN_FILE_ENV: &str = "COUNTERSIGN_GATEWAY_TOKEN_FILE";
 /// The agent's own token (the Connect page's Claude Desktop snippet sets it); without it the
 /// older shared token file is read.
-pub const TOKEN_ENV: &str = countersign_core::gateway::connect::BRIDGE_TOKEN_ENV;
+pub const TOKEN_ENV: &str = countersign_core::agents::connect::BRIDGE_TOKEN_ENV;
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 

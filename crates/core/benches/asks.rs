@@ -28,10 +28,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use countersign_core::ask::schema::parse_form_schema;
 use countersign_core::config::{ProtocolChoice, TransportConfig};
-use countersign_core::handler::{Elicitor, Handler, Tap, Tapped, client_config};
-use countersign_core::raw::{RawRequests, TapRead};
-use countersign_core::schema::parse_form_schema;
+use countersign_core::mcp::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+use countersign_core::mcp::raw::{RawRequests, TapRead};
 use countersign_core::{
     Answer, AskEvent, AskKind, Asker, AuditLog, Broker, CancelReason, Endpoint, NewAsk, PendingAsk,
     ServerConfig as CsServerConfig, SessionManager, SessionState,
@@ -558,7 +558,7 @@ fn hop_parts(audit_path: &Path) {
             "answer: validate_answer (builds a jsonschema validator)",
             time_each(PART_ITERS, || {
                 std::hint::black_box(
-                    countersign_core::schema::validate_answer(&form, &schema, &content)
+                    countersign_core::ask::schema::validate_answer(&form, &schema, &content)
                         .expect("valid"),
                 );
             }),

@@ -5,20 +5,31 @@
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::ask::audit::AuditLog;
+use crate::ask::broker::Broker;
 use crate::ask::{Answer, AnswerError, Ask, AskId, Endpoint, Outcome};
-use crate::audit::AuditLog;
-use crate::broker::Broker;
 use crate::config::{ConfigError, LoadedConfig};
-use crate::session::{SessionManager, SessionState, asker_for};
+use crate::mcp::connect::asker_for;
+use crate::session::{SessionManager, SessionState};
 use crate::settings::{Settings, SettingsStore};
 
-use crate::history::history_from;
-pub use crate::history::{GatedEntry, History, HistoryEntry, RefusedEntry};
-
+pub mod history;
 mod runner;
+
+use history::history_from;
+pub use history::{GatedEntry, History, HistoryEntry, RefusedEntry};
+
 #[cfg(test)]
 use runner::check_arguments;
 pub use runner::{RunProgress, ToolRun, ToolView};
+
+/// What became of an answer, and what the shell must do about it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub outcome: Outcome,
+    /// A web address the person consented to open: open it in their browser.
+    pub open: Option<url::Url>,
+}
 
 /// A configured server as the main window lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -33,7 +44,7 @@ pub struct ServerView {
     pub muted: bool,
     /// For a remote server: whether the person is signed in to it, and where the tokens are
     /// kept (never the tokens).
-    pub sign_in: Option<crate::oauth::SignInView>,
+    pub sign_in: Option<crate::mcp::oauth::SignInView>,
 }
 
 /// Where the config came from and what was wrong in it, for the UI's banner.
@@ -90,10 +101,10 @@ pub enum AppError {
     },
 }
 
-impl From<crate::clients::ClientError> for AppError {
-    fn from(e: crate::clients::ClientError) -> Self {
+impl From<crate::agents::ClientError> for AppError {
+    fn from(e: crate::agents::ClientError) -> Self {
         match e {
-            crate::clients::ClientError::Changed { message } => AppError::ChangedOnDisk { message },
+            crate::agents::ClientError::Changed { message } => AppError::ChangedOnDisk { message },
             other => AppError::AgentConfig {
                 message: other.to_string(),
             },
@@ -161,7 +172,7 @@ pub struct App {
     gateway_error: Option<String>,
     discovery: Option<std::path::PathBuf>,
     /// The agents' config files (import, rewrite); `None` without a home directory.
-    clients: Option<crate::clients::Clients>,
+    clients: Option<crate::agents::Clients>,
     /// Shown beside the config's problems (`ConfigInfo::notices`).
     notices: Vec<String>,
     pending_routes: std::sync::Arc<std::sync::Mutex<std::collections::VecDeque<PendingRoute>>>,
@@ -172,14 +183,14 @@ impl App {
     /// Sign-ins are kept in memory only; [`Self::start_with_auth`] keeps them in the
     /// desktop's secret store.
     pub async fn start(config: LoadedConfig, audit: AuditLog) -> App {
-        let auth = crate::oauth::Auth::new(crate::oauth::vault::Vault::memory());
+        let auth = crate::mcp::oauth::Auth::new(crate::mcp::oauth::vault::Vault::memory());
         Self::start_with_auth(config, audit, auth).await
     }
 
     pub async fn start_with_auth(
         config: LoadedConfig,
         audit: AuditLog,
-        auth: crate::oauth::Auth,
+        auth: crate::mcp::oauth::Auth,
     ) -> App {
         let broker = Broker::new(audit);
         let sessions = SessionManager::with_auth(
@@ -189,7 +200,7 @@ impl App {
             auth,
         );
         sessions.start(config.servers.clone()).await;
-        let clients = crate::clients::Clients::detect(config.path.clone(), config.gateway.port);
+        let clients = crate::agents::Clients::detect(config.path.clone(), config.gateway.port);
         App {
             clients,
             config,
@@ -297,40 +308,46 @@ impl App {
     }
 
     pub fn set_gateway_paused(&self, paused: bool) -> Result<(), AppError> {
-        match &self.gateway {
-            Some(gateway) => {
-                gateway.set_paused(paused);
-                Ok(())
-            }
-            None => Err(AppError::Gateway {
-                message: "the gateway is not running".into(),
-            }),
-        }
+        self.running_gateway()?.set_paused(paused);
+        Ok(())
+    }
+
+    /// Pauses the gateway if it runs, resumes it if paused (the tray's one item).
+    pub fn toggle_gateway_paused(&self) -> Result<(), AppError> {
+        let gateway = self.running_gateway()?;
+        gateway.set_paused(!gateway.is_paused());
+        Ok(())
+    }
+
+    /// Whether the gateway is paused, as it changes (`None` without a gateway): the shell
+    /// redraws the tray and tells the window from this, whoever paused it.
+    pub fn gateway_paused_changes(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
+        self.gateway.as_ref().map(|g| g.paused_changes())
     }
 
     /// Revokes one remembered decision: that agent's next such call is asked about again.
     pub fn revoke_decision(&self, id: u64) -> Result<Settings, AppError> {
         self.settings
-            .revoke(id, crate::broker::unix_ms())
+            .revoke(id, crate::ask::unix_ms())
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),
             })
     }
 
     /// Uses `clients` (tests: a temporary home) instead of this user's files.
-    pub fn with_clients(mut self, clients: crate::clients::Clients) -> App {
+    pub fn with_clients(mut self, clients: crate::agents::Clients) -> App {
         self.clients = Some(clients);
         self
     }
 
-    fn clients(&self) -> Result<&crate::clients::Clients, AppError> {
+    fn clients(&self) -> Result<&crate::agents::Clients, AppError> {
         self.clients.as_ref().ok_or_else(|| AppError::AgentConfig {
             message: "no home directory: agents' config files cannot be found".into(),
         })
     }
 
     /// The agents' config files and the rewrites that can be undone.
-    pub fn agent_configs(&self) -> Result<crate::clients::AgentConfigs, AppError> {
+    pub fn agent_configs(&self) -> Result<crate::agents::AgentConfigs, AppError> {
         Ok(self.clients()?.overview())
     }
 
@@ -338,16 +355,16 @@ impl App {
     /// it printed.
     pub async fn check_agent_host(
         &self,
-        client: crate::clients::ClientKind,
-    ) -> Result<crate::clients::HostCheck, AppError> {
+        client: crate::agents::ClientKind,
+    ) -> Result<crate::agents::HostCheck, AppError> {
         Ok(self.clients()?.check_host(client).await?)
     }
 
     /// What importing `client`'s servers into Countersign's config would do (writes nothing).
     pub fn preview_import(
         &self,
-        client: crate::clients::ClientKind,
-    ) -> Result<crate::clients::ImportPreview, AppError> {
+        client: crate::agents::ClientKind,
+    ) -> Result<crate::agents::ImportPreview, AppError> {
         Ok(self.clients()?.preview_import(client)?)
     }
 
@@ -356,7 +373,7 @@ impl App {
         &self,
         plan: u64,
         names: &[String],
-    ) -> Result<crate::clients::ImportResult, AppError> {
+    ) -> Result<crate::agents::ImportResult, AppError> {
         Ok(self.clients()?.import(plan, names)?)
     }
 
@@ -364,9 +381,9 @@ impl App {
     /// nothing); `bridge_command` is how this install runs the bridge.
     pub fn preview_rewrite(
         &self,
-        client: crate::clients::ClientKind,
+        client: crate::agents::ClientKind,
         bridge_command: &str,
-    ) -> Result<crate::clients::RewritePreview, AppError> {
+    ) -> Result<crate::agents::RewritePreview, AppError> {
         let clients = self.clients()?;
         let info = self.gateway_info()?;
         if !info.enabled {
@@ -381,7 +398,7 @@ impl App {
         let token = crate::gateway::token::fresh().map_err(|e| AppError::Agent {
             message: format!("cannot make a random token: {e}"),
         })?;
-        let route = crate::clients::Route {
+        let route = crate::agents::Route {
             base_url: info.url,
             token: token.clone(),
             bridge: bridge_command.to_owned(),
@@ -410,7 +427,7 @@ impl App {
     pub fn rewrite_agent_config(
         &self,
         plan: u64,
-    ) -> Result<crate::clients::RewriteResult, AppError> {
+    ) -> Result<crate::agents::RewriteResult, AppError> {
         let clients = self.clients()?;
         let gateway = self.running_gateway()?;
         let route = {
@@ -449,7 +466,7 @@ impl App {
         &self,
         id: &str,
         force: bool,
-    ) -> Result<crate::clients::UndoResult, AppError> {
+    ) -> Result<crate::agents::UndoResult, AppError> {
         let clients = self.clients()?;
         let agent = clients.rewrite_agent(id);
         let undone = clients.undo(id, force)?;
@@ -469,7 +486,7 @@ impl App {
 
     /// The settings as the person sees them: expired decisions are gone.
     pub fn settings(&self) -> Settings {
-        self.settings.current(crate::broker::unix_ms())
+        self.settings.current(crate::ask::unix_ms())
     }
 
     pub fn is_muted(&self, server: &str) -> bool {
@@ -512,8 +529,28 @@ impl App {
         self.broker.pending()
     }
 
-    pub fn answer(&self, id: AskId, answer: Answer) -> Result<Outcome, AppError> {
-        Ok(self.broker.answer(id, answer)?)
+    /// The person's answer to question `id`, and what the shell must do now. Consent to a URL
+    /// question (accept without content) is answered first and recorded; only then, and only
+    /// for a web address that passed the policy when it arrived, is it returned to be opened.
+    pub fn answer(&self, id: AskId, answer: Answer) -> Result<Answered, AppError> {
+        let url = match &answer {
+            Answer::Accept { content: None } => self
+                .broker
+                .pending()
+                .into_iter()
+                .find(|a| a.id == id)
+                .and_then(|a| match a.kind {
+                    crate::ask::AskKind::Url { url, .. } => {
+                        crate::ask::url_policy::check(&url).ok().map(|w| w.url)
+                    }
+                    _ => None,
+                }),
+            _ => None,
+        };
+        let outcome = self.broker.answer(id, answer)?;
+        // A consent the log could not record went out as cancel: nothing opens.
+        let open = url.filter(|_| matches!(outcome, Outcome::Accepted { .. }));
+        Ok(Answered { outcome, open })
     }
 
     /// The call approval `id` waits for, made once more with `dryRun: true`, for the person to
@@ -524,26 +561,6 @@ impl App {
         id: AskId,
     ) -> Result<crate::gateway::preview::PreviewResult, AppError> {
         Ok(self.running_gateway()?.preview(id).await?)
-    }
-
-    /// Answers a URL question with consent and returns the address to open in the browser;
-    /// only a web address that passed the policy when it arrived is ever returned.
-    pub fn consent_to_url(&self, id: AskId) -> Result<(Outcome, Option<url::Url>), AppError> {
-        let url = self
-            .broker
-            .pending()
-            .into_iter()
-            .find(|a| a.id == id)
-            .and_then(|a| match a.kind {
-                crate::ask::AskKind::Url { url, .. } => {
-                    crate::url_policy::check(&url).ok().map(|w| w.url)
-                }
-                _ => None,
-            });
-        let outcome = self.broker.answer(id, Answer::Accept { content: None })?;
-        // A consent the log could not record went out as cancel: nothing opens.
-        let url = url.filter(|_| matches!(outcome, Outcome::Accepted { .. }));
-        Ok((outcome, url))
     }
 
     pub fn servers(&self) -> Vec<ServerView> {
@@ -564,7 +581,7 @@ impl App {
                         self.sessions
                             .auth()
                             .known_view(&config.name, url)
-                            .unwrap_or_else(|| crate::oauth::SignInView {
+                            .unwrap_or_else(|| crate::mcp::oauth::SignInView {
                                 signed_in: false,
                                 kept_in: self.sessions.auth().vault().kind(),
                                 scopes: Vec::new(),
@@ -603,7 +620,7 @@ impl App {
     }
 
     /// Checks the audit log's hash chain: the first record changed, removed or moved, if any.
-    pub fn verify_audit(&self) -> Result<crate::audit::Verification, AppError> {
+    pub fn verify_audit(&self) -> Result<crate::ask::audit::Verification, AppError> {
         self.broker.audit().verify().map_err(|e| AppError::Audit {
             message: e.to_string(),
         })
@@ -624,14 +641,17 @@ impl App {
 }
 
 #[cfg(test)]
+mod files_are_private;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     #[tokio::test]
     async fn undoing_a_route_through_revokes_the_token_it_wrote() {
-        use crate::clients::ClientKind;
-        use crate::clients::tests::setup;
+        use crate::agents::ClientKind;
+        use crate::agents::tests::setup;
         let ours = r#"{"mcpServers": {"desk": {"command": "desk-mcp"}}}"#;
         let s = setup("app-undo-revokes", ours);
         s.client_file(
@@ -675,7 +695,7 @@ mod tests {
 
     #[test]
     fn agent_config_errors_cross_with_their_own_kinds() {
-        use crate::clients::ClientError;
+        use crate::agents::ClientError;
         let changed: AppError = ClientError::Changed {
             message: "it changed".into(),
         }

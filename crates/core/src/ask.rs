@@ -6,7 +6,16 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::schema::{FieldError, FormSchema};
+pub mod approval;
+pub mod audit;
+pub mod broker;
+pub mod schema;
+pub mod url_policy;
+mod withdrawal;
+
+pub use withdrawal::Withdrawal;
+
+use schema::{FieldError, FormSchema};
 
 /// Unique within one process run; also the key the UI answers with.
 pub type AskId = u64;
@@ -58,7 +67,7 @@ pub enum AskKind {
         #[serde(default)]
         host: String,
         #[serde(default)]
-        warnings: Vec<crate::url_policy::UrlWarning>,
+        warnings: Vec<crate::ask::url_policy::UrlWarning>,
     },
     /// An agent's `tools/call` through the gateway that policy says the person approves.
     /// Accept is "Allow once", `Remember` decides it for longer, anything else denies.
@@ -83,7 +92,7 @@ pub enum AskKind {
         /// What changed in the tool's definition since the person last decided about it (a
         /// remembered decision that no longer applies because of it); empty otherwise.
         #[serde(default)]
-        changed: Vec<crate::approval::DefinitionChange>,
+        changed: Vec<crate::ask::approval::DefinitionChange>,
         /// The tool takes a boolean `dryRun`: the person can have the same call made with
         /// `dryRun: true` and see its result before deciding.
         #[serde(default)]
@@ -91,10 +100,10 @@ pub enum AskKind {
     },
     /// A server's `sampling/createMessage` through the gateway: it wants the agent's model to
     /// write a reply to `messages`. Accept ("Allow") forwards the request to the agent as sent;
-    /// anything else refuses it. Read from the request (`crate::sampling`), clipped for showing.
+    /// anything else refuses it. Read from the request (`crate::mcp::sampling`), clipped for showing.
     Sampling {
         messages: Vec<SamplingLine>,
-        /// Messages past the shown ones (`crate::sampling::MAX_LINES`).
+        /// Messages past the shown ones (`crate::mcp::sampling::MAX_LINES`).
         #[serde(default)]
         more_messages: u32,
         #[serde(default)]
@@ -156,7 +165,7 @@ pub enum Answer {
     /// A tool-call approval decided now and remembered: for the session, a time or always,
     /// for any arguments or narrower ("Always allow" is allow, always, any arguments).
     Remember {
-        decision: crate::approval::Remember,
+        decision: crate::ask::approval::Remember,
     },
 }
 
@@ -185,8 +194,8 @@ pub enum CancelReason {
 }
 
 impl CancelReason {
-    /// A short notice for the person, e.g. when a dialog is torn down.
-    pub fn notice(self) -> &'static str {
+    /// Why, in a short sentence for the person, e.g. when a dialog is torn down.
+    pub fn why(self) -> &'static str {
         match self {
             CancelReason::Person => "You cancelled this question.",
             CancelReason::Timeout => "This question timed out.",
@@ -220,7 +229,7 @@ pub enum Outcome {
     AlwaysAllowed,
     /// A tool call decided and remembered as chosen.
     Remembered {
-        decision: crate::approval::Remember,
+        decision: crate::ask::approval::Remember,
     },
 }
 
@@ -286,4 +295,12 @@ pub enum AskEvent {
         server: String,
         host: String,
     },
+}
+
+/// Now, in milliseconds since the Unix epoch: the clock of asks and their records.
+pub(crate) fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }

@@ -47,6 +47,31 @@ pub enum ProtocolChoice {
     Legacy,
 }
 
+/// A server entry's optional `oauth` block. The keys are the ones agent hosts already accept
+/// (Claude Code's `clientId` and `callbackPort`, Gemini CLI's `clientId`, `clientSecret` and
+/// `scopes`), so an imported entry keeps working.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuthConfig {
+    /// A client registered with the authorization server beforehand; used instead of
+    /// registering.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// That client's secret, for servers that require one.
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// Scopes to ask for instead of the ones the server names.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// An HTTPS client ID metadata document describing Countersign, used where the
+    /// authorization server supports them.
+    #[serde(default)]
+    pub client_metadata_url: Option<String>,
+    /// A fixed port for the loopback redirect (for a client registered with one).
+    #[serde(default)]
+    pub callback_port: Option<u16>,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerConfig {
@@ -69,7 +94,7 @@ pub struct ServerConfig {
     /// How long such a pending approval stays in the app before it expires.
     pub pending_expiry: Duration,
     /// How to sign in to an HTTP server that asks for OAuth (all optional).
-    pub oauth: crate::oauth::OAuthConfig,
+    pub oauth: OAuthConfig,
 }
 
 /// What the gateway does with an agent's call of one tool, as the person configured it.
@@ -129,7 +154,7 @@ impl ServerConfig {
             read_policy: None,
             approval_wait: DEFAULT_APPROVAL_WAIT,
             pending_expiry: DEFAULT_PENDING_EXPIRY,
-            oauth: crate::oauth::OAuthConfig::default(),
+            oauth: OAuthConfig::default(),
         }
     }
 
@@ -312,7 +337,7 @@ struct RawServer {
     approval_wait_secs: Option<u64>,
     pending_approval_secs: Option<u64>,
     #[serde(default)]
-    oauth: Option<crate::oauth::OAuthConfig>,
+    oauth: Option<OAuthConfig>,
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -463,7 +488,7 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         _ => return Err("a server needs \"command\" (stdio) or \"url\" (http)".into()),
     };
     let oauth = raw.oauth.unwrap_or_default();
-    if oauth != crate::oauth::OAuthConfig::default() {
+    if oauth != OAuthConfig::default() {
         if !matches!(transport, TransportConfig::Http { .. }) {
             return Err("\"oauth\" is for remote (http) servers only".into());
         }

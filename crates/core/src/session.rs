@@ -12,36 +12,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::Peer;
-use rmcp::model::{ClientRequest, PingRequest, ProtocolVersion, Tool};
-use rmcp::service::{
-    ClientLifecycleMode, PeerRequestOptions, RoleClient, RunningService,
-    serve_client_with_lifecycle,
-};
-use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::model::{ClientRequest, PingRequest, Tool};
+use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
 use serde::Serialize;
-use tokio::io::AsyncBufReadExt;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::ask::{Asker, CancelReason, Endpoint};
-use crate::broker::Broker;
-use crate::child::ChildTransport;
-use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
-use crate::handler::{Elicitor, Handler, Tap, Tapped, client_config};
-use crate::oauth::Auth;
-use crate::raw::{RawRequests, TapHttpClient};
+use crate::ask::CancelReason;
+use crate::ask::broker::Broker;
+use crate::config::{ServerConfig, TransportConfig};
+use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
+use crate::mcp::handler::{Elicitor, Handler, Tap, client_config};
+use crate::mcp::oauth::Auth;
+use crate::mcp::raw::RawRequests;
 
 mod call;
 mod sign_in;
 mod task;
 
-pub(crate) use call::answer_input_requests;
 use sign_in::Challenge;
 
-/// Lines of stderr kept per server.
-const STDERR_LINES: usize = 200;
-/// A stderr line longer than this is cut (a server can write anything).
-const STDERR_LINE_MAX: usize = 4096;
 /// How often a session is pinged to notice a dead server, unless set otherwise.
 pub const DEFAULT_PING_EVERY: Duration = Duration::from_secs(15);
 /// Why a running session ended when a sign-in replaced its tokens.
@@ -130,15 +120,6 @@ pub enum SessionError {
     SignIn { server: String, message: String },
 }
 
-pub(crate) enum ConnectError {
-    /// Worth another attempt after a backoff.
-    Retry(String),
-    /// Retrying will not help until the config changes.
-    Fatal(String),
-    /// The server answered 401 (or 403 `insufficient_scope`) with this `WWW-Authenticate`.
-    SignIn(String),
-}
-
 struct Live {
     peer: Peer<RoleClient>,
     service: Arc<tokio::sync::Mutex<Option<RunningService<RoleClient, Handler>>>>,
@@ -193,7 +174,7 @@ impl SessionManager {
             broker,
             backoff,
             ping_every,
-            Auth::new(crate::oauth::vault::Vault::memory()),
+            Auth::new(crate::mcp::oauth::vault::Vault::memory()),
         )
     }
 
@@ -571,188 +552,6 @@ impl SessionManager {
             raw: raw_kept,
         });
         Ok((live, tap))
-    }
-}
-
-/// The lifecycle a session with this server uses, and the version it offers.
-pub(crate) fn lifecycle_for(config: &ServerConfig) -> (ClientLifecycleMode, ProtocolVersion) {
-    match config.protocol {
-        ProtocolChoice::Auto => (
-            ClientLifecycleMode::Auto {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                legacy_version: Some(ProtocolVersion::V_2025_11_25),
-            },
-            ProtocolVersion::V_2026_07_28,
-        ),
-        ProtocolChoice::Legacy => (
-            ClientLifecycleMode::Initialize,
-            ProtocolVersion::V_2025_11_25,
-        ),
-    }
-}
-
-/// Starts the server (stdio) or reaches it (HTTP) and completes the handshake. Shared by the
-/// app's own sessions and the gateway's per-agent ones.
-pub(crate) async fn open_client(
-    config: &ServerConfig,
-    handler: Handler,
-    tap: Arc<Tap>,
-    raw: Arc<RawRequests>,
-    stderr: Arc<Mutex<VecDeque<String>>>,
-    auth: Option<&Auth>,
-) -> Result<RunningService<RoleClient, Handler>, ConnectError> {
-    let (lifecycle, _) = lifecycle_for(config);
-    let timeout = config.request_timeout;
-    let service = match &config.transport {
-        TransportConfig::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } => {
-            let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
-            if let Some(cwd) = cwd {
-                cmd.current_dir(cwd);
-            }
-            let (child, child_stderr) = ChildTransport::spawn(cmd, raw.clone()).map_err(|e| {
-                let reason = format!("cannot start \"{command}\": {e}");
-                // Retrying cannot make a missing or forbidden program appear.
-                match e.kind() {
-                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied => {
-                        ConnectError::Fatal(reason)
-                    }
-                    _ => ConnectError::Retry(reason),
-                }
-            })?;
-            tokio::spawn(collect_stderr(stderr, child_stderr));
-            let transport = Tapped { inner: child, tap };
-            tokio::time::timeout(
-                timeout,
-                serve_client_with_lifecycle(handler, transport, lifecycle),
-            )
-            .await
-        }
-        TransportConfig::Http { url, headers } => {
-            let mut transport_config =
-                rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(url.as_str());
-            for (k, v) in headers {
-                match (
-                    reqwest::header::HeaderName::from_bytes(k.as_bytes()),
-                    reqwest::header::HeaderValue::from_str(v),
-                ) {
-                    (Ok(k), Ok(v)) => {
-                        transport_config.custom_headers.insert(k, v);
-                    }
-                    _ => {
-                        return Err(ConnectError::Fatal(format!(
-                            "header \"{k}\" is not a valid HTTP header"
-                        )));
-                    }
-                }
-            }
-            // A server given its own Authorization header is not signed in to.
-            let static_auth = headers
-                .keys()
-                .any(|k| k.eq_ignore_ascii_case("authorization"));
-            match auth.filter(|_| !static_auth) {
-                Some(auth) => {
-                    let client = auth
-                        .client(&config.name, url, raw)
-                        .await
-                        .map_err(ConnectError::Retry)?;
-                    let transport = Tapped {
-                        inner: StreamableHttpClientTransport::with_client(client, transport_config),
-                        tap,
-                    };
-                    tokio::time::timeout(
-                        timeout,
-                        serve_client_with_lifecycle(handler, transport, lifecycle),
-                    )
-                    .await
-                }
-                None => {
-                    let client = TapHttpClient::new(reqwest::Client::new(), raw);
-                    let transport = Tapped {
-                        inner: StreamableHttpClientTransport::with_client(client, transport_config),
-                        tap,
-                    };
-                    tokio::time::timeout(
-                        timeout,
-                        serve_client_with_lifecycle(handler, transport, lifecycle),
-                    )
-                    .await
-                }
-            }
-        }
-    };
-    if let Ok(Err(e)) = &service
-        && let Some(header) = e.auth_challenge()
-    {
-        return Err(ConnectError::SignIn(header.to_owned()));
-    }
-    match service {
-        Err(_) => Err(ConnectError::Retry(format!(
-            "no answer to the handshake within {} s",
-            timeout.as_secs()
-        ))),
-        Ok(Err(e)) => Err(ConnectError::Retry(format!("handshake failed: {e}"))),
-        Ok(Ok(service)) => Ok(service),
-    }
-}
-
-async fn collect_stderr(tail: Arc<Mutex<VecDeque<String>>>, stderr: tokio::process::ChildStderr) {
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
-    loop {
-        match lines.next_line().await {
-            Ok(Some(mut line)) => {
-                if line.len() > STDERR_LINE_MAX {
-                    let mut cut = STDERR_LINE_MAX;
-                    while !line.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    line.truncate(cut);
-                    line.push('…');
-                }
-                let mut tail = lock(&tail);
-                if tail.len() == STDERR_LINES {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-            // Not UTF-8: keep reading; the line is lost but the server is not.
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => continue,
-            _ => break,
-        }
-    }
-}
-
-pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
-    let endpoint = match &config.transport {
-        TransportConfig::Stdio { command, args, .. } => Endpoint::Stdio {
-            command: std::iter::once(command.as_str())
-                .chain(args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" "),
-        },
-        TransportConfig::Http { url, .. } => Endpoint::Http {
-            host: url::Url::parse(url)
-                .ok()
-                .and_then(|u| {
-                    u.host_str().map(|h| match u.port() {
-                        Some(p) => format!("{h}:{p}"),
-                        None => h.to_owned(),
-                    })
-                })
-                .unwrap_or_else(|| url.clone()),
-            url: url.clone(),
-        },
-    };
-    Asker {
-        server: config.name.clone(),
-        endpoint,
-        agent: None,
-        declared: None,
     }
 }
 

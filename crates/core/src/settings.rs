@@ -9,7 +9,7 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::approval::{Call, DefinitionChange, Lasting, RememberedDecision};
+use crate::ask::approval::{Call, DefinitionChange, Lasting, RememberedDecision};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]
@@ -117,7 +117,7 @@ impl SettingsStore {
             .iter()
             .filter(|d| d.outdated_for(call))
             .max_by_key(|d| d.created_ms)
-            .map(|d| crate::approval::changes(&d.definition, now))
+            .map(|d| crate::ask::approval::changes(&d.definition, now))
             .unwrap_or_default()
     }
 

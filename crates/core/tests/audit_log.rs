@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use countersign_core::audit::{self, AuditLog, AuditRecord};
+use countersign_core::ask::audit::{self, AuditLog, AuditRecord};
 use countersign_core::{
     Answer, AskEvent, AskKind, Asker, Broker, CancelReason, Endpoint, NewAsk, Outcome,
 };
@@ -27,7 +27,7 @@ fn confirm_ask() -> NewAsk {
         },
         kind: AskKind::Form {
             message: "Delete everything?".into(),
-            schema: countersign_core::schema::parse_form_schema(&schema).unwrap(),
+            schema: countersign_core::ask::schema::parse_form_schema(&schema).unwrap(),
         },
         request: json!({"message": "Delete everything?", "requestedSchema": schema}),
         timeout: None,

@@ -320,7 +320,7 @@ async fn a_server_crashing_mid_ask_withdraws_it_as_disconnect() {
     );
     h.sessions.shutdown().await;
     // The audit log has the question and its end.
-    let (records, _) = countersign_core::audit::read_history(&h.audit).unwrap();
+    let (records, _) = countersign_core::ask::audit::read_history(&h.audit).unwrap();
     assert_eq!(records.len(), 2, "{records:?}");
 }
 
@@ -491,10 +491,10 @@ async fn odd_questions_are_refused(mut h: Harness) {
     assert!(h.broker.pending().is_empty());
     assert!(!matches!(h.events.try_recv(), Ok(AskEvent::Added { .. })));
     h.sessions.shutdown().await;
-    let (records, _) = countersign_core::audit::read_history(&h.audit).unwrap();
+    let (records, _) = countersign_core::ask::audit::read_history(&h.audit).unwrap();
     let refused = records
         .iter()
-        .filter(|r| matches!(r, countersign_core::audit::AuditRecord::Refused { .. }))
+        .filter(|r| matches!(r, countersign_core::ask::audit::AuditRecord::Refused { .. }))
         .count();
     assert_eq!(refused, 4, "{records:?}");
 }

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use countersign_core::approval::{Covering, Lasting, Remember};
+use countersign_core::ask::approval::{Covering, Lasting, Remember};
 use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
 use countersign_core::gateway::Gateway;
 use countersign_core::settings::SettingsStore;
@@ -964,8 +964,8 @@ impl Rig {
         agent
     }
 
-    fn records(&self) -> Vec<countersign_core::audit::AuditRecord> {
-        countersign_core::audit::read_history(self.broker.audit().path())
+    fn records(&self) -> Vec<countersign_core::ask::audit::AuditRecord> {
+        countersign_core::ask::audit::read_history(self.broker.audit().path())
             .unwrap()
             .0
     }
@@ -1130,7 +1130,7 @@ async fn an_agents_own_input_responses_are_refused_and_never_reach_the_server() 
     let refused = rig
         .records()
         .into_iter()
-        .filter(|r| matches!(r, countersign_core::audit::AuditRecord::Refused { .. }))
+        .filter(|r| matches!(r, countersign_core::ask::audit::AuditRecord::Refused { .. }))
         .count();
     assert_eq!(refused, 4);
     rig.gateway.shutdown().await;
@@ -1138,7 +1138,7 @@ async fn an_agents_own_input_responses_are_refused_and_never_reach_the_server() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reading_an_untrusted_servers_resources_and_prompts_is_asked_about_and_recorded() {
-    use countersign_core::audit::AuditRecord;
+    use countersign_core::ask::audit::AuditRecord;
     let mut rig = rig("reads", vec![raw_server()]).await;
     let agent = rig.agent("raw", "reader", false).await;
     // Declined: the agent gets an error in words, nothing is read.
@@ -1442,7 +1442,7 @@ async fn each_agent_reaches_the_servers_with_its_own_token_and_a_revoked_one_is_
     let hello = older.post(1, "initialize", init.clone()).await;
     assert!(hello.get("result").is_some(), "{hello}");
     rig.gateway
-        .revoke_agent(countersign_core::gateway::agents::SHARED_ID)
+        .revoke_agent(countersign_core::gateway::registry::SHARED_ID)
         .unwrap();
     let refused = post(&shared, older.session.as_deref())
         .send()
@@ -1640,7 +1640,7 @@ async fn preview_once_offered(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_preview_shows_the_servers_diff_and_changes_nothing_until_the_person_allows_once() {
-    use countersign_core::audit::AuditRecord;
+    use countersign_core::ask::audit::AuditRecord;
     use countersign_core::gateway::preview::PreviewError;
     // The server resolves symlinks in its allowed directories; so does the test.
     let files = scratch("preview-files").canonicalize().unwrap();

@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use countersign_core::clients::{ClientKind, Clients, Places};
+use countersign_core::agents::{ClientKind, Clients, Places};
 use countersign_core::config::GatewayConfig;
 use countersign_core::gateway::Gateway;
 use countersign_core::settings::SettingsStore;
@@ -384,7 +384,7 @@ async fn routed_through_and_undone(client: ClientKind, host: &str, add: &str, ch
         .unwrap();
     let file = Places::under_home(&home.home).file(client);
     let before = std::fs::read(&file).unwrap();
-    let route = countersign_core::clients::Route {
+    let route = countersign_core::agents::Route {
         base_url: format!("http://{addr}"),
         token: agent.token.clone(),
         bridge: "countersign-bridge".into(),
@@ -732,7 +732,7 @@ async fn gemini_clis_project_settings_are_imported_not_routed() {
         .expect("imported");
     let written = std::fs::read_to_string(&config).unwrap();
     assert!(written.contains("https://team.example/mcp"), "{written}");
-    let route = countersign_core::clients::Route {
+    let route = countersign_core::agents::Route {
         base_url: "http://127.0.0.1:47717".into(),
         token: "TOKEN".into(),
         bridge: "countersign-bridge".into(),

@@ -10,10 +10,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use countersign_core::ask::schema::{FieldKind, FormSchema, TextFormat};
 use countersign_core::ask::{Ask, AskKind, CancelReason};
 use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
 use countersign_core::gateway::Gateway;
-use countersign_core::schema::{FieldKind, FormSchema, TextFormat};
 use countersign_core::settings::SettingsStore;
 use countersign_core::{Answer, AskEvent, AuditLog, Broker, Outcome, ServerConfig, SessionState};
 use rmcp::model::{
@@ -231,7 +231,7 @@ async fn start(peer: Peer, http: bool, revision: &str) -> Running {
 /// An answer to a form that every field accepts: its defaults, and for a required field
 /// without one, a value of its kind.
 fn fill(schema: &FormSchema) -> Map<String, Value> {
-    let mut content = countersign_core::schema::defaults(schema);
+    let mut content = countersign_core::ask::schema::defaults(schema);
     for field in &schema.fields {
         if content.contains_key(&field.name) || !field.required {
             continue;

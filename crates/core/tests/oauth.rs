@@ -14,8 +14,8 @@ use std::time::Duration;
 use countersign_core::ask::AskKind;
 use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
 use countersign_core::gateway::Gateway;
-use countersign_core::oauth::Auth;
-use countersign_core::oauth::vault::Vault;
+use countersign_core::mcp::oauth::Auth;
+use countersign_core::mcp::oauth::vault::Vault;
 use countersign_core::session::{Backoff, DEFAULT_PING_EVERY};
 use countersign_core::settings::SettingsStore;
 use countersign_core::{

@@ -11,9 +11,9 @@ mod common;
 use std::time::Duration;
 
 use common::{Harness, HttpPeer, Person, WAIT, as_object, finish, with_test_timeouts};
-use countersign_core::audit::AuditRecord;
+use countersign_core::ask::audit::AuditRecord;
+use countersign_core::ask::schema::defaults;
 use countersign_core::config::ProtocolChoice;
-use countersign_core::schema::defaults;
 use countersign_core::{
     Answer, AnswerError, Ask, AskKind, CancelReason, Endpoint, Outcome, ServerConfig, SessionError,
     SessionState,
@@ -26,7 +26,7 @@ fn accept(content: Value) -> Answer {
     }
 }
 
-fn form_of(ask: &Ask) -> (&str, &countersign_core::schema::FormSchema) {
+fn form_of(ask: &Ask) -> (&str, &countersign_core::ask::schema::FormSchema) {
     match &ask.kind {
         AskKind::Form { message, schema } => (message, schema),
         other => panic!("expected a form ask, got {other:?}"),

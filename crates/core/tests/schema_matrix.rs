@@ -2,7 +2,7 @@
 //! invalid answers, every out-of-subset schema refused with a path and reason, defaults, field
 //! order, and hostile strings passing through as data.
 
-use countersign_core::schema::{
+use countersign_core::ask::schema::{
     Choice, FieldError, FieldKind, FormSchema, SchemaError, TextFormat, defaults,
     parse_form_schema, validate_answer,
 };

@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use countersign_core::oauth::vault::{Vault, VaultKind, VaultStore};
+use countersign_core::mcp::oauth::vault::{Vault, VaultKind, VaultStore};
 use rmcp::transport::auth::{CredentialStore, StoredCredentials};
 
 struct Killed(Child);

@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
+use countersign_core::config::OAuthConfig;
 use countersign_core::config::ProtocolChoice;
-use countersign_core::oauth::OAuthConfig;
 use countersign_core::session::SessionError;
 use countersign_core::{
     Answer, AskEvent, AskKind, AuditLog, Broker, ServerConfig, SessionManager, SessionState,
@@ -178,7 +178,9 @@ async fn press_submit_on_defaults(broker: Broker) {
     while let Ok(event) = events.recv().await {
         if let AskEvent::Added { ask } = event {
             let content = match &ask.kind {
-                AskKind::Form { schema, .. } => Some(countersign_core::schema::defaults(schema)),
+                AskKind::Form { schema, .. } => {
+                    Some(countersign_core::ask::schema::defaults(schema))
+                }
                 AskKind::Url { .. } | AskKind::ToolCall { .. } | AskKind::Sampling { .. } => None,
             };
             if let Err(e) = broker.answer(ask.id, Answer::Accept { content }) {

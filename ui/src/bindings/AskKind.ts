@@ -38,7 +38,7 @@ changed: Array<DefinitionChange>,
  */
 preview: boolean, } | { "kind": "sampling", messages: Array<SamplingLine>, 
 /**
- * Messages past the shown ones (`crate::sampling::MAX_LINES`).
+ * Messages past the shown ones (`crate::mcp::sampling::MAX_LINES`).
  */
 moreMessages: number, systemPrompt: string | null, maxTokens: number, 
 /**

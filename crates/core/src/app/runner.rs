@@ -23,7 +23,7 @@ pub struct ToolView {
     pub annotations: Option<Value>,
     /// The input schema as a form, when it fits what the question dialog renders (the
     /// elicitation subset); `None`: the arguments are written as JSON.
-    pub form: Option<crate::schema::FormSchema>,
+    pub form: Option<crate::ask::schema::FormSchema>,
 }
 
 /// What a tool run returned.
@@ -58,7 +58,7 @@ impl App {
                 title: tool.title.clone(),
                 description: tool.description.as_ref().map(|d| d.to_string()),
                 input_schema: Value::Object((*tool.input_schema).clone()),
-                form: crate::schema::parse_form_schema(&Value::Object(
+                form: crate::ask::schema::parse_form_schema(&Value::Object(
                     (*tool.input_schema).clone(),
                 ))
                 .ok(),
@@ -164,21 +164,12 @@ impl App {
 
 pub(super) fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), AppError> {
     // A tool's own schema may be anything a server wrote; a broken one is reported, not trusted.
-    let validator = jsonschema::validator_for(schema).map_err(|e| AppError::InvalidArguments {
-        message: format!("the tool's input schema is not valid JSON Schema: {e}"),
-        errors: vec![],
+    let errors = crate::ask::schema::argument_errors(schema, arguments).map_err(|e| {
+        AppError::InvalidArguments {
+            message: format!("the tool's input schema is not valid JSON Schema: {e}"),
+            errors: vec![],
+        }
     })?;
-    let errors: Vec<String> = validator
-        .iter_errors(arguments)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect();
     if errors.is_empty() {
         Ok(())
     } else {

@@ -16,11 +16,13 @@
 #![allow(deprecated)] // logging/setLevel and resources/subscribe are forwarded for legacy agents.
 
 mod gate;
+mod relay;
 mod task;
 mod upstream;
 
 use gate::Who;
 pub(crate) use gate::{Decided, keep_decision};
+use relay::{AgentRelay, Leaving, Outgoing};
 pub(crate) use upstream::{Pool, Upstream, reap_idle};
 
 use std::collections::HashMap;
@@ -55,191 +57,19 @@ use super::faithful::shape_result;
 type ServerConfig_ = rmcp::model::ServerConfig;
 use super::pending::{self, PendingApproval};
 use super::policy::{self, Decision};
-use crate::approval::{self, Lasting, RememberedDecision};
-use crate::ask::{AskKind, CancelReason, Outcome};
-use crate::broker::NewAsk;
+use crate::ask::approval::{self, Lasting, RememberedDecision};
+use crate::ask::broker::NewAsk;
+use crate::ask::{AskKind, CancelReason, Outcome, Withdrawal};
 use crate::config::ServerConfig;
-use crate::handler::{Elicitor, Handler, Relay, Tap, client_config};
-use crate::raw::RawRequests;
-use crate::session::{ConnectError, answer_input_requests, asker_for, lifecycle_for, open_client};
+use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
+use crate::mcp::handler::{Elicitor, Handler, Relay, Tap, client_config};
+use crate::mcp::input::answer_input_requests;
+use crate::mcp::raw::RawRequests;
 
 /// Rounds of multi round-trip input one forwarded call may take.
 const MAX_INPUT_ROUNDS: usize = 10;
 /// What an agent is called when it gives no `clientInfo`.
 const UNNAMED_AGENT: &str = "an unnamed agent";
-
-/// A notification on its way to the agent: to the peer of the request it belongs to (progress),
-/// or to the agent's session.
-type Outgoing = (Option<Peer<RoleServer>>, ServerNotification);
-
-/// The agent side of an upstream session: where its notifications go, and which of the
-/// agent's calls are in flight (a question asked now belongs to them).
-pub(crate) struct AgentRelay {
-    tx: mpsc::UnboundedSender<Outgoing>,
-    /// The agent's session, for notifications not tied to a request (session agents only).
-    agent: Mutex<Option<Peer<RoleServer>>>,
-    progress: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
-    /// In-flight calls: the withdraw tokens of the questions asked during each, with the
-    /// reason each stands for.
-    calls: Mutex<HashMap<u64, Vec<(CancellationToken, CancelReason)>>>,
-    next_call: AtomicU64,
-}
-
-impl AgentRelay {
-    fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Outgoing>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let relay = Arc::new(AgentRelay {
-            tx,
-            agent: Mutex::default(),
-            progress: Mutex::default(),
-            calls: Mutex::default(),
-            next_call: AtomicU64::new(1),
-        });
-        (relay, rx)
-    }
-
-    fn progress_routes(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>> {
-        lock(&self.progress)
-    }
-
-    fn call_started(&self) -> u64 {
-        let id = self.next_call.fetch_add(1, Ordering::Relaxed);
-        lock(&self.calls).insert(id, Vec::new());
-        id
-    }
-
-    /// The call ended: cancelled (or abandoned) by the agent withdraws its questions with that
-    /// reason; otherwise they are the server's to end.
-    fn call_ended(&self, id: u64, left: Option<CancelReason>) {
-        let tokens = lock(&self.calls).remove(&id).unwrap_or_default();
-        if let Some(left) = left {
-            tokens
-                .iter()
-                .filter(|(_, reason)| *reason == left)
-                .for_each(|(token, _)| token.cancel());
-        }
-    }
-}
-
-impl Relay for AgentRelay {
-    fn notify(&self, notification: &ServerNotification) {
-        // Progress is routed now, while the call is surely still in flight: the server sends
-        // it before its result, and the route goes when the result is in.
-        let outgoing = match notification {
-            ServerNotification::ProgressNotification(n) => {
-                let Some((peer, token)) = self
-                    .progress_routes()
-                    .get(&n.params.progress_token)
-                    .cloned()
-                else {
-                    return;
-                };
-                let mut n = n.clone();
-                n.params.progress_token = token;
-                (Some(peer), ServerNotification::ProgressNotification(n))
-            }
-            other => (None, other.clone()),
-        };
-        let _ = self.tx.send(outgoing);
-    }
-
-    #[allow(deprecated)]
-    fn agent_roots(
-        &self,
-    ) -> Option<futures::future::BoxFuture<'static, Result<rmcp::model::ListRootsResult, String>>>
-    {
-        let agent = lock(&self.agent).clone()?;
-        agent.peer_info()?.capabilities.roots.as_ref()?;
-        Some(Box::pin(async move {
-            agent.list_roots().await.map_err(|e| e.to_string())
-        }))
-    }
-
-    fn agent_sampler(&self) -> Option<crate::sampling::Sampler> {
-        let agent = lock(&self.agent).clone()?;
-        agent.peer_info()?.capabilities.sampling.as_ref()?;
-        Some(Box::new(move |params| {
-            Box::pin(async move {
-                agent.create_message(params).await.map_err(|e| match e {
-                    rmcp::ServiceError::McpError(e) => e,
-                    other => McpError::internal_error(
-                        format!("the agent did not answer the sampling request: {other}"),
-                        None,
-                    ),
-                })
-            })
-        }))
-    }
-
-    fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)> {
-        let mut calls = lock(&self.calls);
-        if calls.is_empty() {
-            return Vec::new();
-        }
-        // Without a request id to tie it to, a question belongs to every call in flight;
-        // cancelling any of them withdraws it (a no, which is the safe side).
-        let tokens = vec![
-            (CancellationToken::new(), CancelReason::Agent),
-            (CancellationToken::new(), CancelReason::AgentGone),
-        ];
-        calls
-            .values_mut()
-            .for_each(|t| t.extend(tokens.iter().cloned()));
-        tokens
-    }
-}
-
-/// How an agent's request ends before its answer: the agent cancels it, or goes away (its
-/// HTTP response stream closed; see `gone`), which rmcp does not notice on session-keeping
-/// connections until the session idles out.
-struct Leaving {
-    cancelled: CancellationToken,
-    gone: Option<CancellationToken>,
-}
-
-impl Leaving {
-    fn of(ctx: &RequestContext<RoleServer>) -> Self {
-        Leaving {
-            cancelled: ctx.ct.clone(),
-            gone: super::gone::token(ctx),
-        }
-    }
-
-    /// The withdraw tokens for a question that belongs to this request.
-    fn withdraw(&self) -> Vec<(CancellationToken, CancelReason)> {
-        let mut tokens = vec![(self.cancelled.clone(), CancelReason::Agent)];
-        if let Some(gone) = &self.gone {
-            tokens.push((gone.clone(), CancelReason::AgentGone));
-        }
-        tokens
-    }
-
-    fn reason(&self) -> Option<CancelReason> {
-        if self.cancelled.is_cancelled() {
-            Some(CancelReason::Agent)
-        } else if self.gone.as_ref().is_some_and(|g| g.is_cancelled()) {
-            Some(CancelReason::AgentGone)
-        } else {
-            None
-        }
-    }
-
-    async fn left(&self) -> CancelReason {
-        match &self.gone {
-            Some(gone) => tokio::select! {
-                biased;
-                _ = self.cancelled.cancelled() => CancelReason::Agent,
-                _ = gone.cancelled() => CancelReason::AgentGone,
-            },
-            None => {
-                self.cancelled.cancelled().await;
-                CancelReason::Agent
-            }
-        }
-    }
-}
 
 /// One agent session's (or one session-less request's) view of one configured server.
 pub(crate) struct Forwarder {
@@ -345,22 +175,27 @@ impl Forwarder {
                 // Addresses to open first: the person opens them on the desktop (the agent
                 // need not know URL mode), then the same call is made again.
                 if let Err(error) = &sent
-                    && let Some(urls) = crate::url_required::required_urls(error)
+                    && let Some(urls) = crate::mcp::url_required::required_urls(error)
                 {
                     url_rounds += 1;
-                    if url_rounds > crate::url_required::MAX_URL_ROUNDS {
+                    if url_rounds > crate::mcp::url_required::MAX_URL_ROUNDS {
                         return Err(McpError::internal_error(
                             format!(
                                 "{} still asks for addresses to be opened after {} rounds",
                                 up.server.name,
-                                crate::url_required::MAX_URL_ROUNDS
+                                crate::mcp::url_required::MAX_URL_ROUNDS
                             ),
                             None,
                         ));
                     }
-                    crate::url_required::satisfy(&up.elicitor, &up.tap, urls, &leaving.withdraw())
-                        .await
-                        .map_err(|m| McpError::internal_error(m, None))?;
+                    crate::mcp::url_required::satisfy(
+                        &up.elicitor,
+                        &up.tap,
+                        urls,
+                        &leaving.withdraw(),
+                    )
+                    .await
+                    .map_err(|m| McpError::internal_error(m, None))?;
                     if leaving.reason().is_some() {
                         return Err(agent_cancelled());
                     }

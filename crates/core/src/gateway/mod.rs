@@ -9,8 +9,6 @@
 //! a server. Behind it, rmcp's Streamable HTTP server speaks both protocol
 //! generations to the agent and `forward` gives each agent session its own upstream session.
 
-pub mod agents;
-pub mod connect;
 mod faithful;
 mod forward;
 mod gone;
@@ -18,6 +16,8 @@ mod pending;
 pub mod policy;
 pub mod preview;
 pub mod refusals;
+pub mod registry;
+mod status;
 pub mod token;
 
 use std::collections::BTreeMap;
@@ -36,11 +36,13 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
+use crate::agents::connect;
+pub use crate::agents::connect::ClientSetup;
+use crate::ask::broker::Broker;
 use crate::config::{GatewayConfig, ServerConfig};
 use crate::settings::SettingsStore;
-pub use agents::{AgentError, AgentView, CreatedAgent, TokenAgent};
-pub use connect::{ClientSetup, GatewayInfo, GatewayServer};
+pub use registry::{AgentError, AgentView, CreatedAgent, TokenAgent};
+pub use status::{GatewayInfo, GatewayServer};
 
 /// Upstream session numbers for the broker start here, far from the app's own sessions'.
 const FIRST_GATEWAY_SESSION: u64 = 1 << 40;
@@ -90,12 +92,14 @@ pub(crate) struct Shared {
     pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
     /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
     /// never sees the server's tokens.
-    pub(crate) auth: std::sync::OnceLock<crate::oauth::Auth>,
+    pub(crate) auth: std::sync::OnceLock<crate::mcp::oauth::Auth>,
     /// Tells the person that a server wants a (new) sign-in, with its `WWW-Authenticate`.
     pub(crate) sign_in_needed: std::sync::OnceLock<SignInNeeded>,
     config: GatewayConfig,
-    agents: agents::AgentStore,
+    agents: registry::AgentStore,
     paused: AtomicBool,
+    /// Tells whoever watches (the shell: the tray and the Connect page) that pause changed.
+    paused_changes: tokio::sync::watch::Sender<bool>,
     status: Mutex<Status>,
     stop: CancellationToken,
 }
@@ -114,7 +118,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// Upstream sessions with remote servers use the person's sign-ins from `auth`.
-    pub fn set_auth(&self, auth: crate::oauth::Auth) {
+    pub fn set_auth(&self, auth: crate::mcp::oauth::Auth) {
         let _ = self.shared.auth.set(auth);
     }
 
@@ -135,7 +139,7 @@ impl Gateway {
     ) -> Result<Self, GatewayError> {
         let pending_path = token_path.with_file_name("pending-approvals.json");
         let agents =
-            agents::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
+            registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
         Ok(Gateway {
             shared: Arc::new(Shared {
                 servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
@@ -143,17 +147,18 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
-                pending: pending::PendingStore::load(Some(pending_path), crate::broker::unix_ms()),
+                pending: pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms()),
                 pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
                 refusals: refusals::Refusals::default(),
-                clock: std::sync::RwLock::new(Arc::new(crate::broker::unix_ms)),
+                clock: std::sync::RwLock::new(Arc::new(crate::ask::unix_ms)),
                 open_upstreams: Mutex::default(),
                 auth: std::sync::OnceLock::new(),
                 sign_in_needed: std::sync::OnceLock::new(),
                 config,
                 agents,
                 paused: AtomicBool::new(false),
+                paused_changes: tokio::sync::watch::Sender::new(false),
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
             }),
@@ -348,7 +353,13 @@ impl Gateway {
     /// While paused every agent request is refused (503); open sessions stay.
     pub fn set_paused(&self, paused: bool) {
         self.shared.paused.store(paused, Ordering::Relaxed);
+        self.shared.paused_changes.send_replace(paused);
         tracing::info!(paused, "gateway");
+    }
+
+    /// Whether the gateway is paused, as it changes, from whoever pauses it.
+    pub fn paused_changes(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shared.paused_changes.subscribe()
     }
 
     /// The page the person reads to connect agents.
@@ -455,7 +466,7 @@ async fn guard(
             "Countersign's gateway is paused; resume it from the app or its tray menu",
         );
     }
-    // Handlers read it from the request's parts (`agents::token_agent`).
+    // Handlers read it from the request's parts (`registry::token_agent`).
     request.extensions_mut().insert(agent);
     next.run(request).await
 }

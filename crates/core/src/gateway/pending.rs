@@ -244,7 +244,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
         return;
     };
     let now = super::Gateway::now_ms(shared);
-    let mut asker = crate::session::asker_for(config);
+    let mut asker = crate::mcp::connect::asker_for(config);
     asker.agent = Some(approval.agent_name.clone());
     asker.declared = approval.declared.clone();
     let text = |field: &str| {
@@ -268,7 +268,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
         changed: Vec::new(),
         preview: false,
     };
-    let opened = shared.broker.open(crate::broker::NewAsk {
+    let opened = shared.broker.open(crate::ask::broker::NewAsk {
         asker,
         kind,
         request: serde_json::json!({

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::approval::Call;
+use crate::ask::approval::Call;
 use crate::config::{ServerConfig, ToolRule};
 use crate::settings::SettingsStore;
 
@@ -114,7 +114,7 @@ pub fn decide_read(server: &ServerConfig, call: &Call, settings: &SettingsStore)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::approval::{Covering, Lasting, RememberedDecision};
+    use crate::ask::approval::{Covering, Lasting, RememberedDecision};
     use serde_json::json;
 
     fn server(trusted: bool) -> ServerConfig {

@@ -43,7 +43,7 @@ impl Refusals {
             .and_then(|v| v.to_str().ok())
             .map(clip);
         let refusal = GatewayRefusal {
-            at_ms: crate::broker::unix_ms(),
+            at_ms: crate::ask::unix_ms(),
             status: status.as_u16(),
             reason: reason.to_owned(),
             client,

@@ -2,20 +2,17 @@
 //! sent), its URL-required rounds put to the person, its progress passed on, and the server
 //! told when the caller gives up. A tool that must run as a task is followed in task.rs.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rmcp::Peer;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, InputRequest,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest};
 use rmcp::service::{PeerRequestOptions, RoleClient};
 use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Live, SessionError, SessionManager, timeout_error};
-use crate::ask::CancelReason;
-use crate::handler::{Elicitor, Tap};
+use crate::ask::{CancelReason, Withdrawal};
+use crate::mcp::handler::Tap;
 
 /// Rounds of multi round-trip input a single call may take before we give up on the server.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -43,7 +40,7 @@ impl SessionManager {
         tool: &str,
         arguments: Option<Map<String, Value>>,
         cancel: CancellationToken,
-        progress: Option<crate::handler::ProgressSink>,
+        progress: Option<crate::mcp::handler::ProgressSink>,
     ) -> Result<CallToolResult, SessionError> {
         let (entry, live) = self.live(server)?;
         // The person's think time is part of a call that asks; the request timeout is not
@@ -79,25 +76,25 @@ impl SessionManager {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
                     Ok(Err(rmcp::ServiceError::McpError(error)))
-                        if crate::url_required::required_urls(&error).is_some() =>
+                        if crate::mcp::url_required::required_urls(&error).is_some() =>
                     {
                         // Addresses to open first: asked, then the same call made again.
                         url_rounds += 1;
-                        if url_rounds > crate::url_required::MAX_URL_ROUNDS {
+                        if url_rounds > crate::mcp::url_required::MAX_URL_ROUNDS {
                             return Err(SessionError::Protocol {
                                 server: entry.config.name.clone(),
                                 message: format!(
                                     "still asks for addresses to be opened after {} rounds",
-                                    crate::url_required::MAX_URL_ROUNDS
+                                    crate::mcp::url_required::MAX_URL_ROUNDS
                                 ),
                             });
                         }
-                        let urls = crate::url_required::required_urls(&error).unwrap_or_default();
-                        crate::url_required::satisfy(
+                        let urls = crate::mcp::url_required::required_urls(&error).unwrap_or_default();
+                        crate::mcp::url_required::satisfy(
                             &live.elicitor,
                             &live.tap,
                             urls,
-                            &[(cancel.clone(), CancelReason::Agent)],
+                            &Withdrawal::new().when(cancel.clone(), CancelReason::Agent),
                         )
                         .await
                         .map_err(|message| SessionError::Protocol {
@@ -121,11 +118,11 @@ impl SessionManager {
                 }
                 CallToolResponse::InputRequired(required) => {
                     let requests = required.input_requests.unwrap_or_default();
-                    let answered = answer_input_requests(
+                    let answered = crate::mcp::input::answer_input_requests(
                         &live.elicitor,
                         requests,
                         raw.as_ref(),
-                        &[(cancel.clone(), CancelReason::Agent)],
+                        &Withdrawal::new().when(cancel.clone(), CancelReason::Agent),
                     )
                     .await;
                     if cancel.is_cancelled() {
@@ -152,64 +149,6 @@ impl SessionManager {
             message: format!("still asking for input after {MAX_INPUT_ROUNDS} rounds"),
         })
     }
-}
-
-/// Fulfils one round of multi round-trip input requests, together. `raw` is the result as
-/// the server sent it: an elicitation is judged from its params there, not from rmcp's typed
-/// model (which drops schema keywords such as `pattern`, so a form could accept what the
-/// server then rejects). A request Countersign cannot answer (sampling, roots, an unknown
-/// kind) refuses the whole round before the person is asked anything. `withdraw` is the
-/// originating call's cancellation (and why): rmcp gives MRTR rounds no token of their own.
-pub(crate) async fn answer_input_requests(
-    elicitor: &Elicitor,
-    requests: impl IntoIterator<Item = (String, InputRequest)>,
-    raw: Option<&Value>,
-    withdraw: &[(CancellationToken, CancelReason)],
-) -> Result<BTreeMap<String, Value>, String> {
-    let mut questions = Vec::new();
-    for (key, request) in requests {
-        let params = match request {
-            InputRequest::Elicitation(request) => {
-                let sent = raw
-                    .and_then(|r| r.get("inputRequests"))
-                    .and_then(|r| r.get(&key))
-                    .filter(|r| {
-                        r.get("method").and_then(Value::as_str) == Some("elicitation/create")
-                    })
-                    .and_then(|r| r.get("params"))
-                    .cloned();
-                match sent {
-                    Some(params) => params,
-                    None => serde_json::to_value(&request.params)
-                        .map_err(|e| format!("cannot read the input request: {e}"))?,
-                }
-            }
-            // A claim about the person's files that nobody made: refused, not answered empty.
-            InputRequest::ListRoots(_) => {
-                return Err("the server asked for roots, which Countersign does not offer".into());
-            }
-            InputRequest::CreateMessage(_) => {
-                return Err(
-                    "the server asked for sampling, which Countersign does not offer".into(),
-                );
-            }
-            _ => return Err("the server asked for an unknown kind of input".into()),
-        };
-        questions.push((key, params));
-    }
-    let answers =
-        futures::future::join_all(questions.into_iter().map(|(key, params)| async move {
-            let answer = elicitor
-                .elicit(params, withdraw, |_| {})
-                .await
-                .map_err(|e| format!("unsupported input request: {}", e.message));
-            (key, answer)
-        }))
-        .await;
-    answers
-        .into_iter()
-        .map(|(key, answer)| answer.map(|value| (key, value)))
-        .collect()
 }
 
 /// Unregisters an app call from its tap however the call ends.
@@ -252,7 +191,7 @@ impl Drop for Abandoned {
 async fn call_once(
     live: &Live,
     params: CallToolRequestParams,
-    progress: Option<&crate::handler::ProgressSink>,
+    progress: Option<&crate::mcp::handler::ProgressSink>,
 ) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
     let handle = live
         .peer

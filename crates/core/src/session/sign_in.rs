@@ -4,8 +4,9 @@
 
 use std::sync::atomic::Ordering;
 
-use super::{Entry, SessionError, SessionManager, SessionState, asker_for, lock, protocol_error};
+use super::{Entry, SessionError, SessionManager, SessionState, lock, protocol_error};
 use crate::config::TransportConfig;
+use crate::mcp::connect::asker_for;
 
 /// Why a server wants a sign-in: its challenge, and whether it asks for more scope than the
 /// last sign-in got.
@@ -74,7 +75,7 @@ impl SessionManager {
                 challenge.as_ref().map(|c| c.header.as_str()),
             )
             .await?;
-        let web = crate::url_policy::check(&pending.authorization_url)
+        let web = crate::ask::url_policy::check(&pending.authorization_url)
             .map_err(|e| format!("the authorization address is refused: {e}"))?;
         let message = format!(
             "Sign in to {} so Countersign can reach it for you. The sign-in page is at {}.",
@@ -89,7 +90,7 @@ impl SessionManager {
         let ask = self
             .inner
             .broker
-            .open(crate::broker::NewAsk {
+            .open(crate::ask::broker::NewAsk {
                 asker: asker_for(&entry.config),
                 kind: crate::ask::AskKind::Url {
                     message,
@@ -99,7 +100,7 @@ impl SessionManager {
                     warnings: web.warnings,
                 },
                 request,
-                timeout: Some(crate::oauth::SIGN_IN_WAIT),
+                timeout: Some(crate::mcp::oauth::SIGN_IN_WAIT),
                 session: self.inner.next_session.fetch_add(1, Ordering::Relaxed),
             })
             .map_err(|e| e.to_string())?;
@@ -108,7 +109,7 @@ impl SessionManager {
             crate::ask::Outcome::Declined => return Err("you declined to sign in".into()),
             _ => return Err("the sign-in was cancelled".into()),
         }
-        pending.finish(crate::oauth::SIGN_IN_WAIT).await
+        pending.finish(crate::mcp::oauth::SIGN_IN_WAIT).await
     }
 
     /// Someone else (the gateway, for an agent) found that an HTTP server wants a sign-in: its

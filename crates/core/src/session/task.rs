@@ -4,7 +4,7 @@
 //! to the task, and are asked like any other), shows its status from `tasks/get` as progress,
 //! and on Cancel sends `tasks/cancel`.
 //!
-//! The requests and their reading are shared with the gateway (`crate::task`).
+//! The requests and their reading are shared with the gateway (`crate::mcp::task`).
 
 use std::time::Duration;
 
@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Entry, Live, SessionError, SessionManager, timeout_error};
-use crate::handler::ProgressSink;
-use crate::task::{Created, about, call_request};
+use crate::mcp::handler::ProgressSink;
+use crate::mcp::task::{Created, about, call_request};
 
 impl SessionManager {
     /// Runs `tool` as a task to its end: the result, or the task's failure in words.
@@ -139,7 +139,7 @@ impl Reported {
 struct CancelTask {
     live: Option<(
         rmcp::Peer<rmcp::service::RoleClient>,
-        std::sync::Arc<crate::raw::RawRequests>,
+        std::sync::Arc<crate::mcp::raw::RawRequests>,
         String,
     )>,
 }

@@ -277,7 +277,7 @@ impl Forwarder {
                     Outcome::Cancelled { reason } => Err(Refusal::Denied(format!(
                         "Countersign did not allow {what} on {}: nobody approved it ({}).",
                         config.name,
-                        reason.notice()
+                        reason.why()
                     ))),
                 }
             }
@@ -459,7 +459,7 @@ impl Who {
             .as_ref()
             .is_some_and(|i| i.capabilities.roots.is_some());
         let sampling = info.and_then(|i| i.capabilities.sampling.clone());
-        match crate::gateway::agents::token_agent(ctx) {
+        match crate::gateway::registry::token_agent(ctx) {
             Some(agent) => Who {
                 id: agent.id,
                 name: agent.name,
@@ -583,12 +583,11 @@ impl WhileWaiting {
         link
     }
 
-    /// The withdraw tokens for the question; the agent's cancellation listed first.
-    fn tokens(&self) -> Vec<(CancellationToken, CancelReason)> {
-        vec![
-            (self.cancelled.clone(), CancelReason::Agent),
-            (self.gone.clone(), CancelReason::AgentGone),
-        ]
+    /// How the question is withdrawn: the agent cancelling, or going away.
+    fn tokens(&self) -> Withdrawal {
+        Withdrawal::new()
+            .when(self.cancelled.clone(), CancelReason::Agent)
+            .when(self.gone.clone(), CancelReason::AgentGone)
     }
 
     fn detach(&self) {

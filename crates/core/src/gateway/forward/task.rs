@@ -1,5 +1,5 @@
 //! Tasks for agents: a tool the server lists as requiring task execution (2025-11-25), called
-//! plainly by an agent, is run as a task to its end on the agent's behalf (`crate::task` has the
+//! plainly by an agent, is run as a task to its end on the agent's behalf (`crate::mcp::task` has the
 //! requests and their reading, shared with the app's runner).
 
 use rmcp::ErrorData as McpError;
@@ -23,7 +23,7 @@ pub(super) async fn run_task(
     let answer = |(typed, raw): (ServerResult, Option<Value>)| {
         raw.unwrap_or_else(|| serde_json::to_value(&typed).unwrap_or(Value::Null))
     };
-    let request = crate::task::call_request(&params.name, params.arguments);
+    let request = crate::mcp::task::call_request(&params.name, params.arguments);
     let created = answer(up.send(request, ctx, timeout, Some(call)).await?);
     let not_a_result = |e: serde_json::Error| {
         McpError::internal_error(
@@ -34,11 +34,11 @@ pub(super) async fn run_task(
             None,
         )
     };
-    let id = match crate::task::Created::read(created)
+    let id = match crate::mcp::task::Created::read(created)
         .map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?
     {
-        crate::task::Created::Task { id, .. } => id,
-        crate::task::Created::Result(result) => {
+        crate::mcp::task::Created::Task { id, .. } => id,
+        crate::mcp::task::Created::Result(result) => {
             keep_raw(ctx, Some(result.clone()));
             return serde_json::from_value(result).map_err(not_a_result);
         }
@@ -47,19 +47,19 @@ pub(super) async fn run_task(
     // desktop as any during this call. An agent that leaves first stops the task.
     let sent = up
         .send(
-            crate::task::about("tasks/result", &id),
+            crate::mcp::task::about("tasks/result", &id),
             ctx,
             timeout,
             Some(call),
         )
         .await;
     let result = match sent {
-        Ok(answer_) => crate::task::untied(answer(answer_)),
+        Ok(answer_) => crate::mcp::task::untied(answer(answer_)),
         Err(error) => {
             let peer = up.peer().clone();
             tokio::spawn(async move {
                 let _ = peer
-                    .send_request(crate::task::about("tasks/cancel", &id))
+                    .send_request(crate::mcp::task::about("tasks/cancel", &id))
                     .await;
             });
             return Err(error);

@@ -42,7 +42,7 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
             _ = shared.stop.cancelled() => return,
             _ = tokio::time::sleep(IDLE / 4) => {}
         }
-        let now = crate::broker::unix_ms();
+        let now = crate::ask::unix_ms();
         let mut entries = shared.pool.entries.lock().await;
         entries.retain(|_, cell| match cell.get() {
             Some(up)
@@ -184,7 +184,7 @@ impl Upstream {
             closed: tap.closed.clone(),
             tap: tap.clone(),
             session,
-            last_used: AtomicU64::new(crate::broker::unix_ms()),
+            last_used: AtomicU64::new(crate::ask::unix_ms()),
             tools: Mutex::default(),
             sign_in_needed: shared.sign_in_needed.get().cloned(),
             _slot: slot,
@@ -248,7 +248,7 @@ impl Upstream {
         call: Option<u64>,
     ) -> Result<(ServerResult, Option<Value>), McpError> {
         self.last_used
-            .store(crate::broker::unix_ms(), Ordering::Relaxed);
+            .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
         // The agent's lifecycle keys describe the agent's link to us, not ours upstream.
         request

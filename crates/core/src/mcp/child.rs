@@ -11,7 +11,7 @@ use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 
-use crate::raw::{RawRequests, TapRead};
+use crate::mcp::raw::{RawRequests, TapRead};
 
 /// How long a server gets to exit after its stdin closes, and again after SIGTERM.
 const GRACE: Duration = Duration::from_secs(2);

@@ -64,6 +64,7 @@ mod validate;
 
 pub use parse::parse_form_schema;
 pub use secret::redact_secrets;
+pub(crate) use validate::argument_errors;
 pub use validate::validate_answer;
 
 /// A form to render, derived from an elicitation's `requestedSchema`.

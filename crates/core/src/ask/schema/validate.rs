@@ -1,4 +1,5 @@
-//! The backend's verdict on an `accept`: does the content answer the requested schema?
+//! Every JSON Schema verdict the app gives: on an `accept` (does the content answer the
+//! requested form schema?) and on the arguments the person enters for a tool run.
 //!
 //! Library choice: the `jsonschema` crate (0.61, default features off: no HTTP/file `$ref`
 //! retrieval) because it is the maintained, spec-conformant Rust validator, asserts
@@ -88,6 +89,29 @@ pub(crate) fn build_validator(
         .with_draft(Draft::Draft202012)
         .should_validate_formats(true)
         .build(&schema)
+}
+
+/// What is wrong with a tool call's `arguments` under the tool's own input schema, one line
+/// per error (`/path: why`); `Err` when the schema itself is not valid JSON Schema. Unlike a
+/// form's answer, the schema is the tool's whole vocabulary, taken as written: its `$schema`
+/// picks the draft (2020-12 when absent, as MCP says) and `format` only annotates, as the
+/// server will read it, so the app never refuses a call the server would take.
+pub(crate) fn argument_errors(schema: &Value, arguments: &Value) -> Result<Vec<String>, String> {
+    let validator = jsonschema::options()
+        .should_validate_formats(false)
+        .build(schema)
+        .map_err(|e| e.to_string())?;
+    Ok(validator
+        .iter_errors(arguments)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect())
 }
 
 /// Runs `validator` over `content` and words each error for a person, on its field.
@@ -230,7 +254,7 @@ pub(crate) fn normalize_integer(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::parse_form_schema;
+    use crate::ask::schema::parse_form_schema;
     use serde_json::json;
 
     fn check(raw: Value, content: Value) -> Result<Map<String, Value>, Vec<FieldError>> {

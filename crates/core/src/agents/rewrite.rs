@@ -25,7 +25,7 @@ use super::read::{self, OurConfig};
 use super::{
     ClientError, ClientKind, Clients, Route, as_countersign, files, is_routed, jsonc, same_server,
 };
-use crate::gateway::connect::gateway_entry;
+use crate::agents::connect::gateway_entry;
 use crate::private_fs;
 
 /// One entry the rewrite changes.

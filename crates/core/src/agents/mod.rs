@@ -5,7 +5,7 @@
 //! A top-level module rather than part of `gateway`: it is about other programs' files on this
 //! machine, and feeds two things: Countersign's config (import) and the agents' routes through
 //! the gateway (rewrite). Nothing in it runs while agents are being served, and it needs from
-//! the gateway only the shape of an entry ([`crate::gateway::connect::gateway_entry`]), its
+//! the gateway only the shape of an entry ([`crate::agents::connect::gateway_entry`]), its
 //! address and token.
 //!
 //! Everything read from those files is the person's or another program's and may be anything:
@@ -14,6 +14,7 @@
 //! the plan the person saw (or refuses, when a file changed in between).
 
 mod codex;
+pub mod connect;
 mod files;
 mod health;
 mod import;
@@ -103,8 +104,8 @@ impl ClientKind {
     }
 
     /// How this host's file names a server reached through the gateway, for route-through.
-    pub fn entry_shape(self) -> crate::gateway::connect::EntryShape {
-        use crate::gateway::connect::EntryShape;
+    pub fn entry_shape(self) -> crate::agents::connect::EntryShape {
+        use crate::agents::connect::EntryShape;
         match self {
             ClientKind::ClaudeDesktop => EntryShape::Bridge,
             ClientKind::Cursor => EntryShape::Http,
@@ -424,7 +425,7 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
         return match server.transport {
             TransportConfig::Stdio { command, args, .. } => std::iter::once(&command)
                 .chain(args.iter())
-                .map(|a| crate::gateway::connect::shell_quote(a))
+                .map(|a| crate::agents::connect::shell_quote(a))
                 .collect::<Vec<_>>()
                 .join(" "),
             TransportConfig::Http { url, .. } => url,
@@ -439,13 +440,13 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
                 .map(|a| {
                     a.iter()
                         .map(|v| match v.as_str() {
-                            Some(s) => crate::gateway::connect::shell_quote(s),
+                            Some(s) => crate::agents::connect::shell_quote(s),
                             None => v.to_string(),
                         })
                         .collect::<Vec<_>>()
                 })
                 .unwrap_or_default();
-            std::iter::once(crate::gateway::connect::shell_quote(&command))
+            std::iter::once(crate::agents::connect::shell_quote(&command))
                 .chain(args)
                 .collect::<Vec<_>>()
                 .join(" ")

@@ -22,9 +22,10 @@ use rmcp::transport::auth::{
     AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest, CredentialStore,
     OAuthState,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::raw::{RawRequests, TapHttpClient};
+use crate::config::OAuthConfig;
+use crate::mcp::raw::{RawRequests, TapHttpClient};
 use loopback::{Callback, Loopback};
 use vault::{Vault, VaultStore};
 
@@ -36,31 +37,6 @@ pub const SIGN_IN_WAIT: Duration = Duration::from_secs(600);
 pub const MAX_STEP_UPS: u32 = 3;
 /// The name Countersign registers under.
 const CLIENT_NAME: &str = "Countersign";
-
-/// A server entry's optional `oauth` block. The keys are the ones agent hosts already accept
-/// (Claude Code's `clientId` and `callbackPort`, Gemini CLI's `clientId`, `clientSecret` and
-/// `scopes`), so an imported entry keeps working.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct OAuthConfig {
-    /// A client registered with the authorization server beforehand; used instead of
-    /// registering.
-    #[serde(default)]
-    pub client_id: Option<String>,
-    /// That client's secret, for servers that require one.
-    #[serde(default)]
-    pub client_secret: Option<String>,
-    /// Scopes to ask for instead of the ones the server names.
-    #[serde(default)]
-    pub scopes: Vec<String>,
-    /// An HTTPS client ID metadata document describing Countersign, used where the
-    /// authorization server supports them.
-    #[serde(default)]
-    pub client_metadata_url: Option<String>,
-    /// A fixed port for the loopback redirect (for a client registered with one).
-    #[serde(default)]
-    pub callback_port: Option<u16>,
-}
 
 /// Whether and how a server is signed in to, as the person is told (never a token).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]

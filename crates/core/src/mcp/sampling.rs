@@ -16,9 +16,9 @@ use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ErrorCode};
 use rmcp::service::{RequestContext, RoleClient};
 use serde_json::Value;
 
+use crate::ask::broker::NewAsk;
 use crate::ask::{AskKind, CancelReason, Outcome, SamplingLine};
-use crate::broker::NewAsk;
-use crate::handler::Handler;
+use crate::mcp::handler::Handler;
 
 /// Messages shown, at most; the rest are counted.
 pub const MAX_LINES: usize = 100;
@@ -72,7 +72,7 @@ pub(crate) async fn create_message(
     // Withdrawn when the agent cancels the call it belongs to, or the server its request.
     let agent = relay.map(|r| r.agent_cancel()).unwrap_or_default();
     let mut withdraw = agent.clone();
-    withdraw.push((context.ct.clone(), CancelReason::Server));
+    withdraw.add(context.ct.clone(), CancelReason::Server);
     let pending = elicitor
         .broker
         .open(NewAsk {
@@ -82,7 +82,7 @@ pub(crate) async fn create_message(
             timeout: Some(elicitor.answer_timeout),
             session: elicitor.session,
         })
-        .map_err(crate::handler::too_many_open)?;
+        .map_err(crate::mcp::handler::too_many_open)?;
     handler.tap.link(&context.id, pending.id(), agent);
     let outcome = pending.outcome_or_withdraw(&withdraw).await;
     handler.tap.unlink(&context.id);

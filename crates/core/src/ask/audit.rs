@@ -21,8 +21,8 @@ pub use verify::{BreakKind, ChainBreak, Verification};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::ask::unix_ms;
 use crate::ask::{Ask, AskId, Outcome};
-use crate::broker::unix_ms;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditError {

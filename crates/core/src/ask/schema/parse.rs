@@ -64,7 +64,7 @@ const ASSERTING_KEYWORDS: &[&str] = &[
 ];
 
 /// Reads an elicitation's `requestedSchema` as received and returns the form to render, fields
-/// in the order sent. See the module docs of [`crate::schema`] for what is tolerated.
+/// in the order sent. See the module docs of [`crate::ask::schema`] for what is tolerated.
 ///
 /// # Errors
 ///

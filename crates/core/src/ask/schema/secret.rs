@@ -219,7 +219,7 @@ pub fn redact_secrets(schema: &FormSchema, content: &Map<String, Value>) -> Map<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::parse_form_schema;
+    use crate::ask::schema::parse_form_schema;
 
     fn text() -> FieldKind {
         FieldKind::Text {
@@ -437,7 +437,8 @@ mod tests {
         let raw = json!({"type": "object", "properties": {"masked": {"type": "string", "format": "password"}}});
         let masked = parse_form_schema(&raw).unwrap();
         assert!(
-            crate::schema::validate_answer(&masked, &raw, &json!({"masked": "hunter2 !"})).is_ok()
+            crate::ask::schema::validate_answer(&masked, &raw, &json!({"masked": "hunter2 !"}))
+                .is_ok()
         );
         assert_eq!(
             form.fields[2].kind,

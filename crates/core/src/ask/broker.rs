@@ -10,17 +10,17 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
-use tokio_util::sync::CancellationToken;
 
+use crate::ask::audit::AuditLog;
+use crate::ask::schema;
 use crate::ask::{
     Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Outcome,
 };
-use crate::audit::AuditLog;
-use crate::schema;
+use crate::ask::{Withdrawal, unix_ms};
 
 /// Events are broadcast; a subscriber that falls this far behind gets `Lagged` and should
 /// re-read `pending()`, which is always the truth.
@@ -249,7 +249,7 @@ impl Broker {
                     Some(AskKind::ToolCall { arguments, .. }) => {
                         let malformed = |message| AnswerError::Malformed { message };
                         Outcome::Remembered {
-                            decision: crate::approval::Remember {
+                            decision: crate::ask::approval::Remember {
                                 allow: decision.allow,
                                 lasting: decision.lasting.check(unix_ms()).map_err(malformed)?,
                                 covering: decision.covering.check(&arguments).map_err(malformed)?,
@@ -467,28 +467,15 @@ impl PendingAsk {
         rx.await.unwrap_or(closed)
     }
 
-    /// Waits for the outcome, withdrawing the ask once a `withdraw` token fires, with the
-    /// reason of the first fired token in list order (callers put the truest reason first).
-    pub async fn outcome_or_withdraw(
-        self,
-        withdraw: &[(CancellationToken, CancelReason)],
-    ) -> Outcome {
+    /// Waits for the outcome, withdrawing the ask once `withdraw` fires, for its reason.
+    pub async fn outcome_or_withdraw(self, withdraw: &Withdrawal) -> Outcome {
         let id = self.id;
         let broker = self.broker.clone();
         let outcome = self.outcome();
         tokio::pin!(outcome);
-        if withdraw.is_empty() {
-            return outcome.await;
-        }
-        let fired = futures::future::select_all(withdraw.iter().map(|(token, reason)| {
-            Box::pin(async move {
-                token.cancelled().await;
-                *reason
-            })
-        }));
         tokio::select! {
             o = &mut outcome => o,
-            (reason, _, _) = fired => {
+            reason = withdraw.fires() => {
                 broker.withdraw(id, reason);
                 outcome.await
             }
@@ -504,18 +491,11 @@ impl Drop for PendingAsk {
     }
 }
 
-pub(crate) fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::ask::Endpoint;
-    use crate::audit::AuditRecord;
+    use crate::ask::audit::AuditRecord;
     use serde_json::json;
 
     fn broker() -> (Broker, std::path::PathBuf) {
@@ -579,7 +559,7 @@ mod tests {
             matches!(events.recv().await.unwrap(), AskEvent::Resolved { id: i, .. } if i == id)
         );
 
-        let (records, skipped) = crate::audit::read_history(&path).unwrap();
+        let (records, skipped) = crate::ask::audit::read_history(&path).unwrap();
         assert_eq!(skipped, 0);
         assert!(matches!(&records[0], AuditRecord::Asked { ask, .. } if ask.id == id));
         assert!(
@@ -710,7 +690,7 @@ mod tests {
         broker.answer(open[0].id(), Answer::Decline).unwrap();
         let again = broker.open(confirm_ask(1, None)).unwrap();
 
-        let (records, _) = crate::audit::read_history(&path).unwrap();
+        let (records, _) = crate::ask::audit::read_history(&path).unwrap();
         let refusals: Vec<_> = records
             .iter()
             .filter_map(|r| match r {
@@ -777,7 +757,7 @@ mod tests {
         );
         let on_disk = std::fs::read_to_string(&path).unwrap();
         assert!(!on_disk.contains("correct horse"), "{on_disk}");
-        let (records, _) = crate::audit::read_history(&path).unwrap();
+        let (records, _) = crate::ask::audit::read_history(&path).unwrap();
         assert!(
             matches!(&records[1], AuditRecord::Resolved { outcome: Outcome::Accepted { content: Some(c) }, .. }
                 if Value::Object(c.clone()) == json!({"user": "ana", "password": {"redacted": true, "length": 13}})),

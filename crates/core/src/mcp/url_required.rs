@@ -10,8 +10,8 @@
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::ask::CancelReason;
-use crate::handler::{Elicitor, Tap};
+use crate::ask::{CancelReason, Withdrawal};
+use crate::mcp::handler::{Elicitor, Tap};
 
 /// The error code of `URLElicitationRequiredError`.
 pub const URL_ELICITATION_REQUIRED: i32 = -32042;
@@ -43,7 +43,7 @@ pub async fn satisfy(
     elicitor: &Elicitor,
     tap: &Tap,
     elicitations: Vec<Value>,
-    withdraw: &[(CancellationToken, CancelReason)],
+    withdraw: &Withdrawal,
 ) -> Result<(), String> {
     let server = elicitor.asker.server.clone();
     if elicitations.is_empty() {
@@ -113,8 +113,8 @@ pub async fn satisfy(
                 all_complete.cancel();
             })
         };
-        let mut waiting: Vec<(CancellationToken, CancelReason)> = withdraw.to_vec();
-        waiting.push((all_complete.clone(), CancelReason::Server));
+        let mut waiting = withdraw.clone();
+        waiting.add(all_complete.clone(), CancelReason::Server);
         let done = elicitor
             .elicit(
                 json!({

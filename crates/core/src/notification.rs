@@ -1,10 +1,10 @@
-//! What the desktop notification says, and when: a burst of questions becomes one notice
-//! ("5 questions from github are waiting"), not a popup each. The notice on screen always
+//! What the desktop notification says, and when: a burst of questions becomes one notification
+//! ("5 questions from github are waiting"), not a popup each. The notification on screen always
 //! counts every announced question still waiting (a later burst replaces it with the new
 //! total), and it is withdrawn once they are all answered.
 //!
 //! The shell decides whether an ask may notify at all (window focused, server muted) and
-//! shows the notice; this module owns the wording and the coalescing, so both are testable
+//! shows the notification; this module owns the wording and the coalescing, so both are testable
 //! without a desktop.
 
 use std::time::Duration;
@@ -18,14 +18,14 @@ use crate::ask::{Ask, AskEvent, AskId, AskKind};
 pub const QUIET: Duration = Duration::from_millis(300);
 /// ...or this long after its first ask, so a steady trickle still notifies.
 pub const MAX_WAIT: Duration = Duration::from_millis(1500);
-/// Longest headline (one line of the server's message) put in a notice.
+/// Longest headline (one line of the server's message) put in a notification.
 const HEADLINE_CHARS: usize = 120;
-/// Headlines listed in a notice about several questions.
+/// Headlines listed in a notification about several questions.
 const LISTED: usize = 3;
 
 /// One desktop notification: plain text (the sender escapes it for the platform).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Notice {
+pub struct Notification {
     pub summary: String,
     pub body: String,
     /// The asks it is about, oldest first.
@@ -40,11 +40,11 @@ struct Waiting {
     headline: String,
 }
 
-/// What the notice on screen should become.
+/// What the notification on screen should become.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NoticeUpdate {
-    /// Show this, replacing the notice on screen if there is one.
-    Show(Notice),
+pub enum NotificationUpdate {
+    /// Show this, replacing the notification on screen if there is one.
+    Show(Notification),
     /// Every question it announced is answered or withdrawn: take it away.
     Withdraw,
 }
@@ -54,7 +54,7 @@ pub enum NoticeUpdate {
 pub struct Coalescer {
     quiet: Duration,
     max_wait: Duration,
-    /// Announced in the notice on screen and still waiting.
+    /// Announced in the notification on screen and still waiting.
     announced: Vec<Waiting>,
     /// Arrived since, not yet announced.
     batch: Vec<Waiting>,
@@ -91,9 +91,9 @@ impl Coalescer {
         self.last_at = Some(now);
     }
 
-    /// An ask answered or withdrawn: not announced if the notice has not gone out yet;
-    /// `Withdraw` when it was the last one the notice on screen announced.
-    pub fn resolved(&mut self, id: AskId) -> Option<NoticeUpdate> {
+    /// An ask answered or withdrawn: not announced if the notification has not gone out yet;
+    /// `Withdraw` when it was the last one the notification on screen announced.
+    pub fn resolved(&mut self, id: AskId) -> Option<NotificationUpdate> {
         self.batch.retain(|w| w.id != id);
         if self.batch.is_empty() {
             self.first_at = None;
@@ -101,17 +101,17 @@ impl Coalescer {
         }
         let before = self.announced.len();
         self.announced.retain(|w| w.id != id);
-        (before > 0 && self.announced.is_empty()).then_some(NoticeUpdate::Withdraw)
+        (before > 0 && self.announced.is_empty()).then_some(NotificationUpdate::Withdraw)
     }
 
-    /// The person is looking at the window: forget the burst, and withdraw the notice.
-    pub fn clear(&mut self) -> Option<NoticeUpdate> {
+    /// The person is looking at the window: forget the burst, and withdraw the notification.
+    pub fn clear(&mut self) -> Option<NotificationUpdate> {
         self.batch.clear();
         self.first_at = None;
         self.last_at = None;
         let shown = !self.announced.is_empty();
         self.announced.clear();
-        shown.then_some(NoticeUpdate::Withdraw)
+        shown.then_some(NotificationUpdate::Withdraw)
     }
 
     /// When the current burst is due, if there is one.
@@ -120,9 +120,9 @@ impl Coalescer {
         Some((last + self.quiet).min(first + self.max_wait))
     }
 
-    /// The notice for everything announced and still waiting plus the burst; the burst
+    /// The notification for everything announced and still waiting plus the burst; the burst
     /// then starts afresh.
-    pub fn flush(&mut self) -> Option<Notice> {
+    pub fn flush(&mut self) -> Option<Notification> {
         let batch = std::mem::take(&mut self.batch);
         self.first_at = None;
         self.last_at = None;
@@ -134,11 +134,11 @@ impl Coalescer {
     }
 }
 
-fn wording(batch: &[Waiting]) -> Option<Notice> {
+fn wording(batch: &[Waiting]) -> Option<Notification> {
     let asks = batch.iter().map(|w| w.id).collect();
     match batch {
         [] => None,
-        [one] => Some(Notice {
+        [one] => Some(Notification {
             summary: match &one.agent {
                 Some(agent) => format!("{} asks (for {agent})", one.server),
                 None => format!("{} asks", one.server),
@@ -175,7 +175,7 @@ fn wording(batch: &[Waiting]) -> Option<Notice> {
             if many.len() > LISTED {
                 lines.push(format!("and {} more", many.len() - LISTED));
             }
-            Some(Notice {
+            Some(Notification {
                 summary,
                 body: lines.join("\n"),
                 asks,
@@ -184,14 +184,14 @@ fn wording(batch: &[Waiting]) -> Option<Notice> {
     }
 }
 
-/// The notice for a remote server that now wants the person to sign in (a session event, not
+/// The notification for a remote server that now wants the person to sign in (a session event, not
 /// a question: nothing opens until they press Sign in on the server's page). `None` for any
 /// other state. Server names are the person's own (from the config), never a server's text.
-pub fn sign_in_notice(event: &crate::session::SessionEvent) -> Option<Notice> {
+pub fn sign_in_notification(event: &crate::session::SessionEvent) -> Option<Notification> {
     let crate::session::SessionState::SignInRequired { reason } = &event.state else {
         return None;
     };
-    Some(Notice {
+    Some(Notification {
         summary: format!("{} needs you to sign in", event.server),
         body: format!("{reason}. Open Countersign and press Sign in on its page."),
         asks: Vec::new(),
@@ -272,14 +272,14 @@ pub fn escape_freedesktop_markup(text: &str) -> String {
     out
 }
 
-/// Turns ask events into notice updates until the channel closes. `may_notify` is asked
+/// Turns ask events into notification updates until the channel closes. `may_notify` is asked
 /// once per new ask (window focused? server muted?); `focused` lets the shell drop a burst
 /// the person is already looking at.
 pub async fn run(
     mut events: broadcast::Receiver<AskEvent>,
     may_notify: impl Fn(&Ask) -> bool,
     focused: impl Fn() -> bool,
-    mut update: impl FnMut(NoticeUpdate),
+    mut update: impl FnMut(NotificationUpdate),
     mut coalescer: Coalescer,
 ) {
     loop {
@@ -305,8 +305,8 @@ pub async fn run(
                     if let Some(withdraw) = coalescer.clear() {
                         update(withdraw);
                     }
-                } else if let Some(notice) = coalescer.flush() {
-                    update(NoticeUpdate::Show(notice));
+                } else if let Some(notification) = coalescer.flush() {
+                    update(NotificationUpdate::Show(notification));
                 }
             }
         }
@@ -320,26 +320,26 @@ mod tests {
     #[test]
     fn a_server_that_wants_a_sign_in_is_announced_and_nothing_else_is() {
         use crate::session::{SessionEvent, SessionState};
-        let notice = sign_in_notice(&SessionEvent {
+        let notification = sign_in_notification(&SessionEvent {
             server: "notes".into(),
             state: SessionState::SignInRequired {
                 reason: "the server asks you to sign in".into(),
             },
         })
         .unwrap();
-        assert_eq!(notice.summary, "notes needs you to sign in");
-        assert!(notice.body.contains("press Sign in"));
-        assert!(notice.asks.is_empty());
+        assert_eq!(notification.summary, "notes needs you to sign in");
+        assert!(notification.body.contains("press Sign in"));
+        assert!(notification.asks.is_empty());
         assert!(
-            sign_in_notice(&SessionEvent {
+            sign_in_notification(&SessionEvent {
                 server: "notes".into(),
                 state: SessionState::Connecting,
             })
             .is_none()
         );
     }
+    use crate::ask::schema::FormSchema;
     use crate::ask::{Asker, Endpoint};
-    use crate::schema::FormSchema;
     use std::sync::{Arc, Mutex};
 
     fn ask(id: AskId, server: &str, message: &str) -> Ask {
@@ -433,7 +433,7 @@ mod tests {
         for i in 0..5 {
             assert_eq!(c.resolved(i), None, "one still waits");
         }
-        assert_eq!(c.resolved(10), Some(NoticeUpdate::Withdraw));
+        assert_eq!(c.resolved(10), Some(NotificationUpdate::Withdraw));
         assert_eq!(c.resolved(10), None);
     }
 
@@ -444,7 +444,7 @@ mod tests {
         assert_eq!(c.clear(), None, "nothing shown yet");
         c.added(&ask(2, "demo", "b"), Instant::now());
         c.flush().unwrap();
-        assert_eq!(c.clear(), Some(NoticeUpdate::Withdraw));
+        assert_eq!(c.clear(), Some(NotificationUpdate::Withdraw));
     }
 
     #[test]
@@ -504,8 +504,8 @@ mod tests {
             |a: &Ask| a.asker.server != "muted",
             || false,
             move |u| match u {
-                NoticeUpdate::Show(n) => sink.lock().unwrap().push(n),
-                NoticeUpdate::Withdraw => panic!("nothing was answered"),
+                NotificationUpdate::Show(n) => sink.lock().unwrap().push(n),
+                NotificationUpdate::Withdraw => panic!("nothing was answered"),
             },
             Coalescer::default(),
         ));
@@ -527,7 +527,7 @@ mod tests {
             assert_eq!(shown[0].summary, "10 questions from demo are waiting");
             assert_eq!(shown[0].asks.len(), 10);
         }
-        // A later ask: the notice is replaced with everything still waiting.
+        // A later ask: the notification is replaced with everything still waiting.
         tx.send(AskEvent::Added {
             ask: ask(11, "demo", "Again?"),
         })

@@ -4,8 +4,8 @@
 
 use serde::Serialize;
 
+use crate::ask::audit::AuditRecord;
 use crate::ask::{Ask, Outcome};
-use crate::audit::AuditRecord;
 
 /// One ask from the audit log with its outcome, newest first in `history()`.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]

@@ -21,8 +21,8 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::connect::ClientSetup;
 use super::token;
+use crate::agents::connect::ClientSetup;
 use crate::private_fs;
 
 /// The built-in agent that holds the shared `gateway-token`.
@@ -530,7 +530,9 @@ mod tests {
                 port: 0,
             },
             Vec::new(),
-            crate::broker::Broker::new(crate::AuditLog::open(dir.join("audit.jsonl")).unwrap()),
+            crate::ask::broker::Broker::new(
+                crate::AuditLog::open(dir.join("audit.jsonl")).unwrap(),
+            ),
             crate::settings::SettingsStore::default(),
             dir.join("gateway-token"),
         )

@@ -602,7 +602,7 @@ mod tests {
             .clients
             .preview_rewrite(
                 ClientKind::Gemini,
-                &crate::clients::Route {
+                &crate::agents::Route {
                     base_url: format!("http://127.0.0.1:{PORT}"),
                     token: "TOKEN".into(),
                     bridge: "countersign-bridge".into(),

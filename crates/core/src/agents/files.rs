@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn atomic_write_keeps_the_mode_and_follows_symlinks() {
-        let dir = crate::clients::tests::TempHome::new("files");
+        let dir = crate::agents::tests::TempHome::new("files");
         let file = dir.path().join("a.json");
         std::fs::write(&file, "old").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -145,7 +145,7 @@ mod tests {
 
     #[test]
     fn free_names_never_overwrite_and_backups_are_private() {
-        let dir = crate::clients::tests::TempHome::new("names");
+        let dir = crate::agents::tests::TempHome::new("names");
         let file = dir.path().join("c.json");
         std::fs::write(&file, "x").unwrap();
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();

@@ -26,10 +26,10 @@ use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::ask::{AskId, AskKind, Asker, CancelReason};
-use crate::broker::{Broker, NewAsk, OpenError};
-use crate::raw::RawRequests;
-use crate::schema;
+use crate::ask::broker::{Broker, NewAsk, OpenError};
+use crate::ask::schema;
+use crate::ask::{AskId, AskKind, Asker, CancelReason, Withdrawal};
+use crate::mcp::raw::RawRequests;
 
 /// The method name of a server-to-client elicitation.
 const ELICITATION_CREATE: &str = "elicitation/create";
@@ -74,7 +74,7 @@ impl Elicitor {
     pub async fn elicit(
         &self,
         params: Value,
-        withdraw: &[(CancellationToken, CancelReason)],
+        withdraw: &Withdrawal,
         on_open: impl FnOnce(AskId),
     ) -> Result<Value, McpError> {
         let kind = match self.parse(&params) {
@@ -94,7 +94,7 @@ impl Elicitor {
                 url,
                 elicitation_id,
                 ..
-            } => match crate::url_policy::check(&url) {
+            } => match crate::ask::url_policy::check(&url) {
                 Ok(web) => AskKind::Url {
                     message,
                     url,
@@ -203,10 +203,8 @@ impl Handler {
             // The app's own sessions: the calls in flight now (the person's runs).
             None => self.tap.app_calls(),
         };
-        // The agent's first: a server withdrawing because the agent cancelled only echoes it,
-        // and the first fired token in this list names the reason.
         let mut withdraw = agent.clone();
-        withdraw.push((context.ct.clone(), CancelReason::Server));
+        withdraw.add(context.ct.clone(), CancelReason::Server);
         let tap = self.tap.clone();
         let request_id = context.id.clone();
         // A URL question's completion is watched from before the person can open it.
@@ -217,7 +215,7 @@ impl Handler {
         let host = params
             .get("url")
             .and_then(Value::as_str)
-            .and_then(|u| crate::url_policy::check(u).ok())
+            .and_then(|u| crate::ask::url_policy::check(u).ok())
             .map(|w| w.host);
         let mut opened = None;
         let result = self
@@ -301,14 +299,14 @@ impl ClientHandler for Handler {
     }
 
     /// Through the gateway, to an agent that offers it, once the person allowed it; else
-    /// refused with the reason (`crate::sampling`).
+    /// refused with the reason (`crate::mcp::sampling`).
     #[allow(deprecated)]
     async fn create_message(
         &self,
         params: rmcp::model::CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, McpError> {
-        crate::sampling::create_message(self, params, context).await
+        crate::mcp::sampling::create_message(self, params, context).await
     }
 
     /// Roots are a claim about the person's files: Countersign makes none of its own, and
@@ -338,7 +336,7 @@ impl ClientHandler for Handler {
 enum Slot {
     /// The request is being handled; the ask once opened, and the agent's cancellations it
     /// belongs to (gateway sessions).
-    Open(Option<(AskId, Vec<(CancellationToken, CancelReason)>)>),
+    Open(Option<(AskId, Withdrawal)>),
     /// The server cancelled it before an ask was opened.
     Cancelled,
 }
@@ -350,7 +348,7 @@ pub trait Relay: Send + Sync + 'static {
     fn notify(&self, notification: &ServerNotification);
     /// Tokens that fire when the agent cancels (or abandons) a call that is in flight now, with
     /// the reason each stands for: a question the server asks during a call belongs to it.
-    fn agent_cancel(&self) -> Vec<(CancellationToken, CancelReason)>;
+    fn agent_cancel(&self) -> Withdrawal;
     /// The agent's roots, when it declared that it offers them; `None` otherwise.
     #[allow(deprecated)]
     fn agent_roots(
@@ -359,18 +357,9 @@ pub trait Relay: Send + Sync + 'static {
         None
     }
     /// Passes a sampling request to the agent, when it declared sampling; `None` otherwise.
-    fn agent_sampler(&self) -> Option<crate::sampling::Sampler> {
+    fn agent_sampler(&self) -> Option<crate::mcp::sampling::Sampler> {
         None
     }
-}
-
-/// Why a server withdrew a question: its own reason, unless a caller's cancellation fired
-/// first (the server then only echoes it).
-fn echoed(agent: &[(CancellationToken, CancelReason)]) -> CancelReason {
-    agent
-        .iter()
-        .find(|(token, _)| token.is_cancelled())
-        .map_or(CancelReason::Server, |(_, reason)| *reason)
 }
 
 /// URL questions whose completion a session watches at once, at most.
@@ -450,13 +439,17 @@ impl Tap {
     }
 
     /// The cancellations of the app's own calls in flight, as the caller's.
-    fn app_calls(&self) -> Vec<(CancellationToken, CancelReason)> {
-        self.calls
+    fn app_calls(&self) -> Withdrawal {
+        let mut withdrawal = Withdrawal::new();
+        for t in self
+            .calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .values()
-            .map(|t| (t.clone(), CancelReason::Agent))
-            .collect()
+        {
+            withdrawal.add(t.clone(), CancelReason::Agent);
+        }
+        withdrawal
     }
 
     /// Sends the progress the server reports under `token` to `sink`, until
@@ -560,16 +553,11 @@ impl Tap {
         if let Some((ask, agent)) = ask {
             // A server that withdraws because the agent cancelled the call is only echoing the
             // agent: say who really ended it.
-            self.broker.withdraw(ask, echoed(&agent));
+            self.broker.withdraw(ask, agent.server_withdrew());
         }
     }
 
-    pub(crate) fn link(
-        &self,
-        id: &RequestId,
-        ask: AskId,
-        agent: Vec<(CancellationToken, CancelReason)>,
-    ) {
+    pub(crate) fn link(&self, id: &RequestId, ask: AskId, agent: Withdrawal) {
         let cancelled_already = {
             let mut slots = self.slots();
             match slots.get(id) {
@@ -583,7 +571,7 @@ impl Tap {
         if cancelled_already {
             // The server's withdrawal overtook the ask's opening. If it only echoes the
             // caller's cancellation (which prompted it), the caller's is the true reason.
-            self.broker.withdraw(ask, echoed(&agent));
+            self.broker.withdraw(ask, agent.server_withdrew());
         }
     }
 
@@ -666,7 +654,7 @@ mod tests {
     #[test]
     fn progress_that_beats_its_route_is_handed_over_when_the_route_comes() {
         let tap = Tap::new(Broker::new(
-            crate::audit::AuditLog::open(
+            crate::ask::audit::AuditLog::open(
                 std::env::temp_dir().join(format!("cs-progress-{}.jsonl", std::process::id())),
             )
             .unwrap(),
@@ -703,7 +691,7 @@ mod tests {
         assert!(tap.progress.lock().unwrap().unclaimed.len() <= UNCLAIMED_PROGRESS);
     }
     use crate::ask::Endpoint;
-    use crate::audit::{AuditLog, AuditRecord};
+    use crate::ask::audit::{AuditLog, AuditRecord};
     use serde_json::json;
 
     fn elicitor(test: &str) -> (Elicitor, std::path::PathBuf) {
@@ -738,15 +726,17 @@ mod tests {
             let params =
                 json!({"mode": "url", "message": "Sign in", "url": url, "elicitationId": "e1"});
             let reply = elicitor
-                .elicit(params, &[(never.clone(), CancelReason::Server)], |_| {
-                    panic!("{url} was shown")
-                })
+                .elicit(
+                    params,
+                    &Withdrawal::new().when(never.clone(), CancelReason::Server),
+                    |_| panic!("{url} was shown"),
+                )
                 .await
                 .unwrap();
             assert_eq!(reply, json!({"action": "decline"}));
         }
         assert!(elicitor.broker.pending().is_empty());
-        let (records, _) = crate::audit::read_history(&path).unwrap();
+        let (records, _) = crate::ask::audit::read_history(&path).unwrap();
         assert_eq!(records.len(), 3);
         assert!(records.iter().all(
             |r| matches!(r, AuditRecord::Refused { reason, .. } if reason.contains("never opened"))
@@ -766,9 +756,11 @@ mod tests {
             ),
         ] {
             let err = elicitor
-                .elicit(params, &[(never.clone(), CancelReason::Server)], |_| {
-                    panic!("shown")
-                })
+                .elicit(
+                    params,
+                    &Withdrawal::new().when(never.clone(), CancelReason::Server),
+                    |_| panic!("shown"),
+                )
                 .await
                 .unwrap_err();
             assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
@@ -788,7 +780,11 @@ mod tests {
             let never = never.clone();
             tokio::spawn(async move {
                 elicitor
-                    .elicit(params, &[(never, CancelReason::Server)], |_| {})
+                    .elicit(
+                        params,
+                        &Withdrawal::new().when(never, CancelReason::Server),
+                        |_| {},
+                    )
                     .await
             })
         };
@@ -796,9 +792,11 @@ mod tests {
             tokio::task::yield_now().await;
         }
         let err = elicitor
-            .elicit(params, &[(never.clone(), CancelReason::Server)], |_| {
-                panic!("shown past the limit")
-            })
+            .elicit(
+                params,
+                &Withdrawal::new().when(never.clone(), CancelReason::Server),
+                |_| panic!("shown past the limit"),
+            )
             .await
             .unwrap_err();
         assert_eq!(err.code, rmcp::model::ErrorCode::INTERNAL_ERROR);

@@ -411,7 +411,7 @@ fn first_link<'e>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audit::files::{Rotation, Writer};
+    use crate::ask::audit::files::{Rotation, Writer};
     use crate::private_fs::tests::Scratch;
 
     /// A log of `n` records, returning its path and the head as written.

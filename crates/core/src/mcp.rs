@@ -1,0 +1,14 @@
+//! The MCP client side, shared by the app's sessions and the gateway: what Countersign
+//! declares to a server, how a server's requests (elicitation, multi round-trip input,
+//! sampling, roots) are read off the wire and reach the person, child processes, OAuth
+//! sign-in, URL-required errors and tasks.
+
+pub(crate) mod child;
+pub(crate) mod connect;
+pub mod handler;
+pub(crate) mod input;
+pub mod oauth;
+pub mod raw;
+pub mod sampling;
+pub mod task;
+pub mod url_required;
