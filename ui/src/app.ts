@@ -5,7 +5,7 @@
 
 import { el, append, replace } from "./dom";
 import { commands, errorText, events } from "./ipc";
-import { AskDesk } from "./ask/desk";
+import { AskDialog } from "./ask/dialog";
 import { ConnectPane } from "./connect";
 import { HistoryPane } from "./history";
 import { Notice } from "./notice";
@@ -17,7 +17,7 @@ import { inlineText } from "./untrusted";
 export async function start(root: HTMLElement): Promise<void> {
   const noticeRegion = el("div", { class: "notice toast", attrs: { role: "status" } });
   const notice = new Notice(noticeRegion);
-  const desk = new AskDesk(notice);
+  const dialog = new AskDialog(notice);
   const servers = new ServersPane();
   const history = new HistoryPane();
   const connect = new ConnectPane();
@@ -40,16 +40,17 @@ export async function start(root: HTMLElement): Promise<void> {
     trayNote,
     el("main", { class: "content" }, ...tabs.panels),
     noticeRegion,
-    desk.dialog);
+    dialog.dialog);
 
-  // Subscribe before reading state, so nothing that happens in between is missed; the desk
+  // Subscribe before reading state, so nothing that happens in between is missed; the dialog
   // ignores an `added` it already has and a `resolved` for an ask it never saw.
   try {
     await Promise.all([
-      events.ask((e) => desk.onEvent(e)),
+      events.ask((e) => dialog.onEvent(e)),
       events.session((e) => servers.onSessionEvent(e)),
       events.runProgress((e) => onRunProgress(e)),
       events.desktop(() => void showTrayNote(trayNote, banner)),
+      events.gateway(() => void connect.gatewayChanged()),
     ]);
   } catch (error) {
     showLoadError(banner, `Could not subscribe to events: ${errorText(error)}`);
@@ -57,7 +58,7 @@ export async function start(root: HTMLElement): Promise<void> {
 
   await Promise.all([
     commands.pendingAsks().then(
-      (asks) => desk.sync(asks),
+      (asks) => dialog.sync(asks),
       (error: unknown) => showLoadError(banner, `Could not read the waiting questions: ${errorText(error)}`),
     ),
     servers.reload(),

@@ -73,6 +73,23 @@ export class ConnectPane {
     this.draw(info);
   }
 
+  /** The gateway was paused or resumed (the tray's item, or this page's button): its state is
+   * redrawn, the focus kept on the Pause / Resume button if it was there. */
+  async gatewayChanged(): Promise<void> {
+    const generation = ++this.generation;
+    let info: GatewayInfo;
+    try {
+      info = await commands.gatewayInfo();
+    } catch {
+      return;
+    }
+    if (generation !== this.generation) return;
+    const onButton = document.activeElement?.classList.contains("pause-button") === true
+      && this.content.contains(document.activeElement);
+    this.draw(info);
+    if (onButton) this.content.querySelector<HTMLButtonElement>(".pause-button")?.focus();
+  }
+
   private draw(info: GatewayInfo): void {
     replace(this.content,
       this.stateSection(info),

@@ -95,6 +95,8 @@ export const events = {
     listen<RunProgress>("run-progress", (e) => handler(e.payload)),
   /** The desktop changed (a tray host came or went): read `desktopInfo` again. */
   desktop: (handler: () => void): Promise<UnlistenFn> => listen("desktop-event", () => handler()),
+  /** The gateway was paused or resumed, here or from the tray: read `gatewayInfo` again. */
+  gateway: (handler: () => void): Promise<UnlistenFn> => listen("gateway-event", () => handler()),
 };
 
 /** The rejection as an `AppError` when it is one (`{kind, message, ...}`), else `null`. */

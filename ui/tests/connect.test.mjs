@@ -242,6 +242,23 @@ test("Pause and Resume call set_gateway_paused and the status follows", async ()
   await app.close();
 });
 
+test("a pause from the tray redraws the page, and the focus stays on the button", async () => {
+  const app = await openConnect(state());
+  const { page, backend } = app;
+  const gateway = page.getByRole("region", { name: "Gateway status" });
+  await gateway.getByRole("button", { name: "Pause" }).focus();
+  await backend.pauseFromTray(true);
+  await gateway.getByRole("button", { name: "Resume" }).waitFor();
+  assert.match(await gateway.textContent(), /Paused Every agent request is refused until you resume/);
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Resume");
+  await backend.pauseFromTray(false);
+  await gateway.getByRole("button", { name: "Pause" }).waitFor();
+  assert.match(await gateway.textContent(), /Listening at/);
+  // The tray changed it: the page asked for nothing but the new state.
+  assert.equal(backend.calls.filter((c) => c.cmd === "set_gateway_paused").length, 0);
+  await app.close();
+});
+
 test("no gateway: the AppError's message; not listening: its error; turned off: says so", async () => {
   let app = await openConnect(state({ gateway: null, gatewayError: { kind: "gateway", message: `cannot bind 127.0.0.1:47717: Address already in use ${IMG}` } }));
   let gateway = app.page.getByRole("region", { name: "Gateway status" });

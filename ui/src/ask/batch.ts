@@ -20,7 +20,7 @@
 //! would be one the lines do not say enough about. An agent that gave no name is never batched:
 //! nothing says its calls come from one agent.
 //!
-//! The view only gathers the person's choice; the desk sends the answers (one per call).
+//! The view only gathers the person's choice; the dialog sends the answers (one per call).
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";

@@ -20,7 +20,7 @@ export interface PreviewSection {
   button: HTMLButtonElement;
 }
 
-/** The Preview button and where its result shows; `run` makes the dry run (the desk's
+/** The Preview button and where its result shows; `run` makes the dry run (the dialog's
  * `preview_call`). A result that arrives after the question ended lands in a section no longer
  * on screen. */
 export function previewSection(run: () => Promise<PreviewResult>): PreviewSection {

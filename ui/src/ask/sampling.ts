@@ -2,7 +2,7 @@
 //! model to write a reply. Before anything reaches the agent, the person sees what its model
 //! would be given (the system prompt, every message with its role, the tools offered), the
 //! token limit and the context the server asks the agent to add, and chooses Allow or Deny;
-//! Escape and the close button deny too (the desk answers `cancel`). All of it is the server's
+//! Escape and the close button deny too (the dialog answers `cancel`). All of it is the server's
 //! text: shown as text (untrusted.ts), long parts clipped with "Show all".
 
 import type { Answer } from "../bindings/Answer";

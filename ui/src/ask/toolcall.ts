@@ -5,7 +5,7 @@
 //! decided about it (when a remembered decision no longer applies because of that), and offers
 //! Allow once / Always allow / Deny, plus "Remember…" (remember.ts) for a decision with a scope,
 //! and Preview (preview.ts) when the tool takes a boolean `dryRun`;
-//! Escape and the close button deny too (the desk answers `cancel`). The agent is named by its
+//! Escape and the close button deny too (the dialog answers `cancel`). The agent is named by its
 //! token (the person named it); the name it gives itself is shown beside, never trusted. Everything here that the server or
 //! the agent wrote is untrusted text (untrusted.ts): never markup, invisible characters visible,
 //! long text clipped with "Show all".

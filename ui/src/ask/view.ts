@@ -2,9 +2,9 @@
 //! which agent), the message, and either the form (Submit / Decline), the URL to open
 //! (Open / Decline), a tool call to approve (Allow once / Always allow / Deny / Remember…, toolcall.ts),
 //! or a server's request for the agent's model (Allow / Deny, sampling.ts).
-//! A view only gathers the person's choice and hands it to the desk; it never talks to the
-//! backend itself. Its accept buttons work only while the desk has armed it (arming.ts) and the
-//! press behind them is one the desk permits; they look and read as disabled otherwise.
+//! A view only gathers the person's choice and hands it to the dialog; it never talks to the
+//! backend itself. Its accept buttons work only while the dialog has armed it (arming.ts) and the
+//! press behind them is one the dialog permits; they look and read as disabled otherwise.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -20,7 +20,7 @@ import { toolCallPanel } from "./toolcall";
 import { isWebAddress, warningText } from "./url";
 
 export interface AskViewHost {
-  /** The person chose; the desk sends it and reports back through the view's methods. */
+  /** The person chose; the dialog sends it and reports back through the view's methods. */
   answer(view: AskView, answer: Answer): void;
   /** Whether the press behind `event` may answer yes for `view` (see arming.ts). */
   mayAccept(view: AskView, event: Event): boolean;
@@ -43,7 +43,7 @@ export class AskView {
   /** Submit, Open, Allow once, Always allow: the buttons that say yes. */
   private readonly acceptButtons: HTMLButtonElement[] = [];
   private initialFocus: HTMLElement | null = null;
-  /** Set by the desk once the view has been on screen long enough (arming.ts). */
+  /** Set by the dialog once the view has been on screen long enough (arming.ts). */
   private armed = false;
   /** False while what is approved has not been shown whole (clipped tool-call arguments). */
   private shownWhole = true;
@@ -126,7 +126,7 @@ export class AskView {
     this.root.setAttribute("aria-busy", String(busy));
   }
 
-  /** The desk arms the view once it has been on screen for a moment, and disarms it when it
+  /** The dialog arms the view once it has been on screen for a moment, and disarms it when it
    * gives way to another. */
   setArmed(armed: boolean): void {
     this.armed = armed;

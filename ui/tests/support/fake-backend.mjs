@@ -60,6 +60,18 @@ export class FakeBackend {
     await this.emit("ask-event", { event: "added", ask });
   }
 
+  /** As core's Gateway::info: listening = bound and not paused. */
+  setPaused(paused) {
+    this.gateway.paused = paused;
+    this.gateway.listening = this.gateway.enabled && this.gateway.error === null && !paused;
+  }
+
+  /** The tray's Pause / Resume item: the gateway changes, then `gateway-event` is emitted. */
+  async pauseFromTray(paused) {
+    this.setPaused(paused);
+    await this.emit("gateway-event", null);
+  }
+
   /** The ask ends without the person (withdrawn): removed, then `resolved` emitted. */
   async resolve(id, outcome) {
     this.asks = this.asks.filter((a) => a.id !== id);
@@ -135,10 +147,10 @@ export class FakeBackend {
         const reply = this.onGateway?.(args);
         if (reply) return reply;
         if (!this.gateway) return { err: { kind: "gateway", message: "the gateway is not running" } };
-        // As core's Gateway::info: listening = bound and not paused.
-        this.gateway.paused = args.paused;
-        this.gateway.listening = this.gateway.enabled && this.gateway.error === null && !args.paused;
-        return { ok: this.gateway };
+        this.setPaused(args.paused);
+        // As the shell: every change of pause is also a `gateway-event`, after the reply.
+        setTimeout(() => void this.emit("gateway-event", null).catch(() => {}), 0);
+        return { ok: structuredClone(this.gateway) };
       }
       case "create_agent":
       case "list_agents":

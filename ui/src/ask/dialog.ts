@@ -34,12 +34,12 @@ import { AskView, type AskViewHost } from "./view";
 
 export type AnswerFn = (id: number, answer: Answer) => Promise<Outcome>;
 
-export interface DeskOptions {
+export interface AskDialogOptions {
   /** How long a shown question waits before its accept buttons work (arming.ts). */
   armDelayMs?: number;
 }
 
-export class AskDesk implements AskViewHost {
+export class AskDialog implements AskViewHost {
   readonly dialog: HTMLDialogElement;
   private readonly views = new Map<number, AskView>();
   private readonly tabs = new Map<number, HTMLButtonElement>();
@@ -66,7 +66,7 @@ export class AskDesk implements AskViewHost {
   constructor(
     private readonly mainNotice: Notice,
     private readonly sendAnswer: AnswerFn = commands.answerAsk,
-    options: DeskOptions = {},
+    options: AskDialogOptions = {},
   ) {
     const countId = uid("queue-count");
     const listId = uid("queue-list");
