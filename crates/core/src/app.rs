@@ -2,13 +2,12 @@
 //! and the sessions, with every operation the UI offers. The shell's commands are one-line
 //! calls into this, so all of it is testable without a window.
 
-use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use crate::ask::audit::AuditLog;
 use crate::ask::broker::Broker;
-use crate::ask::{Answer, AnswerError, Ask, AskId, Endpoint, Outcome};
-use crate::config::{ConfigError, LoadedConfig};
+use crate::ask::{Answer, Ask, AskId, Outcome};
+use crate::config::LoadedConfig;
 use crate::mcp::connect::asker_for;
 use crate::session::{SessionManager, SessionState};
 use crate::settings::{Settings, SettingsStore};
@@ -19,132 +18,12 @@ mod runner;
 use history::history_from;
 pub use history::{GatedEntry, History, HistoryEntry, RefusedEntry};
 
+mod ipc;
+
+pub use ipc::{Answered, AppError, ConfigInfo, ServerView};
 #[cfg(test)]
 use runner::check_arguments;
 pub use runner::{RunProgress, ToolRun, ToolView};
-
-/// What became of an answer, and what the shell must do about it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Answered {
-    pub outcome: Outcome,
-    /// A web address the person consented to open: open it in their browser.
-    pub open: Option<url::Url>,
-}
-
-/// A configured server as the main window lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[ts(export)]
-#[serde(rename_all = "camelCase")]
-pub struct ServerView {
-    pub name: String,
-    pub endpoint: Endpoint,
-    pub trusted: bool,
-    pub state: SessionState,
-    /// Its questions send no desktop notification.
-    pub muted: bool,
-    /// For a remote server: whether the person is signed in to it, and where the tokens are
-    /// kept (never the tokens).
-    pub sign_in: Option<crate::mcp::oauth::SignInView>,
-}
-
-/// Where the config came from and what was wrong in it, for the UI's banner.
-#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[ts(export)]
-#[serde(rename_all = "camelCase")]
-pub struct ConfigInfo {
-    pub path: String,
-    pub errors: Vec<ConfigError>,
-    /// Things the person should know about Countersign's files, e.g. files others could read
-    /// that were made private at start.
-    pub notices: Vec<String>,
-}
-
-/// Errors the UI shows; crosses IPC as `{kind, message, ...}`.
-#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
-#[ts(export)]
-#[serde(
-    tag = "kind",
-    rename_all = "camelCase",
-    rename_all_fields = "camelCase"
-)]
-pub enum AppError {
-    #[error("{message}")]
-    Session { message: String },
-    #[error("the arguments do not fit the tool's input schema")]
-    InvalidArguments {
-        message: String,
-        errors: Vec<String>,
-    },
-    #[error("{message}")]
-    Answer { message: String, error: AnswerError },
-    #[error("{message}")]
-    Audit { message: String },
-    #[error("{message}")]
-    Settings { message: String },
-    #[error("{message}")]
-    Gateway { message: String },
-    /// Making, listing or revoking an agent's token.
-    #[error("{message}")]
-    Agent { message: String },
-    /// Reading or writing an agent's config file, or importing into Countersign's.
-    #[error("{message}")]
-    AgentConfig { message: String },
-    /// The file is not what was previewed or rewritten: the person must look again (or, for
-    /// an undo, confirm with `force`).
-    #[error("{message}")]
-    ChangedOnDisk { message: String },
-    /// A waiting tool call's dry run (`App::preview_call`) could not be shown.
-    #[error("{message}")]
-    Preview {
-        message: String,
-        error: crate::gateway::preview::PreviewError,
-    },
-}
-
-impl From<crate::agents::ClientError> for AppError {
-    fn from(e: crate::agents::ClientError) -> Self {
-        match e {
-            crate::agents::ClientError::Changed { message } => AppError::ChangedOnDisk { message },
-            other => AppError::AgentConfig {
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
-impl From<crate::session::SessionError> for AppError {
-    fn from(e: crate::session::SessionError) -> Self {
-        AppError::Session {
-            message: e.to_string(),
-        }
-    }
-}
-
-impl From<AnswerError> for AppError {
-    fn from(error: AnswerError) -> Self {
-        AppError::Answer {
-            message: error.to_string(),
-            error,
-        }
-    }
-}
-
-impl From<crate::gateway::preview::PreviewError> for AppError {
-    fn from(error: crate::gateway::preview::PreviewError) -> Self {
-        AppError::Preview {
-            message: error.to_string(),
-            error,
-        }
-    }
-}
-
-impl From<crate::gateway::AgentError> for AppError {
-    fn from(e: crate::gateway::AgentError) -> Self {
-        AppError::Agent {
-            message: e.to_string(),
-        }
-    }
-}
 
 /// Tokens made for rewrite previews not written yet (as many as the plans `clients` keeps).
 const PENDING_ROUTES: usize = 16;
@@ -647,6 +526,101 @@ mod files_are_private;
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The shell opens only what `answer` returns: a URL question's address, once consent is
+    /// recorded, and only a web address the policy passes.
+    #[tokio::test]
+    async fn an_answer_says_which_address_to_open_and_only_for_recorded_consent() {
+        use crate::ask::broker::NewAsk;
+        use crate::ask::{AskKind, Asker, Endpoint};
+        let dir = std::env::temp_dir().join(format!("cs-app-answer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = LoadedConfig {
+            path: dir.join("config.json"),
+            servers: Vec::new(),
+            gateway: crate::config::GatewayConfig {
+                enabled: false,
+                port: 0,
+            },
+            errors: Vec::new(),
+        };
+        let app = App::start(config, AuditLog::open(dir.join("audit.jsonl")).unwrap()).await;
+        let ask = |url: &str| {
+            app.broker()
+                .open(NewAsk {
+                    asker: Asker {
+                        server: "desk".into(),
+                        endpoint: Endpoint::Stdio {
+                            command: "desk".into(),
+                        },
+                        agent: None,
+                        declared: None,
+                    },
+                    kind: AskKind::Url {
+                        message: "Sign in".into(),
+                        url: url.into(),
+                        elicitation_id: "e1".into(),
+                        host: String::new(),
+                        warnings: Vec::new(),
+                    },
+                    request: json!({}),
+                    timeout: None,
+                    session: 1,
+                })
+                .unwrap()
+        };
+        let consent = Answer::Accept { content: None };
+
+        let pending = ask("https://example.com/login?x=1");
+        let answered = app.answer(pending.id(), consent.clone()).unwrap();
+        assert!(matches!(answered.outcome, Outcome::Accepted { .. }));
+        assert_eq!(
+            answered.open.map(|u| u.to_string()),
+            Some("https://example.com/login?x=1".into())
+        );
+
+        // Declined: nothing opens.
+        let pending = ask("https://example.com/login");
+        let answered = app.answer(pending.id(), Answer::Decline).unwrap();
+        assert_eq!(answered.open, None);
+
+        // An address the policy refuses is never handed to the opener, consent or not.
+        let pending = ask("file:///etc/passwd");
+        let answered = app.answer(pending.id(), consent.clone()).unwrap();
+        assert_eq!(answered.open, None);
+
+        // A form question answered without content opens nothing either.
+        let form = app
+            .broker()
+            .open(NewAsk {
+                asker: Asker {
+                    server: "desk".into(),
+                    endpoint: Endpoint::Stdio {
+                        command: "desk".into(),
+                    },
+                    agent: None,
+                    declared: None,
+                },
+                kind: AskKind::Form {
+                    message: "Go?".into(),
+                    schema: crate::ask::schema::parse_form_schema(
+                        &json!({"type": "object", "properties": {}}),
+                    )
+                    .unwrap(),
+                },
+                request: json!({}),
+                timeout: None,
+                session: 1,
+            })
+            .unwrap();
+        assert_eq!(
+            app.answer(form.id(), consent)
+                .map(|a| a.open)
+                .unwrap_or(None),
+            None
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[tokio::test]
     async fn undoing_a_route_through_revokes_the_token_it_wrote() {
