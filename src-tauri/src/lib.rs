@@ -234,50 +234,14 @@ fn exit_on_signals(handle: tauri::AppHandle) {
     });
 }
 
-/// Desktop notifications for questions the person is not looking at, a burst coalesced into
-/// one; muted servers send none.
+/// Desktop notifications, as the core decides them: the shell says whether the window has
+/// focus and shows what it is given.
 fn notify_new_asks(handle: tauri::AppHandle, core: &App, focused: Arc<AtomicBool>) {
-    let events = core.broker().subscribe();
-    let app = core.clone();
     let clicked = handle.clone();
     let notifier = notifications::Notifier::start(move || bring_forward(&clicked));
-    let focused_now = focused.clone();
-    // A remote server that now wants a sign-in is announced once per change to that state.
-    let mut sessions = core.sessions().subscribe();
-    let (sign_in_app, sign_in_focus, sign_in_notifier) =
-        (core.clone(), focused.clone(), notifier.clone());
-    tauri::async_runtime::spawn(async move {
-        let mut wanting = std::collections::HashSet::new();
-        loop {
-            match sessions.recv().await {
-                Ok(event) => match countersign_core::notification::sign_in_notification(&event) {
-                    Some(notification) => {
-                        if wanting.insert(event.server.clone())
-                            && !sign_in_focus.load(Ordering::SeqCst)
-                            && !sign_in_app.is_muted(&event.server)
-                        {
-                            sign_in_notifier.update(
-                                countersign_core::notification::NotificationUpdate::Show(
-                                    notification,
-                                ),
-                            );
-                        }
-                    }
-                    None => {
-                        wanting.remove(&event.server);
-                    }
-                },
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            }
-        }
-    });
-    tauri::async_runtime::spawn(countersign_core::notification::run(
-        events,
-        move |ask| !focused.load(Ordering::SeqCst) && !app.is_muted(&ask.asker.server),
-        move || focused_now.load(Ordering::SeqCst),
+    tauri::async_runtime::spawn(core.notifications(
+        move || focused.load(Ordering::SeqCst),
         move |update| notifier.update(update),
-        countersign_core::notification::Coalescer::default(),
     ));
 }
 

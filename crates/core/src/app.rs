@@ -442,6 +442,36 @@ impl App {
         Ok(self.running_gateway()?.preview(id).await?)
     }
 
+    /// Desktop notifications until the app ends: questions the person is not looking at
+    /// (`focused` says whether they are), a burst coalesced into one, and servers that want a
+    /// sign-in; muted servers send none. `update` shows or withdraws the notification.
+    pub fn notifications(
+        &self,
+        focused: impl Fn() -> bool + Clone + Send + 'static,
+        update: impl Fn(crate::notification::NotificationUpdate) + Clone + Send + 'static,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        use crate::notification::{Coalescer, run, run_sign_ins};
+        let (asks, sessions) = (self.broker.subscribe(), self.sessions.subscribe());
+        let (app, sign_in_app) = (self.clone(), self.clone());
+        let (sign_in_focused, sign_in_update, focused_now) =
+            (focused.clone(), update.clone(), focused.clone());
+        async move {
+            let questions = run(
+                asks,
+                move |ask| !focused() && !app.is_muted(&ask.asker.server),
+                focused_now,
+                update,
+                Coalescer::default(),
+            );
+            let sign_ins = run_sign_ins(
+                sessions,
+                move |server| !sign_in_focused() && !sign_in_app.is_muted(server),
+                sign_in_update,
+            );
+            futures::join!(questions, sign_ins);
+        }
+    }
+
     pub fn servers(&self) -> Vec<ServerView> {
         self.config
             .servers

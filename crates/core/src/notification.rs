@@ -198,6 +198,33 @@ pub fn sign_in_notification(event: &crate::session::SessionEvent) -> Option<Noti
     })
 }
 
+/// Announces each server that now wants a sign-in, once per change to that state (a server
+/// that keeps asking is not announced again until it was signed in or stopped), when
+/// `may_notify` allows it for that server, until the channel closes.
+pub async fn run_sign_ins(
+    mut sessions: broadcast::Receiver<crate::session::SessionEvent>,
+    may_notify: impl Fn(&str) -> bool,
+    mut update: impl FnMut(NotificationUpdate),
+) {
+    let mut wanting = std::collections::HashSet::new();
+    loop {
+        match sessions.recv().await {
+            Ok(event) => match sign_in_notification(&event) {
+                Some(notification) => {
+                    if wanting.insert(event.server.clone()) && may_notify(&event.server) {
+                        update(NotificationUpdate::Show(notification));
+                    }
+                }
+                None => {
+                    wanting.remove(&event.server);
+                }
+            },
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => break,
+        }
+    }
+}
+
 /// What the ask wants, in one line: the first line of the message (clipped), or for a URL
 /// question the host it wants opened.
 pub fn headline(ask: &Ask) -> String {
@@ -316,6 +343,46 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_sign_in_is_announced_once_per_change_and_never_for_a_muted_server() {
+        use crate::session::{SessionEvent, SessionState};
+        let (tx, rx) = broadcast::channel(16);
+        let want = |server: &str| SessionEvent {
+            server: server.into(),
+            state: SessionState::SignInRequired {
+                reason: "the server asks you to sign in".into(),
+            },
+        };
+        let reconnecting = |server: &str| SessionEvent {
+            server: server.into(),
+            state: SessionState::Connecting,
+        };
+        for event in [
+            want("notes"),
+            want("notes"),
+            want("muted"),
+            reconnecting("notes"),
+            want("notes"),
+        ] {
+            tx.send(event).unwrap();
+        }
+        drop(tx);
+        let mut shown = Vec::new();
+        run_sign_ins(
+            rx,
+            |server| server != "muted",
+            |update| match update {
+                NotificationUpdate::Show(n) => shown.push(n.summary),
+                NotificationUpdate::Withdraw => shown.push("withdraw".into()),
+            },
+        )
+        .await;
+        assert_eq!(
+            shown,
+            ["notes needs you to sign in", "notes needs you to sign in"]
+        );
+    }
 
     #[test]
     fn a_server_that_wants_a_sign_in_is_announced_and_nothing_else_is() {
