@@ -25,7 +25,7 @@ pub use ipc::{Answered, AppError, ConfigInfo, ServerView};
 use runner::check_arguments;
 pub use runner::{RunProgress, ToolRun, ToolView};
 
-/// Tokens made for rewrite previews not written yet (as many as the plans `clients` keeps).
+/// Tokens made for rewrite previews not written yet (as many as the plans `agents::Clients` keeps).
 const PENDING_ROUTES: usize = 16;
 
 /// A rewrite preview's agent token, registered only when the rewrite is written.

@@ -50,7 +50,7 @@ pub fn gateway_token_path() -> Option<PathBuf> {
 }
 
 /// The record of agents' config files rewritten to route through the gateway, for the undo
-/// (`clients`).
+/// (`agents`).
 pub fn rewrites_path() -> Option<PathBuf> {
     data_dir().map(|d| d.join("rewrites.json"))
 }

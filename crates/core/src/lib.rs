@@ -1,16 +1,17 @@
 //! Countersign's core: everything that is not GUI. The Tauri shell wires these pieces together;
-//! nothing here knows about windows.
+//! nothing here knows about windows. ARCHITECTURE.md draws the rooms and what flows between
+//! them; no room uses one above it (`tests/architecture.rs`).
 //!
-//! - [`config`]: which servers to connect to.
-//! - [`session`]: one supervised MCP client session per server.
-//! - [`handler`]: what a session declares and how a server's questions reach the broker.
-//! - [`broker`]: where questions to the person wait and end, exactly once.
-//! - [`schema`]: the elicitation form schema, and the verdict on an answer.
-//! - [`audit`]: every question and outcome, on disk before the answer goes out.
-//! - [`notification`]: what a desktop notification says, a burst coalesced into one.
-//! - [`settings`]: the person's in-app preferences (muted servers, Always allow).
+//! - [`ask`]: the person's side: what an ask is, the broker where it waits and ends exactly
+//!   once, the audit log, the form schema, URL policy, remembered approvals.
+//! - [`mcp`]: the client side on the wire, shared by sessions and the gateway.
+//! - [`session`]: the app's own supervised session per configured server.
 //! - [`gateway`]: agents reach their servers through Countersign; the approval gate.
-//! - [`clients`]: the agents' own config files: import their servers, route them through the gateway.
+//! - [`agents`]: the agent hosts and their own config files: import, route through the
+//!   gateway, the snippets to paste.
+//! - [`config`], [`settings`]: which servers to connect to; the person's in-app choices.
+//! - [`notification`]: what a desktop notification says, a burst coalesced into one.
+//! - [`app`]: the facade the shell calls.
 
 pub mod agents;
 pub mod app;

@@ -4,7 +4,7 @@
 //! opened by another user in between, and an open descriptor survives the chmod. What an
 //! older version left looser is tightened once at start, and the person is told.
 //!
-//! Agents' own config files are not ours: rewriting one keeps its mode (`clients::files`).
+//! Agents' own config files are not ours: rewriting one keeps its mode (`agents::files`).
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::Write;

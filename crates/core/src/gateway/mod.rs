@@ -4,7 +4,7 @@
 //!
 //! Streamable HTTP on 127.0.0.1 only, one path per server (`/mcp/<name>`) so agents see each
 //! server's own tool names. Every request passes [`guard`] first: Host and Origin must be this
-//! machine's gateway (DNS rebinding), the bearer token must be an agent's (`agents`), whose
+//! machine's gateway (DNS rebinding), the bearer token must be an agent's (`registry`), whose
 //! [`TokenAgent`] then travels with the request; anything else is refused before it can reach
 //! a server. Behind it, rmcp's Streamable HTTP server speaks both protocol
 //! generations to the agent and `forward` gives each agent session its own upstream session.
@@ -88,7 +88,7 @@ pub(crate) struct Shared {
     pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
     pub(crate) clock: std::sync::RwLock<Clock>,
-    /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, forward/upstream.rs).
+    /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, `forward::upstream`).
     pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
     /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
     /// never sees the server's tokens.

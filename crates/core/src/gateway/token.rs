@@ -1,6 +1,6 @@
 //! Bearer tokens: how they are made and compared, and the older shared token, kept in a file
 //! only the user can read and the same across runs so agent configs pasted once keep working
-//! (each agent now has its own: `agents`).
+//! (each agent now has its own: `registry`).
 
 use std::path::Path;
 
