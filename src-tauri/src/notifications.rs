@@ -4,8 +4,9 @@
 //! where the server supports actions, brings the window forward when the person clicks.
 //!
 //! notify-rust directly rather than tauri-plugin-notification 2.8 (which wraps it): the
-//! plugin drops the handle, so a click could not bring the ask forward, a notification could not be
-//! replaced or withdrawn, and errors were silently lost.
+//! plugin sends every notification as a new one (a burst would stack instead of being replaced
+//! in place), does not escape a server's text where the notification server reads markup, and
+//! loses send errors (README, "Dependencies").
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
