@@ -73,6 +73,12 @@ pub async fn run_tool(
 }
 
 /// Cancels a run in flight: the server is told, and its open question withdrawn.
+/// Whether a run reached the app; if not, it never will (see `App::run_arrived`).
+#[tauri::command]
+pub fn run_arrived(app: State<'_, App>, run_id: String) -> bool {
+    app.run_arrived(&run_id)
+}
+
 #[tauri::command]
 pub fn cancel_run(app: State<'_, App>, run_id: String) -> bool {
     app.cancel_run(&run_id)

@@ -94,6 +94,7 @@ pub fn run() {
             commands::sign_out,
             commands::run_tool,
             commands::cancel_run,
+            commands::run_arrived,
             commands::history,
             commands::verify_audit,
             commands::config_info,

@@ -53,6 +53,8 @@ export const commands = {
     invoke<ToolRun>("run_tool", { server, tool, arguments: args, runId }),
   /** Cancels the run `runId` in flight; resolves false when it had already ended. */
   cancelRun: (runId: string) => invoke<boolean>("cancel_run", { runId }),
+  /** Whether a run reached the app; a run that has not never will (its id is taken). */
+  runArrived: (runId: string) => invoke<boolean>("run_arrived", { runId }),
   history: () => invoke<History>("history"),
   /** Checks the audit log's hash chain: the first record changed, removed or moved, if any. */
   verifyAudit: () => invoke<Verification>("verify_audit"),

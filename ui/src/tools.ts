@@ -16,6 +16,9 @@ import { asAppError, commands, errorText } from "./ipc";
 import { clippedText, inlineText } from "./untrusted";
 import { buildField, type FieldControl } from "./ask/fields";
 
+/** After this long without an answer, the app is asked whether a run reached it at all. */
+const ARRIVAL_CHECK_MS = 5000;
+
 export type RunFn = (server: string, tool: string, args: JsonValue, runId: string) => Promise<ToolRun>;
 
 /** The panels waiting for progress, by run id. */
@@ -237,23 +240,41 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
       if (event.message) replace(said, " ", inlineText(event.message, 200));
       else said.replaceChildren();
     });
-    run(server, tool.name, args, runId).then(
-      (out) => {
-        status.textContent = out.isError ? "Finished with an error." : "Done.";
-        replace(result, ...renderRun(out));
-      },
-      (error: unknown) => {
-        status.textContent = cancelling ? "Cancelled." : "Not run.";
-        if (!cancelling) replace(result, ...renderRunError(error));
-      },
-    ).finally(() => {
+    // The run ends once: with its result, or when the app says it never received it.
+    let ended = false;
+    const end = (): boolean => {
+      if (ended) return false;
+      ended = true;
       window.clearInterval(ticker);
+      window.clearTimeout(arrival);
       progressOf.delete(runId);
       cancelButton.hidden = true;
       bar.hidden = true;
       said.replaceChildren();
       runButton.disabled = false;
-    });
+      return true;
+    };
+    // A command the webview never delivered would leave "Running…" for ever: after a while
+    // the app is asked whether the run reached it. If not, it never will (the app takes its
+    // id, so a late arrival is refused), nothing was sent, and running again is safe.
+    const arrival = window.setTimeout(() => {
+      commands.runArrived(runId).then((arrived) => {
+        if (arrived || !end()) return;
+        status.textContent = "Not run: Countersign did not receive this run, so nothing was sent to the server. You can run it again.";
+      }, () => {});
+    }, ARRIVAL_CHECK_MS);
+    run(server, tool.name, args, runId).then(
+      (out) => {
+        if (!end()) return;
+        status.textContent = out.isError ? "Finished with an error." : "Done.";
+        replace(result, ...renderRun(out));
+      },
+      (error: unknown) => {
+        if (!end()) return;
+        status.textContent = cancelling ? "Cancelled." : "Not run.";
+        if (!cancelling) replace(result, ...renderRunError(error));
+      },
+    );
   });
   return form;
 }

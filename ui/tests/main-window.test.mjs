@@ -188,6 +188,55 @@ test("a tool whose schema fits is run from a form, typed into like a question; J
   await app.close();
 });
 
+test("a run the app never received does not stay Running… for ever; the app refuses it if it turns up late", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const del = page.getByRole("article", { name: "delete_ticket" });
+  await del.getByRole("button", { name: "Run…" }).click();
+  await del.getByLabel("Arguments (JSON)").fill('{"id": "T-7"}');
+  backend.loseRuns = true;
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText("Running…").waitFor();
+  await del.getByText(/Not run: Countersign did not receive this run, so nothing was sent/).waitFor({ timeout: 15_000 });
+  assert.equal(await del.getByRole("button", { name: "Run", exact: true }).isEnabled(), true);
+  assert.equal(await del.getByRole("button", { name: "Cancel" }).isVisible(), false);
+  const lost = backend.calls.find((c) => c.cmd === "run_tool").args.runId;
+  assert.deepEqual(backend.calls.filter((c) => c.cmd === "run_arrived").map((c) => c.args), [{ runId: lost }]);
+  // The app took the lost run's id: were the command delivered now, it would be refused.
+  backend.loseRuns = false;
+  assert.deepEqual(await backend.handle("run_tool", { server: "demo", tool: "delete_ticket", arguments: { id: "T-7" }, runId: lost }),
+    { err: { kind: "session", message: "this run was already started" } });
+  // Running again is a new run, and it goes through.
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  await del.getByText("Done.").waitFor();
+  await app.close();
+});
+
+test("a run that reached the app keeps running past the arrival check", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  let finish;
+  backend.onRunTool = () => new Promise((resolve) => {
+    finish = resolve;
+  });
+  await page.getByRole("button", { name: /^demo/ }).click();
+  const del = page.getByRole("article", { name: "delete_ticket" });
+  await del.getByRole("button", { name: "Run…" }).click();
+  await del.getByLabel("Arguments (JSON)").fill('{"id": "T-7"}');
+  await del.getByRole("button", { name: "Run", exact: true }).click();
+  const checked = Date.now();
+  while (!backend.calls.some((c) => c.cmd === "run_arrived") && Date.now() - checked < 15_000) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.ok(backend.calls.some((c) => c.cmd === "run_arrived"), "the arrival was checked");
+  assert.equal(await del.locator(".run-status").textContent(), "Running…");
+  finish({ ok: { isError: false, content: [{ type: "text", text: "Deleted T-7" }], structuredContent: null } });
+  await del.getByText("Deleted T-7").waitFor();
+  assert.equal(await del.locator(".run-status").textContent(), "Done.");
+  await app.close();
+});
+
 test("while a run waits, its confirmation dialog appears on top; the result lands afterwards", async () => {
   const app = await openApp(env, state());
   const { page, backend } = app;

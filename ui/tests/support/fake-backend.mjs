@@ -40,6 +40,10 @@ export class FakeBackend {
     this.calls = [];
     /** Optional (id, answer) => reply ({ok} | {err}) replacing the default broker behaviour. */
     this.onAnswer = null;
+    /** Run ids the app has seen (run_tool arrived, or run_arrived said it never will). */
+    this.runsSeen = new Set();
+    /** When set, run_tool calls are lost on the way, as an invoke WebKit never delivers. */
+    this.loseRuns = false;
     /** Optional (args) => reply for run_tool. */
     this.onRunTool = null;
     /** Optional (args) => reply (or a promise of one) for preview_call; by default, as core:
@@ -113,9 +117,17 @@ export class FakeBackend {
         if (server && cmd === "sign_out") server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
         return { ok: null };
       }
+      case "run_arrived": {
+        const arrived = this.runsSeen.has(args.runId);
+        this.runsSeen.add(args.runId);
+        return { ok: arrived };
+      }
       case "cancel_run":
         return { ok: true };
       case "run_tool":
+        if (this.loseRuns) return new Promise(() => {});
+        if (this.runsSeen.has(args.runId)) return { err: { kind: "session", message: "this run was already started" } };
+        this.runsSeen.add(args.runId);
         if (this.onRunTool) return this.onRunTool(args);
         return { ok: { isError: false, content: [{ type: "text", text: "ok" }], structuredContent: null } };
       case "history":

@@ -82,6 +82,21 @@ impl App {
         token.map(|t| t.cancel()).is_some()
     }
 
+    /// Whether the run `run_id` reached the app. If it has not, it never will: its id is
+    /// taken now, so a command that arrives late is refused, and the window can tell the
+    /// person that nothing ran and running again is safe.
+    pub fn run_arrived(&self, run_id: &str) -> bool {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        if runs.iter().any(|r| r == run_id) {
+            return true;
+        }
+        if runs.len() == REMEMBERED_RUNS {
+            runs.pop_front();
+        }
+        runs.push_back(run_id.to_owned());
+        false
+    }
+
     /// Progress of the person's runs, for the window.
     pub fn subscribe_progress(&self) -> tokio::sync::broadcast::Receiver<RunProgress> {
         self.progress.subscribe()
