@@ -10,12 +10,14 @@
 #   make screenshot   docs/ask-dialog.png, docs/approval-dialog.png and docs/sign-in.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
+#   make fuzz         every parser of untrusted input against FUZZ_CASES generated inputs each
+#                     (default 20000; the test command runs 256 each and the committed corpus)
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
 #                     (installs those two under target/bench-peers; prints figures, asserts none)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz
 
 
 deps:
@@ -84,3 +86,10 @@ interop:
 
 bench-gateway:
 	bash scripts/bench-gateway.sh
+
+# Property-based fuzzing (proptest) of the schema parser and validator, the agents' JSONC and
+# TOML readers, the raw stdout and SSE readers, the gateway's response rewriting and the
+# bridge's line and header reading. A failure is shrunk, saved under proptest-regressions/
+# (commit it: it is replayed first on every run) and belongs in the corpus under fuzz/.
+fuzz:
+	PROPTEST_CASES=$${FUZZ_CASES:-20000} cargo nextest run --workspace -E 'test(/fuzz_/)' --no-fail-fast

@@ -18,6 +18,8 @@ pub mod app;
 pub mod ask;
 pub mod config;
 pub mod dirs;
+#[cfg(test)]
+mod fuzzing;
 pub mod gateway;
 pub mod mcp;
 pub mod notification;

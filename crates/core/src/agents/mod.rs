@@ -487,6 +487,9 @@ pub(crate) fn is_routed(value: &serde_json::Value, gateway_port: u16) -> bool {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 pub(crate) mod tests {
     use super::*;
 

@@ -223,6 +223,9 @@ pub fn defaults(schema: &FormSchema) -> Map<String, Value> {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;

@@ -236,6 +236,9 @@ pub(crate) fn shape_result(raw: &mut Value, modern_agent: bool) {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -440,6 +440,9 @@ impl StreamableHttpClient for TapHttpClient {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
