@@ -10,6 +10,8 @@
 #   make screenshot   docs/ask-dialog.png, docs/approval-dialog.png and docs/sign-in.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
+#   make soak         the backend over a long day: 100,000 questions (RSS slope), 10 idle servers,
+#                     1,000 gateway sessions (tasks, files, children left); prints figures
 #   make fuzz         every parser of untrusted input against FUZZ_CASES generated inputs each
 #                     (default 20000; the test command runs 256 each and the committed corpus)
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
@@ -17,7 +19,7 @@
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak
 
 
 deps:
@@ -93,3 +95,7 @@ bench-gateway:
 # (commit it: it is replayed first on every run) and belongs in the corpus under fuzz/.
 fuzz:
 	PROPTEST_CASES=$${FUZZ_CASES:-20000} cargo nextest run --workspace -E 'test(/fuzz_/)' --no-fail-fast
+
+# Soak figures for BENCHMARKS.md (minutes; not part of the test command).
+soak:
+	cargo bench -p countersign-core --bench soak
