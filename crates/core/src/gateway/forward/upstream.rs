@@ -271,18 +271,23 @@ impl Upstream {
                 .insert(upstream_token.clone(), (ctx.peer.clone(), token));
         }
         let leaving = Leaving::of(ctx);
+        // Pinned out here so that losing the race below does not drop it: rmcp tells the
+        // server at once when an awaited response is dropped, and the server's withdrawal of
+        // its questions could then overtake the agent's (recorded as the server's, under load).
+        let mut awaited = Box::pin(handle.await_response());
         let response = tokio::select! {
-            r = handle.await_response() => Ok(r),
+            r = &mut awaited => Ok(r),
             reason = leaving.left() => Err(reason),
         };
         self.relay.progress_routes().remove(&upstream_token);
         match response {
             Err(reason) => {
                 // The questions first: the server's own withdrawal, prompted by ours, must not
-                // be what ends them.
+                // be what ends them. Only then is the request let go (and the server told).
                 if let Some(call) = call {
                     self.relay.call_ended(call, Some(reason));
                 }
+                drop(awaited);
                 let _ = peer
                     .notify_cancelled(CancelledNotificationParam::new(
                         Some(id.clone()),
