@@ -12,6 +12,8 @@
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
 #   make soak         the backend over a long day: 100,000 questions (RSS slope), 10 idle servers,
 #                     1,000 gateway sessions (tasks, files, children left); prints figures
+#   make faults       the fault matrix as a table (stdio servers breaking while a question is open;
+#                     the unit step runs the same test)
 #   make fuzz         every parser of untrusted input against FUZZ_CASES generated inputs each
 #                     (default 20000; the test command runs 256 each and the committed corpus)
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
@@ -19,7 +21,7 @@
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults
 
 
 deps:
@@ -99,3 +101,7 @@ fuzz:
 # Soak figures for BENCHMARKS.md (minutes; not part of the test command).
 soak:
 	cargo bench -p countersign-core --bench soak
+
+# The fault matrix, printed as a table. The unit step runs the same test.
+faults:
+	cargo nextest run --workspace -E 'binary(faults)' --no-capture
