@@ -580,7 +580,7 @@ fn timeout_error(entry: &Entry) -> SessionError {
 fn protocol_error(entry: &Entry, e: rmcp::ServiceError) -> SessionError {
     SessionError::Protocol {
         server: entry.config.name.clone(),
-        message: e.to_string(),
+        message: crate::mcp::connect::in_words(&e.to_string()),
     }
 }
 

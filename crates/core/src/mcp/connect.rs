@@ -154,7 +154,10 @@ pub(crate) async fn open_client(
             "no answer to the handshake within {} s",
             timeout.as_secs()
         ))),
-        Ok(Err(e)) => Err(ConnectError::Retry(format!("handshake failed: {e}"))),
+        Ok(Err(e)) => Err(ConnectError::Retry(format!(
+            "handshake failed: {}",
+            in_words(&e.to_string())
+        ))),
         Ok(Ok(service)) => Ok(service),
     }
 }
@@ -214,6 +217,44 @@ pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
     }
 }
 
+/// An error as the person reads it: rmcp names the transport's Rust type in brackets
+/// (`Transport [countersign_core::...<rmcp::...>] error: HTTP 500`), which says nothing to
+/// them; such a bracket is left out.
+pub(crate) fn in_words(error: &str) -> String {
+    let mut out = String::with_capacity(error.len());
+    let mut rest = error;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']').map(|c| open + c) else {
+            break;
+        };
+        let inside = &rest[open + 1..close];
+        out.push_str(&rest[..open]);
+        if !inside.contains("::") {
+            out.push_str(&rest[open..=close]);
+        }
+        rest = &rest[close + 1..];
+    }
+    out.push_str(rest);
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rust_type_names_are_left_out_of_what_the_person_reads() {
+        assert_eq!(
+            super::in_words(
+                "Send message error Transport [countersign_core::mcp::handler::Tapped<rmcp::transport::worker::WorkerTransport<X>>] error: HTTP 500, when send initialize request"
+            ),
+            "Send message error Transport error: HTTP 500, when send initialize request"
+        );
+        assert_eq!(
+            super::in_words("see [RFC 9728] and [x"),
+            "see [RFC 9728] and [x"
+        );
+    }
 }
