@@ -28,7 +28,8 @@ pub struct Desktop {
 const ASK_EVENT: &str = "ask-event";
 const SESSION_EVENT: &str = "session-event";
 const RUN_PROGRESS_EVENT: &str = "run-progress";
-/// The gateway was paused or resumed (from the window or the tray): read `gateway_info` again.
+/// The gateway started listening, or was paused or resumed (from the window or the tray):
+/// read `gateway_info` again.
 const GATEWAY_EVENT: &str = "gateway-event";
 
 pub fn run() {
@@ -169,11 +170,14 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
             }
         }
     });
-    if let Some(mut paused) = core.gateway_paused_changes() {
+    if let Some(mut changes) = core.gateway_changes() {
+        // Drawn once from the current state too: the gateway may have started listening
+        // before this subscribed.
+        changes.mark_changed();
         let gateway_handle = handle.clone();
         let broker = core.broker().clone();
         tauri::async_runtime::spawn(async move {
-            while paused.changed().await.is_ok() {
+            while changes.changed().await.is_ok() {
                 let _ = gateway_handle.emit(GATEWAY_EVENT, ());
                 let pending = broker.pending();
                 let tray_handle = gateway_handle.clone();

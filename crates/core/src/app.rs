@@ -198,10 +198,10 @@ impl App {
         Ok(())
     }
 
-    /// Whether the gateway is paused, as it changes (`None` without a gateway): the shell
-    /// redraws the tray and tells the window from this, whoever paused it.
-    pub fn gateway_paused_changes(&self) -> Option<tokio::sync::watch::Receiver<bool>> {
-        self.gateway.as_ref().map(|g| g.paused_changes())
+    /// The gateway's changes (listening, paused, resumed; `None` without a gateway): the
+    /// shell redraws the tray and tells the window from this, whoever made them.
+    pub fn gateway_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.gateway.as_ref().map(|g| g.changes())
     }
 
     /// Revokes one remembered decision: that agent's next such call is asked about again.

@@ -743,3 +743,70 @@ async fn e2e_many_questions_are_a_queue_with_the_buttons_in_view_and_decline_all
     );
     app.close().await;
 }
+
+/// The tray's Pause / Resume item changes the gateway, and the Connect page (open at the time)
+/// and the tray's own menu both follow at once: the change is an event, not a redraw the tray
+/// has to remember to do.
+#[tokio::test]
+async fn e2e_pausing_from_the_tray_shows_on_the_connect_page_and_in_the_menu() {
+    let host = desktop_double(&scratch("pause-tray-host"), "tray", &["--tray", "{log}"]);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = App::start_with_config(
+        "pause-tray",
+        json!({"mcpServers": ts_server(), "gateway": {"port": port}}),
+        &[],
+    )
+    .await;
+    app.find("#app[data-ready]").await;
+    eventually("the tray item registers", async || {
+        !logged(&host.log).is_empty()
+    })
+    .await;
+    let item = logged(&host.log)[0].clone();
+    eventually("the gateway listens", async || {
+        app.log().contains("gateway listening")
+    })
+    .await;
+    app.find_xpath("//button[@role='tab' and normalize-space()='Connect agents']")
+        .await
+        .click()
+        .await
+        .unwrap();
+    let status = async || match app
+        .client
+        .find(fantoccini::Locator::Css(".gateway-state .gateway-line"))
+        .await
+    {
+        Ok(e) => e.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    eventually("the page says the gateway listens", async || {
+        status().await.starts_with("Listening")
+    })
+    .await;
+    eventually("the tray offers to pause", async || {
+        tray_menu(&item).contains("Pause the agent gateway")
+    })
+    .await;
+
+    click_tray_menu(&item, "Pause the agent gateway");
+    eventually("the page says paused", async || {
+        status().await.starts_with("Paused")
+    })
+    .await;
+    eventually("the tray offers to resume", async || {
+        tray_menu(&item).contains("Resume the agent gateway")
+    })
+    .await;
+
+    click_tray_menu(&item, "Resume the agent gateway");
+    eventually("the page says listening again", async || {
+        status().await.starts_with("Listening")
+    })
+    .await;
+    app.close().await;
+}

@@ -98,8 +98,9 @@ pub(crate) struct Shared {
     config: GatewayConfig,
     agents: registry::AgentStore,
     paused: AtomicBool,
-    /// Tells whoever watches (the shell: the tray and the Connect page) that pause changed.
-    paused_changes: tokio::sync::watch::Sender<bool>,
+    /// Tells whoever watches (the shell: the tray and the Connect page) that the gateway
+    /// started listening, failed to, or was paused or resumed: a count of such changes.
+    changes: tokio::sync::watch::Sender<u64>,
     status: Mutex<Status>,
     stop: CancellationToken,
 }
@@ -158,7 +159,7 @@ impl Gateway {
                 config,
                 agents,
                 paused: AtomicBool::new(false),
-                paused_changes: tokio::sync::watch::Sender::new(false),
+                changes: tokio::sync::watch::Sender::new(0),
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
             }),
@@ -242,6 +243,7 @@ impl Gateway {
             Err(source) => {
                 let error = GatewayError::Bind { addr, source };
                 lock(&self.shared.status).error = Some(error.to_string());
+                self.changed();
                 Err(error)
             }
         }
@@ -256,6 +258,7 @@ impl Gateway {
             addr: Some(addr),
             error: None,
         };
+        self.changed();
         let router = self.router(addr);
         let stop = self.shared.stop.clone();
         // An answer often leaves in two writes (an SSE priming event, then the result); with
@@ -353,13 +356,18 @@ impl Gateway {
     /// While paused every agent request is refused (503); open sessions stay.
     pub fn set_paused(&self, paused: bool) {
         self.shared.paused.store(paused, Ordering::Relaxed);
-        self.shared.paused_changes.send_replace(paused);
+        self.changed();
         tracing::info!(paused, "gateway");
     }
 
-    /// Whether the gateway is paused, as it changes, from whoever pauses it.
-    pub fn paused_changes(&self) -> tokio::sync::watch::Receiver<bool> {
-        self.shared.paused_changes.subscribe()
+    /// Changes as [`Self::info`] would show them: listening (or failing to), paused, resumed,
+    /// whoever made them.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.shared.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.shared.changes.send_modify(|n| *n += 1);
     }
 
     /// The page the person reads to connect agents.
