@@ -575,17 +575,18 @@ mod tests {
             errors: Vec::new(),
         };
         let app = App::start(config, AuditLog::open(dir.join("audit.jsonl")).unwrap()).await;
+        let desk = || Asker {
+            server: "desk".into(),
+            endpoint: Endpoint::Stdio {
+                command: "desk".into(),
+            },
+            agent: None,
+            declared: None,
+        };
         let ask = |url: &str| {
             app.broker()
                 .open(NewAsk {
-                    asker: Asker {
-                        server: "desk".into(),
-                        endpoint: Endpoint::Stdio {
-                            command: "desk".into(),
-                        },
-                        agent: None,
-                        declared: None,
-                    },
+                    asker: desk(),
                     kind: AskKind::Url {
                         message: "Sign in".into(),
                         url: url.into(),
@@ -623,14 +624,7 @@ mod tests {
         let form = app
             .broker()
             .open(NewAsk {
-                asker: Asker {
-                    server: "desk".into(),
-                    endpoint: Endpoint::Stdio {
-                        command: "desk".into(),
-                    },
-                    agent: None,
-                    declared: None,
-                },
+                asker: desk(),
                 kind: AskKind::Form {
                     message: "Go?".into(),
                     schema: crate::ask::schema::parse_form_schema(
