@@ -2,6 +2,10 @@
 //! the request it belongs to), the agent's roots and sampling offered to the server, and how
 //! an agent's request ends before its answer (cancelled, or the agent gone).
 
+use std::collections::VecDeque;
+
+use rmcp::model::ProgressNotification;
+
 use super::*;
 
 /// A notification on its way to the agent: to the peer of the request it belongs to (progress),
@@ -14,11 +18,23 @@ pub(crate) struct AgentRelay {
     tx: mpsc::UnboundedSender<Outgoing>,
     /// The agent's session, for notifications not tied to a request (session agents only).
     pub(super) agent: Mutex<Option<Peer<RoleServer>>>,
-    progress: Mutex<HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>>,
+    progress: Mutex<ProgressRoutes>,
     /// In-flight calls: the withdraw tokens of the questions asked during each, with the
     /// reason each stands for.
     calls: Mutex<HashMap<u64, Withdrawal>>,
     next_call: AtomicU64,
+}
+
+/// Progress notifications kept for a route not registered yet, per upstream session, at most.
+const UNCLAIMED_PROGRESS: usize = 32;
+
+/// Where the upstream's progress goes (the agent's peer and its own token), and what came
+/// before its route: rmcp hands over the request's token only once the request is sent, and
+/// a quick server reports progress before that.
+#[derive(Default)]
+struct ProgressRoutes {
+    routes: HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>,
+    unclaimed: VecDeque<ProgressNotification>,
 }
 
 impl AgentRelay {
@@ -34,10 +50,28 @@ impl AgentRelay {
         (relay, rx)
     }
 
-    pub(super) fn progress_routes(
+    /// Sends the upstream's progress under `upstream` to `to` (the agent's peer and token)
+    /// until [`Self::forget_progress`]; what came before is handed over now. Without `to`
+    /// (the agent asked for no progress), what came early is dropped.
+    pub(super) fn route_progress(
         &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>> {
-        lock(&self.progress)
+        upstream: &ProgressToken,
+        to: Option<(Peer<RoleServer>, ProgressToken)>,
+    ) {
+        let mut progress = lock(&self.progress);
+        let (early, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut progress.unclaimed)
+            .into_iter()
+            .partition(|n| &n.params.progress_token == upstream);
+        progress.unclaimed = rest;
+        let Some((peer, token)) = to else { return };
+        for n in early {
+            let _ = self.tx.send(to_agent(n, &peer, &token));
+        }
+        progress.routes.insert(upstream.clone(), (peer, token));
+    }
+
+    pub(super) fn forget_progress(&self, upstream: &ProgressToken) {
+        lock(&self.progress).routes.remove(upstream);
     }
 
     pub(super) fn call_started(&self) -> u64 {
@@ -62,16 +96,17 @@ impl Relay for AgentRelay {
         // it before its result, and the route goes when the result is in.
         let outgoing = match notification {
             ServerNotification::ProgressNotification(n) => {
-                let Some((peer, token)) = self
-                    .progress_routes()
-                    .get(&n.params.progress_token)
-                    .cloned()
-                else {
-                    return;
-                };
-                let mut n = n.clone();
-                n.params.progress_token = token;
-                (Some(peer), ServerNotification::ProgressNotification(n))
+                let mut progress = lock(&self.progress);
+                match progress.routes.get(&n.params.progress_token) {
+                    Some((peer, token)) => to_agent(n.clone(), peer, token),
+                    None => {
+                        if progress.unclaimed.len() >= UNCLAIMED_PROGRESS {
+                            progress.unclaimed.pop_front();
+                        }
+                        progress.unclaimed.push_back(n.clone());
+                        return;
+                    }
+                }
             }
             other => (None, other.clone()),
         };
@@ -119,6 +154,19 @@ impl Relay for AgentRelay {
         calls.values_mut().for_each(|w| w.join(&withdrawal));
         withdrawal
     }
+}
+
+/// The upstream's progress as the agent's: under the token the agent chose, to its request.
+fn to_agent(
+    mut n: ProgressNotification,
+    peer: &Peer<RoleServer>,
+    token: &ProgressToken,
+) -> Outgoing {
+    n.params.progress_token = token.clone();
+    (
+        Some(peer.clone()),
+        ServerNotification::ProgressNotification(n),
+    )
 }
 
 /// How an agent's request ends before its answer: the agent cancels it, or goes away (its

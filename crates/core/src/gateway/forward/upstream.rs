@@ -265,11 +265,10 @@ impl Upstream {
             .map_err(|e| self.error(e))?;
         let id = handle.id.clone();
         let upstream_token = handle.progress_token.clone();
-        if let Some(token) = agent_token {
-            self.relay
-                .progress_routes()
-                .insert(upstream_token.clone(), (ctx.peer.clone(), token));
-        }
+        self.relay.route_progress(
+            &upstream_token,
+            agent_token.map(|token| (ctx.peer.clone(), token)),
+        );
         let leaving = Leaving::of(ctx);
         // Pinned out here so that losing the race below does not drop it: rmcp tells the
         // server at once when an awaited response is dropped, and the server's withdrawal of
@@ -279,7 +278,7 @@ impl Upstream {
             r = &mut awaited => Ok(r),
             reason = leaving.left() => Err(reason),
         };
-        self.relay.progress_routes().remove(&upstream_token);
+        self.relay.forget_progress(&upstream_token);
         match response {
             Err(reason) => {
                 // The questions first: the server's own withdrawal, prompted by ours, must not
