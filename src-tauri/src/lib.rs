@@ -31,6 +31,8 @@ const RUN_PROGRESS_EVENT: &str = "run-progress";
 /// The gateway started listening, or was paused or resumed (from the window or the tray):
 /// read `gateway_info` again.
 const GATEWAY_EVENT: &str = "gateway-event";
+/// The config file was edited (applied or not): read `servers` and `config_info` again.
+const CONFIG_EVENT: &str = "config-event";
 
 pub fn run() {
     tracing_subscriber::fmt()
@@ -186,6 +188,19 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
             }
         });
     }
+    let mut config_changes = core.config_changes();
+    let config_handle = handle.clone();
+    tauri::async_runtime::spawn(async move {
+        while config_changes.changed().await.is_ok() {
+            let _ = config_handle.emit(CONFIG_EVENT, ());
+        }
+    });
+    let watcher = core.clone();
+    tauri::async_runtime::spawn(async move {
+        watcher
+            .watch_config(countersign_core::app::CONFIG_POLL)
+            .await
+    });
     let mut sessions = core.sessions().subscribe();
     let session_handle = handle.clone();
     tauri::async_runtime::spawn(async move {

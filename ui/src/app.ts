@@ -23,6 +23,7 @@ export async function start(root: HTMLElement): Promise<void> {
   const connect = new ConnectPane();
   const settings = new SettingsPane();
   const banner = el("div", { class: "banners" });
+  const configBanner = el("div", { class: "config-banner" });
   const trayNote = el("div", { class: "tray-note" });
 
   const tabs = new Tabs([
@@ -36,6 +37,7 @@ export async function start(root: HTMLElement): Promise<void> {
     el("header", { class: "topbar" },
       el("h1", { class: "brand" }, "Countersign"),
       tabs.list),
+    configBanner,
     banner,
     trayNote,
     el("main", { class: "content" }, ...tabs.panels),
@@ -51,6 +53,7 @@ export async function start(root: HTMLElement): Promise<void> {
       events.runProgress((e) => onRunProgress(e)),
       events.desktop(() => void showTrayNote(trayNote, banner)),
       events.gateway(() => void connect.gatewayChanged()),
+      events.config(() => void Promise.all([servers.reload(), showConfigInfo(configBanner, banner)])),
     ]);
   } catch (error) {
     showLoadError(banner, `Could not subscribe to events: ${errorText(error)}`);
@@ -63,27 +66,44 @@ export async function start(root: HTMLElement): Promise<void> {
     ),
     servers.reload(),
     showTrayNote(trayNote, banner),
-    commands.configInfo().then(
-      (info) => {
-        if (info.notices.length > 0) {
-          append(banner, el("section", { class: "banner info", attrs: { "aria-label": "About Countersign's files" } },
-            el("p", { class: "banner-title" }, "About Countersign's files"),
-            el("ul", {}, ...info.notices.map((n) => el("li", {}, inlineText(n, 400))))));
-        }
-        if (info.errors.length === 0) return;
-        append(banner, el("section", { class: "banner warning", attrs: { "aria-label": "Config problems" } },
-          el("p", { class: "banner-title" },
-            "Problems in the config file ", el("code", {}, inlineText(info.path, 200)),
-            ". Countersign started with what it could read."),
-          el("ul", {}, ...info.errors.map((e) => el("li", {},
-            el("code", {}, inlineText(`${e.file}:${e.line}:${e.column}`, 200)),
-            e.server ? el("span", {}, " (server ", inlineText(e.server, 60), ")") : null,
-            ": ", inlineText(e.message, 400))))));
-      },
-      (error: unknown) => showLoadError(banner, `Could not read the config info: ${errorText(error)}`),
-    ),
+    showConfigInfo(configBanner, banner),
   ]);
   root.setAttribute("data-ready", "true");
+}
+
+/** Draws what the person should know about the config file: its problems (at start, or an
+ * edit that was not applied) and notices about Countersign's files; redrawn on each edit. */
+async function showConfigInfo(region: HTMLElement, errors: HTMLElement): Promise<void> {
+  let info;
+  try {
+    info = await commands.configInfo();
+  } catch (error) {
+    showLoadError(errors, `Could not read the config info: ${errorText(error)}`);
+    return;
+  }
+  const sections: HTMLElement[] = [];
+  if (info.notices.length > 0) {
+    sections.push(el("section", { class: "banner info", attrs: { "aria-label": "About Countersign's files" } },
+      el("p", { class: "banner-title" }, "About Countersign's files"),
+      el("ul", {}, ...info.notices.map((n) => el("li", {}, inlineText(n, 400))))));
+  }
+  if (info.errors.length > 0) {
+    sections.push(el("section", {
+      class: "banner warning",
+      // An edit that was not applied is news the person is waiting for; read it out.
+      attrs: { "aria-label": "Config problems", role: info.editRejected ? "alert" : null },
+    },
+      el("p", { class: "banner-title" },
+        "Problems in the config file ", el("code", {}, inlineText(info.path, 200)),
+        info.editRejected
+          ? ". Your last edit was not applied: Countersign runs on with the config it had."
+          : ". Countersign started with what it could read."),
+      el("ul", {}, ...info.errors.map((e) => el("li", {},
+        el("code", {}, inlineText(`${e.file}:${e.line}:${e.column}`, 200)),
+        e.server ? el("span", {}, " (server ", inlineText(e.server, 60), ")") : null,
+        ": ", inlineText(e.message, 400))))));
+  }
+  replace(region, ...sections);
 }
 
 /** Says so when closing the window will quit (no tray to keep running in); redrawn when a

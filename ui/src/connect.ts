@@ -599,7 +599,7 @@ class AgentCard {
       append(line, "Nothing was imported.");
     } else {
       append(line, `Imported ${plural(result.imported.length, "server", "servers")} into `,
-        el("code", {}, inlineText(result.configPath, 300)), "; restart Countersign to use them.");
+        el("code", {}, inlineText(result.configPath, 300)), "; Countersign starts them now (see Servers).");
     }
     const details: HTMLElement[] = [];
     const renamed = result.imported.filter((s) => s.importAs !== s.name);

@@ -99,6 +99,8 @@ export const events = {
   desktop: (handler: () => void): Promise<UnlistenFn> => listen("desktop-event", () => handler()),
   /** The gateway was paused or resumed, here or from the tray: read `gatewayInfo` again. */
   gateway: (handler: () => void): Promise<UnlistenFn> => listen("gateway-event", () => handler()),
+  /** The config file was edited, applied or not: read `servers` and `configInfo` again. */
+  config: (handler: () => void): Promise<UnlistenFn> => listen("config-event", () => handler()),
 };
 
 /** The rejection as an `AppError` when it is one (`{kind, message, ...}`), else `null`. */

@@ -389,6 +389,30 @@ test("config errors are shown in a banner; the window screenshot", async () => {
   await app.close();
 });
 
+test("an edit of the config file redraws the servers, and one that was not applied says where", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  const list = page.getByRole("navigation", { name: "Servers" });
+  await list.getByRole("button", { name: /^demo/ }).waitFor();
+  const added = { ...backend.servers[0], name: "added-later" };
+  await backend.editConfig({ servers: [...backend.servers, added] });
+  await list.getByRole("button", { name: /^added-later/ }).waitFor();
+
+  await backend.editConfig({ errors: [
+    { file: "/home/me/.config/countersign/config.json", line: 4, column: 3, server: null, message: "trailing comma" },
+  ] });
+  const banner = page.getByRole("alert").filter({ hasText: "Problems in the config file" });
+  await banner.waitFor();
+  assert.match(await banner.textContent(), /last edit was not applied.*config\.json:4:3: trailing comma/);
+  assert.equal(await list.getByRole("button", { name: /^added-later/ }).count(), 1, "the servers stay as they ran");
+
+  // Fixed, with the first server removed: the banner goes, and so does the server.
+  await backend.editConfig({ servers: [added] });
+  await page.getByRole("region", { name: "Config problems" }).waitFor({ state: "detached" });
+  await list.getByRole("button", { name: /^demo/ }).waitFor({ state: "detached" });
+  await app.close();
+});
+
 test("a server's notifications are muted from its page; a failed save puts the box back", async () => {
   const app = await openApp(env, state());
   const { page, backend } = app;

@@ -19,8 +19,10 @@ use history::history_from;
 pub use history::{GatedEntry, History, HistoryEntry, RefusedEntry};
 
 mod ipc;
+mod reload;
 
 pub use ipc::{Answered, AppError, ConfigInfo, ServerView};
+pub use reload::{CONFIG_POLL, Reload};
 #[cfg(test)]
 use runner::check_arguments;
 pub use runner::{RunProgress, ToolRun, ToolView};
@@ -38,7 +40,12 @@ struct PendingRoute {
 
 #[derive(Clone)]
 pub struct App {
-    config: LoadedConfig,
+    config: std::sync::Arc<std::sync::Mutex<reload::ConfigState>>,
+    /// Held while a config edit is applied (see `reload`).
+    reloading: std::sync::Arc<tokio::sync::Mutex<()>>,
+    config_changes: std::sync::Arc<tokio::sync::watch::Sender<u64>>,
+    /// Fires at shutdown, for the app's own background work.
+    stopping: CancellationToken,
     broker: Broker,
     sessions: SessionManager,
     settings: SettingsStore,
@@ -82,7 +89,10 @@ impl App {
         let clients = crate::agents::Clients::detect(config.path.clone(), config.gateway.port);
         App {
             clients,
-            config,
+            config: std::sync::Arc::new(std::sync::Mutex::new(reload::ConfigState::new(config))),
+            reloading: Default::default(),
+            config_changes: std::sync::Arc::new(tokio::sync::watch::Sender::new(0)),
+            stopping: CancellationToken::new(),
             broker,
             sessions,
             settings: SettingsStore::default(),
@@ -111,9 +121,13 @@ impl App {
         token_path: std::path::PathBuf,
         discovery: Option<std::path::PathBuf>,
     ) -> App {
+        let (gateway_config, servers) = {
+            let state = self.config_state();
+            (state.running.gateway.clone(), state.running.servers.clone())
+        };
         let gateway = match crate::gateway::Gateway::new(
-            self.config.gateway.clone(),
-            self.config.servers.clone(),
+            gateway_config.clone(),
+            servers,
             self.broker.clone(),
             self.settings.clone(),
             token_path,
@@ -130,7 +144,7 @@ impl App {
         gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
             sessions.needs_sign_in(server, header)
         }));
-        if self.config.gateway.enabled {
+        if gateway_config.enabled {
             match gateway.listen().await {
                 Ok(_) => {
                     if let Some(path) = &discovery
@@ -247,7 +261,8 @@ impl App {
         Ok(self.clients()?.preview_import(client)?)
     }
 
-    /// Imports the chosen servers of a preview; the app uses them after a restart.
+    /// Imports the chosen servers of a preview into the config file, which the app then
+    /// reloads (see `reload`): they run at once.
     pub fn import_servers(
         &self,
         plan: u64,
@@ -397,11 +412,33 @@ impl App {
     }
 
     pub fn config_info(&self) -> ConfigInfo {
-        ConfigInfo {
-            path: self.config.path.display().to_string(),
-            errors: self.config.errors.clone(),
-            notices: self.notices.clone(),
+        let state = self.config_state();
+        let mut notices = self.notices.clone();
+        if state.gateway_changed {
+            notices.push(
+                "The gateway's settings in the config file changed: they apply when Countersign \
+                 restarts."
+                    .into(),
+            );
         }
+        ConfigInfo {
+            path: state.running.path.display().to_string(),
+            edit_rejected: !state.rejected.is_empty(),
+            errors: if state.rejected.is_empty() {
+                state.running.errors.clone()
+            } else {
+                state.rejected.clone()
+            },
+            notices,
+        }
+    }
+
+    fn config_state(&self) -> std::sync::MutexGuard<'_, reload::ConfigState> {
+        self.config.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn config_path(&self) -> std::path::PathBuf {
+        self.config_state().running.path.clone()
     }
 
     pub fn pending(&self) -> Vec<Ask> {
@@ -473,8 +510,8 @@ impl App {
     }
 
     pub fn servers(&self) -> Vec<ServerView> {
-        self.config
-            .servers
+        let servers = self.config_state().running.servers.clone();
+        servers
             .iter()
             .map(|config| ServerView {
                 name: config.name.clone(),
@@ -535,9 +572,10 @@ impl App {
         })
     }
 
-    /// Cancels every open ask, then closes every session and waits for children to exit.
-    /// Cancels every open question, then closes the gateway's and the app's sessions.
+    /// Cancels every open question, then closes the gateway's and the app's sessions and
+    /// waits for child servers to exit.
     pub async fn shutdown(&self) {
+        self.stopping.cancel();
         self.broker.shutdown();
         if let Some(gateway) = &self.gateway {
             gateway.shutdown().await;

@@ -614,3 +614,74 @@ async fn cancelling_a_run_withdraws_its_question_and_keeps_the_ticket() {
     assert!(!app.cancel_run("run-c"), "an ended run cannot be cancelled");
     app.shutdown().await;
 }
+
+/// The config file edited while the app runs: a server added runs at once, a broken edit is
+/// not applied (the app says where the error is and runs on as it was), and a server removed
+/// stops.
+#[tokio::test(flavor = "multi_thread")]
+async fn edits_to_the_config_file_apply_while_the_app_runs_and_a_broken_one_changes_nothing() {
+    let desk = desk().await;
+    let dir = std::env::temp_dir().join(format!("cs-demo-reload-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.json");
+    let config_with = |names: &[&str]| {
+        let servers: Map<String, Value> = names
+            .iter()
+            .map(|n| (n.to_string(), json!({"url": desk.server.url()})))
+            .collect();
+        serde_json::to_string_pretty(&json!({"mcpServers": servers})).unwrap()
+    };
+    std::fs::write(&path, config_with(&["desk"])).unwrap();
+    let app = countersign_core::App::start(
+        countersign_core::config::load(&path),
+        AuditLog::open(dir.join("audit.jsonl")).unwrap(),
+    )
+    .await;
+    let mut changes = app.config_changes();
+    let watcher = app.clone();
+    tokio::spawn(async move { watcher.watch_config(Duration::from_millis(50)).await });
+    let names = |app: &countersign_core::App| -> Vec<String> {
+        app.servers().into_iter().map(|s| s.name).collect()
+    };
+    let next_change = async |changes: &mut tokio::sync::watch::Receiver<u64>| {
+        tokio::time::timeout(WAIT, changes.changed())
+            .await
+            .expect("the edit seen in time")
+            .unwrap();
+    };
+    assert!(app.sessions().wait_ready("desk", WAIT).await.is_some());
+
+    std::fs::write(&path, config_with(&["desk", "desk two"])).unwrap();
+    next_change(&mut changes).await;
+    assert_eq!(names(&app), ["desk", "desk two"]);
+    assert!(matches!(
+        app.sessions().wait_ready("desk two", WAIT).await,
+        Some(countersign_core::SessionState::Ready { .. })
+    ));
+
+    // A trailing comma on line 3: nothing changes, and the person is told where.
+    std::fs::write(
+        &path,
+        "{\n  \"mcpServers\": {\n    \"desk\": {\"url\": \"x\"},\n  }\n}\n",
+    )
+    .unwrap();
+    next_change(&mut changes).await;
+    let info = app.config_info();
+    assert!(info.edit_rejected);
+    assert_eq!(info.errors[0].line, 4, "{:?}", info.errors);
+    assert_eq!(names(&app), ["desk", "desk two"]);
+    assert!(matches!(
+        app.sessions().state("desk two"),
+        Some(countersign_core::SessionState::Ready { .. })
+    ));
+
+    std::fs::write(&path, config_with(&["desk two"])).unwrap();
+    next_change(&mut changes).await;
+    assert!(!app.config_info().edit_rejected);
+    assert!(app.config_info().errors.is_empty());
+    assert_eq!(names(&app), ["desk two"]);
+    assert_eq!(app.sessions().state("desk"), None);
+    app.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -2352,3 +2352,67 @@ async fn prompts_and_resources_that_ask_first_reach_the_agent() {
     );
     let _ = agent.cancel().await;
 }
+
+/// The person edits the config while agents are connected: a rule they tighten applies to
+/// the very next call of every agent (with or without a session), a server they add is
+/// reachable, and one they remove is gone for the agents that were using it.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_persons_edits_apply_to_connected_agents_at_once() {
+    let desk = desk().await;
+    let rule = |r: ToolRule| BTreeMap::from([("session_info".to_owned(), r)]);
+    let mut allowed = upstream("desk", &desk, ProtocolChoice::Legacy);
+    allowed.tool_policy = rule(ToolRule::Allow);
+    let mut denied = allowed.clone();
+    denied.tool_policy = rule(ToolRule::Deny);
+    let mut second = upstream("desk2", &desk, ProtocolChoice::Legacy);
+    second.tool_policy = rule(ToolRule::Allow);
+    let rig = rig("edits", vec![allowed.clone()]).await;
+    let session = |r: CallToolResult| -> String {
+        assert_ne!(r.is_error, Some(true), "{}", text(&r));
+        let info: Value = serde_json::from_str(&text(&r)).unwrap();
+        info["sessionId"].as_str().unwrap().to_owned()
+    };
+    let legacy = rig.agent("desk", "legacy-agent", false).await;
+    let modern = rig.agent("desk", "modern-agent", true).await;
+    let before = session(call(&legacy, "session_info", json!({})).await);
+    call(&modern, "session_info", json!({})).await;
+
+    rig.gateway.set_servers(vec![denied, second.clone()]);
+    for agent in [&legacy, &modern] {
+        let refused = call(agent, "session_info", json!({})).await;
+        assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+        assert!(text(&refused).contains("rule: deny"), "{}", text(&refused));
+    }
+    let other = rig.agent("desk2", "other-agent", false).await;
+    session(call(&other, "session_info", json!({})).await);
+
+    // Allowed again: the agent's session goes on, through a new upstream session opened with
+    // what the person saved.
+    rig.gateway.set_servers(vec![allowed, second.clone()]);
+    let after = session(call(&legacy, "session_info", json!({})).await);
+    assert_ne!(
+        after, before,
+        "the upstream opened before the edits is still in use"
+    );
+
+    rig.gateway.set_servers(vec![second]);
+    let mut params = CallToolRequestParams::new("session_info");
+    params.arguments = Some(Map::new());
+    let gone = tokio::time::timeout(WAIT, legacy.peer().call_tool(params))
+        .await
+        .expect("an answer in time");
+    assert!(
+        gone.as_ref().map_or(true, |r| r.is_error == Some(true)),
+        "a removed server still answered: {gone:?}"
+    );
+    let refused = reqwest::Client::new()
+        .post(rig.url("desk"))
+        .header("authorization", format!("Bearer {}", rig.gateway.token()))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 404);
+    session(call(&other, "session_info", json!({})).await);
+    assert!(rig.broker.pending().is_empty());
+}

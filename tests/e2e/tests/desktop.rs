@@ -810,3 +810,47 @@ async fn e2e_pausing_from_the_tray_shows_on_the_connect_page_and_in_the_menu() {
     .await;
     app.close().await;
 }
+
+#[tokio::test]
+async fn e2e_editing_the_config_file_applies_at_once_and_a_broken_edit_says_where() {
+    let app = App::start("config-edit", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    let config = app.dir.join("config.json");
+    let mut servers = ts_server();
+    servers["demo"] = json!({"command": demo_server()});
+    std::fs::write(
+        &config,
+        serde_json::to_vec_pretty(&json!({"mcpServers": servers})).unwrap(),
+    )
+    .unwrap();
+    // The new server shows up and connects, without a restart.
+    app.find_xpath("//nav[@aria-label='Servers']//button[starts-with(normalize-space(.), 'demo')]//span[contains(@class, 'state-ready')]")
+        .await;
+
+    std::fs::write(
+        &config,
+        "{\n  \"mcpServers\": {\n    \"ts\": {\"command\": \"node\"},\n  }\n}\n",
+    )
+    .unwrap();
+    let banner = app
+        .find_xpath("//section[@role='alert'][contains(., 'Problems in the config file')]")
+        .await;
+    let text = banner.text().await.unwrap();
+    assert!(text.contains("last edit was not applied"), "{text}");
+    assert!(text.contains("config.json:4:"), "{text}");
+    app.snapshot("config-edit-rejected").await;
+    assert!(
+        app.exists("ul.server-list-items li:nth-child(2)").await,
+        "both servers still run"
+    );
+
+    // Fixed, without the demo server: the banner and the server go.
+    std::fs::write(
+        &config,
+        serde_json::to_vec_pretty(&json!({"mcpServers": ts_server()})).unwrap(),
+    )
+    .unwrap();
+    app.gone("section[aria-label='Config problems']").await;
+    app.gone("ul.server-list-items li:nth-child(2)").await;
+    app.close().await;
+}

@@ -4,7 +4,12 @@ import type { ConfigError } from "./ConfigError";
 /**
  * Where the config came from and what was wrong in it, for the UI's banner.
  */
-export type ConfigInfo = { path: string, errors: Array<ConfigError>, 
+export type ConfigInfo = { path: string, 
+/**
+ * The problems in the file: those the app started with, or, when `edit_rejected`, those
+ * of the last edit, which was not applied (the app runs on as it was).
+ */
+errors: Array<ConfigError>, editRejected: boolean, 
 /**
  * Things the person should know about Countersign's files, e.g. files others could read
  * that were made private at start.

@@ -14,7 +14,7 @@ export class FakeBackend {
     this.tools = state.tools ?? {};
     this.stderr = state.stderr ?? {};
     this.history = state.history ?? { asks: [], refused: [], gated: [], skipped: 0 };
-    this.config = { notices: [], ...(state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] }) };
+    this.config = { notices: [], editRejected: false, ...(state.config ?? { path: "/home/me/.config/countersign/config.json", errors: [] }) };
     this.verification = state.verification ?? { files: ["/home/me/.local/share/countersign/audit.jsonl"], records: 0, unchained: 0, startsAfterRotation: false, problem: null };
     this.desktop = state.desktop ?? { tray: true, startAtLogin: false };
     /** `gateway_info`'s reply: a GatewayInfo, or with `gatewayError` set, that AppError. */
@@ -74,6 +74,17 @@ export class FakeBackend {
   async pauseFromTray(paused) {
     this.setPaused(paused);
     await this.emit("gateway-event", null);
+  }
+
+  /** The person edited the config file: as core's App::apply_config, then `config-event`. */
+  async editConfig({ servers, errors = [] }) {
+    if (errors.length > 0) {
+      this.config = { ...this.config, errors, editRejected: true };
+    } else {
+      this.servers = servers;
+      this.config = { ...this.config, errors: [], editRejected: false };
+    }
+    await this.emit("config-event", null);
   }
 
   /** The ask ends without the person (withdrawn): removed, then `resolved` emitted. */

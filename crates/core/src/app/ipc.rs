@@ -37,7 +37,10 @@ pub struct ServerView {
 #[serde(rename_all = "camelCase")]
 pub struct ConfigInfo {
     pub path: String,
+    /// The problems in the file: those the app started with, or, when `edit_rejected`, those
+    /// of the last edit, which was not applied (the app runs on as it was).
     pub errors: Vec<ConfigError>,
+    pub edit_rejected: bool,
     /// Things the person should know about Countersign's files, e.g. files others could read
     /// that were made private at start.
     pub notices: Vec<String>,

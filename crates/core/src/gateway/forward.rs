@@ -77,8 +77,10 @@ pub(crate) struct Forwarder {
     server: String,
     /// What the agent is told in the handshake: the upstream server's own, once reached.
     info: RwLock<ServerConfig_>,
-    /// Set at `initialize` for agents that keep a session.
-    session_upstream: tokio::sync::OnceCell<Arc<Upstream>>,
+    /// Set at `initialize` for agents that keep a session: who the agent is, and its
+    /// upstream (replaced when the person changes the server: see `Gateway::set_servers`).
+    session: std::sync::OnceLock<Who>,
+    session_upstream: tokio::sync::Mutex<Option<Arc<Upstream>>>,
 }
 
 impl Forwarder {
@@ -95,13 +97,18 @@ impl Forwarder {
             shared,
             server,
             info: RwLock::new(info),
-            session_upstream: tokio::sync::OnceCell::new(),
+            session: std::sync::OnceLock::new(),
+            session_upstream: tokio::sync::Mutex::default(),
         }
     }
 
-    fn config(&self) -> Result<&ServerConfig, McpError> {
-        self.shared.servers.get(&self.server).ok_or_else(|| {
-            McpError::internal_error(format!("no server named {}", self.server), None)
+    /// The server as the person last saved it; an error once they removed it.
+    fn config(&self) -> Result<ServerConfig, McpError> {
+        self.shared.server(&self.server).ok_or_else(|| {
+            McpError::internal_error(
+                format!("{} is no longer configured in Countersign", self.server),
+                None,
+            )
         })
     }
 
@@ -112,8 +119,19 @@ impl Forwarder {
     }
 
     async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Upstream>, McpError> {
-        if let Some(up) = self.session_upstream.get() {
-            return Ok(up.clone());
+        if let Some(who) = self.session.get() {
+            let mut held = self.session_upstream.lock().await;
+            if let Some(up) = held.as_ref().filter(|up| !up.is_retired()) {
+                return Ok(up.clone());
+            }
+            // The person changed the server since: the session goes on with what they saved.
+            let up = Upstream::connect(&self.shared, &self.config()?, who)
+                .await
+                .map_err(|reason| unreachable_error(&self.server, &reason))?;
+            *lock(&up.relay.agent) = Some(ctx.peer.clone());
+            self.set_info(&up);
+            *held = Some(up.clone());
+            return Ok(up);
         }
         let who = Arc::new(Who::of(ctx));
         let version = ctx.client_info().map(|i| i.version).unwrap_or_default();
@@ -132,7 +150,7 @@ impl Forwarder {
                 }
                 cell.clone()
             };
-            let config = self.config()?.clone();
+            let config = self.config()?;
             let shared = self.shared.clone();
             let who = who.clone();
             let up = cell
@@ -330,7 +348,7 @@ impl ServerHandler for Forwarder {
         request: InitializeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
-        let config = self.config()?.clone();
+        let config = self.config()?;
         let mut who = Who::of(&ctx);
         // rmcp learns the client's info from this very request, after this handler.
         who.declared = Some(request.client_info.name.clone());
@@ -341,7 +359,8 @@ impl ServerHandler for Forwarder {
             .map_err(|reason| unreachable_error(&self.server, &reason))?;
         *lock(&up.relay.agent) = Some(ctx.peer.clone());
         self.set_info(&up);
-        let _ = self.session_upstream.set(up);
+        *self.session_upstream.lock().await = Some(up);
+        let _ = self.session.set(who);
         ctx.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }

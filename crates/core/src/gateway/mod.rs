@@ -73,7 +73,11 @@ struct Status {
 }
 
 pub(crate) struct Shared {
-    pub(crate) servers: BTreeMap<String, ServerConfig>,
+    /// The configured servers, as the person last saved them (see [`Gateway::set_servers`]).
+    servers: std::sync::RwLock<BTreeMap<String, ServerConfig>>,
+    /// Fires, per server, when the person changes or removes it: its upstreams close, so the
+    /// next request opens one with what the person saved (see [`Shared::retirement`]).
+    retired: Mutex<std::collections::HashMap<String, CancellationToken>>,
     pub(crate) broker: Broker,
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
@@ -111,10 +115,50 @@ pub type SignInNeeded = Arc<dyn Fn(&str, &str) + Send + Sync>;
 /// Milliseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
+/// One server's Streamable HTTP endpoint for agents.
+type Endpoint = StreamableHttpService<forward::Forwarder, LocalSessionManager>;
+
+/// The endpoints by server name, once the gateway serves (the origins it allows go with them).
+#[derive(Default)]
+struct Endpoints {
+    origins: Vec<String>,
+    by_server: std::collections::HashMap<String, Endpoint>,
+}
+
 /// The gateway. Cheap to clone.
 #[derive(Clone)]
 pub struct Gateway {
     shared: Arc<Shared>,
+    /// Kept apart from `Shared`: each endpoint holds the `Shared` its sessions use.
+    endpoints: Arc<std::sync::RwLock<Endpoints>>,
+}
+
+impl Shared {
+    /// The server's config as the person last saved it.
+    pub(crate) fn server(&self, name: &str) -> Option<ServerConfig> {
+        self.servers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    fn server_names(&self) -> Vec<String> {
+        self.servers
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect()
+    }
+
+    /// Fires when the person changes or removes `server` from now on.
+    pub(crate) fn retirement(&self, server: &str) -> CancellationToken {
+        lock(&self.retired)
+            .entry(server.to_owned())
+            .or_default()
+            .clone()
+    }
 }
 
 impl Gateway {
@@ -143,7 +187,10 @@ impl Gateway {
             registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
         Ok(Gateway {
             shared: Arc::new(Shared {
-                servers: servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+                servers: std::sync::RwLock::new(
+                    servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
+                ),
+                retired: Mutex::default(),
                 broker,
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
@@ -163,7 +210,52 @@ impl Gateway {
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
             }),
+            endpoints: Arc::default(),
         })
+    }
+
+    /// Serves `servers` from now on, as the person saved them: new ones get an endpoint; a
+    /// changed one keeps its endpoint, and its upstream sessions close, so each agent's next
+    /// request reaches the server as now configured (its policy included); a removed one's
+    /// endpoint goes (404) and its upstream sessions close. Unchanged servers are untouched.
+    pub fn set_servers(&self, servers: Vec<ServerConfig>) {
+        let new: BTreeMap<String, ServerConfig> =
+            servers.into_iter().map(|s| (s.name.clone(), s)).collect();
+        let old = std::mem::replace(
+            &mut *self
+                .shared
+                .servers
+                .write()
+                .unwrap_or_else(|e| e.into_inner()),
+            new.clone(),
+        );
+        let gone: Vec<&String> = old
+            .iter()
+            .filter(|(name, config)| new.get(*name) != Some(config))
+            .map(|(name, _)| name)
+            .collect();
+        for name in &gone {
+            if let Some(retire) = lock(&self.shared.retired).remove(*name) {
+                retire.cancel();
+            }
+        }
+        {
+            let mut endpoints = self.endpoints.write().unwrap_or_else(|e| e.into_inner());
+            if !endpoints.origins.is_empty() {
+                endpoints.by_server.retain(|name, _| new.contains_key(name));
+                for name in new.keys() {
+                    if !endpoints.by_server.contains_key(name) {
+                        let endpoint = self.endpoint(name, endpoints.origins.clone());
+                        endpoints.by_server.insert(name.clone(), endpoint);
+                    }
+                }
+            }
+        }
+        self.shared.pool.keep_info_of(|name| new.contains_key(name));
+        if !gone.is_empty() || old.len() != new.len() {
+            tracing::info!(servers = new.len(), "gateway: servers changed");
+            self.changed();
+        }
     }
 
     /// The shared token (the built-in agent `shared`) as read at start; empty when the person
@@ -184,7 +276,7 @@ impl Gateway {
             &self.base_url(),
             &token,
             bridge_command,
-            &self.server_names(),
+            &self.shared.server_names(),
         );
         Ok(CreatedAgent {
             agent,
@@ -223,10 +315,6 @@ impl Gateway {
             .map(|a| a.port())
             .unwrap_or(self.shared.config.port);
         format!("http://127.0.0.1:{port}")
-    }
-
-    fn server_names(&self) -> Vec<String> {
-        self.shared.servers.keys().cloned().collect()
     }
 
     /// Where it listens, once it does.
@@ -278,7 +366,7 @@ impl Gateway {
         });
         tokio::spawn(forward::reap_idle(self.shared.clone()));
         pending::ask_again(&self.shared);
-        tracing::info!(%addr, servers = self.shared.servers.len(), "gateway listening");
+        tracing::info!(%addr, servers = self.shared.server_names().len(), "gateway listening");
         addr
     }
 
@@ -287,41 +375,47 @@ impl Gateway {
             format!("http://127.0.0.1:{}", addr.port()),
             format!("http://localhost:{}", addr.port()),
         ];
-        let mut router = axum::Router::new();
-        for name in self.shared.servers.keys() {
-            let config = StreamableHttpServerConfig::default()
-                .with_cancellation_token(self.shared.stop.child_token())
-                .with_allowed_origins(origins.clone())
-                // Plain JSON for a plain answer; rmcp switches to SSE when progress or logging
-                // comes first.
-                .with_json_response(true)
-                .with_legacy_session_mode(true)
-                // The keep-alive write is what reveals an agent that went away (see `gone`).
-                .with_sse_keep_alive(Some(std::time::Duration::from_secs(5)));
-            let shared = self.shared.clone();
-            let server = name.clone();
-            let service: StreamableHttpService<forward::Forwarder, LocalSessionManager> =
-                StreamableHttpService::new(
-                    move || Ok(forward::Forwarder::new(shared.clone(), server.clone())),
-                    Arc::default(),
-                    config,
-                );
-            router = router.nest_service(&connect::server_path(name), service);
+        {
+            let mut endpoints = self.endpoints.write().unwrap_or_else(|e| e.into_inner());
+            endpoints.by_server = self
+                .shared
+                .server_names()
+                .into_iter()
+                .map(|name| {
+                    let endpoint = self.endpoint(&name, origins.clone());
+                    (name, endpoint)
+                })
+                .collect();
+            endpoints.origins = origins;
         }
+        let endpoints = self.endpoints.clone();
+        let shared = self.shared.clone();
+        let router = axum::Router::new().route(
+            "/mcp/{server}",
+            axum::routing::any(
+                move |axum::extract::Path(server): axum::extract::Path<String>,
+                      request: Request| {
+                    // Looked up per request: the person may add or remove servers while
+                    // agents are connected (`set_servers`).
+                    let endpoint = endpoints
+                        .read()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .by_server
+                        .get(&server)
+                        .cloned();
+                    async move {
+                        match endpoint {
+                            Some(endpoint) => endpoint.handle(request).await.into_response(),
+                            None => no_such_server(&shared, &request),
+                        }
+                    }
+                },
+            ),
+        );
         router
             .fallback({
                 let shared = self.shared.clone();
-                move |request: Request| async move {
-                    let reason =
-                        "no server by that name on this gateway; the path is /mcp/<server>";
-                    shared.refusals.record(
-                        StatusCode::NOT_FOUND,
-                        reason,
-                        request.headers(),
-                        request.uri().path(),
-                    );
-                    refusal(StatusCode::NOT_FOUND, reason)
-                }
+                move |request: Request| async move { no_such_server(&shared, &request) }
             })
             .layer(axum::middleware::from_fn(faithful::swap))
             .layer(axum::middleware::from_fn(gone::watch))
@@ -330,6 +424,25 @@ impl Gateway {
                 (self.shared.clone(), addr.port()),
                 guard,
             ))
+    }
+
+    fn endpoint(&self, server: &str, origins: Vec<String>) -> Endpoint {
+        let config = StreamableHttpServerConfig::default()
+            .with_cancellation_token(self.shared.stop.child_token())
+            .with_allowed_origins(origins)
+            // Plain JSON for a plain answer; rmcp switches to SSE when progress or logging
+            // comes first.
+            .with_json_response(true)
+            .with_legacy_session_mode(true)
+            // The keep-alive write is what reveals an agent that went away (see `gone`).
+            .with_sse_keep_alive(Some(std::time::Duration::from_secs(5)));
+        let shared = self.shared.clone();
+        let server = server.to_owned();
+        StreamableHttpService::new(
+            move || Ok(forward::Forwarder::new(shared.clone(), server.clone())),
+            Arc::default(),
+            config,
+        )
     }
 
     /// The call approval `ask` waits for, made with `dryRun: true` (see `preview`).
@@ -373,7 +486,7 @@ impl Gateway {
     /// The page the person reads to connect agents.
     pub fn info(&self) -> GatewayInfo {
         let url = self.base_url();
-        let names = self.server_names();
+        let names = self.shared.server_names();
         let status = lock(&self.shared.status);
         GatewayInfo {
             enabled: self.shared.config.enabled,
@@ -492,6 +605,17 @@ fn is_local_authority(authority: &str, port: u16) -> bool {
 }
 
 /// A refusal agents can show: a JSON-RPC error body with the reason.
+fn no_such_server(shared: &Shared, request: &Request) -> Response {
+    let reason = "no server by that name on this gateway; the path is /mcp/<server>";
+    shared.refusals.record(
+        StatusCode::NOT_FOUND,
+        reason,
+        request.headers(),
+        request.uri().path(),
+    );
+    refusal(StatusCode::NOT_FOUND, reason)
+}
+
 fn refusal(status: StatusCode, message: &str) -> Response {
     let body = serde_json::json!({
         "jsonrpc": "2.0",

@@ -238,13 +238,13 @@ pub(crate) fn ask_again(shared: &std::sync::Arc<super::Shared>) {
 /// Opens the question of `approval` again, tied to no agent's session.
 fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
     use crate::ask::AskKind;
-    let Some(config) = shared.servers.get(&approval.server) else {
+    let Some(config) = shared.server(&approval.server) else {
         // The server is no longer configured: nothing could run, nothing to ask.
         shared.pending.remove(&approval.id);
         return;
     };
     let now = super::Gateway::now_ms(shared);
-    let mut asker = crate::mcp::connect::asker_for(config);
+    let mut asker = crate::mcp::connect::asker_for(&config);
     asker.agent = Some(approval.agent_name.clone());
     asker.declared = approval.declared.clone();
     let text = |field: &str| {

@@ -25,6 +25,14 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// Forgets what servers no longer configured said about themselves.
+    pub(crate) fn keep_info_of(&self, configured: impl Fn(&str) -> bool) {
+        self.last_info
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|name, _| configured(name));
+    }
+
     pub(crate) async fn clear(&self) {
         let entries: Vec<_> = self.entries.lock().await.drain().collect();
         for (_, cell) in entries {
@@ -66,6 +74,8 @@ pub(crate) struct Upstream {
     pub(super) elicitor: Elicitor,
     pub(super) relay: Arc<AgentRelay>,
     pub(super) closed: CancellationToken,
+    /// Fires when the person changes or removes the server (see `Gateway::set_servers`).
+    retired: CancellationToken,
     /// What the upstream's session sees on the wire (completions of URL questions).
     pub(super) tap: Arc<Tap>,
     pub(super) session: u64,
@@ -127,6 +137,7 @@ impl Upstream {
         server: &ServerConfig,
         who: &Who,
     ) -> Result<Arc<Self>, String> {
+        let retired = shared.retirement(&server.name);
         let slot = Slot::take(shared, &server.name)?;
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (relay, notifications) = AgentRelay::new();
@@ -182,6 +193,7 @@ impl Upstream {
             elicitor,
             relay: relay.clone(),
             closed: tap.closed.clone(),
+            retired: retired.clone(),
             tap: tap.clone(),
             session,
             last_used: AtomicU64::new(crate::ask::unix_ms()),
@@ -213,6 +225,14 @@ impl Upstream {
                 tracing::warn!(error = %e, "cannot forget a session's decisions");
             }
         });
+        let end = upstream.service.cancellation_token();
+        let closed = upstream.closed.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = retired.cancelled() => end.cancel(),
+                _ = closed.cancelled() => {}
+            }
+        });
         tracing::info!(server = %server.name, agent = %who.name, session, "gateway: upstream session open");
         Ok(upstream)
     }
@@ -222,7 +242,12 @@ impl Upstream {
     }
 
     pub(super) fn is_closed(&self) -> bool {
-        self.closed.is_cancelled() || self.service.is_closed()
+        self.closed.is_cancelled() || self.service.is_closed() || self.is_retired()
+    }
+
+    /// The person changed or removed the server since this was opened.
+    pub(super) fn is_retired(&self) -> bool {
+        self.retired.is_cancelled()
     }
 
     pub(super) fn close(&self) {
