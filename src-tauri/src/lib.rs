@@ -74,6 +74,7 @@ pub fn run() {
                 focused: Arc::new(AtomicBool::new(false)),
             };
             if let Some(window) = tauri_app.get_webview_window("main") {
+                reload_when_the_page_dies(&window);
                 desktop
                     .focused
                     .store(window.is_focused().unwrap_or(false), Ordering::SeqCst);
@@ -139,6 +140,43 @@ pub fn run() {
         }
     });
 }
+
+/// WebKit runs the page in a process of its own; when that dies (killed, out of memory, a
+/// crash), the window would stay blank. The page is loaded again instead: it draws every open
+/// question from the backend, which never stopped. A page that keeps dying is left alone after
+/// a few tries, rather than loaded in a loop.
+#[cfg(target_os = "linux")]
+fn reload_when_the_page_dies(window: &tauri::WebviewWindow) {
+    const TRIES: usize = 5;
+    const WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
+    let hooked = window.with_webview(|webview| {
+        use webkit2gtk::WebViewExt;
+        let recent = std::cell::RefCell::new(std::collections::VecDeque::new());
+        webview
+            .inner()
+            .connect_web_process_terminated(move |view, reason| {
+                let mut recent = recent.borrow_mut();
+                let now = std::time::Instant::now();
+                recent.retain(|t: &std::time::Instant| now.duration_since(*t) < WITHIN);
+                if recent.len() >= TRIES {
+                    tracing::error!(
+                        ?reason,
+                        "the window's page keeps dying; not loading it again"
+                    );
+                    return;
+                }
+                recent.push_back(now);
+                tracing::warn!(?reason, "the window's page died; loading it again");
+                view.reload();
+            });
+    });
+    if let Err(e) = hooked {
+        tracing::warn!("cannot watch the window's page: {e}");
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn reload_when_the_page_dies(_window: &tauri::WebviewWindow) {}
 
 /// Drains the core's event channels into webview events and the tray. A new question marks
 /// the window as wanting attention but does not take the keyboard: a dialog that grabbed

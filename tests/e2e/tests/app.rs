@@ -138,6 +138,64 @@ async fn e2e_a_reload_mid_ask_redraws_it_from_the_backend() {
     app.close().await;
 }
 
+/// WebKit's web process killed mid-ask (as the out-of-memory killer would): the app reloads
+/// the page, which draws the open question again from the backend, and it is answerable.
+#[tokio::test]
+async fn e2e_when_the_pages_process_dies_the_page_comes_back_with_the_question() {
+    let app = App::start("web-process", demo()).await;
+    app.run_until_dialog("delete_ticket", r#"{"id": "t4"}"#)
+        .await;
+    let pid = app.app_pid().expect("the app's pid").to_string();
+    let killed = std::process::Command::new("pkill")
+        .args(["-KILL", "-P", &pid, "-x", "WebKitWebProces"])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "no web process of the app to kill");
+    countersign_e2e::eventually("the app notices", async || {
+        app.log().contains("the window's page died")
+    })
+    .await;
+    // WebKitWebDriver ends its session with the page, so the person's part is played with the
+    // X server's own keyboard: the dialog is back, with the focus in it, and Escape answers it.
+    let window = std::process::Command::new("xdotool")
+        .args(["search", "--onlyvisible", "--name", "^Countersign$"])
+        .output()
+        .unwrap();
+    let window = String::from_utf8_lossy(&window.stdout)
+        .lines()
+        .next()
+        .expect("the Countersign window")
+        .to_owned();
+    // Escape, until the page is back and answers it (before that, the key does nothing).
+    countersign_e2e::eventually(
+        "the question answered from the page that came back",
+        async || {
+            let keyed = std::process::Command::new("xdotool")
+                .args(["windowfocus", &window, "key", "Escape"])
+                .status()
+                .unwrap();
+            assert!(keyed.success());
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            std::fs::read_to_string(app.audit_log())
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|r| r["event"] == "resolved")
+        },
+    )
+    .await;
+    let resolved: Vec<Value> = std::fs::read_to_string(app.audit_log())
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|r: &Value| r["event"] == "resolved")
+        .collect();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0]["outcome"], "cancelled", "{resolved:?}");
+    assert_eq!(resolved[0]["reason"], "person", "{resolved:?}");
+    // No WebDriver session is left to close; dropping the app stops it.
+}
+
 /// Benchmark, not assertion: how long from the backend opening an ask to the dialog being in
 /// the DOM, and from a withdrawal to the dialog being gone, over 50 asks.
 #[tokio::test]
