@@ -9,41 +9,53 @@
 //! loses send errors (README, "Dependencies").
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use countersign_core::notification::{Notification, NotificationUpdate};
 
 type OnClick = Arc<dyn Fn() + Send + Sync>;
 
+/// Hands updates to the notification thread. Only the latest waiting one is kept: each says
+/// all there is to show (or that nothing is), so one the thread has not reached yet is moot,
+/// and a notification server that never answers holds one update, not every one since.
 #[derive(Clone)]
 pub struct Notifier {
-    updates: Arc<Mutex<mpsc::Sender<NotificationUpdate>>>,
+    next: Arc<(Mutex<Option<NotificationUpdate>>, Condvar)>,
 }
 
 impl Notifier {
     /// Starts the notification thread; `on_click` runs when the person clicks a notification.
     pub fn start(on_click: impl Fn() + Send + Sync + 'static) -> Notifier {
-        let (tx, rx) = mpsc::channel();
+        let next: Arc<(Mutex<Option<NotificationUpdate>>, Condvar)> = Arc::default();
         let on_click: OnClick = Arc::new(on_click);
+        let waiting = next.clone();
         let spawned = std::thread::Builder::new()
             .name("notifications".into())
             .spawn(move || {
                 let mut desk = Desk::default();
-                for update in rx {
+                loop {
+                    let (slot, ready) = &*waiting;
+                    let mut next = slot.lock().unwrap_or_else(|e| e.into_inner());
+                    let update = loop {
+                        match next.take() {
+                            Some(update) => break update,
+                            None => next = ready.wait(next).unwrap_or_else(|e| e.into_inner()),
+                        }
+                    };
+                    drop(next);
                     desk.apply(update, &on_click);
                 }
             });
         if let Err(e) = spawned {
             tracing::warn!("no desktop notifications: cannot start their thread: {e}");
         }
-        Notifier {
-            updates: Arc::new(Mutex::new(tx)),
-        }
+        Notifier { next }
     }
 
     pub fn update(&self, update: NotificationUpdate) {
-        let _ = self.updates.lock().expect("notifier lock").send(update);
+        let (slot, ready) = &*self.next;
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(update);
+        ready.notify_one();
     }
 }
 

@@ -2,7 +2,7 @@
 //! mode's refusals. Run by scripts/e2e.sh under Xvfb inside `dbus-run-session`, with
 //! `desktop-double` standing in for the notification server and the tray host.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -852,5 +852,57 @@ async fn e2e_editing_the_config_file_applies_at_once_and_a_broken_edit_says_wher
     .unwrap();
     app.gone("section[aria-label='Config problems']").await;
     app.gone("ul.server-list-items li:nth-child(2)").await;
+    app.close().await;
+}
+
+/// A notification daemon that takes the call and never answers: the dialogs, the answers and
+/// quitting go on as if it were not there.
+#[tokio::test]
+async fn e2e_a_notification_server_that_hangs_holds_up_nothing() {
+    let dir = scratch("notify-hang");
+    let server = desktop_double(
+        &dir,
+        "notifications",
+        &["--notifications", "{log}", "--hang"],
+    );
+    let app = App::start("notify-hang", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    app.unfocus().await;
+    ask_confirm(&app, "first").await;
+    eventually("the daemon has the app's call", async || {
+        logged(&server.log).iter().any(|r| r.get("hung").is_some())
+    })
+    .await;
+    app.press_in_dialog("Decline").await;
+    app.wait_result_contains("confirm_action", "decline").await;
+    // The stuck daemon still holds the first call; the next question is as quick.
+    ask_confirm(&app, "second").await;
+    app.press_in_dialog("Decline").await;
+    app.gone(DIALOG).await;
+    app.terminate_app();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while app.app_pid().is_some() {
+        assert!(Instant::now() < deadline, "the app did not quit");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// No session bus at all (a bare X session, a container): no tray, no notifications, one
+/// instance unchecked; the app starts, asks and answers.
+#[tokio::test]
+async fn e2e_without_a_session_bus_the_app_still_asks_and_answers() {
+    let app = App::start_with_env(
+        "no-bus",
+        ts_server(),
+        &[(
+            "DBUS_SESSION_BUS_ADDRESS",
+            Path::new("unix:path=/nonexistent/countersign-no-bus"),
+        )],
+    )
+    .await;
+    app.find("#app[data-ready]").await;
+    ask_confirm(&app, "no bus").await;
+    app.press_in_dialog("Submit").await;
+    app.wait_result_contains("confirm_action", "accept").await;
     app.close().await;
 }

@@ -4,6 +4,8 @@
 //!   appends every `Notify` (and `{"closed": id}` for every `CloseNotification`) to LOG as a
 //!   JSON line and, with `--click-after-ms N`, clicks each new notification N ms later (the
 //!   `ActionInvoked "default"` signal a real click sends). It advertises `body-markup`.
+//!   With `--hang`, it logs `{"hung": method}` for the first call and never answers it (nor,
+//!   since that call holds the server, any other): a notification daemon that is stuck.
 //! - `--tray LOG`: a tray host (`org.kde.StatusNotifierWatcher`) that appends every item that
 //!   registers (`{"sender", "path"}`) to LOG.
 //!
@@ -34,6 +36,16 @@ struct Notifications {
     next: u32,
     click_after: Option<Duration>,
     connection: Option<Connection>,
+    hang: bool,
+}
+
+impl Notifications {
+    async fn hang_if_asked(&self, method: &str) {
+        if self.hang {
+            append(&self.log, serde_json::json!({"hung": method}));
+            std::future::pending::<()>().await;
+        }
+    }
 }
 
 #[interface(name = "org.freedesktop.Notifications")]
@@ -50,6 +62,7 @@ impl Notifications {
         _hints: HashMap<String, OwnedValue>,
         _expire_timeout: i32,
     ) -> u32 {
+        self.hang_if_asked("Notify").await;
         let id = if replaces_id != 0 {
             replaces_id
         } else {
@@ -80,7 +93,8 @@ impl Notifications {
     }
 
     /// Like most daemons: bodies are markup, so a client must escape text.
-    fn get_capabilities(&self) -> Vec<String> {
+    async fn get_capabilities(&self) -> Vec<String> {
+        self.hang_if_asked("GetCapabilities").await;
         vec!["actions".into(), "body".into(), "body-markup".into()]
     }
 
@@ -154,6 +168,7 @@ impl Watcher {
 async fn main() -> zbus::Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut notifications, mut tray, mut click_after) = (None, None, None);
+    let mut hang = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--notifications" => notifications = args.next().map(PathBuf::from),
@@ -164,6 +179,7 @@ async fn main() -> zbus::Result<()> {
                     .and_then(|v| v.parse().ok())
                     .map(Duration::from_millis)
             }
+            "--hang" => hang = true,
             other => panic!("unknown argument {other}"),
         }
     }
@@ -185,6 +201,7 @@ async fn main() -> zbus::Result<()> {
                 next: 0,
                 click_after,
                 connection: None,
+                hang,
             },
         )?;
     }
