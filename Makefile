@@ -16,12 +16,13 @@
 #                     the unit step runs the same test)
 #   make fuzz         every parser of untrusted input against FUZZ_CASES generated inputs each
 #                     (default 20000; the test command runs 256 each and the committed corpus)
+#   make memory       the app's processes by PSS: window open, closed to the tray, opened again
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
 #                     (installs those two under target/bench-peers; prints figures, asserts none)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults memory
 
 
 deps:
@@ -103,5 +104,8 @@ soak:
 	cargo bench -p countersign-core --bench soak
 
 # The fault matrix, printed as a table. The unit step runs the same test.
+memory:
+	bash scripts/memory.sh
+
 faults:
 	cargo nextest run --workspace -E 'binary(faults)' --no-capture

@@ -74,7 +74,7 @@ pub fn run() {
                 focused: Arc::new(AtomicBool::new(false)),
             };
             if let Some(window) = tauri_app.get_webview_window("main") {
-                reload_when_the_page_dies(&window);
+                prepare_webview(&window);
                 desktop
                     .focused
                     .store(window.is_focused().unwrap_or(false), Ordering::SeqCst);
@@ -129,6 +129,16 @@ pub fn run() {
         }
     };
     app.run(|handle, event| {
+        // The window closed to the tray is released (see `on_window_event`), which Tauri takes
+        // for the last window closing: the app stays. `exit()` (Quit, a signal) has a code.
+        if let RunEvent::ExitRequested {
+            code: None, api, ..
+        } = &event
+            && tray_shown(handle)
+        {
+            api.prevent_exit();
+            return;
+        }
         // Both: a window closing asks to exit, `exit()` may go straight to Exit. Shutdown is
         // idempotent.
         if let RunEvent::ExitRequested { .. } | RunEvent::Exit = event {
@@ -141,12 +151,12 @@ pub fn run() {
     });
 }
 
-/// WebKit runs the page in a process of its own; when that dies (killed, out of memory, a
-/// crash), the window would stay blank. The page is loaded again instead: it draws every open
-/// question from the backend, which never stopped. A page that keeps dying is left alone after
-/// a few tries, rather than loaded in a loop.
+/// Sets up a new window's webview: loaded again when its page dies. WebKit runs the page in a process of its own; when that dies (killed, out of
+/// memory, a crash), the window would stay blank. The page is loaded again instead: it draws
+/// every open question from the backend, which never stopped. A page that keeps dying is left
+/// alone after a few tries, rather than loaded in a loop.
 #[cfg(target_os = "linux")]
-fn reload_when_the_page_dies(window: &tauri::WebviewWindow) {
+fn prepare_webview(window: &tauri::WebviewWindow) {
     const TRIES: usize = 5;
     const WITHIN: std::time::Duration = std::time::Duration::from_secs(60);
     let hooked = window.with_webview(|webview| {
@@ -176,7 +186,7 @@ fn reload_when_the_page_dies(window: &tauri::WebviewWindow) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn reload_when_the_page_dies(_window: &tauri::WebviewWindow) {}
+fn prepare_webview(_window: &tauri::WebviewWindow) {}
 
 /// Drains the core's event channels into webview events and the tray. A new question marks
 /// the window as wanting attention but does not take the keyboard: a dialog that grabbed
@@ -311,15 +321,18 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
             }
         }
         // With a tray to get it back from, closing the window keeps the app (and the
-        // questions it answers) running; without one, closing quits, as the UI says.
-        WindowEvent::CloseRequested { api, .. } => {
-            let tray = window
-                .try_state::<Desktop>()
-                .is_some_and(|d| d.tray.load(Ordering::SeqCst));
-            if tray {
-                api.prevent_close();
-                let _ = window.hide();
+        // questions it answers) running, and releases the window: its webview (WebKit's web
+        // process, most of the app's memory) is made again when the person opens it, and the
+        // page draws every open question from the backend. Without a tray, closing quits, as
+        // the UI says.
+        WindowEvent::CloseRequested { .. } => {
+            if tray_shown(window.app_handle()) {
                 tracing::info!("window closed to the tray");
+            }
+        }
+        WindowEvent::Destroyed => {
+            if let Some(desktop) = window.try_state::<Desktop>() {
+                desktop.focused.store(false, Ordering::SeqCst);
             }
         }
         _ => {}
@@ -337,14 +350,48 @@ fn request_attention(handle: &tauri::AppHandle) {
     });
 }
 
-/// Shows, raises and focuses the main window: only on the person's own action (a click on
-/// the notification or the tray, a second launch).
+fn tray_shown(handle: &tauri::AppHandle) -> bool {
+    handle
+        .try_state::<Desktop>()
+        .is_some_and(|d| d.tray.load(Ordering::SeqCst))
+}
+
+/// The main window, made again from the config when it was released (closed to the tray).
+/// On the main thread.
+fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
+    if let Some(window) = handle.get_webview_window("main") {
+        return Some(window);
+    }
+    let config = handle
+        .config()
+        .app
+        .windows
+        .iter()
+        .find(|w| w.label == "main")?
+        .clone();
+    let started = std::time::Instant::now();
+    match tauri::WebviewWindowBuilder::from_config(handle, &config).and_then(|b| b.build()) {
+        Ok(window) => {
+            prepare_webview(&window);
+            tracing::info!(took = ?started.elapsed(), "window made again");
+            Some(window)
+        }
+        Err(e) => {
+            tracing::error!("cannot open the window: {e}");
+            None
+        }
+    }
+}
+
+/// Shows, raises and focuses the main window (making it again if it was released): only on
+/// the person's own action (a click on the notification or the tray, a second launch), or
+/// when the tray it was closed to goes away.
 pub(crate) fn bring_forward(handle: &tauri::AppHandle) {
     // Window calls from another thread wait for the main thread; queue the work there instead
     // so the event forwarder never blocks a runtime worker.
     let main = handle.clone();
     let _ = handle.run_on_main_thread(move || {
-        if let Some(window) = main.get_webview_window("main") {
+        if let Some(window) = main_window(&main) {
             let _ = window.show();
             let _ = window.unminimize();
             let _ = window.set_focus();

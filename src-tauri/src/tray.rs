@@ -223,6 +223,10 @@ pub fn watch_host(app: &AppHandle, icon: bool) -> std::sync::Arc<std::sync::atom
                 if flag.swap(present, Ordering::SeqCst) != present {
                     tracing::info!(tray_host = present, "tray host changed");
                     let _ = tauri::Emitter::emit(&app, "desktop-event", ());
+                    // A window closed to the tray could not be got back without it.
+                    if !present && tauri::Manager::get_webview_window(&app, "main").is_none() {
+                        crate::bring_forward(&app);
+                    }
                 }
             }
         });

@@ -528,8 +528,9 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
     let pid = app.app_pid();
 
     app.close_window();
-    eventually("the window is hidden", async || {
-        app.visibility().await == "hidden"
+    // The window is released, and WebKit's web process with it.
+    eventually("the window's web process is gone", async || {
+        web_processes(pid.unwrap()) == 0
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -541,15 +542,45 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
         app.log()
     );
 
-    // Back from the tray: the question is still there and answerable.
+    // Back from the tray: a new window, with the question still there and answerable.
+    let opened = Instant::now();
     click_tray_menu(&item, "Open Countersign");
-    eventually("the tray brings the window back", async || {
-        app.visibility().await == "visible"
-    })
-    .await;
+    let window = loop {
+        if let Some(w) = app
+            .client
+            .windows()
+            .await
+            .ok()
+            .and_then(|w| w.into_iter().next())
+        {
+            break w;
+        }
+        assert!(
+            opened.elapsed() < Duration::from_secs(20),
+            "no window came back"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    app.client.switch_to_window(window).await.unwrap();
+    app.find("#app[data-ready]").await;
+    let dialog = app.dialog().await;
+    println!("window opened again and drawn in {:?}", opened.elapsed());
+    assert!(dialog.text().await.unwrap().contains("keep me"));
+    assert_eq!(app.visibility().await, "visible");
     app.press_in_dialog("Decline").await;
-    app.wait_result_contains("confirm_action", "decline").await;
+    app.gone(DIALOG).await;
+    let resolved = std::fs::read_to_string(app.audit_log()).unwrap();
+    assert!(resolved.contains(r#""outcome":"declined""#), "{resolved}");
     app.close().await;
+}
+
+/// WebKit web processes of the app (children of `pid`).
+fn web_processes(pid: u32) -> usize {
+    let out = Command::new("pgrep")
+        .args(["-P", &pid.to_string(), "-x", "WebKitWebProces"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().count()
 }
 
 #[tokio::test]

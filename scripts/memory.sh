@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What Countersign weighs while it waits: the proportional set size (PSS, shared pages split
+# between the processes that map them) of each of the app's processes, idle with the window
+# open, then closed to the tray, then opened again. Uses the release build when there is one
+# (`make package` builds it), else the debug build, and says which. Runs under Xvfb inside a
+# D-Bus session when there is no display; the tray host is the tests' desktop double.
+# Prints figures, asserts nothing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+export PATH="$HOME/.cargo/bin:$PATH"
+if [[ -z "${COUNTERSIGN_MEMORY_INNER:-}" ]]; then
+  cargo build -p countersign-e2e --bins
+  [[ -x target/release/countersign ]] || cargo build -p countersign -p countersign-demo-server
+  export COUNTERSIGN_MEMORY_INNER=1
+  exec dbus-run-session -- xvfb-run -a -s "-screen 0 1280x800x24" bash "$0" "$@"
+fi
+
+profile=debug
+[[ -x target/release/countersign && -x target/release/countersign-demo-server ]] && profile=release
+dir="$(mktemp -d)"
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+cat > "$dir/config.json" <<EOF
+{"mcpServers": {"demo": {"command": "$ROOT/target/$profile/countersign-demo-server"}}}
+EOF
+target/debug/desktop-double --tray "$dir/tray.jsonl" > "$dir/double.out" &
+until grep -q ready "$dir/double.out" 2>/dev/null; do sleep 0.1; done
+
+COUNTERSIGN_CONFIG="$dir/config.json" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" \
+  HOME="$dir/home" "target/$profile/countersign" 2> "$dir/app.log" &
+app=$!
+
+# PSS in KiB of one process.
+pss() { awk '/^Pss:/ {print $2}' "/proc/$1/smaps_rollup" 2>/dev/null || echo 0; }
+
+# One line per process of the app (itself and its children but the MCP server), then the sum.
+measure() {
+  local label=$1 total=0 line
+  printf '\n%s\n' "$label"
+  printf '  %-24s %8s\n' process "PSS MiB"
+  for pid in $app $(pgrep -P "$app"); do
+    name=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+    [[ $name == countersign-dem* ]] && continue
+    kib=$(pss "$pid")
+    total=$((total + kib))
+    printf '  %-24s %8.1f\n' "$name" "$(bc -l <<< "$kib / 1024")"
+  done
+  printf '  %-24s %8.1f\n' "all of the app" "$(bc -l <<< "$total / 1024")"
+  for pid in $(pgrep -P "$app"); do
+    name=$(cat "/proc/$pid/comm" 2>/dev/null) || continue
+    [[ $name == countersign-dem* ]] || continue
+    printf '  (the demo MCP server, not counted: %.1f MiB)\n' "$(bc -l <<< "$(pss "$pid") / 1024")"
+  done
+}
+
+echo "Countersign's memory ($profile build), idle with the demo server; settle ${SETTLE:=10} s each"
+sleep "$SETTLE"
+measure "window open"
+target/debug/close-window Countersign > /dev/null
+sleep "$SETTLE"
+measure "closed to the tray"
+# What the app itself holds while it waits: its own heap and stacks (anonymous, private), the
+# libraries' pages it touched (file-backed), and the largest mappings.
+awk '/^(Pss_Anon|Pss_File|Pss_Shmem|Private_Dirty|Private_Clean|Rss):/ {printf "  %-16s %8.1f MiB\n", $1, $2 / 1024}' "/proc/$app/smaps_rollup"
+echo "  largest file mappings of the app by PSS:"
+awk '/^[0-9a-f]+-[0-9a-f]+ / {file = $6} /^Pss:/ {if (file != "") pss[file] += $2}
+     END {for (f in pss) printf "%8.1f MiB  %s\n", pss[f] / 1024, f}' "/proc/$app/smaps" \
+  | sort -rn | head -6 | sed 's/^/  /'
+# A second launch brings the window forward, as the tray's Open item does.
+COUNTERSIGN_CONFIG="$dir/config.json" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" \
+  HOME="$dir/home" "target/$profile/countersign" 2>> "$dir/second.log" || true
+sleep "$SETTLE"
+measure "opened again"
+grep -o 'window made again.*' "$dir/app.log" | sed 's/^/  /' || true
+kill -TERM "$app"
+wait "$app" 2>/dev/null || true
