@@ -22,8 +22,8 @@ export async function start(root: HTMLElement): Promise<void> {
   const history = new HistoryPane();
   const connect = new ConnectPane();
   const settings = new SettingsPane();
-  const banner = el("div", { class: "banners" });
   const configBanner = el("div", { class: "config-banner" });
+  const banner = el("div", { class: "banners" }, configBanner);
   const trayNote = el("div", { class: "tray-note" });
 
   const tabs = new Tabs([
@@ -37,7 +37,6 @@ export async function start(root: HTMLElement): Promise<void> {
     el("header", { class: "topbar" },
       el("h1", { class: "brand" }, "Countersign"),
       tabs.list),
-    configBanner,
     banner,
     trayNote,
     el("main", { class: "content" }, ...tabs.panels),

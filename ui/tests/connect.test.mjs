@@ -459,7 +459,7 @@ test("Test connection runs the host's own check and shows what it printed, as te
   await app.close();
 });
 
-test("Import servers: the preview lists what each server would become, the chosen ones are imported, restart to use them", async () => {
+test("Import servers: the preview lists what each server would become, the chosen ones are imported and start at once", async () => {
   const preview = cursorImport();
   const app = await openConnect(state({ importPreviews: { cursor: preview } }));
   const { page, backend } = app;
@@ -502,7 +502,7 @@ test("Import servers: the preview lists what each server would become, the chose
   const result = card.locator(".agent-result");
   await result.waitFor();
   assert.equal(await result.textContent(),
-    "Imported 2 servers into ~/.config/countersign/config.json; restart Countersign to use them.");
+    "Imported 2 servers into ~/.config/countersign/config.json; Countersign starts them now (see Servers).");
   assert.equal(await page.evaluate(() => document.activeElement?.classList.contains("agent-result")), true);
   assert.match(await card.textContent(), /Renamed: github as github-cursor/);
   assert.match(await card.textContent(), /The config as it was is kept as ~\/\.config\/countersign\/config\.json\.bak-1767225600000\./);
