@@ -22,6 +22,7 @@ export class ServersPane {
   private stderr: HTMLElement | null = null;
   /** Bumped on every selection, so a slow reply for a server no longer shown is dropped. */
   private generation = 0;
+  private reloads = 0;
   private toolsLoaded = false;
 
   constructor() {
@@ -32,13 +33,18 @@ export class ServersPane {
     replace(this.detail, el("p", { class: "muted empty-detail" }, "Select a server to see its tools and output."));
   }
 
-  /** Redraws the list from `list_servers`. */
+  /** Redraws the list from `list_servers`. Reloads can overlap (a config edit and a session
+   * event for a server not listed yet); only the latest one's answer is drawn. */
   async reload(): Promise<void> {
+    const mine = ++this.reloads;
     try {
-      this.servers = await commands.listServers();
+      const servers = await commands.listServers();
+      if (mine !== this.reloads) return;
+      this.servers = servers;
       this.listStatus.textContent = this.servers.length === 0 ? "No servers configured." : "";
       this.listStatus.hidden = this.servers.length > 0;
     } catch (error) {
+      if (mine !== this.reloads) return;
       this.listStatus.hidden = false;
       this.listStatus.textContent = `Could not list servers: ${errorText(error)}`;
       this.servers = [];

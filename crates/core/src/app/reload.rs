@@ -76,13 +76,13 @@ impl App {
                 reload
             }
         };
-        let _ = self.config_changes.send_modify(|n| *n += 1);
         let Reload::Applied {
             added,
             removed,
             changed,
         } = &reload
         else {
+            self.config_changes.send_modify(|n| *n += 1);
             return reload;
         };
         tracing::info!(?added, ?removed, ?changed, "config edit applied");
@@ -99,6 +99,9 @@ impl App {
         if let Some(gateway) = &self.gateway {
             gateway.set_servers(servers);
         }
+        // Told once the sessions are started: a list read now shows each new server's
+        // session, never a stopped one that is about to start.
+        self.config_changes.send_modify(|n| *n += 1);
         reload
     }
 
