@@ -132,9 +132,15 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
     if (ask.kind === "url") append(question, el("div", { class: "muted" }, "Open ", inlineText(shortText(ask.url, 200))));
   }
   // Text from backend values and, for a remembered decision, the agent's arguments: as text.
-  const outcome = el("td", {}, inlineText(outcomeText(entry.outcome, ask.kind), 300));
+  const outcome = el("td", {}, inlineText(entry.interrupted
+    ? "No answer: Countersign stopped before recording one, so none was sent"
+    : outcomeText(entry.outcome, ask.kind), 300));
   if (entry.outcome?.outcome === "accepted" && entry.outcome.content !== null) {
     append(outcome, el("div", { class: "muted mono" }, inlineText(JSON.stringify(entry.outcome.content), 200)));
+  }
+  if (ask.kind !== "toolCall" && personAnswered(entry.outcome) && !entry.delivered) {
+    append(outcome, el("div", { class: "warn-text" },
+      "Not on record as sent: Countersign stopped, or the server went away, first. The server may not have received it."));
   }
   return el("tr", {},
     el("td", { class: "nowrap" }, dateTime(ask.receivedAtMs)),
@@ -142,6 +148,13 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
     question,
     outcome,
     el("td", { class: "nowrap" }, entry.resolvedAtMs === null ? "—" : dateTime(entry.resolvedAtMs)));
+}
+
+/** An answer the person gave, which goes back to the server (a withdrawal goes nowhere). */
+function personAnswered(outcome: HistoryEntry["outcome"]): boolean {
+  if (outcome === null) return false;
+  return outcome.outcome === "accepted" || outcome.outcome === "declined"
+    || (outcome.outcome === "cancelled" && outcome.reason === "person");
 }
 
 /** What checking the log found, in a sentence or two. */

@@ -338,11 +338,17 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
   const older = formAsk({ id: 1, server: "demo", message: "Older question", receivedAtMs: now - 60_000 });
   const newer = formAsk({ id: 2, server: "github", agent: "Cursor", message: "Newer question", receivedAtMs: now });
   const url = { ...formAsk({ id: 3, server: "auth", message: "Sign in", receivedAtMs: now - 30_000 }), kind: "url", url: "https://id.example.com/x", elicitationId: "e" };
+  const unsent = formAsk({ id: 1, server: "demo", message: "Unsent answer", receivedAtMs: now - 90_000 });
+  const cut = formAsk({ id: 2, server: "demo", message: "Cut short", receivedAtMs: now - 85_000 });
   const app = await openApp(env, { ...state(), history: {
     asks: [
-      { run: "r", ask: older, outcome: { outcome: "accepted", content: { confirm: true } }, resolvedAtMs: now - 50_000 },
-      { run: "r", ask: newer, outcome: { outcome: "cancelled", reason: "timeout" }, resolvedAtMs: now + 60_000 },
-      { run: "r", ask: url, outcome: null, resolvedAtMs: null },
+      { run: "r", ask: older, outcome: { outcome: "accepted", content: { confirm: true } }, resolvedAtMs: now - 50_000, delivered: true, interrupted: false },
+      { run: "r", ask: newer, outcome: { outcome: "cancelled", reason: "timeout" }, resolvedAtMs: now + 60_000, delivered: false, interrupted: false },
+      { run: "r", ask: url, outcome: null, resolvedAtMs: null, delivered: false, interrupted: false },
+      // An earlier run killed twice: after recording a decline it never sent, and before
+      // recording anything.
+      { run: "q", ask: unsent, outcome: { outcome: "declined" }, resolvedAtMs: now - 80_000, delivered: false, interrupted: false },
+      { run: "q", ask: cut, outcome: null, resolvedAtMs: null, delivered: false, interrupted: true },
     ],
     refused: [{ server: "weird", reason: "properties.x.type: \"object\" is not supported", atMs: now }],
     gated: [
@@ -357,10 +363,14 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
   const rows = page.locator(".history-table").first().locator("tbody tr");
   await rows.first().waitFor();
   const texts = await rows.allTextContents();
-  assert.equal(texts.length, 3);
+  assert.equal(texts.length, 5);
   assert.match(texts[0], /github.*for Cursor.*Newer question.*Cancelled: This question timed out\./);
+  assert.doesNotMatch(texts[0], /Not on record as sent/, "a withdrawal sends the server nothing to doubt");
   assert.match(texts[1], /auth.*Sign in.*Open https:\/\/id\.example\.com\/x.*No outcome recorded/);
   assert.match(texts[2], /demo.*Older question.*Accepted.*"confirm":true/);
+  assert.doesNotMatch(texts[2], /Not on record as sent/);
+  assert.match(texts[3], /Cut short.*No answer: Countersign stopped before recording one, so none was sent/);
+  assert.match(texts[4], /Unsent answer.*Declined.*Not on record as sent.*may not have received it/);
   assert.match(await page.locator(".history-table").nth(1).textContent(), /weird.*is not supported/);
   const gated = await page.locator(".history-table").nth(2).locator("tbody tr").allTextContents();
   assert.equal(gated.length, 2);

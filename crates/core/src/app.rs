@@ -560,7 +560,7 @@ impl App {
         let recent = self.broker.audit().recent().map_err(|e| AppError::Audit {
             message: e.to_string(),
         })?;
-        let mut history = history_from(recent.records, recent.skipped);
+        let mut history = history_from(recent.records, recent.skipped, self.broker.audit().run());
         history.older = recent.older;
         Ok(history)
     }

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 pub mod approval;
 pub mod audit;
 pub mod broker;
+pub mod kill_point;
 pub mod schema;
 pub mod url_policy;
 mod withdrawal;

@@ -728,7 +728,7 @@ async fn gemini_clis_project_settings_are_imported_not_routed() {
     let folder = home.project.canonicalize().unwrap().display().to_string();
     assert_eq!(team.project.as_deref(), Some(folder.as_str()));
     clients
-        .import(preview.plan, &[team.key.clone()])
+        .import(preview.plan, std::slice::from_ref(&team.key))
         .expect("imported");
     let written = std::fs::read_to_string(&config).unwrap();
     assert!(written.contains("https://team.example/mcp"), "{written}");

@@ -5,6 +5,7 @@
 //! the round before the person is asked anything.
 
 use countersign_core::ask::AskKind;
+use countersign_core::ask::audit::AuditRecord;
 use countersign_core::{Answer, ServerConfig};
 use serde_json::{Value, json};
 
@@ -96,6 +97,25 @@ async fn two_questions_in_one_result_are_answered_together() {
         reply.all_text(),
         r#"both [{"action":"accept","content":{"name":"Ada"}},{"action":"accept","content":{"color":"blue"}}]"#
     );
+    // The retried call carried both answers and was answered: both are on record as
+    // delivered, after their outcomes.
+    let (records, _) = h.broker.audit().history().unwrap();
+    let order: Vec<(u64, &str)> = records
+        .iter()
+        .filter_map(|r| match r {
+            AuditRecord::Resolved { id, .. } => Some((*id, "resolved")),
+            AuditRecord::Delivered { id, .. } => Some((*id, "delivered")),
+            _ => None,
+        })
+        .collect();
+    for ask in [&first, &second] {
+        let resolved = order.iter().position(|e| *e == (ask.id, "resolved"));
+        let delivered = order.iter().position(|e| *e == (ask.id, "delivered"));
+        assert!(
+            matches!((resolved, delivered), (Some(r), Some(d)) if r < d),
+            "{order:?}"
+        );
+    }
     h.shutdown().await;
 }
 

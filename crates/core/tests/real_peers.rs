@@ -110,9 +110,23 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
         Err(AnswerError::NotPending)
     );
 
-    // Both asks and both outcomes are in the audit log.
-    let (records, skipped) = h.broker.audit().history().unwrap();
-    assert_eq!(skipped, 0);
+    // Both asks and both outcomes are in the audit log, each answer recorded as delivered
+    // once the transport took it (just before the server's reply can come back).
+    let mut records = Vec::new();
+    for _ in 0..50 {
+        let (read, skipped) = h.broker.audit().history().unwrap();
+        assert_eq!(skipped, 0);
+        records = read;
+        if records
+            .iter()
+            .filter(|r| matches!(r, AuditRecord::Delivered { .. }))
+            .count()
+            == 2
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let summary: Vec<String> = records
         .iter()
         .map(|r| match r {
@@ -121,6 +135,7 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
             AuditRecord::Refused { reason, .. } => format!("refused {reason}"),
             AuditRecord::Gated { tool, .. } => format!("gated {tool}"),
             AuditRecord::Forwarded { method, .. } => format!("forwarded {method}"),
+            AuditRecord::Delivered { id, .. } => format!("delivered {id}"),
         })
         .collect();
     assert_eq!(
@@ -128,8 +143,10 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
         [
             format!("asked {}", ask.id),
             format!("resolved {} {:?}", ask.id, outcome),
+            format!("delivered {}", ask.id),
             format!("asked {}", ask2.id),
             format!("resolved {} Declined", ask2.id),
+            format!("delivered {}", ask2.id),
         ]
     );
     h.shutdown().await;

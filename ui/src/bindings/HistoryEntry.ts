@@ -9,4 +9,14 @@ export type HistoryEntry = { run: string, ask: Ask,
 /**
  * `None` while open, or when the run ended without recording it (a crash).
  */
-outcome: Outcome | null, resolvedAtMs: number | null, };
+outcome: Outcome | null, resolvedAtMs: number | null, 
+/**
+ * The answer is on record as taken by the transport to the server. Without it, an
+ * answer the person gave may not have reached the server (Countersign stopped, or the
+ * session ended, between the two).
+ */
+delivered: boolean, 
+/**
+ * Countersign stopped (a crash, a kill) before it recorded an outcome: it sent none.
+ */
+interrupted: boolean, };

@@ -593,7 +593,9 @@ mod tests {
             "{:?}",
             preview.notes
         );
-        s.clients.import(preview.plan, &[db.key.clone()]).unwrap();
+        s.clients
+            .import(preview.plan, std::slice::from_ref(&db.key))
+            .unwrap();
         let written: Value =
             serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
         assert_eq!(written["mcpServers"]["db"], json!({"command": "db-mcp"}));

@@ -18,6 +18,12 @@ pub struct HistoryEntry {
     pub outcome: Option<Outcome>,
     #[ts(type = "number | null")]
     pub resolved_at_ms: Option<u64>,
+    /// The answer is on record as taken by the transport to the server. Without it, an
+    /// answer the person gave may not have reached the server (Countersign stopped, or the
+    /// session ended, between the two).
+    pub delivered: bool,
+    /// Countersign stopped (a crash, a kill) before it recorded an outcome: it sent none.
+    pub interrupted: bool,
 }
 
 /// A refused request (e.g. a schema outside the subset) from the audit log.
@@ -59,8 +65,9 @@ pub struct History {
     pub older: bool,
 }
 
-/// The records, oldest first as the log holds them, projected for the person.
-pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History {
+/// The records, oldest first as the log holds them, projected for the person. `run` is this
+/// process's: an ask an earlier run left without an outcome was cut short by its end.
+pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize, run: &str) -> History {
     let mut asks: Vec<HistoryEntry> = Vec::new();
     let mut refused = Vec::new();
     let mut gated = Vec::new();
@@ -74,6 +81,8 @@ pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History
                     ask,
                     outcome: None,
                     resolved_at_ms: None,
+                    delivered: false,
+                    interrupted: false,
                 });
             }
             AuditRecord::Resolved {
@@ -85,6 +94,11 @@ pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History
                 if let Some(&i) = index.get(&(run, id)) {
                     asks[i].outcome = Some(outcome);
                     asks[i].resolved_at_ms = Some(at_ms);
+                }
+            }
+            AuditRecord::Delivered { run, id, .. } => {
+                if let Some(&i) = index.get(&(run, id)) {
+                    asks[i].delivered = true;
                 }
             }
             AuditRecord::Refused {
@@ -117,6 +131,9 @@ pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize) -> History
             AuditRecord::Forwarded { .. } => {}
         }
     }
+    for entry in &mut asks {
+        entry.interrupted = entry.outcome.is_none() && entry.run != run;
+    }
     asks.reverse();
     refused.reverse();
     gated.reverse();
@@ -144,7 +161,11 @@ mod tests {
             allowed,
             why: "rule".into(),
         };
-        let history = history_from(vec![gated(1, "list", true), gated(2, "purge", false)], 0);
+        let history = history_from(
+            vec![gated(1, "list", true), gated(2, "purge", false)],
+            0,
+            "r",
+        );
         assert_eq!(
             history
                 .gated
@@ -154,5 +175,72 @@ mod tests {
             [("purge", false), ("list", true)]
         );
         assert!(history.asks.is_empty());
+    }
+
+    #[test]
+    fn an_answer_is_delivered_only_on_record_and_a_run_cut_short_says_so() {
+        let ask = |run: &str, id| AuditRecord::Asked {
+            run: run.into(),
+            at_ms: 1,
+            ask: crate::ask::Ask {
+                id,
+                asker: crate::ask::Asker {
+                    server: "desk".into(),
+                    endpoint: crate::ask::Endpoint::Stdio {
+                        command: "desk".into(),
+                    },
+                    agent: None,
+                    declared: None,
+                },
+                kind: crate::ask::AskKind::Url {
+                    message: "m".into(),
+                    url: "https://example.com".into(),
+                    elicitation_id: "e".into(),
+                    host: "example.com".into(),
+                    warnings: vec![],
+                },
+                received_at_ms: 1,
+                deadline_ms: None,
+                request: serde_json::Value::Null,
+            },
+        };
+        let resolved = |run: &str, id| AuditRecord::Resolved {
+            run: run.into(),
+            at_ms: 2,
+            id,
+            outcome: Outcome::Declined,
+        };
+        let delivered = |run: &str, id| AuditRecord::Delivered {
+            run: run.into(),
+            at_ms: 3,
+            id,
+        };
+        let records = vec![
+            // An earlier run: one answer delivered, one recorded but not sent, one cut short
+            // before its outcome, and run "now" reusing id 1 (ids restart each run).
+            ask("old", 1),
+            resolved("old", 1),
+            delivered("old", 1),
+            ask("old", 2),
+            resolved("old", 2),
+            ask("old", 3),
+            ask("now", 1),
+            delivered("now", 9),
+        ];
+        let history = history_from(records, 0, "now");
+        let seen: Vec<(&str, u64, bool, bool)> = history
+            .asks
+            .iter()
+            .map(|e| (e.run.as_str(), e.ask.id, e.delivered, e.interrupted))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("now", 1, false, false),
+                ("old", 3, false, true),
+                ("old", 2, false, false),
+                ("old", 1, true, false),
+            ]
+        );
     }
 }

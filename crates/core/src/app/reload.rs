@@ -178,6 +178,9 @@ mod tests {
                 changed: vec!["b".into()],
             }
         );
-        assert_eq!(difference(&[a.clone()], &[a]), Reload::Unchanged);
+        assert_eq!(
+            difference(std::slice::from_ref(&a), &[a]),
+            Reload::Unchanged
+        );
     }
 }

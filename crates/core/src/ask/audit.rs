@@ -63,6 +63,10 @@ pub enum AuditRecord {
         #[serde(flatten)]
         outcome: Outcome,
     },
+    /// The answer to a server's question left Countersign: the transport took it (written
+    /// to the server's stdin, or accepted by its endpoint). An outcome without this record
+    /// may not have reached the server: Countersign stopped, or the session ended, first.
+    Delivered { run: String, at_ms: u64, id: AskId },
     /// A server's request was refused before it reached the person (e.g. a schema outside
     /// the supported subset).
     Refused {
@@ -170,6 +174,19 @@ impl AuditLog {
                 outcome: outcome.clone(),
             },
             self.inner.sync,
+        )
+    }
+
+    /// Not synced: a crash of the process keeps what was written, and a power cut that loses
+    /// it leaves the outcome reading "may not have reached the server", the cautious side.
+    pub(crate) fn record_delivered(&self, id: AskId) -> Result<(), AuditError> {
+        self.append(
+            &AuditRecord::Delivered {
+                run: self.inner.run.clone(),
+                at_ms: unix_ms(),
+                id,
+            },
+            false,
         )
     }
 

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, oneshot};
 
 use crate::ask::audit::AuditLog;
+use crate::ask::kill_point::{self, Step};
 use crate::ask::schema;
 use crate::ask::{
     Answer, AnswerError, Ask, AskEvent, AskId, AskKind, Asker, CancelReason, Outcome,
@@ -362,6 +363,7 @@ impl Broker {
     /// what went out, `None` if the ask had already ended.
     fn resolve(&self, id: AskId, outcome: Outcome) -> Option<Outcome> {
         let pending = self.lock().pending.remove(&id)?;
+        kill_point::reached(Step::BeforeRecord);
         // The record is on disk before the outcome can reach the server; an outcome that
         // cannot be recorded does not reach it: the answer is no.
         let outcome = match self
@@ -384,6 +386,7 @@ impl Broker {
                 refused
             }
         };
+        kill_point::reached(Step::AfterRecord);
         let _ = self.inner.events.send(AskEvent::Resolved {
             id,
             outcome: outcome.clone(),

@@ -63,7 +63,7 @@ use crate::ask::{AskKind, CancelReason, Outcome, Withdrawal};
 use crate::config::ServerConfig;
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
 use crate::mcp::handler::{Elicitor, Handler, Relay, Tap, client_config};
-use crate::mcp::input::answer_input_requests;
+use crate::mcp::input::{InputAnswers, answer_input_requests};
 use crate::mcp::raw::RawRequests;
 
 /// Rounds of multi round-trip input one forwarded call may take.
@@ -181,6 +181,8 @@ impl Forwarder {
         }
         let result = async {
             let mut url_rounds = 0;
+            // The last round's answers, delivered once the retried call is answered.
+            let mut delivering: Option<InputAnswers> = None;
             for _round in 0..MAX_INPUT_ROUNDS {
                 let sent = up
                     .send(
@@ -190,6 +192,11 @@ impl Forwarder {
                         Some(call),
                     )
                     .await;
+                if sent.is_ok()
+                    && let Some(answers) = delivering.take()
+                {
+                    answers.delivered(&up.elicitor);
+                }
                 // Addresses to open first: the person opens them on the desktop (the agent
                 // need not know URL mode), then the same call is made again.
                 if let Err(error) = &sent
@@ -243,11 +250,12 @@ impl Forwarder {
                 if leaving.reason().is_some() {
                     return Err(agent_cancelled());
                 }
-                let responses = answered.map_err(|m| {
+                let answers = answered.map_err(|m| {
                     McpError::internal_error(format!("{}: {m}", up.server.name), None)
                 })?;
-                request.params.input_responses = Some(responses);
+                request.params.input_responses = Some(answers.responses.clone());
                 request.params.request_state = required.request_state;
+                delivering = Some(answers);
             }
             Err(McpError::internal_error(
                 format!(
@@ -279,10 +287,14 @@ impl Forwarder {
         let mut request = request;
         let leaving = Leaving::of(&ctx);
         let mut rounds = 0;
+        let mut delivering: Option<InputAnswers> = None;
         let (result, raw) = loop {
             let (result, raw) = up
                 .send(request.clone(), &ctx, up.server.request_timeout, None)
                 .await?;
+            if let Some(answers) = delivering.take() {
+                answers.delivered(&up.elicitor);
+            }
             // A prompt or resource that needs the person first (multi round-trip requests):
             // asked on the desktop, then the same request again with the answers.
             let ServerResult::InputRequiredResult(required) = result else {
@@ -308,15 +320,15 @@ impl Forwarder {
             if leaving.reason().is_some() {
                 return Err(agent_cancelled());
             }
-            let responses = answered
+            let answers = answered
                 .map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?;
             match &mut request {
                 ClientRequest::GetPromptRequest(r) => {
-                    r.params.input_responses = Some(responses);
+                    r.params.input_responses = Some(answers.responses.clone());
                     r.params.request_state = required.request_state;
                 }
                 ClientRequest::ReadResourceRequest(r) => {
-                    r.params.input_responses = Some(responses);
+                    r.params.input_responses = Some(answers.responses.clone());
                     r.params.request_state = required.request_state;
                 }
                 _ => {
@@ -326,6 +338,7 @@ impl Forwarder {
                     ));
                 }
             }
+            delivering = Some(answers);
         };
         let picked = pick(result).ok_or_else(|| {
             McpError::internal_error(

@@ -27,6 +27,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::ask::broker::{Broker, NewAsk, OpenError};
+use crate::ask::kill_point::{self, Step};
 use crate::ask::schema;
 use crate::ask::{AskId, AskKind, Asker, CancelReason, Withdrawal};
 use crate::mcp::raw::RawRequests;
@@ -381,7 +382,14 @@ pub struct Tap {
     /// belongs to them, and is withdrawn as the caller's when one is cancelled.
     calls: Mutex<HashMap<u64, CancellationToken>>,
     next_call: std::sync::atomic::AtomicU64,
+    /// Answers on their way out, by the server's request id: the transport records each
+    /// one delivered once it has taken it.
+    answering: Mutex<HashMap<RequestId, AskId>>,
 }
+
+/// Answers awaiting their send, per session, at most. Past it the oldest are forgotten: their
+/// outcome then reads "may not have reached the server", which is the cautious side.
+const MAX_ANSWERING: usize = 1024;
 
 /// Progress notifications kept for a route not registered yet, per session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
@@ -416,6 +424,7 @@ impl Tap {
             progress: Mutex::default(),
             calls: Mutex::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
+            answering: Mutex::default(),
         })
     }
 
@@ -575,8 +584,29 @@ impl Tap {
         }
     }
 
+    /// The question `id` is answered: its answer is what goes out next under that id.
     pub(crate) fn unlink(&self, id: &RequestId) {
-        self.slots().remove(id);
+        let Some(Slot::Open(Some((ask, _)))) = self.slots().remove(id) else {
+            return;
+        };
+        let mut answering = self.answering.lock().unwrap_or_else(|e| e.into_inner());
+        if answering.len() >= MAX_ANSWERING {
+            answering.clear();
+        }
+        answering.insert(id.clone(), ask);
+    }
+
+    /// The ask whose answer this outgoing response carries, if any.
+    fn answer_leaving(&self, message: &TxJsonRpcMessage<RoleClient>) -> Option<AskId> {
+        let id = match message {
+            JsonRpcMessage::Response(response) => &response.id,
+            JsonRpcMessage::Error(error) => error.id.as_ref()?,
+            _ => return None,
+        };
+        self.answering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
     }
 }
 
@@ -596,7 +626,22 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.inner.send(item)
+        let answer = self
+            .tap
+            .answer_leaving(&item)
+            .map(|ask| (ask, self.tap.broker.audit().clone()));
+        let sending = self.inner.send(item);
+        async move {
+            let sent = sending.await;
+            // Taken by the transport: written to the server's stdin, or accepted by its
+            // endpoint. The log now says the answer reached the server.
+            if let (Ok(()), Some((ask, audit))) = (&sent, answer) {
+                kill_point::reached(Step::AfterSend);
+                let _ = audit.record_delivered(ask);
+                kill_point::reached(Step::AfterDelivered);
+            }
+            sent
+        }
     }
 
     fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {

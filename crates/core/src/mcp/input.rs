@@ -7,7 +7,26 @@ use rmcp::model::InputRequest;
 use serde_json::Value;
 
 use super::handler::Elicitor;
-use crate::ask::Withdrawal;
+use crate::ask::kill_point::{self, Step};
+use crate::ask::{AskId, Withdrawal};
+
+/// One round's answers: what goes into the retried request, and the asks they came from.
+pub(crate) struct InputAnswers {
+    pub responses: BTreeMap<String, Value>,
+    asks: Vec<AskId>,
+}
+
+impl InputAnswers {
+    /// The retried request carrying these answers was answered, so the server has them:
+    /// the log says they were delivered (see `AuditRecord::Delivered`).
+    pub fn delivered(&self, elicitor: &Elicitor) {
+        for &ask in &self.asks {
+            kill_point::reached(Step::AfterSend);
+            let _ = elicitor.broker.audit().record_delivered(ask);
+            kill_point::reached(Step::AfterDelivered);
+        }
+    }
+}
 
 /// Fulfils one round of multi round-trip input requests, together. `raw` is the result as
 /// the server sent it: an elicitation is judged from its params there, not from rmcp's typed
@@ -20,7 +39,7 @@ pub(crate) async fn answer_input_requests(
     requests: impl IntoIterator<Item = (String, InputRequest)>,
     raw: Option<&Value>,
     withdraw: &Withdrawal,
-) -> Result<BTreeMap<String, Value>, String> {
+) -> Result<InputAnswers, String> {
     let mut questions = Vec::new();
     for (key, request) in requests {
         let params = match request {
@@ -54,15 +73,19 @@ pub(crate) async fn answer_input_requests(
     }
     let answers =
         futures::future::join_all(questions.into_iter().map(|(key, params)| async move {
+            let mut opened = None;
             let answer = elicitor
-                .elicit(params, withdraw, |_| {})
+                .elicit(params, withdraw, |ask| opened = Some(ask))
                 .await
                 .map_err(|e| format!("unsupported input request: {}", e.message));
-            (key, answer)
+            (key, answer, opened)
         }))
         .await;
-    answers
-        .into_iter()
-        .map(|(key, answer)| answer.map(|value| (key, value)))
-        .collect()
+    let mut asks = Vec::new();
+    let mut responses = BTreeMap::new();
+    for (key, answer, opened) in answers {
+        responses.insert(key, answer?);
+        asks.extend(opened);
+    }
+    Ok(InputAnswers { responses, asks })
 }

@@ -69,6 +69,8 @@ impl SessionManager {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let mut url_rounds = 0;
+        // The last round's answers, delivered once the retried call is answered.
+        let mut delivering: Option<crate::mcp::input::InputAnswers> = None;
         for _round in 0..MAX_INPUT_ROUNDS {
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
             let once = call_once(&live, params.clone(), progress.as_ref());
@@ -111,6 +113,9 @@ impl SessionManager {
                 _ = cancel.cancelled() => return Err(SessionError::Cancelled),
             };
             let (response, raw) = response;
+            if let Some(answers) = delivering.take() {
+                answers.delivered(&live.elicitor);
+            }
             match response {
                 CallToolResponse::Complete(result) => {
                     self.succeeded(&entry);
@@ -128,12 +133,13 @@ impl SessionManager {
                     if cancel.is_cancelled() {
                         return Err(SessionError::Cancelled);
                     }
-                    let responses = answered.map_err(|message| SessionError::Protocol {
+                    let answers = answered.map_err(|message| SessionError::Protocol {
                         server: entry.config.name.clone(),
                         message,
                     })?;
-                    params.input_responses = Some(responses);
+                    params.input_responses = Some(answers.responses.clone());
                     params.request_state = required.request_state;
+                    delivering = Some(answers);
                 }
                 _ => {
                     return Err(SessionError::Protocol {
