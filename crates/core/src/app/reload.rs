@@ -178,9 +178,7 @@ mod tests {
                 changed: vec!["b".into()],
             }
         );
-        assert_eq!(
-            difference(std::slice::from_ref(&a), &[a]),
-            Reload::Unchanged
-        );
+        let same = [a];
+        assert_eq!(difference(&same, &same), Reload::Unchanged);
     }
 }
