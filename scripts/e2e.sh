@@ -17,4 +17,4 @@ fi
 # `cargo test -p countersign-e2e` would resolve features for that package alone and rebuild
 # zbus and others (measured: 1 min 45 s on two cores). --no-capture runs one test at a time.
 cargo nextest run --workspace --no-capture --no-fail-fast \
-  -E 'package(countersign-e2e) and (binary(app) | binary(desktop) | binary(gateway))' "$@"
+  -E 'package(countersign-e2e) and (binary(app) | binary(desktop) | binary(gateway) | binary(faults))' "$@"

@@ -8,6 +8,7 @@
 //   invalid-json  writes a line that is not JSON, then carries on
 //   binary        writes a line of random bytes, then carries on
 //   huge-line     writes one 64 MiB line (not JSON), then carries on
+//   none, note    nothing breaks (note: the question asks for text, not a checkbox)
 // Carrying on: the person's answer to the question ends the call with "answered: <action>".
 // What it receives after the fault is appended to $FAULT_SERVER_LOG.
 import { appendFileSync } from 'node:fs';
@@ -49,8 +50,11 @@ rl.on('line', (line) => {
     case 'tools/call': {
       const q = `q-${m.id}`;
       calls.set(q, m.id);
+      // `note` asks for text instead: an answer longer than a page of the disk.
+      const properties = m.params?.arguments?.kind === 'note'
+        ? { note: { type: 'string', title: 'Note' } } : { ok: { type: 'boolean' } };
       out({ jsonrpc: '2.0', id: q, method: 'elicitation/create', params: {
-        message: 'Go on?', requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } } },
+        message: 'Go on?', requestedSchema: { type: 'object', properties },
       } });
       // Break once the question is surely out.
       setTimeout(() => breakNow(m.params?.arguments?.kind), 200);

@@ -81,6 +81,25 @@ impl App {
         Self::launch(dir, env).await
     }
 
+    /// Waits for the app to die on its own (a crash the test arranged), then starts it again on
+    /// the same files, without the environment variable `without`.
+    pub async fn restart_after_crash(self, without: &str) -> App {
+        let deadline = Instant::now() + WAIT;
+        while self.app_pid().is_some() {
+            assert!(Instant::now() < deadline, "the app did not die");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let dir = self.dir.clone();
+        let env = self
+            .env
+            .iter()
+            .filter(|(k, _)| k != without)
+            .cloned()
+            .collect();
+        drop(self);
+        Self::launch(dir, env).await
+    }
+
     async fn launch(dir: PathBuf, env: Vec<(String, PathBuf)>) -> App {
         let app = target_dir().join("debug/countersign");
         assert!(app.exists(), "build the app first: {}", app.display());
@@ -931,4 +950,22 @@ pub fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
         }
     }
     found
+}
+
+/// One row of the fault matrix (README, "Tests"): printed, and appended as a JSON line to
+/// `$COUNTERSIGN_FAULT_ROWS` when set, where `scripts/fault-table.mjs` makes one table of
+/// every row, the core's and the real app's.
+pub fn fault_row(fault: &str, person: &str, server: &str, audit: &str, pass: bool) {
+    let row =
+        json!({"fault": fault, "person": person, "server": server, "audit": audit, "pass": pass});
+    println!("fault row: {row}");
+    if let Some(path) = std::env::var_os("COUNTERSIGN_FAULT_ROWS") {
+        use std::io::Write;
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .expect("the fault rows file");
+        writeln!(file, "{row}").unwrap();
+    }
 }
