@@ -12,8 +12,10 @@
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
 #   make soak         the backend over a long day: 100,000 questions (RSS slope), 10 idle servers,
 #                     1,000 gateway sessions (tasks, files, children left); prints figures
-#   make faults       the fault matrix as a table (stdio servers breaking while a question is open;
-#                     the unit step runs the same test)
+#   make faults       the fault matrix as one table: servers breaking while a question is open
+#                     (core), and the real app killed mid-answer, the disk full, its web process
+#                     killed, the desktop's services gone, the config edited, an agent killed
+#                     (e2e); `make test` runs the same tests and prints the same table
 #   make fuzz         every parser of untrusted input against FUZZ_CASES generated inputs each
 #                     (default 20000; the test command runs 256 each and the committed corpus)
 #   make memory       the app's processes by PSS: window open, closed to the tray, opened again
@@ -22,7 +24,7 @@
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults memory
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults fault-table memory
 
 
 deps:
@@ -37,8 +39,10 @@ run: ui
 	bash scripts/run-app.sh
 
 # Each step's time is printed as it ends and in a table at the end.
+# The unit and e2e steps leave the fault matrix's rows, printed as one table at the end.
 test:
-	@bash scripts/steps.sh ui unit ui-test conformance e2e package-test
+	@mkdir -p target && rm -f $(FAULT_ROWS)
+	@COUNTERSIGN_FAULT_ROWS=$(FAULT_ROWS) bash scripts/steps.sh ui unit ui-test conformance e2e package-test fault-table
 
 # The real app in a real webview (tauri-driver + WebKitWebDriver), under Xvfb when headless.
 e2e: ui
@@ -103,9 +107,19 @@ fuzz:
 soak:
 	cargo bench -p countersign-core --bench soak
 
-# The fault matrix, printed as a table. The unit step runs the same test.
 memory:
 	bash scripts/memory.sh
 
-faults:
-	cargo nextest run --workspace -E 'binary(faults)' --no-capture
+# The rows come from the core's matrix and from the real app's fault tests; one table at the end.
+FAULT_ROWS := $(CURDIR)/target/fault-rows.jsonl
+E2E_FAULTS := e2e_the_app_killed e2e_a_full_disk e2e_when_the_pages_process_dies \
+	e2e_a_notification_server_that_hangs e2e_without_a_session_bus e2e_editing_the_config_file \
+	e2e_gateway_an_agent_killed_mid_approval
+faults: ui
+	@mkdir -p target && rm -f $(FAULT_ROWS)
+	COUNTERSIGN_FAULT_ROWS=$(FAULT_ROWS) cargo nextest run --workspace -E 'package(countersign-core) and binary(faults)'
+	COUNTERSIGN_FAULT_ROWS=$(FAULT_ROWS) bash scripts/e2e.sh $(E2E_FAULTS)
+	@node scripts/fault-table.mjs $(FAULT_ROWS)
+
+fault-table:
+	@node scripts/fault-table.mjs $(FAULT_ROWS)

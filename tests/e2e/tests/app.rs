@@ -193,6 +193,19 @@ async fn e2e_when_the_pages_process_dies_the_page_comes_back_with_the_question()
     assert_eq!(resolved.len(), 1, "{resolved:?}");
     assert_eq!(resolved[0]["outcome"], "cancelled", "{resolved:?}");
     assert_eq!(resolved[0]["reason"], "person", "{resolved:?}");
+    countersign_e2e::eventually("the answer on record as delivered", async || {
+        std::fs::read_to_string(app.audit_log())
+            .unwrap_or_default()
+            .contains("\"event\":\"delivered\"")
+    })
+    .await;
+    countersign_e2e::fault_row(
+        "WebKit's web process killed (SIGKILL) with a question open",
+        "the page comes back with the question, focus in it; Escape answers it",
+        "cancel (the person's Escape), on record as delivered",
+        "the question, then cancelled by the person",
+        true,
+    );
     // No WebDriver session is left to close; dropping the app stops it.
 }
 

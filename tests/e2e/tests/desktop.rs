@@ -883,6 +883,16 @@ async fn e2e_editing_the_config_file_applies_at_once_and_a_broken_edit_says_wher
     .unwrap();
     app.gone("section[aria-label='Config problems']").await;
     app.gone("ul.server-list-items li:nth-child(2)").await;
+    fault_row(
+        "the config file edited while the app runs",
+        &format!(
+            "an added server starts and a removed one stops, without a restart; a broken edit changes nothing and says where: “{}”",
+            text.rsplit('/').next().unwrap_or("").trim()
+        ),
+        "the added server is started, the removed one stopped",
+        "unchanged (no question)",
+        true,
+    );
     app.close().await;
 }
 
@@ -916,6 +926,13 @@ async fn e2e_a_notification_server_that_hangs_holds_up_nothing() {
         assert!(Instant::now() < deadline, "the app did not quit");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    fault_row(
+        "the notification daemon hangs",
+        "both questions shown and answered as usual; quitting works",
+        "the person's declines",
+        "both questions and their outcomes",
+        true,
+    );
 }
 
 /// No session bus at all (a bare X session, a container): no tray, no notifications, one
@@ -935,5 +952,12 @@ async fn e2e_without_a_session_bus_the_app_still_asks_and_answers() {
     ask_confirm(&app, "no bus").await;
     app.press_in_dialog("Submit").await;
     app.wait_result_contains("confirm_action", "accept").await;
+    fault_row(
+        "no session bus (no tray, no notifications)",
+        "the app starts; the question is shown and answered",
+        "accept",
+        "the question and its outcome",
+        true,
+    );
     app.close().await;
 }

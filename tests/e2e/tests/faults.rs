@@ -152,7 +152,15 @@ async fn killed_at(step: &str, expect: Expect) -> bool {
         // Doubt only where the log lacks the delivery.
         && history.contains("Not on record as sent") == (expect.resolved && !expect.delivered);
     fault_row(
-        &format!("the app killed {}", step.replace('-', " ")),
+        &format!(
+            "the app killed (SIGKILL) {}",
+            match step {
+                "before-record" => "as the person submits, before the outcome is recorded",
+                "after-record" => "after recording the outcome, before sending it",
+                "after-send" => "after sending the answer, before recording its delivery",
+                _ => "after recording the delivery",
+            }
+        ),
         &format!("after the restart, History: “{}”", history.trim()),
         &if received.is_empty() {
             "no answer (its stdin closed)".to_owned()

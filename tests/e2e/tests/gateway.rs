@@ -5,7 +5,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use countersign_e2e::{App, DIALOG, WAIT, demo_server, eventually, http_exchange, repo};
+use countersign_e2e::{App, DIALOG, WAIT, demo_server, eventually, fault_row, http_exchange, repo};
 use fantoccini::Locator;
 use fantoccini::elements::Element;
 use serde_json::{Value, json};
@@ -471,6 +471,16 @@ async fn e2e_gateway_an_agent_killed_mid_approval_withdraws_the_dialog() {
             && r["outcome"] == "cancelled"
             && r["reason"] == "agentGone"),
         "{records:?}"
+    );
+    fault_row(
+        "the agent killed mid-call (its approval open)",
+        &format!(
+            "the dialog withdrawn in {} ms",
+            killed.elapsed().as_millis()
+        ),
+        "nothing: the call was never forwarded",
+        "the approval, then cancelled (agent gone)",
+        true,
     );
     gw.app.close().await;
 }
