@@ -18,13 +18,15 @@
 #                     (e2e); `make test` runs the same tests and prints the same table
 #   make fuzz         every parser of untrusted input against FUZZ_CASES generated inputs each
 #                     (default 20000; the test command runs 256 each and the committed corpus)
+#   make e2e-runs     runs made in the real app RUNS times in a row (200) without a retry, each
+#                     reaching the app once, short-lived dialogs seen from the page
 #   make memory       the app's processes by PSS: window open, closed to the tray, opened again
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
 #                     (installs those two under target/bench-peers; prints figures, asserts none)
 
 SHELL := /bin/bash
 .NOTPARALLEL:
-.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults fault-table memory
+.PHONY: deps run ui ui-test test unit conformance e2e package package-test screenshot smoke-peers bench-gateway interop fuzz soak faults fault-table e2e-runs memory
 
 
 deps:
@@ -123,3 +125,7 @@ faults: ui
 
 fault-table:
 	@node scripts/fault-table.mjs $(FAULT_ROWS)
+
+# Runs in a row without a retry (RUNS=N each of three kinds, 200 by default): minutes.
+e2e-runs: ui
+	COUNTERSIGN_E2E_FILTER='package(countersign-e2e) and binary(runs)' bash scripts/e2e.sh

@@ -16,5 +16,6 @@ fi
 # nextest with the workspace's features (as `make unit` builds them), so nothing is rebuilt;
 # `cargo test -p countersign-e2e` would resolve features for that package alone and rebuild
 # zbus and others (measured: 1 min 45 s on two cores). --no-capture runs one test at a time.
+# COUNTERSIGN_E2E_FILTER picks other tests (`make e2e-runs`).
 cargo nextest run --workspace --no-capture --no-fail-fast \
-  -E 'package(countersign-e2e) and (binary(app) | binary(desktop) | binary(gateway) | binary(faults))' "$@"
+  -E "${COUNTERSIGN_E2E_FILTER:-package(countersign-e2e) and (binary(app) | binary(desktop) | binary(gateway) | binary(faults))}" "$@"
