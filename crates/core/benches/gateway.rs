@@ -20,6 +20,10 @@
 //!
 //! and, for rows 3 and 4, a reference: the agents talk to the desk over stdio directly.
 //!
+//! Then rows T1-T4 (`ts_agent.rs`): one agent written with the TypeScript SDK, keeping its
+//! connections alive as agent hosts do, one call at a time, to the desk on stdio directly and
+//! through Countersign, mcp-proxy and supergateway, each fronting that same stdio desk.
+//!
 //! Each process has its own: this binary is the agents; it re-executes itself as the desk
 //! (`COUNTERSIGN_BENCH_ROLE=desk-http` or `desk-stdio`) and as the gateway (`=gateway`), so
 //! the CPU time of the proxy in the middle (utime + stime from /proc/<pid>/stat, all threads)
@@ -28,8 +32,12 @@
 //! Environment: `COUNTERSIGN_BENCH_MCP_PROXY` and `COUNTERSIGN_BENCH_SUPERGATEWAY` name the
 //! proxies' executables (default: where scripts/bench-gateway.sh installs them);
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
-//! countersign-legacy, mcp-proxy, supergateway, direct-stdio); `COUNTERSIGN_BENCH_CALLS`
+//! countersign-legacy, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
+//! ts-mcp-proxy, ts-supergateway); `COUNTERSIGN_BENCH_CALLS`
 //! changes the 10,000.
+
+#[path = "gateway/ts_agent.rs"]
+mod ts_agent;
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader, Read};
@@ -56,7 +64,7 @@ const ROWS_ENV: &str = "COUNTERSIGN_BENCH_ROWS";
 const CALLS_ENV: &str = "COUNTERSIGN_BENCH_CALLS";
 const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
-const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio";
+const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
 const CALLERS: usize = 16;
@@ -74,6 +82,8 @@ const MCP_PROXY_ISSUE: (f64, f64) = (1.0, 1.5);
 const TARGET_ADDED_P50_MS: f64 = 0.15;
 const TARGET_CPU_MS: f64 = 0.25;
 const TARGET_THROUGHPUT: f64 = 0.80;
+/// CPU per call for a keep-alive TypeScript SDK agent.
+const TARGET_TS_CPU_MS: f64 = 0.15;
 
 fn main() {
     match std::env::var(ROLE_ENV).as_deref() {
@@ -180,12 +190,24 @@ fn role_desk_stdio() {
 }
 
 /// Countersign's gateway alone, as the app runs it: one server (`desk`, the HTTP desk at
-/// `$COUNTERSIGN_BENCH_UPSTREAM`), `toolPolicy: {"list_tickets": "allow"}`, the audit log
-/// opened as the app opens it. Prints `URL TOKEN`, serves until stdin closes.
+/// `$COUNTERSIGN_BENCH_UPSTREAM`, or this binary as the stdio desk when that says `stdio`),
+/// `toolPolicy: {"list_tickets": "allow"}`, the audit log opened as the app opens it. Prints
+/// `URL TOKEN`, serves until stdin closes.
 fn role_gateway() {
     runtime().block_on(async {
         let upstream = std::env::var(UPSTREAM_ENV).expect("upstream URL");
-        let mut server = ServerConfig::http(SERVER, &upstream);
+        let mut server = if upstream == ts_agent::STDIO_UPSTREAM {
+            let exe = std::env::current_exe().expect("this binary");
+            let mut server = ServerConfig::stdio(SERVER, &exe.display().to_string(), &[]);
+            if let countersign_core::config::TransportConfig::Stdio { env, .. } =
+                &mut server.transport
+            {
+                env.insert(ROLE_ENV.into(), "desk-stdio".into());
+            }
+            server
+        } else {
+            ServerConfig::http(SERVER, &upstream)
+        };
         server.tool_policy = BTreeMap::from([(TOOL.to_owned(), ToolRule::Allow)]);
         if std::env::var(PROTOCOL_ENV).as_deref() == Ok("legacy") {
             server.protocol = ProtocolChoice::Legacy;
@@ -896,7 +918,87 @@ async fn bench(rows: &str, calls: usize) {
     }
 
     report(&results);
+
+    let mut ts_rows: Vec<(&str, Result<Run, String>)> = Vec::new();
+    if wanted("ts-direct") {
+        let label = "T1 TypeScript agent -> desk (stdio, direct)";
+        eprintln!("running: {label}");
+        ts_rows.push((label, ts_agent::direct(calls).await));
+    }
+    if wanted("ts-countersign") {
+        let label = "T2 TypeScript agent -> Countersign -> desk (stdio)";
+        eprintln!("running: {label}");
+        ts_rows.push((label, ts_agent::countersign(calls).await));
+    }
+    if wanted("ts-mcp-proxy") {
+        let label = "T3 TypeScript agent -> mcp-proxy -> desk (stdio)";
+        eprintln!("running: {label}");
+        let outcome = match &mcp_proxy {
+            Ok(p) => ts_agent::mcp_proxy(calls, p, &dir).await,
+            Err(e) => Err(e.clone()),
+        };
+        ts_rows.push((label, outcome));
+    }
+    if wanted("ts-supergateway") {
+        let label = "T4 TypeScript agent -> supergateway --stateful -> desk (stdio)";
+        eprintln!("running: {label}");
+        let outcome = match &supergateway {
+            Ok(p) => ts_agent::supergateway(calls, p, &dir).await,
+            Err(e) => Err(e.clone()),
+        };
+        ts_rows.push((label, outcome));
+    }
+    report_ts(&ts_rows);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+fn report_ts(rows: &[(&str, Result<Run, String>)]) {
+    if rows.is_empty() {
+        return;
+    }
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let direct = rows
+        .iter()
+        .find(|r| r.0.starts_with("T1"))
+        .and_then(|r| r.1.as_ref().ok());
+    println!(
+        "one TypeScript SDK 1.32 agent (keep-alive connections), one call at a time, each proxy fronting the stdio desk (times in ms; CPU per call):"
+    );
+    println!(
+        "  {:width$}  {:>7} {:>7} {:>8}  {:>11}  {:>9} {:>9}",
+        "", "p50", "p99", "calls/s", "+p50 vs T1", "CPU proxy", "CPU desk",
+    );
+    for (label, outcome) in rows {
+        match outcome {
+            Ok(r) => println!(
+                "  {:width$}  {:>7.3} {:>7.3} {:>8.0}  {:>11}  {:>9} {:>9.3}",
+                label,
+                r.percentile_ms(0.50),
+                r.percentile_ms(0.99),
+                r.per_second(),
+                direct
+                    .map(|d| format!("{:+.3}", r.percentile_ms(0.5) - d.percentile_ms(0.5)))
+                    .unwrap_or_default(),
+                r.middle_cpu_per_call()
+                    .map(|c| format!("{c:.3}"))
+                    .unwrap_or_else(|| "-".into()),
+                r.upstream_cpu_per_call(),
+            ),
+            Err(e) => println!("  {label:width$}  did not run: {e}"),
+        }
+    }
+    if let Some((_, Ok(c))) = rows.iter().find(|r| r.0.starts_with("T2")) {
+        let cpu = c.middle_cpu_per_call().unwrap_or(f64::NAN);
+        println!(
+            "  target: Countersign under {TARGET_TS_CPU_MS} ms of CPU per call for this agent: {cpu:.3} ms -> {}",
+            if cpu < TARGET_TS_CPU_MS {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    }
+    println!();
 }
 
 fn report(rows: &[Row]) {
