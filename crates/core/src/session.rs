@@ -127,6 +127,29 @@ struct Live {
     tap: Arc<Tap>,
     /// Raw results that ask for input, read beside rmcp.
     raw: Arc<RawRequests>,
+    /// Fires when the session is declared over, with why in `why_ended`: the calls in flight
+    /// end then, not only once the transport has closed (rmcp waits up to 5 s for a hung HTTP
+    /// server to take its session's DELETE).
+    ended: CancellationToken,
+    why_ended: Mutex<String>,
+}
+
+impl Live {
+    fn end(&self, why: &str) {
+        *lock(&self.why_ended) = crate::mcp::connect::in_words(why);
+        self.ended.cancel();
+    }
+
+    /// What a call in flight is told when the session ended under it.
+    fn ended_error(&self, entry: &Entry) -> SessionError {
+        SessionError::Protocol {
+            server: entry.config.name.clone(),
+            message: format!(
+                "the session ended during the call: {}",
+                lock(&self.why_ended)
+            ),
+        }
+    }
 }
 
 struct Entry {
@@ -462,15 +485,26 @@ impl SessionManager {
                 _ = tap.closed.cancelled() => break Some(self.closed_reason(entry)),
                 _ = entry.signed_in.notified() => break Some(SIGNED_IN_AGAIN.into()),
                 _ = tokio::time::sleep(self.inner.ping_every) => {
-                    let mut options = PeerRequestOptions::no_options();
-                    options.timeout = Some(entry.config.request_timeout.min(Duration::from_secs(10)));
-                    let ping = live.peer.send_request_with_option(
-                        ClientRequest::PingRequest(PingRequest::default()),
-                        options,
-                    );
-                    let answered = match ping.await {
-                        Ok(handle) => handle.await_response().await,
-                        Err(e) => Err(e),
+                    // Our own deadline, not rmcp's: on its timeout rmcp awaits sending the
+                    // server `notifications/cancelled`, which a hung HTTP server never takes,
+                    // and the dead session went unnoticed for 8 s more (the fault matrix's
+                    // "HTTP hang" row, 10.7 s before).
+                    let wait = entry.config.request_timeout.min(Duration::from_secs(10));
+                    let ping = async {
+                        live.peer
+                            .send_request_with_option(
+                                ClientRequest::PingRequest(PingRequest::default()),
+                                PeerRequestOptions::no_options(),
+                            )
+                            .await?
+                            .await_response()
+                            .await
+                    };
+                    let Ok(answered) = tokio::time::timeout(wait, ping).await else {
+                        break Some(format!(
+                            "the server stopped answering: no reply to a ping within {} s",
+                            wait.as_secs_f64()
+                        ));
                     };
                     // Any reply proves the server alive; an error reply too (2026-07-28 servers
                     // may not offer `ping`). Only silence or a broken transport means dead.
@@ -488,6 +522,7 @@ impl SessionManager {
             }
         };
         *lock(&entry.live) = None;
+        live.end(reason.as_deref().unwrap_or("it was stopped"));
         // Before closing: rmcp waits for its in-flight handlers (up to 5 s) when the transport
         // ends, and the person should not stare at a question from a dead server meanwhile.
         self.inner
@@ -550,6 +585,8 @@ impl SessionManager {
             elicitor,
             tap: tap.clone(),
             raw: raw_kept,
+            ended: CancellationToken::new(),
+            why_ended: Mutex::default(),
         });
         Ok((live, tap))
     }

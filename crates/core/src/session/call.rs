@@ -111,6 +111,7 @@ impl SessionManager {
                     Ok(r) => r.map_err(|e| self.request_error(&entry, e))?,
                 },
                 _ = cancel.cancelled() => return Err(SessionError::Cancelled),
+                _ = live.ended.cancelled() => return Err(live.ended_error(&entry)),
             };
             let (response, raw) = response;
             if let Some(answers) = delivering.take() {

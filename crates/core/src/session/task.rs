@@ -42,6 +42,7 @@ impl SessionManager {
                 Ok(r) => r.map_err(|e| self.request_error(entry, e))?,
             },
             _ = cancel.cancelled() => return Err(SessionError::Cancelled),
+            _ = live.ended.cancelled() => return Err(live.ended_error(entry)),
         };
         let mut reported = Reported::default();
         if let Some(task) = Created::task(&created) {
@@ -75,6 +76,7 @@ impl SessionManager {
             r = request(live, about("tasks/result", &id)) => r,
             _ = status => unreachable!("polling never ends by itself"),
             _ = cancel.cancelled() => return Err(SessionError::Cancelled),
+            _ = live.ended.cancelled() => return Err(live.ended_error(entry)),
             _ = tokio::time::sleep(timeout) => return Err(timeout_error(entry)),
         };
         guard.live = None;
