@@ -115,7 +115,8 @@ memory:
 # The rows come from the core's matrix and from the real app's fault tests; one table at the end.
 FAULT_ROWS := $(CURDIR)/target/fault-rows.jsonl
 E2E_FAULTS := e2e_the_app_killed e2e_a_full_disk e2e_when_the_pages_process_dies \
-	e2e_a_notification_server_that_hangs e2e_without_a_session_bus e2e_editing_the_config_file \
+	e2e_a_notification_server_that_hangs e2e_without_a_notification_daemon e2e_without_a_session_bus \
+	e2e_editing_the_config_file \
 	e2e_gateway_an_agent_killed_mid_approval
 faults: ui
 	@mkdir -p target && rm -f $(FAULT_ROWS)

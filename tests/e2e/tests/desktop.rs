@@ -935,6 +935,30 @@ async fn e2e_a_notification_server_that_hangs_holds_up_nothing() {
     );
 }
 
+/// A session bus with no notification daemon on it (nothing here can be activated as one):
+/// the notification fails, is logged, and the question is shown and answered as usual.
+#[tokio::test]
+async fn e2e_without_a_notification_daemon_the_question_is_still_asked() {
+    let app = App::start("no-daemon", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    app.unfocus().await;
+    ask_confirm(&app, "no daemon").await;
+    eventually("the failed notification is logged", async || {
+        app.log().contains("cannot show a desktop notification")
+    })
+    .await;
+    app.press_in_dialog("Submit").await;
+    app.wait_result_contains("confirm_action", "accept").await;
+    fault_row(
+        "no notification daemon on the bus",
+        "no notification (the app logs why); the question is shown and answered",
+        "accept",
+        "the question and its outcome",
+        true,
+    );
+    app.close().await;
+}
+
 /// No session bus at all (a bare X session, a container): no tray, no notifications, one
 /// instance unchecked; the app starts, asks and answers.
 #[tokio::test]
