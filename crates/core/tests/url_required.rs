@@ -38,6 +38,15 @@ async fn the_address_is_asked_for_and_the_call_made_again_once_the_server_report
     // The person never says they are done: the server's completion makes the call again.
     let reply = finish(call, "url_required").await;
     assert_eq!(reply.all_text(), "done after the URL");
+    // No response carries this answer; it took effect in the call made again, and the log
+    // says so (History would otherwise doubt that it reached the server).
+    let (records, _) = h.broker.audit().history().unwrap();
+    assert!(
+        records.iter().any(
+            |r| matches!(r, countersign_core::ask::audit::AuditRecord::Delivered { id, .. } if *id == ask.id)
+        ),
+        "{records:?}"
+    );
     h.wait_stderr("ts", "sent elicitation complete").await;
     // If Countersign asked "done?", that question went away by itself.
     for event in person.drain() {

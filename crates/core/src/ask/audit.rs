@@ -64,8 +64,10 @@ pub enum AuditRecord {
         outcome: Outcome,
     },
     /// The answer to a server's question left Countersign: the transport took it (written
-    /// to the server's stdin, or accepted by its endpoint). An outcome without this record
-    /// may not have reached the server: Countersign stopped, or the session ended, first.
+    /// to the server's stdin, or accepted by its endpoint), or the retried request carrying it
+    /// (multi round-trip input) was answered, or, for addresses a call needs opened, the call
+    /// was made again or ended on it. An outcome without this record may not have reached the
+    /// server: Countersign stopped, or the session ended, first.
     Delivered { run: String, at_ms: u64, id: AskId },
     /// A server's request was refused before it reached the person (e.g. a schema outside
     /// the supported subset).

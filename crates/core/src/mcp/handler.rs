@@ -132,6 +132,13 @@ impl Elicitor {
             .to_elicit_result())
     }
 
+    /// Records that the answer to `ask` reached where it goes (see `AuditRecord::Delivered`).
+    pub(crate) fn delivered(&self, ask: AskId) {
+        kill_point::reached(Step::AfterSend);
+        let _ = self.broker.audit().record_delivered(ask);
+        kill_point::reached(Step::AfterDelivered);
+    }
+
     fn parse(&self, params: &Value) -> Result<AskKind, String> {
         let Some(obj) = params.as_object() else {
             return Err("elicitation params must be an object".into());

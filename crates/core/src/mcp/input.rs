@@ -7,7 +7,6 @@ use rmcp::model::InputRequest;
 use serde_json::Value;
 
 use super::handler::Elicitor;
-use crate::ask::kill_point::{self, Step};
 use crate::ask::{AskId, Withdrawal};
 
 /// One round's answers: what goes into the retried request, and the asks they came from.
@@ -21,9 +20,7 @@ impl InputAnswers {
     /// the log says they were delivered (see `AuditRecord::Delivered`).
     pub fn delivered(&self, elicitor: &Elicitor) {
         for &ask in &self.asks {
-            kill_point::reached(Step::AfterSend);
-            let _ = elicitor.broker.audit().record_delivered(ask);
-            kill_point::reached(Step::AfterDelivered);
+            elicitor.delivered(ask);
         }
     }
 }

@@ -76,10 +76,16 @@ pub async fn satisfy(
                 completions.push(tap.completion(&id));
                 ids.push(id);
             }
+            let mut opened = None;
             let answer = elicitor
-                .elicit(params, withdraw, |_| {})
+                .elicit(params, withdraw, |ask| opened = Some(ask))
                 .await
                 .map_err(|e| format!("{server} asked to open an address that cannot be shown: {}", e.message))?;
+            // No response goes to the server: the answer takes effect here, in the call made
+            // again or ended.
+            if let Some(ask) = opened {
+                elicitor.delivered(ask);
+            }
             match answer.get("action").and_then(Value::as_str) {
                 Some("accept") => {}
                 Some("decline") => {
@@ -115,6 +121,7 @@ pub async fn satisfy(
         };
         let mut waiting = withdraw.clone();
         waiting.add(all_complete.clone(), CancelReason::Server);
+        let mut opened = None;
         let done = elicitor
             .elicit(
                 json!({
@@ -125,9 +132,12 @@ pub async fn satisfy(
                     "requestedSchema": {"type": "object", "properties": {}},
                 }),
                 &waiting,
-                |_| {},
+                |ask| opened = Some(ask),
             )
             .await;
+        if let Some(ask) = opened {
+            elicitor.delivered(ask);
+        }
         watcher.abort();
         if all_complete.is_cancelled() {
             return Ok(());
