@@ -40,7 +40,8 @@ try {
     if (result.isError) throw new Error(`the call failed: ${JSON.stringify(result.content)}`);
     ns.push(Number(process.hrtime.bigint() - t0));
   }
-  print({ step: 'done', ns });
+  // Past 64 KiB a pipe takes the line in parts: wait for all of it before exiting.
+  await new Promise((resolve) => process.stdout.write(JSON.stringify({ step: 'done', ns }) + '\n', resolve));
   await client.close();
   process.exit(0);
 } catch (e) {

@@ -33,7 +33,8 @@
 //! proxies' executables (default: where scripts/bench-gateway.sh installs them);
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
 //! countersign-legacy, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
-//! ts-mcp-proxy, ts-supergateway); `COUNTERSIGN_BENCH_CALLS`
+//! ts-mcp-proxy, ts-supergateway); `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a
+//! single-threaded runtime (what fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS`
 //! changes the 10,000.
 
 #[path = "gateway/ts_agent.rs"]
@@ -194,7 +195,15 @@ fn role_desk_stdio() {
 /// `toolPolicy: {"list_tickets": "allow"}`, the audit log opened as the app opens it. Prints
 /// `URL TOKEN`, serves until stdin closes.
 fn role_gateway() {
-    runtime().block_on(async {
+    let runtime = if std::env::var("COUNTERSIGN_BENCH_GATEWAY_THREADS").as_deref() == Ok("1") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    } else {
+        runtime()
+    };
+    runtime.block_on(async {
         let upstream = std::env::var(UPSTREAM_ENV).expect("upstream URL");
         let mut server = if upstream == ts_agent::STDIO_UPSTREAM {
             let exe = std::env::current_exe().expect("this binary");
