@@ -138,9 +138,14 @@ function row(entry: HistoryEntry): HTMLTableRowElement {
   if (entry.outcome?.outcome === "accepted" && entry.outcome.content !== null) {
     append(outcome, el("div", { class: "muted mono" }, inlineText(JSON.stringify(entry.outcome.content), 200)));
   }
-  if (ask.kind !== "toolCall" && personAnswered(entry.outcome) && !entry.delivered) {
-    append(outcome, el("div", { class: "warn-text" },
-      "Not on record as sent: Countersign stopped, or the server went away, first. The server may not have received it."));
+  if (!entry.delivered) {
+    if (ask.kind !== "toolCall" && personAnswered(entry.outcome)) {
+      append(outcome, el("div", { class: "warn-text" },
+        "Not on record as sent: Countersign stopped, or the server went away, first. The server may not have received it."));
+    } else if (ask.kind === "toolCall" && allowed(entry.outcome)) {
+      append(outcome, el("div", { class: "warn-text" },
+        "Not on record as carried out: the call may not have run (Countersign stopped or the agent went away first, or the agent has not made the call again)."));
+    }
   }
   return el("tr", {},
     el("td", { class: "nowrap" }, dateTime(ask.receivedAtMs)),
@@ -155,6 +160,13 @@ function personAnswered(outcome: HistoryEntry["outcome"]): boolean {
   if (outcome === null) return false;
   return outcome.outcome === "accepted" || outcome.outcome === "declined"
     || (outcome.outcome === "cancelled" && outcome.reason === "person");
+}
+
+/** An agent's call the person let through. */
+function allowed(outcome: HistoryEntry["outcome"]): boolean {
+  if (outcome === null) return false;
+  return outcome.outcome === "accepted" || outcome.outcome === "alwaysAllowed"
+    || (outcome.outcome === "remembered" && outcome.decision.allow);
 }
 
 /** What checking the log found, in a sentence or two. */

@@ -46,7 +46,7 @@ test("a big integer in the arguments is shown as sent, not as JavaScript rounds 
 
 test("History shows a call's arguments from the forwarded text: big integers exact, key order kept", async () => {
   const now = Date.UTC(2026, 0, 5, 9, 0, 0);
-  const entry = (id, ask) => ({ run: "r", ask: { ...ask, receivedAtMs: now - id * 1000 }, outcome: { outcome: "accepted", content: null }, resolvedAtMs: now });
+  const entry = (id, ask) => ({ run: "r", ask: { ...ask, receivedAtMs: now - id * 1000 }, outcome: { outcome: "accepted", content: null }, resolvedAtMs: now, delivered: true, interrupted: false });
   const text = '{\n  "n": 9007199254740993,\n  "note": "two  spaces\\n and a \\"quote\\"",\n  "list": [\n    1,\n    2\n  ]\n}';
   const app = await openApp(env, { history: { asks: [
     entry(1, toolCallAsk({ id: 1, tool: "big", args: JSON.parse(text), argumentsText: text })),

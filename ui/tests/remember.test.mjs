@@ -282,7 +282,7 @@ test("the agent is its token's name; the name it calls itself is shown beside wh
 
 test("History words remembered outcomes and says which remembered decision decided a call", async () => {
   const now = Date.UTC(2026, 0, 5, 12, 0, 0);
-  const entry = (id, outcome, o = {}) => ({ run: "r", ask: call({ id, receivedAtMs: now - id * 1000, ...o }), outcome, resolvedAtMs: now });
+  const entry = (id, outcome, o = {}) => ({ run: "r", ask: call({ id, receivedAtMs: now - id * 1000, ...o }), outcome, resolvedAtMs: now, delivered: true, interrupted: false });
   const app = await openApp(env, { history: { asks: [
     entry(1, { outcome: "remembered", decision: { allow: true, lasting: { kind: "session" },
       covering: { kind: "pathUnder", argument: "path", prefix: "/p" } } }, { declared: "cursor-agent" }),

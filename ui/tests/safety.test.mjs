@@ -95,7 +95,7 @@ test("markup in a URL ask, tools, stderr, run output, history and config errors 
     stderr: { demo: [`line ${IMG}`, `line ${SCRIPT}`] },
     history: {
       asks: [{ run: "r1", ask: formAsk({ server: `hs${IMG}`, message: `hm ${SCRIPT}` }),
-        outcome: { outcome: "accepted", content: { k: IMG } }, resolvedAtMs: Date.now() }],
+        outcome: { outcome: "accepted", content: { k: IMG } }, resolvedAtMs: Date.now(), delivered: true, interrupted: false }],
       refused: [{ server: `rs${SCRIPT}`, reason: `because ${IMG}`, atMs: Date.now() }],
       gated: [{ server: "s", agent: `ga${IMG}`, tool: `gt${SCRIPT}`, allowed: true, why: "rule: allow", atMs: Date.now() }],
       skipped: 0,

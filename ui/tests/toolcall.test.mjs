@@ -246,25 +246,30 @@ test("markup and bidi controls from the server and the agent show as text", asyn
 
 test("History words tool-call outcomes as approvals", async () => {
   const now = Date.UTC(2025, 10, 25, 12, 0, 0);
-  const entry = (id, outcome) => ({ run: "r", ask: deleteCall({ id, receivedAtMs: now - id * 1000 }), outcome, resolvedAtMs: now });
+  const entry = (id, outcome, delivered = true) => ({ run: "r", ask: deleteCall({ id, receivedAtMs: now - id * 1000 }), outcome, resolvedAtMs: now, delivered, interrupted: false });
   const app = await openApp(env, { history: { asks: [
     entry(1, { outcome: "alwaysAllowed" }),
     entry(2, { outcome: "accepted", content: null }),
-    entry(3, { outcome: "declined" }),
+    entry(3, { outcome: "declined" }, false),
     entry(4, { outcome: "cancelled", reason: "person" }),
     entry(5, { outcome: "cancelled", reason: "agent" }),
+    // Allowed, but Countersign has no record of the call going out (it stopped first, or
+    // the agent never made the call again).
+    entry(6, { outcome: "accepted", content: null }, false),
   ], refused: [], gated: [], skipped: 0 } });
   const { page } = app;
   await page.getByRole("tab", { name: "History" }).click();
   const rows = page.locator(".history-table tbody tr");
   await rows.first().waitFor();
   const texts = await rows.allTextContents();
-  assert.equal(texts.length, 5);
+  assert.equal(texts.length, 6);
   assert.match(texts[0], /tickets.*for Claude Code.*Run delete_ticket.*Delete a ticket.*\{"id":"T-7","force":true\}.*Always allowed/);
   assert.match(texts[1], /Allowed once/);
   assert.match(texts[2], /Denied/);
   assert.match(texts[3], /Denied \(dismissed\)/);
   assert.match(texts[4], /Cancelled: The agent cancelled/);
+  assert.match(texts[5], /Allowed once.*Not on record as carried out: the call may not have run/);
+  for (const t of texts.slice(0, 5)) assert.doesNotMatch(t, /Not on record/, "a denial has nothing to carry out");
   await app.close();
 });
 

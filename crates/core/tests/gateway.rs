@@ -278,8 +278,27 @@ async fn an_agent_lists_and_calls_through_the_gateway_and_the_person_answers_the
             .expect("delete_ticket answered");
         assert_ne!(result.is_error, Some(true), "{pair}: {}", text(&result));
         assert!(!desk.store.contains("t2"), "{pair}: t2 was not deleted");
+        // Both answers are on record as carried out: the approval as the call forwarded and
+        // answered, the desk's question as the answer taken by the transport (or, on
+        // 2026-07-28, as the retried call answered).
+        let delivered = delivered(&rig);
+        assert!(
+            delivered.contains(&approval.id) && delivered.contains(&question.id),
+            "{pair}: {delivered:?}"
+        );
         rig.gateway.shutdown().await;
     }
+}
+
+/// The asks on record as delivered (see `AuditRecord::Delivered`).
+fn delivered(rig: &Rig) -> Vec<u64> {
+    rig.records()
+        .iter()
+        .filter_map(|r| match r {
+            countersign_core::ask::audit::AuditRecord::Delivered { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -1163,6 +1182,7 @@ async fn reading_an_untrusted_servers_resources_and_prompts_is_asked_about_and_r
         other => panic!("{other:?}"),
     }
     rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let declined = ask.id;
     let refused = tokio::time::timeout(WAIT, read).await.unwrap().unwrap();
     let error = format!("{:?}", refused.expect_err("a declined read is an error"));
     assert!(
@@ -1185,6 +1205,9 @@ async fn reading_an_untrusted_servers_resources_and_prompts_is_asked_about_and_r
         .unwrap()
         .unwrap();
     assert_eq!(contents.contents.len(), 1);
+    // The allowed read is on record as carried out; the declined one is not.
+    assert!(delivered(&rig).contains(&ask.id));
+    assert!(!delivered(&rig).contains(&declined));
     // prompts/get asks too.
     let peer = agent.peer().clone();
     let prompt = tokio::spawn(async move {
@@ -1786,6 +1809,18 @@ async fn an_approval_outlives_the_call_and_a_restart_and_its_answer_is_used_once
     let retried = call(&agent, "read_file", args.clone()).await;
     assert_eq!(text(&retried), r#"read_file {"path":"/p/report.txt"}"#);
     assert!(rig.broker.pending().is_empty());
+    // The allow given in this run is on record as carried out by the retry; the question of
+    // the run before (cancelled when Countersign quit) is not.
+    let run = rig.broker.audit().run().to_owned();
+    let carried: Vec<(String, u64)> = rig
+        .records()
+        .into_iter()
+        .filter_map(|r| match r {
+            countersign_core::ask::audit::AuditRecord::Delivered { run, id, .. } => Some((run, id)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(carried, [(run, again.id)], "{carried:?}");
     // A second retry is a new call: asked again.
     let second = spawn_call(&agent, "read_file", args.clone());
     let ask = rig.next_ask().await;

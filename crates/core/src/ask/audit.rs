@@ -66,8 +66,9 @@ pub enum AuditRecord {
     /// The answer to a server's question left Countersign: the transport took it (written
     /// to the server's stdin, or accepted by its endpoint), or the retried request carrying it
     /// (multi round-trip input) was answered, or, for addresses a call needs opened, the call
-    /// was made again or ended on it. An outcome without this record may not have reached the
-    /// server: Countersign stopped, or the session ended, first.
+    /// was made again or ended on it. For an agent's call the person allowed: the call was
+    /// forwarded and the server answered. An outcome without this record may not have reached
+    /// the server: Countersign stopped, or the session (or the agent) ended, first.
     Delivered { run: String, at_ms: u64, id: AskId },
     /// A server's request was refused before it reached the person (e.g. a schema outside
     /// the supported subset).
@@ -182,9 +183,16 @@ impl AuditLog {
     /// Not synced: a crash of the process keeps what was written, and a power cut that loses
     /// it leaves the outcome reading "may not have reached the server", the cautious side.
     pub(crate) fn record_delivered(&self, id: AskId) -> Result<(), AuditError> {
+        let run = self.inner.run.clone();
+        self.record_delivered_in(&run, id)
+    }
+
+    /// For an ask of an earlier run: an approval that outlived its call, and its run, is
+    /// carried out when the agent makes the call again.
+    pub(crate) fn record_delivered_in(&self, run: &str, id: AskId) -> Result<(), AuditError> {
         self.append(
             &AuditRecord::Delivered {
-                run: self.inner.run.clone(),
+                run: run.to_owned(),
                 at_ms: unix_ms(),
                 id,
             },

@@ -458,17 +458,23 @@ impl ServerHandler for Forwarder {
         )?;
         let up = self.upstream(&ctx).await?;
         let params = json!({"name": request.name, "arguments": request.arguments});
-        self.gate_read(&up, &ctx, "prompts/get", &request.name, params)
+        let asked = self
+            .gate_read(&up, &ctx, "prompts/get", &request.name, params)
             .await?;
-        self.relay(
-            ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
-            ctx,
-            |r| match r {
-                ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
-                _ => None,
-            },
-        )
-        .await
+        let result = self
+            .relay(
+                ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
+                ctx,
+                |r| match r {
+                    ServerResult::GetPromptResult(r) => Some(GetPromptResponse::Complete(r)),
+                    _ => None,
+                },
+            )
+            .await;
+        if result.is_ok() {
+            self.carried_out(asked);
+        }
+        result
     }
 
     async fn list_resources(
@@ -524,17 +530,23 @@ impl ServerHandler for Forwarder {
         )?;
         let up = self.upstream(&ctx).await?;
         let params = json!({"uri": request.uri});
-        self.gate_read(&up, &ctx, "resources/read", &request.uri, params)
+        let asked = self
+            .gate_read(&up, &ctx, "resources/read", &request.uri, params)
             .await?;
-        self.relay(
-            ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
-            ctx,
-            |r| match r {
-                ServerResult::ReadResourceResult(r) => Some(ReadResourceResponse::Complete(r)),
-                _ => None,
-            },
-        )
-        .await
+        let result = self
+            .relay(
+                ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
+                ctx,
+                |r| match r {
+                    ServerResult::ReadResourceResult(r) => Some(ReadResourceResponse::Complete(r)),
+                    _ => None,
+                },
+            )
+            .await;
+        if result.is_ok() {
+            self.carried_out(asked);
+        }
+        result
     }
 
     async fn complete(
@@ -573,14 +585,20 @@ impl ServerHandler for Forwarder {
     ) -> Result<(), McpError> {
         let up = self.upstream(&ctx).await?;
         let params = json!({"uri": request.uri});
-        self.gate_read(&up, &ctx, "resources/subscribe", &request.uri, params)
+        let asked = self
+            .gate_read(&up, &ctx, "resources/subscribe", &request.uri, params)
             .await?;
-        self.relay(
-            ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
-            ctx,
-            |_| Some(()),
-        )
-        .await
+        let result = self
+            .relay(
+                ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
+                ctx,
+                |_| Some(()),
+            )
+            .await;
+        if result.is_ok() {
+            self.carried_out(asked);
+        }
+        result
     }
 
     async fn unsubscribe(

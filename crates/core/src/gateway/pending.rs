@@ -42,6 +42,17 @@ pub(crate) struct PendingApproval {
     pub created_ms: u64,
     pub expires_ms: u64,
     pub state: PendingState,
+    /// The question it came from, to record the call forwarded once the agent makes it.
+    #[serde(default)]
+    pub asked: Option<AskedIn>,
+}
+
+/// An ask, named across runs (ask ids restart with each run).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct AskedIn {
+    pub run: String,
+    pub id: crate::ask::AskId,
 }
 
 /// What a call finds in the store.
@@ -51,6 +62,7 @@ pub(crate) enum Found {
     Answered {
         id: String,
         allow: bool,
+        asked: Option<AskedIn>,
     },
     /// Still waiting for the person.
     Waiting {
@@ -118,10 +130,11 @@ impl PendingStore {
         true
     }
 
-    /// The person answered approval `id`.
-    pub(crate) fn answer(&self, id: &str, allow: bool) {
+    /// The person answered approval `id`, in the question `asked`.
+    pub(crate) fn answer(&self, id: &str, allow: bool, asked: Option<AskedIn>) {
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
+            e.asked = asked;
             e.state = if allow {
                 PendingState::Allowed
             } else {
@@ -174,6 +187,7 @@ impl PendingStore {
                 Found::Answered {
                     id: used.id,
                     allow: state == PendingState::Allowed,
+                    asked: used.asked,
                 }
             }
         }
@@ -223,7 +237,8 @@ pub(crate) fn keep_waiting(
         drop(outcome);
         return None;
     }
-    tokio::spawn(settle(shared.clone(), approval, outcome));
+    let asked = approval.asked.clone();
+    tokio::spawn(settle(shared.clone(), approval, outcome, asked));
     Some(id)
 }
 
@@ -283,10 +298,15 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
     });
     match opened {
         Ok(pending) => {
+            let asked = AskedIn {
+                run: shared.broker.audit().run().to_owned(),
+                id: pending.id(),
+            };
             tokio::spawn(settle(
                 shared.clone(),
                 approval,
                 Box::pin(pending.outcome()),
+                Some(asked),
             ));
         }
         // The server's questions are at their cap: kept, asked again at the next start.
@@ -296,16 +316,19 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
     }
 }
 
-/// Waits for the person's answer and keeps it for the agent's retry.
+/// Waits for the person's answer to the question `asked` and keeps it for the agent's retry.
 async fn settle(
     shared: std::sync::Arc<super::Shared>,
     approval: PendingApproval,
     outcome: Waiting,
+    asked: Option<AskedIn>,
 ) {
     use crate::ask::{CancelReason, Outcome};
     let store = &shared.pending;
     match outcome.await {
-        Outcome::Accepted { .. } | Outcome::AlwaysAllowed => store.answer(&approval.id, true),
+        Outcome::Accepted { .. } | Outcome::AlwaysAllowed => {
+            store.answer(&approval.id, true, asked)
+        }
         Outcome::Remembered { decision } => {
             let allow = decision.allow;
             super::forward::keep_decision(
@@ -322,12 +345,12 @@ async fn settle(
                 None,
                 super::Gateway::now_ms(&shared),
             );
-            store.answer(&approval.id, allow);
+            store.answer(&approval.id, allow, asked);
         }
         Outcome::Declined
         | Outcome::Cancelled {
             reason: CancelReason::Person | CancelReason::AuditFailed,
-        } => store.answer(&approval.id, false),
+        } => store.answer(&approval.id, false, asked),
         // Expired: gone, and a retry is asked about afresh.
         Outcome::Cancelled {
             reason: CancelReason::Timeout,
@@ -361,6 +384,10 @@ mod tests {
             created_ms: 0,
             expires_ms,
             state: PendingState::Waiting,
+            asked: Some(AskedIn {
+                run: "r".into(),
+                id: 7,
+            }),
         }
     }
 
@@ -372,7 +399,14 @@ mod tests {
             store.find("a", "s", "t", "{}", "d", 10),
             Found::Waiting { id: "p-1".into() }
         );
-        store.answer("p-1", true);
+        store.answer(
+            "p-1",
+            true,
+            Some(AskedIn {
+                run: "r".into(),
+                id: 7,
+            }),
+        );
         assert_eq!(store.find("b", "s", "t", "{}", "d", 10), Found::None);
         assert_eq!(store.find("a", "s", "t", "{\"x\":1}", "d", 10), Found::None);
         assert_eq!(store.find("a", "s", "t", "{}", "changed", 10), Found::None);
@@ -380,7 +414,11 @@ mod tests {
             store.find("a", "s", "t", "{}", "d", 10),
             Found::Answered {
                 id: "p-1".into(),
-                allow: true
+                allow: true,
+                asked: Some(AskedIn {
+                    run: "r".into(),
+                    id: 7
+                })
             }
         );
         assert_eq!(store.find("a", "s", "t", "{}", "d", 10), Found::None);

@@ -4,6 +4,8 @@
 //! remember, and the approval that outlives the call when nobody answers in time.
 
 use super::*;
+use crate::ask::kill_point::{self, Step};
+use crate::gateway::pending::AskedIn;
 use crate::gateway::preview::Previews;
 
 impl Forwarder {
@@ -45,7 +47,13 @@ impl Forwarder {
                 .then(|| request.clone()),
         };
         match self.gate(&up, &ctx, gated).await {
-            Ok(()) => self.forward_call(&up, request, &ctx).await,
+            Ok(asked) => {
+                let result = self.forward_call(&up, request, &ctx).await;
+                if result.is_ok() {
+                    self.carried_out(asked);
+                }
+                result
+            }
             Err(Refusal::Denied(words)) => Ok(denied(words)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
             Err(Refusal::Pending { id }) => Ok(pending_result(
@@ -57,8 +65,22 @@ impl Forwarder {
         }
     }
 
+    /// The person's allow was carried out: the call went to the server, which answered.
+    pub(super) fn carried_out(&self, asked: Option<AskedIn>) {
+        if let Some(asked) = asked {
+            kill_point::reached(Step::AfterSend);
+            let _ = self
+                .shared
+                .broker
+                .audit()
+                .record_delivered_in(&asked.run, asked.id);
+            kill_point::reached(Step::AfterDelivered);
+        }
+    }
+
     /// The gate for a read (`resources/read`, `resources/subscribe`, `prompts/get`) of
-    /// `target` (a URI or a prompt's name); `params` are what will be forwarded.
+    /// `target` (a URI or a prompt's name); `params` are what will be forwarded. Returns the
+    /// person's question when they allowed it (see [`Self::carried_out`]).
     pub(super) async fn gate_read(
         &self,
         up: &Arc<Upstream>,
@@ -66,7 +88,7 @@ impl Forwarder {
         method: &str,
         target: &str,
         params: Value,
-    ) -> Result<(), McpError> {
+    ) -> Result<Option<AskedIn>, McpError> {
         let gated = Gated {
             key: method,
             what: format!("{method} of {target}"),
@@ -78,7 +100,7 @@ impl Forwarder {
             previewable: None,
         };
         match self.gate(up, ctx, gated).await {
-            Ok(()) => Ok(()),
+            Ok(asked) => Ok(asked),
             Err(Refusal::Denied(words)) => Err(McpError::invalid_request(words, None)),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
             // Reads are never left pending; should one be, it is a no for now.
@@ -90,13 +112,14 @@ impl Forwarder {
     }
 
     /// Decides one request by policy and carries the decision out: recorded when decided
-    /// without asking, else put to the person, and what they chose to remember kept.
+    /// without asking, else put to the person, and what they chose to remember kept. An allow
+    /// the person gave comes back with its question, to record once the request is forwarded.
     async fn gate(
         &self,
         up: &Arc<Upstream>,
         ctx: &RequestContext<RoleServer>,
         gated: Gated<'_>,
-    ) -> Result<(), Refusal> {
+    ) -> Result<Option<AskedIn>, Refusal> {
         let config = &up.server;
         let who = Who::of(ctx);
         let audit = self.shared.broker.audit();
@@ -126,6 +149,7 @@ impl Forwarder {
                 // Unrecorded, it does not run.
                 audit
                     .record_gated(&config.name, Some(&who.name), gated.key, true, &why)
+                    .map(|()| None)
                     .map_err(|e| {
                         Refusal::Denied(format!(
                             "Countersign did not allow {what} on {}: {e}.",
@@ -186,6 +210,10 @@ impl Forwarder {
                     })
                     // The server has its limit of questions waiting (recorded by the broker).
                     .map_err(|full| Refusal::Denied(full.to_string()))?;
+                let asked = AskedIn {
+                    run: audit.run().to_owned(),
+                    id: pending.id(),
+                };
                 let offer = gated.previewable.clone().map(|request| {
                     Previews::offer(&self.shared, pending.id(), Arc::downgrade(up), request)
                 });
@@ -220,6 +248,7 @@ impl Forwarder {
                                 expires_ms: now_ms
                                     .saturating_add(config.pending_expiry.as_millis() as u64),
                                 state: pending::PendingState::Waiting,
+                                asked: Some(asked.clone()),
                             };
                             return pending::keep_waiting(&self.shared, approval, outcome)
                                 .map(|id| Err(Refusal::Pending { id }))
@@ -243,7 +272,7 @@ impl Forwarder {
                     ))
                 };
                 match outcome {
-                    Outcome::Accepted { .. } | Outcome::AlwaysAllowed => Ok(()),
+                    Outcome::Accepted { .. } | Outcome::AlwaysAllowed => Ok(Some(asked)),
                     Outcome::Remembered { decision } => {
                         let allow = decision.allow;
                         let session = (decision.lasting == Lasting::Session).then_some(up.session);
@@ -262,7 +291,7 @@ impl Forwarder {
                             now_ms,
                         );
                         if allow {
-                            Ok(())
+                            Ok(Some(asked))
                         } else {
                             Err(denied_by_person())
                         }
@@ -295,7 +324,7 @@ impl Forwarder {
         arguments: &str,
         digest: &str,
         now_ms: u64,
-    ) -> Result<Option<Result<(), Refusal>>, Refusal> {
+    ) -> Result<Option<Result<Option<AskedIn>, Refusal>>, Refusal> {
         let store = &self.shared.pending;
         let config = &up.server;
         let find = || store.find(&who.id, &config.name, gated.key, arguments, digest, now_ms);
@@ -304,7 +333,7 @@ impl Forwarder {
             let changed = store.changed();
             match find() {
                 pending::Found::None => return Ok(None),
-                pending::Found::Answered { id, allow } => {
+                pending::Found::Answered { id, allow, asked } => {
                     let why = format!("pending approval {id}, answered by the person");
                     self.shared
                         .broker
@@ -317,7 +346,7 @@ impl Forwarder {
                             ))
                         })?;
                     return Ok(Some(if allow {
-                        Ok(())
+                        Ok(asked)
                     } else {
                         Err(Refusal::Denied(format!(
                             "The person using Countersign denied {} on {} (pending approval {id}).",
