@@ -363,3 +363,117 @@ async fn e2e_a_full_disk_turns_the_persons_submit_into_a_no() {
         "received {received:?}, told {told:?}, log after: {after}"
     );
 }
+
+/// The person allows an agent's call through the gateway and the app is killed (SIGKILL) after
+/// recording the allow, before forwarding the call: the server never sees the call, the agent
+/// gets an error, and after the restart History says the allowed call may not have run.
+#[tokio::test]
+async fn e2e_the_app_killed_between_an_allow_and_the_forwarded_call() {
+    let scratch = std::env::temp_dir().join(format!("cs-e2e-kill-gate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&scratch);
+    std::fs::create_dir_all(&scratch).unwrap();
+    let server_log = scratch.join("server.log");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let script = repo().join("tests/peers/fault-server.mjs");
+    let app = App::start_with_config(
+        "kill-gate",
+        json!({
+            "mcpServers": {"faulty": {
+                "command": "node",
+                "args": [script, server_log],
+                "env": {"FAULT_SERVER_LOG": server_log},
+                "protocol": "legacy",
+            }},
+            "gateway": {"port": port},
+        }),
+        &[(KILL_AT, Path::new("after-record"))],
+    )
+    .await;
+    let token_file = app.dir.join("data/countersign/gateway-token");
+    eventually("the gateway listens with its token", async || {
+        app.log().contains("gateway listening")
+            && std::fs::read_to_string(&token_file).is_ok_and(|t| !t.trim().is_empty())
+    })
+    .await;
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap()
+        .trim()
+        .to_owned();
+    let agent = tokio::process::Command::new("node")
+        .arg(repo().join("tests/peers/ts-agent.mjs"))
+        .args(["--url", &format!("http://127.0.0.1:{port}/mcp/faulty")])
+        .args([
+            "--token",
+            &token,
+            "--call",
+            "fault",
+            "--args",
+            r#"{"kind":"none"}"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    app.find(&format!("{DIALOG} .call-summary")).await;
+    let allow = app
+        .find_xpath("//dialog[@open]//button[normalize-space()='Allow once']")
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while allow.attr("aria-disabled").await.ok().flatten().as_deref() == Some("true") {
+        assert!(Instant::now() < deadline, "Allow once never armed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = allow.click().await;
+    let deadline = Instant::now() + WAIT;
+    while app.app_pid().is_some() {
+        assert!(Instant::now() < deadline, "the app did not die");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    server_gone(&server_log).await;
+    // The SDK retries its broken stream for a while: what it has said by now is its answer.
+    let mut agent = agent;
+    let _ = agent.start_kill();
+    let agent_out = agent.wait_with_output().await.unwrap();
+    let agent_said = String::from_utf8_lossy(&agent_out.stdout).into_owned();
+    let server_saw = std::fs::read_to_string(&server_log).unwrap_or_default();
+    let app = app.restart_after_crash(KILL_AT).await;
+    let history = newest_history_row(&app).await;
+    let log = records(&app);
+    let allowed = log
+        .iter()
+        .any(|r| r["event"] == "resolved" && r["outcome"] == "accepted");
+    let delivered = log.iter().any(|r| r["event"] == "delivered");
+    let call_reached = server_saw.lines().any(|l| l.starts_with("fault "));
+    let agent_got_a_result = agent_said.contains("\"step\":\"call\"");
+    let pass = allowed
+        && !delivered
+        && !call_reached
+        && !agent_got_a_result
+        && history.contains("Not on record as carried out");
+    fault_row(
+        "the app killed (SIGKILL) after recording the person's allow, before forwarding the agent's call",
+        &format!("after the restart, History: “{history}”"),
+        &format!(
+            "the server: {}; the agent: {}",
+            if call_reached { "THE CALL" } else { "no call" },
+            if agent_got_a_result {
+                "A RESULT"
+            } else {
+                "no result (its connection is gone)"
+            }
+        ),
+        "the approval, then allowed; no delivery",
+        pass,
+    );
+    app.close().await;
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert!(
+        pass,
+        "server saw {server_saw:?}; agent said {agent_said}; log {log:?}"
+    );
+}
