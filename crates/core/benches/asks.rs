@@ -30,8 +30,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use countersign_core::ask::schema::parse_form_schema;
 use countersign_core::config::{ProtocolChoice, TransportConfig};
-use countersign_core::mcp::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+use countersign_core::mcp::handler::{Elicitor, Handler, client_config};
 use countersign_core::mcp::raw::{RawRequests, TapRead};
+use countersign_core::mcp::tap::{Tap, Tapped};
 use countersign_core::{
     Answer, AskEvent, AskKind, Asker, AuditLog, Broker, CancelReason, Endpoint, NewAsk, PendingAsk,
     ServerConfig as CsServerConfig, SessionManager, SessionState,

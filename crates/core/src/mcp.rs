@@ -10,5 +10,6 @@ pub(crate) mod input;
 pub mod oauth;
 pub mod raw;
 pub mod sampling;
+pub mod tap;
 pub mod task;
 pub mod url_required;

@@ -22,9 +22,10 @@ use crate::ask::CancelReason;
 use crate::ask::broker::Broker;
 use crate::config::{ServerConfig, TransportConfig};
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
-use crate::mcp::handler::{Elicitor, Handler, Tap, client_config};
+use crate::mcp::handler::{Elicitor, Handler, client_config};
 use crate::mcp::oauth::Auth;
 use crate::mcp::raw::RawRequests;
+use crate::mcp::tap::Tap;
 
 mod call;
 mod sign_in;

@@ -6,8 +6,9 @@
 
 use std::time::Duration;
 
-use countersign_core::mcp::handler::{Elicitor, Handler, Tap, Tapped, client_config};
+use countersign_core::mcp::handler::{Elicitor, Handler, client_config};
 use countersign_core::mcp::raw::{RawRequests, TapRead};
+use countersign_core::mcp::tap::{Tap, Tapped};
 use countersign_core::{AskEvent, Asker, AuditLog, Broker, CancelReason, Endpoint, Outcome};
 use countersign_demo_server::{TicketDesk, TicketStore, replies};
 use rmcp::ServiceExt;

@@ -62,9 +62,10 @@ use crate::ask::broker::NewAsk;
 use crate::ask::{AskKind, CancelReason, Outcome, Withdrawal};
 use crate::config::ServerConfig;
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
-use crate::mcp::handler::{Elicitor, Handler, Relay, Tap, client_config};
+use crate::mcp::handler::{Elicitor, Handler, client_config};
 use crate::mcp::input::{InputAnswers, answer_input_requests};
 use crate::mcp::raw::RawRequests;
+use crate::mcp::tap::{Relay, Tap};
 
 /// Rounds of multi round-trip input one forwarded call may take.
 const MAX_INPUT_ROUNDS: usize = 10;

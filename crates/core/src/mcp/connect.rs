@@ -11,9 +11,10 @@ use rmcp::transport::StreamableHttpClientTransport;
 use tokio::io::AsyncBufReadExt;
 
 use super::child::ChildTransport;
-use super::handler::{Handler, Tap, Tapped};
+use super::handler::Handler;
 use super::oauth::Auth;
 use super::raw::{RawRequests, TapHttpClient};
+use super::tap::{Tap, Tapped};
 use crate::ask::{Asker, Endpoint};
 use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
 

@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::ask::{CancelReason, Withdrawal};
-use crate::mcp::handler::{Elicitor, Tap};
+use crate::mcp::handler::Elicitor;
+use crate::mcp::tap::Tap;
 
 /// The error code of `URLElicitationRequiredError`.
 pub const URL_ELICITATION_REQUIRED: i32 = -32042;

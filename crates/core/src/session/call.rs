@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Live, SessionError, SessionManager, timeout_error};
 use crate::ask::{CancelReason, Withdrawal};
-use crate::mcp::handler::Tap;
+use crate::mcp::tap::Tap;
 
 /// Rounds of multi round-trip input a single call may take before we give up on the server.
 const MAX_INPUT_ROUNDS: usize = 10;
@@ -40,7 +40,7 @@ impl SessionManager {
         tool: &str,
         arguments: Option<Map<String, Value>>,
         cancel: CancellationToken,
-        progress: Option<crate::mcp::handler::ProgressSink>,
+        progress: Option<crate::mcp::tap::ProgressSink>,
     ) -> Result<CallToolResult, SessionError> {
         let (entry, live) = self.live(server)?;
         // The person's think time is part of a call that asks; the request timeout is not
@@ -198,7 +198,7 @@ impl Drop for Abandoned {
 async fn call_once(
     live: &Live,
     params: CallToolRequestParams,
-    progress: Option<&crate::mcp::handler::ProgressSink>,
+    progress: Option<&crate::mcp::tap::ProgressSink>,
 ) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
     let handle = live
         .peer

@@ -16,7 +16,7 @@ use serde_json::{Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use super::{Entry, Live, SessionError, SessionManager, timeout_error};
-use crate::mcp::handler::ProgressSink;
+use crate::mcp::tap::ProgressSink;
 use crate::mcp::task::{Created, about, call_request};
 
 impl SessionManager {
