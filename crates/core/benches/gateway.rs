@@ -751,16 +751,34 @@ async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, Strin
     measured
 }
 
-async fn row_mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Measured, String> {
+/// mcp-proxy on `port`, fronting this binary as the stdio desk (one child shared).
+fn mcp_proxy_command(program: &Path, port: u16) -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let port = free_port();
     let mut cmd = Command::new(program);
     cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
         .args(["--log-level", "WARNING"])
         .args(["-e", ROLE_ENV, "desk-stdio"])
         .arg("--")
         .arg(&exe);
-    let mut proxy = spawn_logged("mcp-proxy", cmd, dir)?;
+    Ok(cmd)
+}
+
+/// supergateway on `port`, fronting this binary as the stdio desk (a child per session).
+fn supergateway_command(program: &Path, port: u16) -> Result<Command, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut cmd = Command::new(program);
+    // It runs the command through a shell; the desks inherit the role from its environment.
+    cmd.env(ROLE_ENV, "desk-stdio")
+        .arg("--stdio")
+        .arg(shell_quote(&exe.to_string_lossy()))
+        .args(["--outputTransport", "streamableHttp", "--stateful"])
+        .args(["--port", &port.to_string(), "--logLevel", "none"]);
+    Ok(cmd)
+}
+
+async fn row_mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Measured, String> {
+    let port = free_port();
+    let mut proxy = spawn_logged("mcp-proxy", mcp_proxy_command(program, port)?, dir)?;
     wait_for_port(&mut proxy, port).await?;
     let sides = Sides {
         middle: Some(proxy.pid()),
@@ -776,16 +794,8 @@ async fn row_mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Measu
 }
 
 async fn row_supergateway(calls: usize, program: &Path, dir: &Path) -> Result<Measured, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let port = free_port();
-    let mut cmd = Command::new(program);
-    // It runs the command through a shell; the desks inherit the role from its environment.
-    cmd.env(ROLE_ENV, "desk-stdio")
-        .arg("--stdio")
-        .arg(shell_quote(&exe.to_string_lossy()))
-        .args(["--outputTransport", "streamableHttp", "--stateful"])
-        .args(["--port", &port.to_string(), "--logLevel", "none"]);
-    let mut proxy = spawn_logged("supergateway", cmd, dir)?;
+    let mut proxy = spawn_logged("supergateway", supergateway_command(program, port)?, dir)?;
     wait_for_port(&mut proxy, port).await?;
     let sides = Sides {
         middle: Some(proxy.pid()),

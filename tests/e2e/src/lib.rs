@@ -397,6 +397,12 @@ impl App {
     /// Clicks a dialog's button once it works: a yes (Submit, Allow once, ...) arms only after
     /// the question has been shown for a moment, and a click before that does nothing.
     pub async fn press_in_dialog(&self, button: &str) {
+        self.armed_button(button).await.click().await.unwrap();
+    }
+
+    /// A dialog's button once it works (see `press_in_dialog`), to click when the click's own
+    /// reply may never come (the app dies at that click, on purpose).
+    pub async fn armed_button(&self, button: &str) -> Element {
         let button = self
             .find_xpath(&format!(
                 "//dialog[@open]//button[normalize-space()='{button}']"
@@ -409,7 +415,7 @@ impl App {
             assert!(Instant::now() < deadline, "the dialog's button never armed");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        button.click().await.unwrap();
+        button
     }
 
     pub async fn press_escape(&self) {

@@ -102,15 +102,7 @@ async fn killed_at(step: &str, expect: Expect) -> bool {
     .await;
     app.run_until_dialog("fault", r#"{"kind": "none"}"#).await;
     // Submit, and the app dies at `step` (the click may not get its reply).
-    let submit = app
-        .find_xpath("//dialog[@open]//button[normalize-space()='Submit']")
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while submit.attr("aria-disabled").await.ok().flatten().as_deref() == Some("true") {
-        assert!(Instant::now() < deadline, "Submit never armed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = submit.click().await;
+    let _ = app.armed_button("Submit").await.click().await;
     let deadline = Instant::now() + WAIT;
     while app.app_pid().is_some() {
         assert!(Instant::now() < deadline, "{step}: the app did not die");
@@ -420,15 +412,7 @@ async fn e2e_the_app_killed_between_an_allow_and_the_forwarded_call() {
         .spawn()
         .unwrap();
     app.find(&format!("{DIALOG} .call-summary")).await;
-    let allow = app
-        .find_xpath("//dialog[@open]//button[normalize-space()='Allow once']")
-        .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while allow.attr("aria-disabled").await.ok().flatten().as_deref() == Some("true") {
-        assert!(Instant::now() < deadline, "Allow once never armed");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = allow.click().await;
+    let _ = app.armed_button("Allow once").await.click().await;
     let deadline = Instant::now() + WAIT;
     while app.app_pid().is_some() {
         assert!(Instant::now() < deadline, "the app did not die");

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::{
     Proc, ROLE_ENV, Run, Sides, TOOL, UPSTREAM_ENV, UpstreamPids, WARMUP_CALLS, free_port,
-    shell_quote, spawn_logged, spawn_role, wait_for_port,
+    mcp_proxy_command, spawn_logged, spawn_role, supergateway_command, wait_for_port,
 };
 
 /// What `UPSTREAM_ENV` says when the gateway's upstream is the desk on stdio.
@@ -107,39 +107,8 @@ pub async fn direct(calls: usize) -> Result<Run, String> {
     .await
 }
 
-pub async fn countersign(calls: usize) -> Result<Run, String> {
-    let (gateway, line) = spawn_role("gateway", &[(UPSTREAM_ENV, STDIO_UPSTREAM)])?;
-    let (url, token) = line
-        .split_once(' ')
-        .ok_or_else(|| format!("gateway said {line:?}"))?;
-    let target = vec![
-        "--url".to_owned(),
-        url.to_owned(),
-        "--token".to_owned(),
-        token.to_owned(),
-    ];
-    let pid = gateway.pid();
-    let run = blocking(move || {
-        measure(
-            &target,
-            false,
-            |_| Sides {
-                middle: Some(pid),
-                upstream: UpstreamPids::ChildrenOf(pid),
-            },
-            calls,
-        )
-    })
-    .await;
-    drop(gateway);
-    run
-}
-
-/// A proxy listening on `port` at `path`, fronting the stdio desk.
-async fn through(mut proxy: Proc, port: u16, path: &str, calls: usize) -> Result<Run, String> {
-    wait_for_port(&mut proxy, port).await?;
-    let target = vec!["--url".to_owned(), format!("http://127.0.0.1:{port}{path}")];
-    let pid = proxy.pid();
+/// Through a middle process `pid` (a proxy or the gateway) whose children are the desk.
+async fn via(target: Vec<String>, pid: u32, calls: usize) -> Result<Run, String> {
     blocking(move || {
         measure(
             &target,
@@ -152,31 +121,41 @@ async fn through(mut proxy: Proc, port: u16, path: &str, calls: usize) -> Result
         )
     })
     .await
-    .map_err(|e| format!("{e}\n    {}", proxy.log_tail()))
+}
+
+pub async fn countersign(calls: usize) -> Result<Run, String> {
+    let (gateway, line) = spawn_role("gateway", &[(UPSTREAM_ENV, STDIO_UPSTREAM)])?;
+    let (url, token) = line
+        .split_once(' ')
+        .ok_or_else(|| format!("gateway said {line:?}"))?;
+    let target = vec![
+        "--url".to_owned(),
+        url.to_owned(),
+        "--token".to_owned(),
+        token.to_owned(),
+    ];
+    let run = via(target, gateway.pid(), calls).await;
+    drop(gateway);
+    run
+}
+
+/// A proxy listening on `port` at `path`, fronting the stdio desk.
+async fn through(mut proxy: Proc, port: u16, path: &str, calls: usize) -> Result<Run, String> {
+    wait_for_port(&mut proxy, port).await?;
+    let target = vec!["--url".to_owned(), format!("http://127.0.0.1:{port}{path}")];
+    via(target, proxy.pid(), calls)
+        .await
+        .map_err(|e| format!("{e}\n    {}", proxy.log_tail()))
 }
 
 pub async fn mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Run, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let port = free_port();
-    let mut cmd = Command::new(program);
-    cmd.args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--log-level", "WARNING"])
-        .args(["-e", ROLE_ENV, "desk-stdio"])
-        .arg("--")
-        .arg(&exe);
-    let proxy = spawn_logged("mcp-proxy-ts", cmd, dir)?;
+    let proxy = spawn_logged("mcp-proxy-ts", mcp_proxy_command(program, port)?, dir)?;
     through(proxy, port, "/mcp", calls).await
 }
 
 pub async fn supergateway(calls: usize, program: &Path, dir: &Path) -> Result<Run, String> {
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let port = free_port();
-    let mut cmd = Command::new(program);
-    cmd.env(ROLE_ENV, "desk-stdio")
-        .arg("--stdio")
-        .arg(shell_quote(&exe.to_string_lossy()))
-        .args(["--outputTransport", "streamableHttp", "--stateful"])
-        .args(["--port", &port.to_string(), "--logLevel", "none"]);
-    let proxy = spawn_logged("supergateway-ts", cmd, dir)?;
+    let proxy = spawn_logged("supergateway-ts", supergateway_command(program, port)?, dir)?;
     through(proxy, port, "/mcp", calls).await
 }
