@@ -69,24 +69,25 @@ impl App {
     /// questions) and starts it again on the same files.
     pub async fn restart(self) -> App {
         self.terminate_app();
-        let deadline = Instant::now() + WAIT;
-        while self.app_pid().is_some() {
-            assert!(Instant::now() < deadline, "the app did not quit");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_gone().await;
         let (dir, env) = (self.dir.clone(), self.env.clone());
         drop(self);
         Self::launch(dir, env).await
     }
 
+    /// Waits until the app's process is gone (it quit, or died).
+    pub async fn wait_gone(&self) {
+        let deadline = Instant::now() + WAIT;
+        while self.app_pid().is_some() {
+            assert!(Instant::now() < deadline, "the app is still running");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits for the app to die on its own (a crash the test arranged), then starts it again on
     /// the same files, without the environment variable `without`.
     pub async fn restart_after_crash(self, without: &str) -> App {
-        let deadline = Instant::now() + WAIT;
-        while self.app_pid().is_some() {
-            assert!(Instant::now() < deadline, "the app did not die");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.wait_gone().await;
         let dir = self.dir.clone();
         let env = self
             .env

@@ -103,11 +103,7 @@ async fn killed_at(step: &str, expect: Expect) -> bool {
     app.run_until_dialog("fault", r#"{"kind": "none"}"#).await;
     // Submit, and the app dies at `step` (the click may not get its reply).
     let _ = app.armed_button("Submit").await.click().await;
-    let deadline = Instant::now() + WAIT;
-    while app.app_pid().is_some() {
-        assert!(Instant::now() < deadline, "{step}: the app did not die");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.wait_gone().await;
     // Before the restart starts it again.
     server_gone(&server_log).await;
     let app = app.restart_after_crash(KILL_AT).await;
@@ -413,11 +409,7 @@ async fn e2e_the_app_killed_between_an_allow_and_the_forwarded_call() {
         .unwrap();
     app.find(&format!("{DIALOG} .call-summary")).await;
     let _ = app.armed_button("Allow once").await.click().await;
-    let deadline = Instant::now() + WAIT;
-    while app.app_pid().is_some() {
-        assert!(Instant::now() < deadline, "the app did not die");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    app.wait_gone().await;
     server_gone(&server_log).await;
     // The SDK retries its broken stream for a while: what it has said by now is its answer.
     let mut agent = agent;
