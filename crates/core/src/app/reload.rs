@@ -12,8 +12,9 @@ use crate::config::{ConfigError, LoadedConfig, ServerConfig};
 /// How often the watcher reads the config file. A poll, not inotify: editors that save by
 /// renaming a new file over the old one leave an inotify watch on the old file, while reading
 /// a few kilobytes a second costs nothing, and comparing bytes (not timestamps) misses no
-/// edit and takes a save of the same text for what it is.
-pub const CONFIG_POLL: Duration = Duration::from_secs(1);
+/// edit and takes a save of the same text for what it is. An edit applies after two polls
+/// agree (see [`App::watch_config`]), so within a second.
+pub const CONFIG_POLL: Duration = Duration::from_millis(500);
 
 /// The config the app runs with, and what is wrong with the file now.
 pub(super) struct ConfigState {
@@ -111,21 +112,63 @@ impl App {
         self.config_changes.subscribe()
     }
 
-    /// Reloads whenever the config file's text changes, until the app shuts down.
+    /// Reloads whenever the config file's text changes, until the app shuts down. A change is
+    /// applied once it reads the same on two polls in a row: an editor (or `fs::write`) that
+    /// truncates and then writes leaves an empty or half-written file for a moment, and that
+    /// moment is not the person's edit. The text applied is the text compared, never a third
+    /// read that could land mid-write again.
     pub async fn watch_config(&self, every: Duration) {
         let path = self.config_path();
-        let mut seen = std::fs::read(&path).ok();
+        let mut text = SettledText::new(read_config_text(&path));
         loop {
             tokio::select! {
                 _ = self.stopping.cancelled() => return,
                 _ = tokio::time::sleep(every) => {}
             }
-            let now = std::fs::read(&path).ok();
-            if now != seen {
-                seen = now;
-                let reload = self.reload_config().await;
-                tracing::debug!(?reload, "config file changed");
-            }
+            let Some(now) = text.observe(read_config_text(&path)) else {
+                continue;
+            };
+            let loaded = match now {
+                Some(bytes) => crate::config::parse(&path, &String::from_utf8_lossy(&bytes)),
+                None => crate::config::load(&path),
+            };
+            let reload = self.apply_config(loaded).await;
+            tracing::debug!(?reload, "config file changed");
+        }
+    }
+}
+
+fn read_config_text(path: &std::path::Path) -> Option<Vec<u8>> {
+    std::fs::read(path).ok()
+}
+
+/// The config file's text as polled: a new text counts once two polls in a row read it.
+struct SettledText {
+    seen: Option<Vec<u8>>,
+    settling: Option<Option<Vec<u8>>>,
+}
+
+impl SettledText {
+    fn new(seen: Option<Vec<u8>>) -> Self {
+        SettledText {
+            seen,
+            settling: None,
+        }
+    }
+
+    /// Takes one poll's read (`None`: the file could not be read); returns the text to apply
+    /// when it has settled on one that differs from the last applied.
+    fn observe(&mut self, now: Option<Vec<u8>>) -> Option<Option<Vec<u8>>> {
+        if now == self.seen {
+            self.settling = None;
+            None
+        } else if self.settling.as_ref() == Some(&now) {
+            self.settling = None;
+            self.seen = now.clone();
+            Some(now)
+        } else {
+            self.settling = Some(now);
+            None
         }
     }
 }
@@ -180,5 +223,34 @@ mod tests {
         );
         let same = [a];
         assert_eq!(difference(&same, &same), Reload::Unchanged);
+    }
+
+    /// A save that truncates and then writes: the empty moment is never applied, the text
+    /// that follows is, once, and a file back to what was applied changes nothing.
+    #[test]
+    fn only_a_text_read_twice_in_a_row_is_applied() {
+        let text = |s: &str| Some(s.as_bytes().to_vec());
+        let mut settled = SettledText::new(text("{}"));
+        assert_eq!(settled.observe(text("{}")), None);
+        assert_eq!(settled.observe(text("")), None, "truncated, mid-save");
+        assert_eq!(
+            settled.observe(text("{\"a\":1}")),
+            None,
+            "first read of the edit"
+        );
+        assert_eq!(settled.observe(text("{\"a\":1}")), Some(text("{\"a\":1}")));
+        assert_eq!(settled.observe(text("{\"a\":1}")), None, "applied once");
+        assert_eq!(settled.observe(text("")), None);
+        assert_eq!(settled.observe(text("{\"a\":1}")), None, "back as it was");
+        assert_eq!(
+            settled.observe(None),
+            None,
+            "gone for one poll: renamed over"
+        );
+        assert_eq!(
+            settled.observe(None),
+            Some(None),
+            "gone for good is an edit too"
+        );
     }
 }
