@@ -2451,3 +2451,151 @@ async fn the_persons_edits_apply_to_connected_agents_at_once() {
     session(call(&other, "session_info", json!({})).await);
     assert!(rig.broker.pending().is_empty());
 }
+
+impl RawAgent {
+    /// Posts one message on the session and returns the answer's status, content type and
+    /// body as sent.
+    async fn exchange(&self, message: Value) -> (reqwest::StatusCode, String, String) {
+        let response = self
+            .http
+            .post(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", self.session.clone().unwrap())
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(message.to_string())
+            .send()
+            .await
+            .expect("posted");
+        let status = response.status();
+        let kind = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (status, kind, response.text().await.expect("body"))
+    }
+}
+
+/// A plain tool call on a 2025-11-25 session takes the lane: one JSON answer with the
+/// server's own fields; a call that asks for progress still gets rmcp's stream.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progress_on_its_stream() {
+    let mut raw = raw_server();
+    raw.tool_policy = BTreeMap::from([("chatty".to_owned(), ToolRule::Allow)]);
+    let rig = rig("lane-json", vec![raw]).await;
+    let agent = rig.raw_agent("raw", "lane-agent").await;
+    let (status, kind, body) = agent
+        .exchange(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "chatty", "arguments": {"n": 1}}}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(kind.starts_with("application/json"), "{kind}: {body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["id"], 2);
+    assert_eq!(
+        answer["result"]["x-vendor"],
+        json!({"kept": true, "n": 7}),
+        "{answer}"
+    );
+    assert_eq!(answer["result"]["content"][0]["text"], "{\"n\":1}");
+
+    let (_, kind, body) = agent
+        .exchange(
+            json!({"jsonrpc": "2.0", "id": "three", "method": "tools/call",
+            "params": {"name": "chatty", "_meta": {"progressToken": "p3"}}}),
+        )
+        .await;
+    // rmcp's way: an SSE stream for the request (whether the progress makes it onto the
+    // stream before the result is a race of rmcp's hand-offs, not asserted here).
+    assert!(kind.starts_with("text/event-stream"), "{kind}: {body}");
+    assert!(body.contains("\"x-vendor\""), "{body}");
+}
+
+/// The agent cancels a call that waits for the person, on the lane: the question is
+/// withdrawn as the agent's, nothing runs, and the call's answer still comes.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_cancelling_a_waiting_call_withdraws_its_approval_as_the_agents() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "lane-cancel",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let agent = rig.raw_agent("desk", "cancelling-agent").await;
+    let call = {
+        let agent = RawAgent {
+            http: agent.http.clone(),
+            url: agent.url.clone(),
+            token: agent.token.clone(),
+            session: agent.session.clone(),
+        };
+        tokio::spawn(async move {
+            agent
+                .exchange(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}}))
+                .await
+        })
+    };
+    let ask = rig.next_ask().await;
+    assert!(matches!(ask.kind, AskKind::ToolCall { .. }));
+    let (status, _, body) = agent
+        .exchange(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "changed my mind"}}),
+        )
+        .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, ask.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    let (status, _, _) = tokio::time::timeout(WAIT, call)
+        .await
+        .expect("the cancelled call ends")
+        .unwrap();
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert!(desk.store.contains("t1"), "nothing was deleted");
+}
+
+/// A session belongs to the server it was opened on and ends when the agent ends it: its id
+/// on another server's path, or after DELETE, reaches nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_id_reaches_only_its_own_server_and_only_while_it_lasts() {
+    let desk = desk().await;
+    let mut trusted = upstream("desk", &desk, ProtocolChoice::Legacy);
+    trusted.trusted = true;
+    let mut other = upstream("other", &desk, ProtocolChoice::Legacy);
+    other.trusted = true;
+    let rig = rig("lane-scope", vec![trusted, other]).await;
+    let mut agent = rig.raw_agent("desk", "scoped-agent").await;
+    let delete = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}});
+    let elsewhere = RawAgent {
+        http: agent.http.clone(),
+        url: rig.url("other"),
+        token: agent.token.clone(),
+        session: agent.session.clone(),
+    };
+    let (status, _, body) = elsewhere.exchange(delete.clone()).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
+    let ended = agent
+        .http
+        .delete(&agent.url)
+        .header("authorization", format!("Bearer {}", agent.token))
+        .header("mcp-session-id", agent.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success());
+    let (status, _, body) = agent.exchange(delete).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
+    assert!(desk.store.contains("t1"), "nothing was deleted");
+    agent.session = None;
+}

@@ -72,8 +72,19 @@ const MAX_INPUT_ROUNDS: usize = 10;
 /// What an agent is called when it gives no `clientInfo`.
 const UNNAMED_AGENT: &str = "an unnamed agent";
 
-/// One agent session's (or one session-less request's) view of one configured server.
-pub(crate) struct Forwarder {
+/// One agent session's (or one session-less request's) view of one configured server. A
+/// handle: rmcp owns one per session, and the lane (`super::lane`) reaches the same one.
+#[derive(Clone)]
+pub(crate) struct Forwarder(Arc<ForwarderState>);
+
+impl std::ops::Deref for Forwarder {
+    type Target = ForwarderState;
+    fn deref(&self) -> &ForwarderState {
+        &self.0
+    }
+}
+
+pub(crate) struct ForwarderState {
     shared: Arc<Shared>,
     server: String,
     /// What the agent is told in the handshake: the upstream server's own, once reached.
@@ -85,6 +96,14 @@ pub(crate) struct Forwarder {
 }
 
 impl Forwarder {
+    pub(crate) fn downgrade(&self) -> std::sync::Weak<ForwarderState> {
+        Arc::downgrade(&self.0)
+    }
+
+    pub(crate) fn upgrade(state: &std::sync::Weak<ForwarderState>) -> Option<Forwarder> {
+        state.upgrade().map(Forwarder)
+    }
+
     pub(crate) fn new(shared: Arc<Shared>, server: String) -> Self {
         let info = shared
             .pool
@@ -94,13 +113,13 @@ impl Forwarder {
             .get(&server)
             .cloned()
             .unwrap_or_else(|| placeholder_info(&server));
-        Forwarder {
+        Forwarder(Arc::new(ForwarderState {
             shared,
             server,
             info: RwLock::new(info),
             session: std::sync::OnceLock::new(),
             session_upstream: tokio::sync::Mutex::default(),
-        }
+        }))
     }
 
     /// The server as the person last saved it; an error once they removed it.
@@ -376,6 +395,7 @@ impl ServerHandler for Forwarder {
         *self.session_upstream.lock().await = Some(up);
         let _ = self.session.set(who);
         ctx.peer.set_peer_info(request.clone());
+        super::lane::Opening::opened(&ctx, self);
         self.negotiate_initialize(&request)
     }
 

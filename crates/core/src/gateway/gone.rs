@@ -57,6 +57,30 @@ pub(crate) fn token(ctx: &RequestContext<RoleServer>) -> Option<CancellationToke
     Some(agent_gone)
 }
 
+/// Fires the request's "gone" if dropped before [`Abandoned::answered`]: a request answered in
+/// one piece (see `lane`) has no response body to watch while it waits, but hyper drops the
+/// request's future when the agent's connection closes.
+pub(crate) fn on_drop(parts: &http::request::Parts) -> Abandoned {
+    Abandoned(parts.extensions.get::<ClientGone>().cloned())
+}
+
+pub(crate) struct Abandoned(Option<ClientGone>);
+
+impl Abandoned {
+    pub(crate) fn answered(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            client.gone.cancel();
+            client.done.cancel();
+        }
+    }
+}
+
 /// The layer: marks each request, and fires its token if the response is abandoned.
 pub(crate) async fn watch(mut request: Request, next: Next) -> Response {
     let client = ClientGone {

@@ -12,6 +12,7 @@
 mod faithful;
 mod forward;
 mod gone;
+mod lane;
 mod pending;
 pub mod policy;
 pub mod preview;
@@ -82,6 +83,8 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
+    /// Agent sessions whose tool calls take the short way (see `lane`).
+    lanes: lane::Lanes,
     /// Approvals the person has not answered in time for the agent's call (see `pending`).
     pub(crate) pending: pending::PendingStore,
     /// The broker session of the questions behind pending approvals, tied to no upstream.
@@ -195,6 +198,7 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
+                lanes: lane::Lanes::default(),
                 pending: pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms()),
                 pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
@@ -403,9 +407,12 @@ impl Gateway {
                         .by_server
                         .get(&server)
                         .cloned();
+                    let shared = shared.clone();
                     async move {
                         match endpoint {
-                            Some(endpoint) => endpoint.handle(request).await.into_response(),
+                            Some(endpoint) => {
+                                lane::serve(&shared.lanes, &server, request, endpoint).await
+                            }
                             None => no_such_server(&shared, &request),
                         }
                     }

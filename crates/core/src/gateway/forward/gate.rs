@@ -9,7 +9,7 @@ use crate::gateway::pending::AskedIn;
 use crate::gateway::preview::Previews;
 
 impl Forwarder {
-    pub(super) async fn gate_and_call(
+    pub(crate) async fn gate_and_call(
         &self,
         request: CallToolRequest,
         ctx: RequestContext<RoleServer>,

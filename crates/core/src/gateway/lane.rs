@@ -1,0 +1,329 @@
+//! The short way for an agent's tool call on a session-keeping connection (2025-11-25 and
+//! older, which is how TypeScript SDK agents such as Claude Code, Cursor and VS Code speak).
+//!
+//! rmcp's session would hand such a POST from the connection to its session worker, to the
+//! session's service loop, to a task of its own, and answer it as an SSE stream of one message:
+//! those hand-offs between threads were the larger part of the gateway's cost per call (see
+//! BENCHMARKS.md). Here the POST is read where it arrives and given to the very `Forwarder`
+//! rmcp made for that session, and its answer goes back as plain JSON. The gate, the audit,
+//! the upstream call, the person's answers and the agent's cancellation are the same code
+//! either way; only the transport between agent and `Forwarder` is shorter.
+//!
+//! Only what is plainly a `tools/call` on a known session takes this way. Anything else goes
+//! to rmcp untouched: other methods, a call that asks for progress (its notifications belong
+//! on the request's own stream), a task-augmented call, an agent that offers sampling (the
+//! server's sampling requests during a call belong on it too), and a request whose headers
+//! rmcp would have to judge (a protocol version other than the session's, the 2026 standard
+//! headers).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, RequestId};
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use super::Endpoint;
+use super::forward::{Forwarder, ForwarderState};
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// rmcp's own default cap on a request body: a larger one is refused (413) either way.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+/// Sessions kept before the ended ones are swept out of the map.
+const SWEEP_ABOVE: usize = 256;
+
+/// The sessions the lane knows, by server and session id.
+#[derive(Default)]
+pub(crate) struct Lanes {
+    sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
+}
+
+struct Session {
+    /// Weak: the session is rmcp's; when it ends, its `Forwarder` (and upstream) go with it.
+    forwarder: Weak<ForwarderState>,
+    /// The agent's side of the session, as rmcp made it at `initialize`.
+    peer: Peer<RoleServer>,
+    /// The lane's calls in flight, by the agent's request id, for its cancellations.
+    in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+/// Put in an `initialize` request's extensions; the `Forwarder` that answers it leaves its
+/// handle here, and the session id rmcp gives the agent names it from then on.
+#[derive(Clone, Default)]
+pub(crate) struct Opening(Arc<OnceLock<(Weak<ForwarderState>, Peer<RoleServer>)>>);
+
+impl Opening {
+    /// Called by the `Forwarder` answering `initialize` over HTTP.
+    pub(crate) fn opened(ctx: &RequestContext<RoleServer>, forwarder: &Forwarder) {
+        if let Some(opening) = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Opening>())
+        {
+            let _ = opening.0.set((forwarder.downgrade(), ctx.peer.clone()));
+        }
+    }
+}
+
+impl Lanes {
+    fn open(
+        &self,
+        server: &str,
+        session: &str,
+        forwarder: Weak<ForwarderState>,
+        peer: Peer<RoleServer>,
+    ) {
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() >= SWEEP_ABOVE {
+            sessions.retain(|_, s| s.forwarder.strong_count() > 0);
+        }
+        sessions.insert(
+            (server.to_owned(), session.to_owned()),
+            Arc::new(Session {
+                forwarder,
+                peer,
+                in_flight: Mutex::default(),
+            }),
+        );
+    }
+
+    fn find(&self, server: &str, session: &str) -> Option<(Arc<Session>, Forwarder)> {
+        let mut sessions = lock(&self.sessions);
+        let key = (server.to_owned(), session.to_owned());
+        let found = sessions.get(&key)?.clone();
+        match Forwarder::upgrade(&found.forwarder) {
+            Some(forwarder) => Some((found, forwarder)),
+            None => {
+                sessions.remove(&key);
+                None
+            }
+        }
+    }
+}
+
+/// What the lane reads of a JSON-RPC message: no more than it needs, borrowed.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    method: Option<&'a str>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// The parts of `tools/call` params that send a call rmcp's way.
+#[derive(Deserialize)]
+struct CallShape<'a> {
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    task: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MetaShape<'a> {
+    #[serde(rename = "progressToken", borrow)]
+    progress_token: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CancelShape {
+    #[serde(rename = "requestId")]
+    request_id: Option<RequestId>,
+}
+
+/// Serves one request to `server`'s endpoint: on the lane when it is a plain tool call on a
+/// session the lane knows, else through rmcp.
+pub(crate) async fn serve(
+    lanes: &Lanes,
+    server: &str,
+    mut request: Request,
+    endpoint: Endpoint,
+) -> Response {
+    if request.method() != Method::POST {
+        return endpoint.handle(request).await.into_response();
+    }
+    let Some(session_id) = header_str(request.headers(), SESSION_HEADER).map(str::to_owned) else {
+        // Perhaps an `initialize`: its Forwarder leaves its handle, and the answer names the
+        // session it made.
+        let opening = Opening::default();
+        request.extensions_mut().insert(opening.clone());
+        let response = endpoint.handle(request).await.into_response();
+        if let (Some(session), Some((forwarder, peer))) = (
+            header_str(response.headers(), SESSION_HEADER),
+            opening.0.get(),
+        ) {
+            lanes.open(server, session, forwarder.clone(), peer.clone());
+        }
+        return response;
+    };
+    let Some((session, forwarder)) = lanes.find(server, &session_id) else {
+        return endpoint.handle(request).await.into_response();
+    };
+    if !plain_headers(request.headers(), &session.peer) {
+        return endpoint.handle(request).await.into_response();
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
+        }
+    };
+    match take(&session, &bytes) {
+        Some(Taken::Call { id, raw_id, params }) => {
+            call(session, forwarder, parts, id, raw_id, params).await
+        }
+        Some(Taken::Cancelled) => StatusCode::ACCEPTED.into_response(),
+        None => {
+            let request = Request::from_parts(parts, Body::from(bytes));
+            endpoint.handle(request).await.into_response()
+        }
+    }
+}
+
+enum Taken {
+    Call {
+        id: RequestId,
+        raw_id: Box<RawValue>,
+        params: CallToolRequestParams,
+    },
+    /// The agent cancelled one of the lane's calls; done here.
+    Cancelled,
+}
+
+/// What the lane does with this message, if anything.
+fn take(session: &Session, bytes: &Bytes) -> Option<Taken> {
+    let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
+    match envelope.method? {
+        "tools/call" => {
+            let raw_id = envelope.id?;
+            let params = envelope.params?;
+            let shape: CallShape = serde_json::from_str(params.get()).ok()?;
+            let progress = match shape.meta {
+                Some(meta) => serde_json::from_str::<MetaShape>(meta.get())
+                    .ok()?
+                    .progress_token
+                    .is_some(),
+                None => false,
+            };
+            if progress || shape.task.is_some() {
+                return None;
+            }
+            let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
+            let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
+            Some(Taken::Call {
+                id,
+                raw_id: raw_id.to_owned(),
+                params,
+            })
+        }
+        "notifications/cancelled" if envelope.id.is_none() => {
+            let cancel: CancelShape = serde_json::from_str(envelope.params?.get()).ok()?;
+            let token = lock(&session.in_flight).get(&cancel.request_id?)?.clone();
+            token.cancel();
+            Some(Taken::Cancelled)
+        }
+        _ => None,
+    }
+}
+
+/// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
+/// both answer kinds accepted (else rmcp says 406/415), the session's own protocol version or
+/// none, and none of the 2026 revision's standard headers.
+fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> bool {
+    let json_in = header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+    });
+    let accept = header_str(headers, header::ACCEPT.as_str()).unwrap_or("");
+    let accepts = |kind: &str| {
+        accept.split(',').any(|a| {
+            a.split(';')
+                .next()
+                .is_some_and(|e| e.trim().eq_ignore_ascii_case(kind))
+        })
+    };
+    let Some(info) = peer.peer_info() else {
+        return false;
+    };
+    // A sampling request during a call must reach the agent on that call's stream.
+    if info.capabilities.sampling.is_some() {
+        return false;
+    }
+    let version_ok = match header_str(headers, VERSION_HEADER) {
+        None => true,
+        Some(v) => v == info.protocol_version.as_str(),
+    };
+    json_in
+        && accepts("application/json")
+        && accepts("text/event-stream")
+        && version_ok
+        && !headers.contains_key("mcp-method")
+        && !headers.contains_key("mcp-name")
+}
+
+/// Runs the call as rmcp would (in a task of its own, so an agent that goes away does not cut
+/// it off mid-way: it learns of that through `gone`, as on rmcp's way) and answers in JSON.
+async fn call(
+    session: Arc<Session>,
+    forwarder: Forwarder,
+    parts: http::request::Parts,
+    id: RequestId,
+    raw_id: Box<RawValue>,
+    mut params: CallToolRequestParams,
+) -> Response {
+    let abandoned = super::gone::on_drop(&parts);
+    let ct = CancellationToken::new();
+    lock(&session.in_flight).insert(id.clone(), ct.clone());
+    let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
+    ctx.ct = ct;
+    if let Some(meta) = params.meta.take() {
+        ctx.meta = meta;
+    }
+    // The HTTP request's parts travel with the call, as rmcp hands them on: the agent's token
+    // mark, `gone`, and where the faithful result is kept.
+    ctx.extensions.insert(parts);
+    let running = tokio::spawn(async move {
+        let result = forwarder
+            .gate_and_call(CallToolRequest::new(params), ctx)
+            .await;
+        lock(&session.in_flight).remove(&id);
+        result
+    });
+    let result = running.await;
+    abandoned.answered();
+    let message = match result {
+        Ok(Ok(result)) => serde_json::json!({"jsonrpc": "2.0", "id": raw_id, "result": result}),
+        Ok(Err(error)) => serde_json::json!({"jsonrpc": "2.0", "id": raw_id, "error": error}),
+        Err(e) => serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": raw_id,
+            "error": rmcp::ErrorData::internal_error(format!("the call failed: {e}"), None),
+        }),
+    };
+    match serde_json::to_vec(&message) {
+        Ok(body) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
