@@ -62,6 +62,11 @@ impl Kept {
         Some(kept.swap_remove(i).1)
     }
 
+    /// The raw result kept for request `id`, once (the lane answers with it itself).
+    pub(crate) fn take_for(&self, id: &RequestId) -> Option<Value> {
+        self.take(&serde_json::to_value(id).ok()?)
+    }
+
     /// One JSON-RPC message (or batch) as text, with the results kept for it in place of
     /// the typed ones; `None` when there is nothing to replace.
     fn swap_message(&self, text: &[u8]) -> Option<Vec<u8>> {

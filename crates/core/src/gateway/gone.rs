@@ -8,6 +8,7 @@
 //! the keep-alive ping) fails on the closed connection.
 
 use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,12 +25,30 @@ use tokio_util::sync::CancellationToken;
 const GRACE: Duration = Duration::from_millis(250);
 
 /// Carried in the HTTP request's extensions, which rmcp hands to the handler.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct ClientGone {
-    /// The response was dropped before it ended.
-    gone: CancellationToken,
-    /// The response is over, either way.
-    done: CancellationToken,
+    /// Fires [`GRACE`] after the response was abandoned, unless the request was cancelled.
+    agent_gone: CancellationToken,
+    /// The request's own cancellation, once its handler asked for [`token`].
+    cancelled: Arc<OnceLock<CancellationToken>>,
+}
+
+impl ClientGone {
+    /// The response was dropped before it ended. Nothing waits per request until then: a
+    /// timer starts only for a request that was abandoned.
+    fn abandoned(&self) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.agent_gone.cancel();
+            return;
+        };
+        let client = self.clone();
+        runtime.spawn(async move {
+            tokio::time::sleep(GRACE).await;
+            if !client.cancelled.get().is_some_and(|c| c.is_cancelled()) {
+                client.agent_gone.cancel();
+            }
+        });
+    }
 }
 
 /// A token that fires when the agent behind request `ctx` went away without cancelling it,
@@ -38,28 +57,14 @@ pub(crate) fn token(ctx: &RequestContext<RoleServer>) -> Option<CancellationToke
     let client = ctx
         .extensions
         .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<ClientGone>())?
-        .clone();
-    let cancelled = ctx.ct.clone();
-    let agent_gone = CancellationToken::new();
-    let fire = agent_gone.clone();
-    tokio::spawn(async move {
-        tokio::select! {
-            biased;
-            _ = client.gone.cancelled() => {}
-            _ = client.done.cancelled() => return,
-        }
-        tokio::select! {
-            _ = cancelled.cancelled() => {}
-            _ = tokio::time::sleep(GRACE) => fire.cancel(),
-        }
-    });
-    Some(agent_gone)
+        .and_then(|parts| parts.extensions.get::<ClientGone>())?;
+    let _ = client.cancelled.set(ctx.ct.clone());
+    Some(client.agent_gone.clone())
 }
 
-/// Fires the request's "gone" if dropped before [`Abandoned::answered`]: a request answered in
-/// one piece (see `lane`) has no response body to watch while it waits, but hyper drops the
-/// request's future when the agent's connection closes.
+/// Marks the request as abandoned if dropped before [`Abandoned::answered`]: a request
+/// answered in one piece (see `lane`) has no response body to watch while it waits, but hyper
+/// drops the request's future when the agent's connection closes.
 pub(crate) fn on_drop(parts: &http::request::Parts) -> Abandoned {
     Abandoned(parts.extensions.get::<ClientGone>().cloned())
 }
@@ -75,18 +80,14 @@ impl Abandoned {
 impl Drop for Abandoned {
     fn drop(&mut self) {
         if let Some(client) = self.0.take() {
-            client.gone.cancel();
-            client.done.cancel();
+            client.abandoned();
         }
     }
 }
 
 /// The layer: marks each request, and fires its token if the response is abandoned.
 pub(crate) async fn watch(mut request: Request, next: Next) -> Response {
-    let client = ClientGone {
-        gone: CancellationToken::new(),
-        done: CancellationToken::new(),
-    };
+    let client = ClientGone::default();
     request.extensions_mut().insert(client.clone());
     let response = next.run(request).await;
     let (parts, body) = response.into_parts();
@@ -120,8 +121,7 @@ impl<S: Stream<Item = Result<Bytes, axum::Error>> + Unpin> Stream for Watched<S>
 impl<S> Drop for Watched<S> {
     fn drop(&mut self) {
         if self.armed {
-            self.client.gone.cancel();
+            self.client.abandoned();
         }
-        self.client.done.cancel();
     }
 }

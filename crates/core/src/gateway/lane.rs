@@ -177,30 +177,43 @@ pub(crate) async fn serve(
             return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
         }
     };
-    match take(&session, &bytes) {
-        Some(Taken::Call { id, raw_id, params }) => {
+    match read(&bytes) {
+        Some(Message::Call { id, raw_id, params }) => {
             call(session, forwarder, parts, id, raw_id, params).await
         }
-        Some(Taken::Cancelled) => StatusCode::ACCEPTED.into_response(),
-        None => {
-            let request = Request::from_parts(parts, Body::from(bytes));
-            endpoint.handle(request).await.into_response()
+        Some(Message::Cancelled(request)) => {
+            let token = lock(&session.in_flight).get(&request).cloned();
+            match token {
+                Some(token) => {
+                    token.cancel();
+                    StatusCode::ACCEPTED.into_response()
+                }
+                None => pass_on(parts, bytes, endpoint).await,
+            }
         }
+        None => pass_on(parts, bytes, endpoint).await,
     }
 }
 
-enum Taken {
+async fn pass_on(parts: http::request::Parts, bytes: Bytes, endpoint: Endpoint) -> Response {
+    let request = Request::from_parts(parts, Body::from(bytes));
+    endpoint.handle(request).await.into_response()
+}
+
+/// What the lane may take of a message.
+#[derive(Debug)]
+enum Message {
     Call {
         id: RequestId,
         raw_id: Box<RawValue>,
         params: CallToolRequestParams,
     },
-    /// The agent cancelled one of the lane's calls; done here.
-    Cancelled,
+    /// The agent cancels this request (the lane's, if it is in flight there).
+    Cancelled(RequestId),
 }
 
-/// What the lane does with this message, if anything.
-fn take(session: &Session, bytes: &Bytes) -> Option<Taken> {
+/// Reads a message far enough to tell whether it is the lane's.
+fn read(bytes: &[u8]) -> Option<Message> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     match envelope.method? {
         "tools/call" => {
@@ -219,7 +232,7 @@ fn take(session: &Session, bytes: &Bytes) -> Option<Taken> {
             }
             let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
             let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
-            Some(Taken::Call {
+            Some(Message::Call {
                 id,
                 raw_id: raw_id.to_owned(),
                 params,
@@ -227,9 +240,7 @@ fn take(session: &Session, bytes: &Bytes) -> Option<Taken> {
         }
         "notifications/cancelled" if envelope.id.is_none() => {
             let cancel: CancelShape = serde_json::from_str(envelope.params?.get()).ok()?;
-            let token = lock(&session.in_flight).get(&cancel.request_id?)?.clone();
-            token.cancel();
-            Some(Taken::Cancelled)
+            Some(Message::Cancelled(cancel.request_id?))
         }
         _ => None,
     }
@@ -291,26 +302,36 @@ async fn call(
     }
     // The HTTP request's parts travel with the call, as rmcp hands them on: the agent's token
     // mark, `gone`, and where the faithful result is kept.
+    let kept = parts.extensions.get::<super::faithful::Kept>().cloned();
     ctx.extensions.insert(parts);
-    let running = tokio::spawn(async move {
-        let result = forwarder
-            .gate_and_call(CallToolRequest::new(params), ctx)
-            .await;
-        lock(&session.in_flight).remove(&id);
-        result
+    let running = tokio::spawn({
+        let id = id.clone();
+        async move {
+            let result = forwarder
+                .gate_and_call(CallToolRequest::new(params), ctx)
+                .await;
+            lock(&session.in_flight).remove(&id);
+            result
+        }
     });
     let result = running.await;
     abandoned.answered();
-    let message = match result {
-        Ok(Ok(result)) => serde_json::json!({"jsonrpc": "2.0", "id": raw_id, "result": result}),
-        Ok(Err(error)) => serde_json::json!({"jsonrpc": "2.0", "id": raw_id, "error": error}),
-        Err(e) => serde_json::json!({
-            "jsonrpc": "2.0",
-            "id": raw_id,
-            "error": rmcp::ErrorData::internal_error(format!("the call failed: {e}"), None),
-        }),
+    // The server's own result, kept for this request, goes out as it came; the faithful
+    // layer then finds nothing left to swap and passes the answer on untouched.
+    let raw = kept.and_then(|kept| kept.take_for(&id));
+    let body = match result {
+        Ok(Ok(result)) => match raw {
+            Some(raw) => reply(&raw_id, "result", &raw),
+            None => reply(&raw_id, "result", &result),
+        },
+        Ok(Err(error)) => reply(&raw_id, "error", &error),
+        Err(e) => reply(
+            &raw_id,
+            "error",
+            &rmcp::ErrorData::internal_error(format!("the call failed: {e}"), None),
+        ),
     };
-    match serde_json::to_vec(&message) {
+    match body {
         Ok(body) => (
             [(header::CONTENT_TYPE, "application/json")],
             Body::from(body),
@@ -320,10 +341,85 @@ async fn call(
     }
 }
 
+/// A JSON-RPC response to `id` carrying `value` as its `result` or `error`.
+fn reply(id: &RawValue, key: &str, value: &impl serde::Serialize) -> serde_json::Result<Vec<u8>> {
+    let mut body = Vec::with_capacity(256);
+    body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    body.extend_from_slice(id.get().as_bytes());
+    body.extend_from_slice(b",\"");
+    body.extend_from_slice(key.as_bytes());
+    body.extend_from_slice(b"\":");
+    serde_json::to_writer(&mut body, value)?;
+    body.push(b'}');
+    Ok(body)
+}
+
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read_json(message: serde_json::Value) -> Option<Message> {
+        read(message.to_string().as_bytes())
+    }
+
+    #[test]
+    fn only_a_plain_tool_call_or_a_cancellation_is_the_lanes() {
+        let call = read_json(
+            json!({"jsonrpc": "2.0", "id": "a-1", "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"x": 1}, "_meta": {"vendor": 2}}}),
+        );
+        let Some(Message::Call { id, raw_id, params }) = call else {
+            panic!("{call:?}")
+        };
+        assert_eq!(id, RequestId::String("a-1".into()));
+        assert_eq!(raw_id.get(), "\"a-1\"");
+        assert_eq!(params.name, "echo");
+        assert!(params.meta.is_some(), "the call's _meta goes with it");
+
+        for not_ours in [
+            // Progress belongs on the request's own stream; tasks and other methods are rmcp's.
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "_meta": {"progressToken": 0}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "task": {"ttl": 1000}}}),
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}]),
+            json!({"jsonrpc": "2.0", "id": {"no": 1}, "method": "tools/call",
+                "params": {"name": "echo"}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"reason": "no id"}}),
+        ] {
+            assert!(read_json(not_ours.clone()).is_none(), "{not_ours}");
+        }
+        assert!(read(b"{not json").is_none());
+        let cancel = read_json(json!({"jsonrpc": "2.0",
+            "method": "notifications/cancelled", "params": {"requestId": 7}}));
+        assert!(
+            matches!(cancel, Some(Message::Cancelled(RequestId::Number(7)))),
+            "{cancel:?}"
+        );
+    }
+
+    #[test]
+    fn a_reply_carries_the_agents_id_as_it_was_sent() {
+        let id: Box<RawValue> = serde_json::from_str(r#""x\u0041""#).unwrap();
+        let body = reply(&id, "result", &json!({"ok": true})).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&body).unwrap(),
+            r#"{"jsonrpc":"2.0","id":"x\u0041","result":{"ok":true}}"#
+        );
+        let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(parsed["id"], "xA");
+    }
 }
