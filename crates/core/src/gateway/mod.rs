@@ -110,6 +110,8 @@ pub(crate) struct Shared {
     changes: tokio::sync::watch::Sender<u64>,
     status: Mutex<Status>,
     stop: CancellationToken,
+    /// Ends the gateway's own thread (see [`Gateway::own_thread`]).
+    thread: Mutex<Option<CancellationToken>>,
 }
 
 /// See [`Gateway::on_sign_in_needed`].
@@ -213,6 +215,7 @@ impl Gateway {
                 changes: tokio::sync::watch::Sender::new(0),
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
+                thread: Mutex::default(),
             }),
             endpoints: Arc::default(),
         })
@@ -353,25 +356,73 @@ impl Gateway {
         self.changed();
         let router = self.router(addr);
         let stop = self.shared.stop.clone();
-        // An answer often leaves in two writes (an SSE priming event, then the result); with
-        // Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
-            if let Err(e) = stream.set_nodelay(true) {
-                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        tokio::spawn(async move {
+        let serving = move |listener: tokio::net::TcpListener| async move {
+            // An answer often leaves in two writes (an SSE priming event, then the result);
+            // with Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
+            let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+                if let Err(e) = stream.set_nodelay(true) {
+                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+                }
+            });
             let served = axum::serve(listener, router)
                 .with_graceful_shutdown(stop.cancelled_owned())
                 .await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "gateway stopped");
             }
-        });
-        tokio::spawn(forward::reap_idle(self.shared.clone()));
-        pending::ask_again(&self.shared);
+        };
+        match self.own_thread() {
+            Some(runtime) => {
+                // The listener moves to the gateway's thread, so connections are accepted (and
+                // served) there.
+                let _inside = runtime.enter();
+                match listener
+                    .into_std()
+                    .and_then(tokio::net::TcpListener::from_std)
+                {
+                    Ok(listener) => {
+                        tokio::spawn(serving(listener));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "gateway: cannot hand its listener over");
+                        lock(&self.shared.status).error =
+                            Some(format!("cannot listen on {addr}: {e}"));
+                    }
+                }
+                tokio::spawn(forward::reap_idle(self.shared.clone()));
+                pending::ask_again(&self.shared);
+            }
+            None => {
+                tokio::spawn(serving(listener));
+                tokio::spawn(forward::reap_idle(self.shared.clone()));
+                pending::ask_again(&self.shared);
+            }
+        }
         tracing::info!(%addr, servers = self.shared.server_names().len(), "gateway listening");
         addr
+    }
+
+    /// Starts the thread the gateway's work runs on: one thread with a runtime of its own.
+    /// With the lane, what is left of a forwarded call is a few hand-offs between tasks, and on
+    /// a multi-threaded runtime each can wake another worker thread; on one thread they cost
+    /// no wake-up (BENCHMARKS.md, "Gateway"). It also keeps a busy gateway from slowing the
+    /// app's own work. `None` (and the caller's runtime) if no thread can be started.
+    fn own_thread(&self) -> Option<tokio::runtime::Handle> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .inspect_err(|e| tracing::warn!(error = %e, "gateway: no runtime of its own"))
+            .ok()?;
+        let handle = runtime.handle().clone();
+        let stop = CancellationToken::new();
+        let ended = stop.clone();
+        std::thread::Builder::new()
+            .name("countersign-gateway".into())
+            .spawn(move || runtime.block_on(ended.cancelled_owned()))
+            .inspect_err(|e| tracing::warn!(error = %e, "gateway: no thread of its own"))
+            .ok()?;
+        *lock(&self.shared.thread) = Some(stop);
+        Some(handle)
     }
 
     fn router(&self, addr: SocketAddr) -> axum::Router {
@@ -531,7 +582,11 @@ impl Gateway {
     /// Stops accepting agents and closes every upstream session.
     pub async fn shutdown(&self) {
         self.shared.stop.cancel();
+        // The upstream sessions close on the gateway's thread, which ends after them.
         self.shared.pool.clear().await;
+        if let Some(thread) = lock(&self.shared.thread).take() {
+            thread.cancel();
+        }
     }
 }
 
