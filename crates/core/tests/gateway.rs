@@ -2599,3 +2599,96 @@ async fn a_session_id_reaches_only_its_own_server_and_only_while_it_lasts() {
     assert!(desk.store.contains("t1"), "nothing was deleted");
     agent.session = None;
 }
+
+/// The gateway's own threads in this process (a test is a process of its own under nextest).
+fn gateway_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        // The kernel keeps 15 bytes of a thread's name.
+        .filter(|name| name.trim_end() == &"countersign-gateway"[..15])
+        .count()
+}
+
+/// The gateway serves from a thread of its own, and shutting it down ends that thread once its
+/// upstream sessions are closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_gateway_runs_on_its_own_thread_until_it_shuts_down() {
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.trusted = true;
+    let rig = rig("own-thread", vec![config]).await;
+    // A thread takes its name once it runs, a moment after it was started.
+    wait_for_gateway_threads(1).await;
+    let agent = rig.agent("desk", "threaded-agent", false).await;
+    let listed = call(&agent, "list_tickets", json!({})).await;
+    assert_ne!(listed.is_error, Some(true));
+    let _ = agent.cancel().await;
+    rig.gateway.shutdown().await;
+    wait_for_gateway_threads(0).await;
+}
+
+async fn wait_for_gateway_threads(count: usize) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while gateway_threads() != count {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} gateway threads, not {count}",
+            gateway_threads()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Another agent's token with this agent's session id reaches nothing: the call is refused
+/// before the gate, on the lane and on rmcp's way alike, and the session's owner goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_answers_only_the_agent_that_opened_it() {
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.trusted = true;
+    let rig = rig("session-owner", vec![config]).await;
+    let a = rig.gateway.create_agent("Agent A", "bridge").unwrap();
+    let b = rig.gateway.create_agent("Agent B", "bridge").unwrap();
+    let mut owner = RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("desk"),
+        token: a.token.clone(),
+        session: None,
+    };
+    let init = owner
+        .post(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "agent-a", "version": "1"}}),
+        )
+        .await;
+    assert!(init.get("result").is_some(), "{init}");
+    let intruder = RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("desk"),
+        token: b.token.clone(),
+        session: owner.session.clone(),
+    };
+    let delete = |id: u64, progress: bool| {
+        let mut params = json!({"name": "delete_ticket", "arguments": {"id": "t1"}});
+        if progress {
+            params["_meta"] = json!({"progressToken": id});
+        }
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+    };
+    // The lane, then rmcp's way (a progress token sends it there).
+    for (id, progress) in [(2, false), (3, true)] {
+        let (_, _, body) = intruder.exchange(delete(id, progress)).await;
+        assert!(body.contains("belongs to another agent"), "{body}");
+    }
+    let (_, _, body) = intruder
+        .exchange(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}))
+        .await;
+    assert!(body.contains("belongs to another agent"), "{body}");
+    assert!(desk.store.contains("t1"), "nothing was deleted");
+    assert!(rig.broker.pending().is_empty(), "nobody was asked");
+    let listed = owner.post(5, "tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+}

@@ -140,6 +140,19 @@ impl Forwarder {
 
     async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Upstream>, McpError> {
         if let Some(who) = self.session.get() {
+            // A session is the agent's that opened it: another agent's token with its id (the
+            // id is random, but may leak) would judge the call by one agent and run it in the
+            // other's upstream session.
+            if crate::gateway::registry::token_agent(ctx)
+                .map(|a| a.id)
+                .unwrap_or_default()
+                != who.id
+            {
+                return Err(McpError::invalid_request(
+                    "this session belongs to another agent",
+                    None,
+                ));
+            }
             let mut held = self.session_upstream.lock().await;
             if let Some(up) = held.as_ref().filter(|up| !up.is_retired()) {
                 return Ok(up.clone());
