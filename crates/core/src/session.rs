@@ -169,6 +169,8 @@ struct Entry {
 struct Inner {
     broker: Broker,
     auth: Auth,
+    /// One HTTP client for every session's server (see `open_client`).
+    http: crate::mcp::connect::SharedHttp,
     entries: Mutex<BTreeMap<String, Arc<Entry>>>,
     events: broadcast::Sender<SessionEvent>,
     next_session: AtomicU64,
@@ -209,6 +211,7 @@ impl SessionManager {
             inner: Arc::new(Inner {
                 broker,
                 auth,
+                http: Default::default(),
                 entries: Mutex::default(),
                 events,
                 next_session: AtomicU64::new(1),
@@ -578,6 +581,7 @@ impl SessionManager {
             raw,
             entry.stderr.clone(),
             Some(&self.inner.auth),
+            &self.inner.http,
         )
         .await?;
         let live = Arc::new(Live {

@@ -83,6 +83,8 @@ pub(crate) struct Shared {
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
     pub(crate) pool: forward::Pool,
+    /// One HTTP client for every upstream session to a remote server (see `open_client`).
+    pub(crate) http: crate::mcp::connect::SharedHttp,
     /// Agent sessions whose tool calls take the short way (see `lane`).
     lanes: lane::Lanes,
     /// Approvals the person has not answered in time for the agent's call (see `pending`).
@@ -200,6 +202,7 @@ impl Gateway {
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
                 pool: forward::Pool::default(),
+                http: Default::default(),
                 lanes: lane::Lanes::default(),
                 pending: pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms()),
                 pending_session: FIRST_GATEWAY_SESSION - 1,

@@ -51,7 +51,9 @@ pub(crate) fn lifecycle_for(config: &ServerConfig) -> (ClientLifecycleMode, Prot
 }
 
 /// Starts the server (stdio) or reaches it (HTTP) and completes the handshake. Shared by the
-/// app's own sessions and the gateway's per-agent ones.
+/// app's own sessions and the gateway's per-agent ones. `http` is the side's one HTTP client:
+/// a client per session would each load the system's TLS roots and keep its own connection
+/// pool (most of what an agent session weighed).
 pub(crate) async fn open_client(
     config: &ServerConfig,
     handler: Handler,
@@ -59,6 +61,7 @@ pub(crate) async fn open_client(
     raw: Arc<RawRequests>,
     stderr: Arc<Mutex<VecDeque<String>>>,
     auth: Option<&Auth>,
+    http: &SharedHttp,
 ) -> Result<RunningService<RoleClient, Handler>, ConnectError> {
     let (lifecycle, _) = lifecycle_for(config);
     let timeout = config.request_timeout;
@@ -111,13 +114,14 @@ pub(crate) async fn open_client(
                 }
             }
             // A server given its own Authorization header is not signed in to.
+            let http = http.get().map_err(ConnectError::Fatal)?;
             let static_auth = headers
                 .keys()
                 .any(|k| k.eq_ignore_ascii_case("authorization"));
             match auth.filter(|_| !static_auth) {
                 Some(auth) => {
                     let client = auth
-                        .client(&config.name, url, raw)
+                        .client(&config.name, url, raw, &http)
                         .await
                         .map_err(ConnectError::Retry)?;
                     let transport = Tapped {
@@ -131,7 +135,7 @@ pub(crate) async fn open_client(
                     .await
                 }
                 None => {
-                    let client = TapHttpClient::new(reqwest::Client::new(), raw);
+                    let client = TapHttpClient::new(http, raw);
                     let transport = Tapped {
                         inner: StreamableHttpClientTransport::with_client(client, transport_config),
                         tap,
@@ -160,6 +164,23 @@ pub(crate) async fn open_client(
             in_words(&e.to_string())
         ))),
         Ok(Ok(service)) => Ok(service),
+    }
+}
+
+/// One HTTP client for a side's sessions, made when the first remote server is reached (with
+/// only stdio servers, the TLS roots are never loaded). Cheap to clone.
+#[derive(Clone, Default)]
+pub(crate) struct SharedHttp(Arc<std::sync::OnceLock<Result<reqwest::Client, String>>>);
+
+impl SharedHttp {
+    fn get(&self) -> Result<reqwest::Client, String> {
+        self.0
+            .get_or_init(|| {
+                reqwest::Client::builder()
+                    .build()
+                    .map_err(|e| format!("cannot make an HTTP client: {e}"))
+            })
+            .clone()
     }
 }
 

@@ -91,10 +91,11 @@ impl Auth {
         name: &str,
         url: &str,
         raw: Arc<RawRequests>,
+        http: &reqwest::Client,
     ) -> Result<AuthClient<TapHttpClient>, String> {
         let server = self.server(name, url).await?;
         let mut client = server.client.clone();
-        client.http_client = TapHttpClient::new(reqwest::Client::new(), raw);
+        client.http_client = TapHttpClient::new(http.clone(), raw);
         Ok(client)
     }
 

@@ -172,6 +172,7 @@ impl Upstream {
             raw.clone(),
             Arc::default(),
             shared.auth.get(),
+            &shared.http,
         )
         .await
         .map_err(|e| match e {
