@@ -127,10 +127,16 @@ struct CallShape<'a> {
     task: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize)]
-struct MetaShape<'a> {
-    #[serde(rename = "progressToken", borrow)]
-    progress_token: Option<&'a RawValue>,
+/// The keys of a call's `_meta`.
+type MetaShape<'a> = HashMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>;
+
+/// Whether a call's `_meta` keeps it off the lane: a progress token (its notifications belong on
+/// the request's own stream), or the 2026 revision's per-request protocol version, client info
+/// or capabilities (rmcp judges those against the headers, and may serve the request without
+/// the session).
+fn meta_is_rmcps(meta: &MetaShape) -> bool {
+    meta.keys()
+        .any(|key| key == "progressToken" || key.starts_with("io.modelcontextprotocol/"))
 }
 
 #[derive(Deserialize)]
@@ -220,14 +226,11 @@ fn read(bytes: &[u8]) -> Option<Message> {
             let raw_id = envelope.id?;
             let params = envelope.params?;
             let shape: CallShape = serde_json::from_str(params.get()).ok()?;
-            let progress = match shape.meta {
-                Some(meta) => serde_json::from_str::<MetaShape>(meta.get())
-                    .ok()?
-                    .progress_token
-                    .is_some(),
+            let rmcps = match shape.meta {
+                Some(meta) => meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?),
                 None => false,
             };
-            if progress || shape.task.is_some() {
+            if rmcps || shape.task.is_some() {
                 return None;
             }
             let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
@@ -386,9 +389,13 @@ mod tests {
         assert!(params.meta.is_some(), "the call's _meta goes with it");
 
         for not_ours in [
-            // Progress belongs on the request's own stream; tasks and other methods are rmcp's.
+            // Progress belongs on the request's own stream; 2026 metadata, tasks and other
+            // methods are rmcp's.
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "_meta": {"progressToken": 0}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "task": {"ttl": 1000}}}),
             json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo"}}),
