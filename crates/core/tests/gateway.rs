@@ -2479,7 +2479,8 @@ impl RawAgent {
 }
 
 /// A plain tool call on a 2025-11-25 session takes the lane: one JSON answer with the
-/// server's own fields; a call that asks for progress still gets rmcp's stream.
+/// server's own fields; a call that asks for progress still gets rmcp's stream, with the
+/// progress ahead of the result (it travels through the relaying task; the result waits).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progress_on_its_stream() {
     let mut raw = raw_server();
@@ -2507,10 +2508,12 @@ async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progre
             "params": {"name": "chatty", "_meta": {"progressToken": "p3"}}}),
         )
         .await;
-    // rmcp's way: an SSE stream for the request (whether the progress makes it onto the
-    // stream before the result is a race of rmcp's hand-offs, not asserted here).
+    // rmcp's way: an SSE stream for the request, the progress before the result.
     assert!(kind.starts_with("text/event-stream"), "{kind}: {body}");
-    assert!(body.contains("\"x-vendor\""), "{body}");
+    let progress = body.find("notifications/progress").expect(&body);
+    let result = body.find("\"x-vendor\"").expect(&body);
+    assert!(progress < result, "{body}");
+    assert!(body.contains("\"p3\""), "the agent's own token: {body}");
 }
 
 /// The agent cancels a call that waits for the person, on the lane: the question is

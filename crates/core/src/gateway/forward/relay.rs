@@ -23,7 +23,14 @@ pub(crate) struct AgentRelay {
     /// reason each stands for.
     calls: Mutex<HashMap<u64, Withdrawal>>,
     next_call: AtomicU64,
+    /// Notifications handed to the relaying task, and how many it has passed on: a result
+    /// waits for the progress that came before it (see [`Self::caught_up`]).
+    queued: AtomicU64,
+    pub(super) passed: tokio::sync::watch::Sender<u64>,
 }
+
+/// How long a result waits for the notifications before it to reach the agent's session.
+const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Progress notifications kept for a route not registered yet, per upstream session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
@@ -46,6 +53,8 @@ impl AgentRelay {
             progress: Mutex::default(),
             calls: Mutex::default(),
             next_call: AtomicU64::new(1),
+            queued: AtomicU64::new(0),
+            passed: tokio::sync::watch::Sender::new(0),
         });
         (relay, rx)
     }
@@ -65,9 +74,25 @@ impl AgentRelay {
         progress.unclaimed = rest;
         let Some((peer, token)) = to else { return };
         for n in early {
-            let _ = self.tx.send(to_agent(n, &peer, &token));
+            self.queue(to_agent(n, &peer, &token));
         }
         progress.routes.insert(upstream.clone(), (peer, token));
+    }
+
+    fn queue(&self, outgoing: Outgoing) {
+        if self.tx.send(outgoing).is_ok() {
+            self.queued.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Waits (a moment at most) until every notification queued so far has reached the
+    /// agent's session. The server sends a request's progress before its result, and both go
+    /// to the agent on that request's stream; the progress travels through the relaying task,
+    /// so without this the result could overtake it and close the stream first.
+    pub(super) async fn caught_up(&self) {
+        let target = self.queued.load(Ordering::Acquire);
+        let mut passed = self.passed.subscribe();
+        let _ = tokio::time::timeout(CATCH_UP, passed.wait_for(|n| *n >= target)).await;
     }
 
     pub(super) fn forget_progress(&self, upstream: &ProgressToken) {
@@ -110,7 +135,7 @@ impl Relay for AgentRelay {
             }
             other => (None, other.clone()),
         };
-        let _ = self.tx.send(outgoing);
+        self.queue(outgoing);
     }
 
     #[allow(deprecated)]

@@ -276,6 +276,7 @@ impl Upstream {
         self.last_used
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
+        let wants_progress = agent_token.is_some();
         // The agent's lifecycle keys describe the agent's link to us, not ours upstream.
         request
             .get_meta_mut()
@@ -326,6 +327,9 @@ impl Upstream {
                 // Read beside rmcp before rmcp resolved the request, so it is here now (unless
                 // the server answered in plain JSON over HTTP, which only rmcp sees).
                 let raw = self.raw.take_result(&id);
+                if wants_progress {
+                    self.relay.caught_up().await;
+                }
                 result.map(|typed| (typed, raw)).map_err(|e| self.error(e))
             }
         }
@@ -444,5 +448,6 @@ async fn relay_notifications(
         if let Some(peer) = peer {
             let _ = peer.send_notification(notification).await;
         }
+        up.relay.passed.send_modify(|n| *n += 1);
     }
 }
