@@ -961,10 +961,16 @@ fn hostile_server(name: &str, log: Option<&std::path::Path>) -> ServerConfig {
 impl Rig {
     /// A raw agent with a 2025-11-25 session on `server`.
     async fn raw_agent(&self, server: &str, name: &str) -> RawAgent {
+        self.raw_agent_holding(server, name, self.gateway.token())
+            .await
+    }
+
+    /// A raw agent holding `token`, with a 2025-11-25 session on `server`.
+    async fn raw_agent_holding(&self, server: &str, name: &str, token: &str) -> RawAgent {
         let mut agent = RawAgent {
             http: reqwest::Client::new(),
             url: self.url(server),
-            token: self.gateway.token().to_owned(),
+            token: token.to_owned(),
             session: None,
         };
         let init = agent
@@ -2653,21 +2659,7 @@ async fn a_session_answers_only_the_agent_that_opened_it() {
     let rig = rig("session-owner", vec![config]).await;
     let a = rig.gateway.create_agent("Agent A", "bridge").unwrap();
     let b = rig.gateway.create_agent("Agent B", "bridge").unwrap();
-    let mut owner = RawAgent {
-        http: reqwest::Client::new(),
-        url: rig.url("desk"),
-        token: a.token.clone(),
-        session: None,
-    };
-    let init = owner
-        .post(
-            1,
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "agent-a", "version": "1"}}),
-        )
-        .await;
-    assert!(init.get("result").is_some(), "{init}");
+    let mut owner = rig.raw_agent_holding("desk", "agent-a", &a.token).await;
     let intruder = RawAgent {
         http: reqwest::Client::new(),
         url: rig.url("desk"),
