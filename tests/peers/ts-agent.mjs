@@ -2,9 +2,11 @@
 // An agent written with the TypeScript SDK's client, as agent hosts are: it declares no
 // elicitation capability at all, lists the tools and calls one, and prints one JSON line per
 // step. Used by the gateway tests over HTTP (with the bearer token) and through
-// countersign-bridge (stdio).
+// countersign-bridge (stdio). With `--task`, the call is made as a task (2025-11-25) with the
+// SDK's own task client, which polls it and prints each step (`taskCreated`, `taskStatus`,
+// then `result` or `error`).
 //
-//   node ts-agent.mjs --url URL --token TOKEN [--name N] --call TOOL [--args JSON]
+//   node ts-agent.mjs --url URL --token TOKEN [--name N] --call TOOL [--args JSON] [--task]
 //   node ts-agent.mjs [--name N] --call TOOL [--args JSON] -- CMD ARGS...
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -17,6 +19,7 @@ let command = null;
 for (let i = 0; i < argv.length; i++) {
   const a = argv[i];
   if (a === '--') { command = argv.slice(i + 1); break; }
+  if (a === '--task') { opts.task = true; continue; }
   opts[a.replace(/^--/, '')] = argv[++i];
 }
 
@@ -32,7 +35,17 @@ try {
   await client.connect(transport);
   const { tools } = await client.listTools();
   print({ step: 'tools', names: tools.map((t) => t.name) });
-  if (opts.call) {
+  if (opts.call && opts.task) {
+    const stream = client.experimental.tasks.callToolStream(
+      { name: opts.call, arguments: JSON.parse(opts.args) },
+      undefined,
+      { timeout: 60000, task: { ttl: 60000 } },
+    );
+    for await (const message of stream) {
+      const { type, task, result, error } = message;
+      print({ step: 'task', type, status: task?.status, taskId: task?.taskId, result, error: error?.message });
+    }
+  } else if (opts.call) {
     const result = await client.callTool(
       { name: opts.call, arguments: JSON.parse(opts.args) },
       undefined,

@@ -2297,6 +2297,168 @@ async fn a_task_tool_is_run_to_its_end_for_an_agent_that_called_it_plainly() {
     rig.gateway.shutdown().await;
 }
 
+fn task_server() -> ServerConfig {
+    let script = common::peer_path("task-server.mjs");
+    common::with_test_timeouts(ServerConfig::stdio(
+        "tasks",
+        common::node(),
+        &[script.as_str()],
+    ))
+}
+
+/// An agent that uses tasks itself (the TypeScript SDK's task client) gets them passed
+/// through: it is told the server takes task-augmented calls, its call passes the gate first,
+/// the task is created with its own `task`, the task's question is asked on the desktop, and
+/// the agent polls the task to its result, which keeps the mark of the task it asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_uses_tasks_gets_its_own_task_through_the_gate() {
+    let mut rig = rig("own-task", vec![task_server()]).await;
+    let agent = tokio::spawn(ts_agent(vec![
+        "--url".into(),
+        rig.url("tasks"),
+        "--token".into(),
+        rig.gateway.token().to_owned(),
+        "--name".into(),
+        "ts-task-agent".into(),
+        "--call".into(),
+        "slow_report".into(),
+        "--args".into(),
+        json!({"topic": "rust"}).to_string(),
+        "--task".into(),
+    ]));
+    let approval = allow_next_call(&mut rig, "slow_report").await;
+    assert_eq!(approval.asker.declared.as_deref(), Some("ts-task-agent"));
+    let ask = rig.next_ask().await;
+    let AskKind::Form { message, .. } = &ask.kind else {
+        panic!("the task's question, got {:?}", ask.kind);
+    };
+    assert_eq!(message, "Who is the report on rust for?");
+    assert_eq!(ask.asker.declared.as_deref(), Some("ts-task-agent"));
+    let mut content = Map::new();
+    content.insert("audience".into(), json!("engineers"));
+    rig.broker
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: Some(content),
+            },
+        )
+        .unwrap();
+    let lines = agent.await.unwrap();
+    let steps: Vec<_> = lines.iter().filter(|l| l["step"] == "task").collect();
+    assert_eq!(steps[0]["type"], "taskCreated", "{lines:?}");
+    assert_eq!(
+        steps[0]["taskId"], "task-1",
+        "the server's own task: {lines:?}"
+    );
+    let last = steps.last().unwrap();
+    assert_eq!(last["type"], "result", "{lines:?}");
+    assert_eq!(
+        last["result"]["content"][0]["text"], "report on rust for engineers",
+        "{lines:?}"
+    );
+    assert_eq!(
+        last["result"]["_meta"]["io.modelcontextprotocol/related-task"]["taskId"], "task-1",
+        "the agent asked for a task, so the result keeps its mark: {lines:?}"
+    );
+    let methods: Vec<String> = rig
+        .records()
+        .iter()
+        .filter_map(|r| match r {
+            countersign_core::ask::audit::AuditRecord::Forwarded { method, .. } => {
+                Some(method.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(methods.iter().any(|m| m == "tasks/result"), "{methods:?}");
+    assert!(
+        !methods.iter().any(|m| m == "tasks/get"),
+        "status polls are not recorded: {methods:?}"
+    );
+    rig.gateway.shutdown().await;
+}
+
+/// The raw exchange of an agent using tasks: the handshake offers task-augmented calls; a call
+/// the person declines is an error in words (a tool result would not be the task the agent
+/// waits for) and creates nothing; an allowed one creates a task that only this agent's
+/// session knows, and its cancellation reaches the server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_task_is_declined_or_created_cancelled_as_asked_and_its_own_alone() {
+    let mut rig = rig("task-raw", vec![task_server()]).await;
+    let mut agent = RawAgent {
+        http: reqwest::Client::new(),
+        url: rig.url("tasks"),
+        token: rig.gateway.token().to_owned(),
+        session: None,
+    };
+    let init = agent
+        .post(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-task-agent", "version": "1"}}),
+        )
+        .await;
+    assert_eq!(
+        init["result"]["capabilities"]["tasks"],
+        json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        "{init}"
+    );
+    let report = json!({"name": "slow_report", "arguments": {"topic": "q3"},
+        "task": {"ttl": 60000}});
+    let post = |mut agent: RawAgent, id: u64| {
+        let report = report.clone();
+        tokio::spawn(async move {
+            let answer = agent.post(id, "tools/call", report).await;
+            (agent, answer)
+        })
+    };
+    let declining = post(agent, 2);
+    let ask = rig.next_ask().await;
+    assert!(matches!(&ask.kind, AskKind::ToolCall { tool, .. } if tool == "slow_report"));
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let (agent, denied) = declining.await.unwrap();
+    assert!(
+        denied["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("slow_report")),
+        "{denied}"
+    );
+    let creating = post(agent, 3);
+    allow_next_call(&mut rig, "slow_report").await;
+    let (mut agent, created) = creating.await.unwrap();
+    // The server's first task: the declined call created none.
+    assert_eq!(created["result"]["task"]["taskId"], "task-1", "{created}");
+    assert_eq!(created["result"]["task"]["status"], "working", "{created}");
+    let status = agent
+        .post(4, "tasks/get", json!({"taskId": "task-1"}))
+        .await;
+    assert_eq!(status["result"]["status"], "working", "{status}");
+
+    // Another agent's session has its own upstream: the task is not there.
+    let mut other = rig.raw_agent("tasks", "other-agent").await;
+    let foreign = other
+        .post(2, "tasks/get", json!({"taskId": "task-1"}))
+        .await;
+    assert!(foreign.get("error").is_some(), "{foreign}");
+
+    let cancelled = agent
+        .post(5, "tasks/cancel", json!({"taskId": "task-1"}))
+        .await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    let after = agent
+        .post(6, "tasks/get", json!({"taskId": "task-1"}))
+        .await;
+    assert_eq!(after["result"]["status"], "cancelled", "{after}");
+    assert!(
+        rig.records().iter().any(|r| matches!(r,
+            countersign_core::ask::audit::AuditRecord::Forwarded { method, .. } if method == "tasks/cancel")),
+        "the cancellation is on record"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// Through the gateway too, a multi round-trip question is judged as the server sent it: a
 /// `pattern` schema (which rmcp's typed model drops) ends the agent's call in words, recorded,
 /// with nothing shown to the person.

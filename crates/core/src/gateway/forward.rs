@@ -17,7 +17,7 @@
 
 mod gate;
 mod relay;
-mod task;
+pub(crate) mod task;
 mod upstream;
 
 use gate::Who;
@@ -405,11 +405,22 @@ impl ServerHandler for Forwarder {
             .map_err(|reason| unreachable_error(&self.server, &reason))?;
         *lock(&up.relay.agent) = Some(ctx.peer.clone());
         self.set_info(&up);
+        let server_tasks = up.raw.server_tasks();
         *self.session_upstream.lock().await = Some(up);
         let _ = self.session.set(who);
         ctx.peer.set_peer_info(request.clone());
         super::lane::Opening::opened(&ctx, self);
-        self.negotiate_initialize(&request)
+        let result = self.negotiate_initialize(&request)?;
+        // rmcp's typed capabilities have no place for 2025-11-25 tasks: the agent is told of
+        // them in the raw answer, and its task requests take the lane (`task::pass`).
+        if result.protocol_version == ProtocolVersion::V_2025_11_25
+            && let Some(tasks) = server_tasks.as_ref().and_then(task::offered)
+            && let Ok(mut raw) = serde_json::to_value(&result)
+        {
+            raw["capabilities"]["tasks"] = tasks;
+            super::faithful::Kept::keep(&ctx, raw);
+        }
+        Ok(result)
     }
 
     async fn discover(&self, ctx: RequestContext<RoleServer>) -> Result<DiscoverResult, McpError> {

@@ -11,10 +11,13 @@
 //!
 //! Only what is plainly a `tools/call` on a known session takes this way. Anything else goes
 //! to rmcp untouched: other methods, a call that asks for progress (its notifications belong
-//! on the request's own stream), a task-augmented call, an agent that offers sampling (the
-//! server's sampling requests during a call belong on it too), and a request whose headers
-//! rmcp would have to judge (a protocol version other than the session's, the 2026 standard
-//! headers).
+//! on the request's own stream), an agent that offers sampling (the server's sampling
+//! requests during a call belong on it too), and a request whose headers rmcp would have to
+//! judge (a protocol version other than the session's, the 2026 standard headers).
+//!
+//! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
+//! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
+//! call's `task` and refuse the rest (see `forward::task`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -23,14 +26,15 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, RequestId};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, RequestId};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use super::Endpoint;
-use super::forward::{Forwarder, ForwarderState};
+use super::forward::{Forwarder, ForwarderState, task};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -118,7 +122,7 @@ struct Envelope<'a> {
     params: Option<&'a RawValue>,
 }
 
-/// The parts of `tools/call` params that send a call rmcp's way.
+/// The parts of `tools/call` params that send a call rmcp's way, or make it a task.
 #[derive(Deserialize)]
 struct CallShape<'a> {
     #[serde(rename = "_meta", borrow)]
@@ -173,9 +177,9 @@ pub(crate) async fn serve(
     let Some((session, forwarder)) = lanes.find(server, &session_id) else {
         return endpoint.handle(request).await.into_response();
     };
-    if !plain_headers(request.headers(), &session.peer) {
+    let Some(samples) = plain_headers(request.headers(), &session.peer) else {
         return endpoint.handle(request).await.into_response();
-    }
+    };
     let (parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(bytes) => bytes,
@@ -184,8 +188,41 @@ pub(crate) async fn serve(
         }
     };
     match read(&bytes) {
-        Some(Message::Call { id, raw_id, params }) => {
-            call(session, forwarder, parts, id, raw_id, params).await
+        // A sampling request during a plain call must reach the agent on that call's stream.
+        Some(Message::Call { id, raw_id, params }) if !samples => {
+            run(session, forwarder, parts, id, raw_id, Work::Call(params)).await
+        }
+        Some(Message::TaskCall {
+            id,
+            raw_id,
+            params,
+            task,
+        }) => {
+            run(
+                session,
+                forwarder,
+                parts,
+                id,
+                raw_id,
+                Work::TaskCall(params, task),
+            )
+            .await
+        }
+        Some(Message::Task {
+            id,
+            raw_id,
+            method,
+            params,
+        }) => {
+            run(
+                session,
+                forwarder,
+                parts,
+                id,
+                raw_id,
+                Work::Task(method, params),
+            )
+            .await
         }
         Some(Message::Cancelled(request)) => {
             let token = lock(&session.in_flight).get(&request).cloned();
@@ -197,7 +234,7 @@ pub(crate) async fn serve(
                 None => pass_on(parts, bytes, endpoint).await,
             }
         }
-        None => pass_on(parts, bytes, endpoint).await,
+        _ => pass_on(parts, bytes, endpoint).await,
     }
 }
 
@@ -213,6 +250,20 @@ enum Message {
         id: RequestId,
         raw_id: Box<RawValue>,
         params: CallToolRequestParams,
+    },
+    /// A task-augmented `tools/call`, with the agent's `task`.
+    TaskCall {
+        id: RequestId,
+        raw_id: Box<RawValue>,
+        params: CallToolRequestParams,
+        task: Value,
+    },
+    /// One of `forward::task::METHODS`.
+    Task {
+        id: RequestId,
+        raw_id: Box<RawValue>,
+        method: &'static str,
+        params: Option<Value>,
     },
     /// The agent cancels this request (the lane's, if it is in flight there).
     Cancelled(RequestId),
@@ -230,14 +281,40 @@ fn read(bytes: &[u8]) -> Option<Message> {
                 Some(meta) => meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?),
                 None => false,
             };
-            if rmcps || shape.task.is_some() {
+            if rmcps {
                 return None;
             }
             let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
+            let task = shape
+                .task
+                .map(|t| serde_json::from_str::<Value>(t.get()))
+                .transpose()
+                .ok()?;
             let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
-            Some(Message::Call {
+            let raw_id = raw_id.to_owned();
+            Some(match task {
+                Some(task) => Message::TaskCall {
+                    id,
+                    raw_id,
+                    params,
+                    task,
+                },
+                None => Message::Call { id, raw_id, params },
+            })
+        }
+        method if envelope.id.is_some() && task::METHODS.contains(&method) => {
+            let method = task::METHODS.iter().copied().find(|m| *m == method)?;
+            let raw_id = envelope.id?;
+            let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
+            let params = envelope
+                .params
+                .map(|p| serde_json::from_str::<Value>(p.get()))
+                .transpose()
+                .ok()?;
+            Some(Message::Task {
                 id,
                 raw_id: raw_id.to_owned(),
+                method,
                 params,
             })
         }
@@ -251,8 +328,9 @@ fn read(bytes: &[u8]) -> Option<Message> {
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
 /// both answer kinds accepted (else rmcp says 406/415), the session's own protocol version or
-/// none, and none of the 2026 revision's standard headers.
-fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> bool {
+/// none, and none of the 2026 revision's standard headers. If so, whether the agent offers
+/// sampling.
+fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
     let json_in = header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|v| {
         v.split(';')
             .next()
@@ -266,43 +344,49 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> bool {
                 .is_some_and(|e| e.trim().eq_ignore_ascii_case(kind))
         })
     };
-    let Some(info) = peer.peer_info() else {
-        return false;
-    };
-    // A sampling request during a call must reach the agent on that call's stream.
-    if info.capabilities.sampling.is_some() {
-        return false;
-    }
+    let info = peer.peer_info()?;
     let version_ok = match header_str(headers, VERSION_HEADER) {
         None => true,
         Some(v) => v == info.protocol_version.as_str(),
     };
-    json_in
+    let plain = json_in
         && accepts("application/json")
         && accepts("text/event-stream")
         && version_ok
         && !headers.contains_key("mcp-method")
-        && !headers.contains_key("mcp-name")
+        && !headers.contains_key("mcp-name");
+    plain.then_some(info.capabilities.sampling.is_some())
 }
 
-/// Runs the call as rmcp would (in a task of its own, so an agent that goes away does not cut
-/// it off mid-way: it learns of that through `gone`, as on rmcp's way) and answers in JSON.
-async fn call(
+/// What the lane does for a request.
+enum Work {
+    Call(CallToolRequestParams),
+    TaskCall(CallToolRequestParams, Value),
+    Task(&'static str, Option<Value>),
+}
+
+/// An answer: the typed result of a plain call (unless the server's own was kept), or one
+/// as the server sent it.
+enum Answered {
+    Typed(CallToolResult),
+    AsSent(Value),
+}
+
+/// Runs the request as rmcp would (in a task of its own, so an agent that goes away does not
+/// cut it off mid-way: it learns of that through `gone`, as on rmcp's way) and answers in JSON.
+async fn run(
     session: Arc<Session>,
     forwarder: Forwarder,
     parts: http::request::Parts,
     id: RequestId,
     raw_id: Box<RawValue>,
-    mut params: CallToolRequestParams,
+    work: Work,
 ) -> Response {
     let abandoned = super::gone::on_drop(&parts);
     let ct = CancellationToken::new();
     lock(&session.in_flight).insert(id.clone(), ct.clone());
     let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
     ctx.ct = ct;
-    if let Some(meta) = params.meta.take() {
-        ctx.meta = meta;
-    }
     // The HTTP request's parts travel with the call, as rmcp hands them on: the agent's token
     // mark, `gone`, and where the faithful result is kept.
     let kept = parts.extensions.get::<super::faithful::Kept>().cloned();
@@ -310,9 +394,30 @@ async fn call(
     let running = tokio::spawn({
         let id = id.clone();
         async move {
-            let result = forwarder
-                .gate_and_call(CallToolRequest::new(params), ctx)
-                .await;
+            let result = match work {
+                Work::Call(mut params) => {
+                    if let Some(meta) = params.meta.take() {
+                        ctx.meta = meta;
+                    }
+                    forwarder
+                        .gate_and_call(CallToolRequest::new(params), ctx)
+                        .await
+                        .map(Answered::Typed)
+                }
+                Work::TaskCall(mut params, task) => {
+                    if let Some(meta) = params.meta.take() {
+                        ctx.meta = meta;
+                    }
+                    forwarder
+                        .gate_and_start_task(CallToolRequest::new(params), task, ctx)
+                        .await
+                        .map(Answered::AsSent)
+                }
+                Work::Task(method, params) => forwarder
+                    .forward_task(method, params, ctx)
+                    .await
+                    .map(Answered::AsSent),
+            };
             lock(&session.in_flight).remove(&id);
             result
         }
@@ -323,10 +428,11 @@ async fn call(
     // layer then finds nothing left to swap and passes the answer on untouched.
     let raw = kept.and_then(|kept| kept.take_for(&id));
     let body = match result {
-        Ok(Ok(result)) => match raw {
+        Ok(Ok(Answered::Typed(result))) => match raw {
             Some(raw) => reply(&raw_id, "result", &raw),
             None => reply(&raw_id, "result", &result),
         },
+        Ok(Ok(Answered::AsSent(result))) => reply(&raw_id, "result", &result),
         Ok(Err(error)) => reply(&raw_id, "error", &error),
         Err(e) => reply(
             &raw_id,
@@ -389,15 +495,13 @@ mod tests {
         assert!(params.meta.is_some(), "the call's _meta goes with it");
 
         for not_ours in [
-            // Progress belongs on the request's own stream; 2026 metadata, tasks and other
-            // methods are rmcp's.
+            // Progress belongs on the request's own stream; 2026 metadata and other methods
+            // are rmcp's.
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "_meta": {"progressToken": 0}}}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "_meta": {
                     "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "echo", "task": {"ttl": 1000}}}),
             json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo"}}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
@@ -406,10 +510,33 @@ mod tests {
                 "params": {"name": "echo"}}),
             json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"reason": "no id"}}),
+            json!({"jsonrpc": "2.0", "method": "tasks/get", "params": {"taskId": "t"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/update", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "task": {"ttl": 1000},
+                "_meta": {"progressToken": 1}}}),
         ] {
             assert!(read_json(not_ours.clone()).is_none(), "{not_ours}");
         }
         assert!(read(b"{not json").is_none());
+        let task_call = read_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "report", "task": {"ttl": 1000}}}));
+        let Some(Message::TaskCall { params, task, .. }) = task_call else {
+            panic!("{task_call:?}")
+        };
+        assert_eq!(
+            (params.name.as_ref(), task),
+            ("report", json!({"ttl": 1000}))
+        );
+        let about = read_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
+            "params": {"taskId": "t-1"}}));
+        let Some(Message::Task { method, params, .. }) = about else {
+            panic!("{about:?}")
+        };
+        assert_eq!(
+            (method, params),
+            ("tasks/result", Some(json!({"taskId": "t-1"})))
+        );
         let cancel = read_json(json!({"jsonrpc": "2.0",
             "method": "notifications/cancelled", "params": {"requestId": 7}}));
         assert!(

@@ -53,6 +53,9 @@ pub struct RawRequests {
     /// Tools the server listed with `execution.taskSupport: "required"`; rmcp's typed `Tool`
     /// drops `execution`, so it is read here.
     task_tools: Mutex<HashSet<String>>,
+    /// The server's `capabilities.tasks` (2025-11-25) from its handshake, which rmcp's typed
+    /// capabilities drop; the gateway offers it to agents.
+    server_tasks: Mutex<Option<Value>>,
 }
 
 impl RawRequests {
@@ -112,6 +115,7 @@ impl RawRequests {
             && let Some(result) = message.remove("result")
         {
             self.note_task_tools(&result);
+            self.note_server_tasks(&result);
             if !self.only_input || result.get("inputRequests").is_some() || about_task(&result) {
                 remember(results, id, result, size);
             }
@@ -145,6 +149,28 @@ impl RawRequests {
                 known.remove(name);
             }
         }
+    }
+
+    /// Remembers what an `initialize` result says of the server's tasks.
+    fn note_server_tasks(&self, result: &Value) {
+        if result.get("protocolVersion").is_none() {
+            return;
+        }
+        if let Some(tasks) = result
+            .pointer("/capabilities/tasks")
+            .filter(|t| t.is_object())
+        {
+            *self.server_tasks.lock().unwrap_or_else(|e| e.into_inner()) = Some(tasks.clone());
+        }
+    }
+
+    /// The server's `capabilities.tasks` as it declared them in its handshake (read only
+    /// where results are kept, and not from a plain-JSON HTTP answer, which rmcp alone sees).
+    pub fn server_tasks(&self) -> Option<Value> {
+        self.server_tasks
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Whether the server listed `tool` as one that must run as a task.
@@ -245,7 +271,14 @@ impl<R> TapRead<R> {
     }
 
     fn scan(&mut self, bytes: &[u8]) {
-        for chunk in bytes.split_inclusive(|b| *b == b'\n') {
+        let mut start = 0;
+        let ends = memchr::memchr_iter(b'\n', bytes).map(|i| i + 1);
+        for end in ends.chain(std::iter::once(bytes.len())) {
+            if end == start {
+                continue;
+            }
+            let chunk = &bytes[start..end];
+            start = end;
             let complete = chunk.last() == Some(&b'\n');
             if !self.overlong {
                 if self.line.len() + chunk.len() > MAX_LINE {
@@ -461,6 +494,18 @@ mod tests {
         );
         assert!(raw.take(&NumberOrString::Number(0)).is_none());
         assert!(raw.take(&NumberOrString::String("x".into())).is_none());
+    }
+
+    #[test]
+    fn the_servers_task_capability_is_read_from_its_handshake_only() {
+        let raw = RawRequests::with_results();
+        raw.observe(br#"{"jsonrpc":"2.0","id":1,"result":{"capabilities":{"tasks":{"x":1}}}}"#);
+        assert_eq!(raw.server_tasks(), None, "not a handshake");
+        raw.observe(br#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":"2025-11-25","capabilities":{"tools":{},"tasks":{"cancel":{},"requests":{"tools":{"call":{}}}}},"serverInfo":{"name":"s","version":"1"}}}"#);
+        assert_eq!(
+            raw.server_tasks(),
+            Some(json!({"cancel": {}, "requests": {"tools": {"call": {}}}}))
+        );
     }
 
     #[test]

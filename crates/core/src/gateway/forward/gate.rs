@@ -3,6 +3,7 @@
 //! policy's decision, the question to the person when it asks, what the person chose to
 //! remember, and the approval that outlives the call when nobody answers in time.
 
+use super::upstream::ToolFacts;
 use super::*;
 use crate::ask::kill_point::{self, Step};
 use crate::gateway::pending::AskedIn;
@@ -15,10 +16,37 @@ impl Forwarder {
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let up = self.upstream(&ctx).await?;
+        let (facts, gated) = self.gate_call(&up, &request, &ctx).await?;
+        match gated {
+            Ok(asked) => {
+                let result = self.forward_call(&up, request, &ctx).await;
+                if result.is_ok() {
+                    self.carried_out(asked);
+                }
+                result
+            }
+            Err(Refusal::Denied(words)) => Ok(denied(words)),
+            Err(Refusal::AgentLeft) => Err(agent_cancelled()),
+            Err(Refusal::Pending { id }) => Ok(pending_result(
+                &id,
+                request.params.name.as_ref(),
+                &self.server,
+                facts.has_output_schema,
+            )),
+        }
+    }
+
+    /// The gate for a tool call: what the tool is as the person sees it, and the decision.
+    pub(super) async fn gate_call(
+        &self,
+        up: &Arc<Upstream>,
+        request: &CallToolRequest,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Result<(ToolFacts, Result<Option<AskedIn>, Refusal>), McpError> {
         let tool = request.params.name.to_string();
         self.refuse_agent_input(
             "tools/call",
-            &ctx,
+            ctx,
             &request.params.input_responses,
             &request.params.request_state,
         )?;
@@ -46,23 +74,8 @@ impl Forwarder {
             previewable: crate::gateway::preview::takes_dry_run(facts.input_schema.as_ref())
                 .then(|| request.clone()),
         };
-        match self.gate(&up, &ctx, gated).await {
-            Ok(asked) => {
-                let result = self.forward_call(&up, request, &ctx).await;
-                if result.is_ok() {
-                    self.carried_out(asked);
-                }
-                result
-            }
-            Err(Refusal::Denied(words)) => Ok(denied(words)),
-            Err(Refusal::AgentLeft) => Err(agent_cancelled()),
-            Err(Refusal::Pending { id }) => Ok(pending_result(
-                &id,
-                &tool,
-                &self.server,
-                facts.has_output_schema,
-            )),
-        }
+        let decided = self.gate(up, ctx, gated).await;
+        Ok((facts, decided))
     }
 
     /// The person's allow was carried out: the call went to the server, which answered.
@@ -510,7 +523,7 @@ impl Who {
 }
 
 /// Why the gate did not let a request through.
-enum Refusal {
+pub(super) enum Refusal {
     /// In words the agent (and its model) can act on.
     Denied(String),
     /// The agent cancelled or went away while the person was asked.
@@ -526,16 +539,20 @@ enum Refusal {
 /// carry structured content fitting that schema (SDK clients refuse one without), and only the
 /// server could give that.
 fn pending_result(id: &str, tool: &str, server: &str, has_output_schema: bool) -> CallToolResult {
-    let words = vec![ContentBlock::text(format!(
-        "Approval pending in Countersign (id {id}): the person has not yet decided whether \
-         {tool} on {server} may run, and it has not run. Make the same call again later, with \
-         the same arguments, to get their decision."
-    ))];
+    let words = vec![ContentBlock::text(pending_words(id, tool, server))];
     if has_output_schema {
         CallToolResult::error(words)
     } else {
         CallToolResult::success(words)
     }
+}
+
+pub(super) fn pending_words(id: &str, tool: &str, server: &str) -> String {
+    format!(
+        "Approval pending in Countersign (id {id}): the person has not yet decided whether \
+         {tool} on {server} may run, and it has not run. Make the same call again later, with \
+         the same arguments, to get their decision."
+    )
 }
 
 /// Who decided about what, for a decision to remember.

@@ -1,14 +1,129 @@
-//! Tasks for agents: a tool the server lists as requiring task execution (2025-11-25), called
-//! plainly by an agent, is run as a task to its end on the agent's behalf (`crate::mcp::task` has the
-//! requests and their reading, shared with the app's runner).
+//! Tasks for agents (2025-11-25). An agent that uses tasks itself gets them passed through:
+//! its task-augmented call passes the gate like any call and goes upstream with its `task`,
+//! and its `tasks/*` requests go to its own upstream session; both reach the gateway on the
+//! lane (`gateway::lane`), since rmcp's server side models only the 2026 form of tasks. A tool
+//! the server lists as requiring task execution, called plainly by an agent, is run as a task
+//! to its end on the agent's behalf (`crate::mcp::task` has the requests and their reading,
+//! shared with the app's runner).
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolRequestParams, CallToolResult, ServerResult};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, CustomRequest,
+    ServerResult,
+};
 use rmcp::service::{RequestContext, RoleServer};
-use serde_json::Value;
+use serde_json::{Value, json};
 
-use super::keep_raw;
+use super::gate::Refusal;
 use super::upstream::Upstream;
+use super::{Forwarder, Leaving, agent_cancelled, keep_raw};
+
+/// The requests about tasks an agent may send, passed to its upstream session as sent.
+pub(crate) const METHODS: &[&str] = &["tasks/get", "tasks/result", "tasks/cancel", "tasks/list"];
+
+/// What of a server's 2025-11-25 `tasks` capability agents are offered: task-augmented tool
+/// calls, and listing and cancelling tasks, which the gateway passes through. Nothing when the
+/// server takes no task-augmented tool calls (tasks the server would put to the client are
+/// not offered: the gateway's upstream session declares none).
+pub(crate) fn offered(tasks: &Value) -> Option<Value> {
+    let call = tasks
+        .pointer("/requests/tools/call")
+        .filter(|c| c.is_object())?;
+    let mut offered = json!({"requests": {"tools": {"call": call}}});
+    for key in ["list", "cancel"] {
+        if let Some(value) = tasks.get(key).filter(|v| v.is_object()) {
+            offered[key] = value.clone();
+        }
+    }
+    Some(offered)
+}
+
+/// A result as the server sent it (as rmcp read it, when only rmcp saw it).
+fn as_sent((typed, raw): (ServerResult, Option<Value>)) -> Value {
+    raw.unwrap_or_else(|| serde_json::to_value(&typed).unwrap_or(Value::Null))
+}
+
+impl Forwarder {
+    /// An agent's task-augmented tool call: through the gate like any call, then sent with the
+    /// agent's `task`; the agent gets the server's answer (the task it created) as sent. A
+    /// refusal is an error in words: a tool result in place of the task would not be read.
+    pub(crate) async fn gate_and_start_task(
+        &self,
+        request: CallToolRequest,
+        task: Value,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
+        let up = self.upstream(&ctx).await?;
+        let (_, gated) = self.gate_call(&up, &request, &ctx).await?;
+        let asked = match gated {
+            Ok(asked) => asked,
+            Err(Refusal::Denied(words)) => return Err(McpError::invalid_request(words, None)),
+            Err(Refusal::AgentLeft) => return Err(agent_cancelled()),
+            Err(Refusal::Pending { id }) => {
+                return Err(McpError::invalid_request(
+                    super::gate::pending_words(&id, &request.params.name, &self.server),
+                    None,
+                ));
+            }
+        };
+        // Exactly what the gate judged, and the agent's `task`.
+        let mut params = serde_json::to_value(&request.params)
+            .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))?;
+        params["task"] = task;
+        let sent = self
+            .pass(
+                &up,
+                "tools/call",
+                Some(params),
+                &ctx,
+                up.server.request_timeout,
+            )
+            .await?;
+        self.carried_out(asked);
+        Ok(sent)
+    }
+
+    /// One of [`METHODS`] from an agent that uses tasks itself, sent to the agent's own
+    /// upstream session (whose tasks are that agent's alone) and answered as the server sent it.
+    pub(crate) async fn forward_task(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        ctx: RequestContext<RoleServer>,
+    ) -> Result<Value, McpError> {
+        let up = self.upstream(&ctx).await?;
+        // What a task did and what became of it is recorded; its status, polled every second
+        // or so, is not.
+        if matches!(method, "tasks/result" | "tasks/cancel") {
+            self.record_forwarded(&ctx, method)?;
+        }
+        // `tasks/result` waits for the task's end, which may wait for the person.
+        let timeout = match method {
+            "tasks/result" => up.server.request_timeout + up.server.answer_timeout,
+            _ => up.server.request_timeout,
+        };
+        self.pass(&up, method, params, &ctx, timeout).await
+    }
+
+    /// Sends `method` upstream as a request of the agent's: the server's questions meanwhile
+    /// are asked on the desktop as during a call, and withdrawn as the agent's if it cancels
+    /// or goes away.
+    async fn pass(
+        &self,
+        up: &Upstream,
+        method: &str,
+        params: Option<Value>,
+        ctx: &RequestContext<RoleServer>,
+        timeout: std::time::Duration,
+    ) -> Result<Value, McpError> {
+        let call = up.relay.call_started();
+        let leaving = Leaving::of(ctx);
+        let request = ClientRequest::CustomRequest(CustomRequest::new(method.to_owned(), params));
+        let sent = up.send(request, ctx, timeout, Some(call)).await;
+        up.relay.call_ended(call, leaving.reason());
+        sent.map(as_sent)
+    }
+}
 
 /// A tool that must run as a task, run to its end on behalf of an agent that called it
 /// plainly: the agent gets the task's result as the call's. (rmcp's server side does not carry
@@ -20,9 +135,7 @@ pub(super) async fn run_task(
     call: u64,
     timeout: std::time::Duration,
 ) -> Result<CallToolResult, McpError> {
-    let answer = |(typed, raw): (ServerResult, Option<Value>)| {
-        raw.unwrap_or_else(|| serde_json::to_value(&typed).unwrap_or(Value::Null))
-    };
+    let answer = as_sent;
     let request = crate::mcp::task::call_request(&params.name, params.arguments);
     let created = answer(up.send(request, ctx, timeout, Some(call)).await?);
     let not_a_result = |e: serde_json::Error| {
@@ -67,4 +180,24 @@ pub(super) async fn run_task(
     };
     keep_raw(ctx, Some(result.clone()));
     serde_json::from_value(result).map_err(not_a_result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents_are_offered_task_calls_listing_and_cancelling_and_nothing_else() {
+        let server = json!({"list": {}, "cancel": {}, "requests": {
+            "tools": {"call": {}}, "sampling": {"createMessage": {}}}, "vendor": {}});
+        assert_eq!(
+            offered(&server),
+            Some(json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}))
+        );
+        assert_eq!(offered(&json!({"list": {}, "cancel": {}})), None);
+        assert_eq!(
+            offered(&json!({"requests": {"tools": {"call": true}}})),
+            None
+        );
+    }
 }
