@@ -348,7 +348,9 @@ async fn gateway_sessions(dir: &std::path::Path, total: usize) {
 
     let settle = || tokio::time::sleep(Duration::from_secs(2));
     settle().await;
-    let before = (alive_tasks(), open_files(), descendants(), rss_mib());
+    // The gateway's own thread has a runtime of its own: its tasks count too.
+    let tasks = || alive_tasks() + gateway.tasks_alive().unwrap_or(0);
+    let before = (tasks(), open_files(), descendants(), rss_mib());
     let started = Instant::now();
     for n in 0..total {
         let mut transport = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -367,7 +369,7 @@ async fn gateway_sessions(dir: &std::path::Path, total: usize) {
             println!(
                 "   {:>5} sessions: {} tasks, {} open files, {} child processes, RSS {:.1} MiB",
                 n + 1,
-                alive_tasks(),
+                tasks(),
                 open_files(),
                 descendants(),
                 rss_mib()
@@ -376,7 +378,7 @@ async fn gateway_sessions(dir: &std::path::Path, total: usize) {
     }
     let elapsed = started.elapsed();
     settle().await;
-    let after = (alive_tasks(), open_files(), descendants(), rss_mib());
+    let after = (tasks(), open_files(), descendants(), rss_mib());
     println!(
         "   {total} sessions in {:.1} s ({:.1} ms each)",
         elapsed.as_secs_f64(),

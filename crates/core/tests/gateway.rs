@@ -2297,6 +2297,112 @@ async fn a_task_tool_is_run_to_its_end_for_an_agent_that_called_it_plainly() {
     rig.gateway.shutdown().await;
 }
 
+/// Open file descriptors of this process.
+fn open_files() -> usize {
+    std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
+}
+
+/// This process's children, and theirs.
+fn descendants() -> usize {
+    let mut parent_of = std::collections::HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The parent is the second field after the command, which is in parentheses.
+        if let Some(ppid) = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok())
+        {
+            parent_of.insert(pid, ppid);
+        }
+    }
+    let me = std::process::id();
+    parent_of
+        .keys()
+        .filter(|pid| {
+            let mut at = **pid;
+            // Bounded: /proc read at different moments could, in theory, make a loop.
+            for _ in 0..64 {
+                match parent_of.get(&at) {
+                    Some(&parent) if parent == me => return true,
+                    Some(&parent) if parent > 1 => at = parent,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .count()
+}
+
+/// A thousand agent sessions, each opened, used (a tool call, on the lane) and closed, against
+/// a stdio server that gets a child process per session: afterwards the gateway holds no more
+/// tasks, file descriptors or child processes than after the first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
+    const SESSIONS: usize = 1_000;
+    let binary = common::demo_server_binary();
+    let mut desk = ServerConfig::stdio("desk", binary.to_str().unwrap(), &[]);
+    desk.tool_policy = BTreeMap::from([("list_tickets".to_owned(), ToolRule::Allow)]);
+    let rig = rig("thousand", vec![desk]).await;
+    let session = |n: usize| {
+        let rig = &rig;
+        async move {
+            let agent = rig.agent("desk", &format!("agent-{n}"), false).await;
+            let listed = call(&agent, "list_tickets", json!({})).await;
+            assert_ne!(listed.is_error, Some(true), "{}", text(&listed));
+            agent.cancel().await.expect("closed");
+        }
+    };
+    let held = || {
+        (
+            rig.gateway.tasks_alive().expect("the gateway's own thread"),
+            open_files(),
+            descendants(),
+        )
+    };
+    // Until what was let go is gone (an upstream child exits once its session closes).
+    let settled = |baseline: (usize, usize, usize)| async move {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let now = held();
+            if (now.0 <= baseline.0 && now.1 <= baseline.1 && now.2 <= baseline.2)
+                || tokio::time::Instant::now() > deadline
+            {
+                return now;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    // The first session makes what lives as long as the gateway (its HTTP client, say).
+    session(0).await;
+    let baseline = settled((usize::MAX, usize::MAX, 0)).await;
+    assert_eq!(baseline.2, 0, "the first session's server is gone");
+    let started = std::time::Instant::now();
+    for n in 1..SESSIONS {
+        session(n).await;
+    }
+    let elapsed = started.elapsed();
+    let after = settled(baseline).await;
+    println!(
+        "{SESSIONS} sessions in {:.1} s; (tasks, open files, children) after the first: {baseline:?}, after all: {after:?}",
+        elapsed.as_secs_f64()
+    );
+    assert!(
+        after.0 <= baseline.0 && after.1 <= baseline.1 && after.2 == 0,
+        "left behind: {baseline:?} after the first session, {after:?} after {SESSIONS}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 fn task_server() -> ServerConfig {
     let script = common::peer_path("task-server.mjs");
     common::with_test_timeouts(ServerConfig::stdio(

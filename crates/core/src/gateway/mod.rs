@@ -112,8 +112,8 @@ pub(crate) struct Shared {
     changes: tokio::sync::watch::Sender<u64>,
     status: Mutex<Status>,
     stop: CancellationToken,
-    /// Ends the gateway's own thread (see [`Gateway::own_thread`]).
-    thread: Mutex<Option<CancellationToken>>,
+    /// Ends the gateway's own thread (see [`Gateway::own_thread`]), and its runtime.
+    thread: Mutex<Option<(CancellationToken, tokio::runtime::Handle)>>,
 }
 
 /// See [`Gateway::on_sign_in_needed`].
@@ -405,6 +405,14 @@ impl Gateway {
         addr
     }
 
+    /// Tasks alive on the gateway's own thread (for tests and the soak: a session that ended
+    /// must leave none behind); `None` when it runs on the caller's runtime.
+    pub fn tasks_alive(&self) -> Option<usize> {
+        lock(&self.shared.thread)
+            .as_ref()
+            .map(|(_, runtime)| runtime.metrics().num_alive_tasks())
+    }
+
     /// Starts the thread the gateway's work runs on: one thread with a runtime of its own.
     /// With the lane, what is left of a forwarded call is a few hand-offs between tasks, and on
     /// a multi-threaded runtime each can wake another worker thread; on one thread they cost
@@ -424,7 +432,7 @@ impl Gateway {
             .spawn(move || runtime.block_on(ended.cancelled_owned()))
             .inspect_err(|e| tracing::warn!(error = %e, "gateway: no thread of its own"))
             .ok()?;
-        *lock(&self.shared.thread) = Some(stop);
+        *lock(&self.shared.thread) = Some((stop, handle.clone()));
         Some(handle)
     }
 
@@ -587,7 +595,7 @@ impl Gateway {
         self.shared.stop.cancel();
         // The upstream sessions close on the gateway's thread, which ends after them.
         self.shared.pool.clear().await;
-        if let Some(thread) = lock(&self.shared.thread).take() {
+        if let Some((thread, _)) = lock(&self.shared.thread).take() {
             thread.cancel();
         }
     }
