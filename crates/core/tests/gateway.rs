@@ -673,6 +673,26 @@ struct RawAgent {
 }
 
 impl RawAgent {
+    /// A raw agent holding `token` that has opened a 2025-11-25 session as `name`, and the
+    /// answer to its `initialize`.
+    async fn open(url: String, token: &str, name: &str) -> (RawAgent, Value) {
+        let mut agent = RawAgent {
+            http: reqwest::Client::new(),
+            url,
+            token: token.to_owned(),
+            session: None,
+        };
+        let init = agent
+            .post(
+                1,
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": name, "version": "1"}}),
+            )
+            .await;
+        (agent, init)
+    }
+
     async fn post(&mut self, id: u64, method: &str, params: Value) -> Value {
         let mut request = self
             .http
@@ -709,20 +729,7 @@ async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
     let mut raw = raw_server();
     raw.trusted = true; // its echo claims read-only: no approval in the way
     let rig = rig("faithful", vec![raw]).await;
-    let mut agent = RawAgent {
-        http: reqwest::Client::new(),
-        url: rig.url("raw"),
-        token: rig.gateway.token().to_owned(),
-        session: None,
-    };
-    let init = agent
-        .post(
-            1,
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw-agent", "version": "1"}}),
-        )
-        .await;
+    let (mut agent, init) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
     assert_eq!(init["result"]["serverInfo"]["name"], "raw-server", "{init}");
     let vendor = json!({"kept": true, "n": 7});
     let tools = agent.post(2, "tools/list", json!({})).await;
@@ -967,20 +974,7 @@ impl Rig {
 
     /// A raw agent holding `token`, with a 2025-11-25 session on `server`.
     async fn raw_agent_holding(&self, server: &str, name: &str, token: &str) -> RawAgent {
-        let mut agent = RawAgent {
-            http: reqwest::Client::new(),
-            url: self.url(server),
-            token: token.to_owned(),
-            session: None,
-        };
-        let init = agent
-            .post(
-                1,
-                "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": name, "version": "1"}}),
-            )
-            .await;
+        let (agent, init) = RawAgent::open(self.url(server), token, name).await;
         assert!(init.get("result").is_some(), "{init}");
         agent
     }
@@ -2253,12 +2247,7 @@ async fn a_sampling_request_reaches_the_agent_only_when_the_person_allows_it() {
 /// task's result as the call's, without the mark that ties it to a task it never asked for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_tool_is_run_to_its_end_for_an_agent_that_called_it_plainly() {
-    let script = common::peer_path("task-server.mjs");
-    let mut tasks = common::with_test_timeouts(ServerConfig::stdio(
-        "tasks",
-        common::node(),
-        &[script.as_str()],
-    ));
+    let mut tasks = task_server();
     tasks
         .tool_policy
         .insert("slow_report".into(), ToolRule::Allow);
@@ -2267,21 +2256,7 @@ async fn a_task_tool_is_run_to_its_end_for_an_agent_that_called_it_plainly() {
     let listed = agent.peer().list_all_tools().await.unwrap();
     assert!(listed.iter().any(|t| t.name == "slow_report"));
     let pending = spawn_call(&agent, "slow_report", json!({"topic": "rust"}));
-    let ask = rig.next_ask().await;
-    let AskKind::Form { message, .. } = &ask.kind else {
-        panic!("the task's question, got {:?}", ask.kind);
-    };
-    assert_eq!(message, "Who is the report on rust for?");
-    let mut content = Map::new();
-    content.insert("audience".into(), json!("engineers"));
-    rig.broker
-        .answer(
-            ask.id,
-            Answer::Accept {
-                content: Some(content),
-            },
-        )
-        .unwrap();
+    answer_the_tasks_question(&mut rig, "engineers").await;
     let result = tokio::time::timeout(WAIT, pending)
         .await
         .expect("the task ends in time")
@@ -2343,9 +2318,9 @@ fn descendants() -> usize {
         .count()
 }
 
-/// A thousand agent sessions, each opened, used (a tool call, on the lane) and closed, against
-/// a stdio server that gets a child process per session: afterwards the gateway holds no more
-/// tasks, file descriptors or child processes than after the first.
+/// A thousand agent sessions, each opened, used (a tool call, on the lane) and closed, four at a
+/// time, against a stdio server that gets a child process per session: afterwards the gateway
+/// holds no more tasks, file descriptors or child processes than after the first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
     const SESSIONS: usize = 1_000;
@@ -2387,9 +2362,8 @@ async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
     let baseline = settled((usize::MAX, usize::MAX, 0)).await;
     assert_eq!(baseline.2, 0, "the first session's server is gone");
     let started = std::time::Instant::now();
-    for n in 1..SESSIONS {
-        session(n).await;
-    }
+    // Four at a time, as agents come and go together.
+    futures::StreamExt::for_each_concurrent(futures::stream::iter(1..SESSIONS), 4, session).await;
     let elapsed = started.elapsed();
     let after = settled(baseline).await;
     println!(
@@ -2401,6 +2375,26 @@ async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
         "left behind: {baseline:?} after the first session, {after:?} after {SESSIONS}"
     );
     rig.gateway.shutdown().await;
+}
+
+/// The person answers the task server's question (about a report on rust) with `audience`.
+async fn answer_the_tasks_question(rig: &mut Rig, audience: &str) -> Ask {
+    let ask = rig.next_ask().await;
+    let AskKind::Form { message, .. } = &ask.kind else {
+        panic!("the task's question, got {:?}", ask.kind);
+    };
+    assert_eq!(message, "Who is the report on rust for?");
+    let mut content = Map::new();
+    content.insert("audience".into(), json!(audience));
+    rig.broker
+        .answer(
+            ask.id,
+            Answer::Accept {
+                content: Some(content),
+            },
+        )
+        .unwrap();
+    ask
 }
 
 fn task_server() -> ServerConfig {
@@ -2434,22 +2428,8 @@ async fn an_agent_that_uses_tasks_gets_its_own_task_through_the_gate() {
     ]));
     let approval = allow_next_call(&mut rig, "slow_report").await;
     assert_eq!(approval.asker.declared.as_deref(), Some("ts-task-agent"));
-    let ask = rig.next_ask().await;
-    let AskKind::Form { message, .. } = &ask.kind else {
-        panic!("the task's question, got {:?}", ask.kind);
-    };
-    assert_eq!(message, "Who is the report on rust for?");
+    let ask = answer_the_tasks_question(&mut rig, "engineers").await;
     assert_eq!(ask.asker.declared.as_deref(), Some("ts-task-agent"));
-    let mut content = Map::new();
-    content.insert("audience".into(), json!("engineers"));
-    rig.broker
-        .answer(
-            ask.id,
-            Answer::Accept {
-                content: Some(content),
-            },
-        )
-        .unwrap();
     let lines = agent.await.unwrap();
     let steps: Vec<_> = lines.iter().filter(|l| l["step"] == "task").collect();
     assert_eq!(steps[0]["type"], "taskCreated", "{lines:?}");
@@ -2492,20 +2472,8 @@ async fn an_agent_that_uses_tasks_gets_its_own_task_through_the_gate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_task_is_declined_or_created_cancelled_as_asked_and_its_own_alone() {
     let mut rig = rig("task-raw", vec![task_server()]).await;
-    let mut agent = RawAgent {
-        http: reqwest::Client::new(),
-        url: rig.url("tasks"),
-        token: rig.gateway.token().to_owned(),
-        session: None,
-    };
-    let init = agent
-        .post(
-            1,
-            "initialize",
-            json!({"protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw-task-agent", "version": "1"}}),
-        )
-        .await;
+    let (agent, init) =
+        RawAgent::open(rig.url("tasks"), rig.gateway.token(), "raw-task-agent").await;
     assert_eq!(
         init["result"]["capabilities"]["tasks"],
         json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),

@@ -189,40 +189,12 @@ pub(crate) async fn serve(
     };
     match read(&bytes) {
         // A sampling request during a plain call must reach the agent on that call's stream.
-        Some(Message::Call { id, raw_id, params }) if !samples => {
-            run(session, forwarder, parts, id, raw_id, Work::Call(params)).await
-        }
-        Some(Message::TaskCall {
-            id,
-            raw_id,
-            params,
-            task,
-        }) => {
-            run(
-                session,
-                forwarder,
-                parts,
-                id,
-                raw_id,
-                Work::TaskCall(params, task),
-            )
-            .await
-        }
-        Some(Message::Task {
-            id,
-            raw_id,
-            method,
-            params,
-        }) => {
-            run(
-                session,
-                forwarder,
-                parts,
-                id,
-                raw_id,
-                Work::Task(method, params),
-            )
-            .await
+        Some(Message::Run {
+            work: Work::Call(_),
+            ..
+        }) if samples => pass_on(parts, bytes, endpoint).await,
+        Some(Message::Run { id, raw_id, work }) => {
+            run(session, forwarder, parts, id, raw_id, work).await
         }
         Some(Message::Cancelled(request)) => {
             let token = lock(&session.in_flight).get(&request).cloned();
@@ -246,24 +218,11 @@ async fn pass_on(parts: http::request::Parts, bytes: Bytes, endpoint: Endpoint) 
 /// What the lane may take of a message.
 #[derive(Debug)]
 enum Message {
-    Call {
+    /// A request the lane runs: `id` as read, and as the agent wrote it for the answer.
+    Run {
         id: RequestId,
         raw_id: Box<RawValue>,
-        params: CallToolRequestParams,
-    },
-    /// A task-augmented `tools/call`, with the agent's `task`.
-    TaskCall {
-        id: RequestId,
-        raw_id: Box<RawValue>,
-        params: CallToolRequestParams,
-        task: Value,
-    },
-    /// One of `forward::task::METHODS`.
-    Task {
-        id: RequestId,
-        raw_id: Box<RawValue>,
-        method: &'static str,
-        params: Option<Value>,
+        work: Work,
     },
     /// The agent cancels this request (the lane's, if it is in flight there).
     Cancelled(RequestId),
@@ -291,15 +250,14 @@ fn read(bytes: &[u8]) -> Option<Message> {
                 .transpose()
                 .ok()?;
             let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
-            let raw_id = raw_id.to_owned();
-            Some(match task {
-                Some(task) => Message::TaskCall {
-                    id,
-                    raw_id,
-                    params,
-                    task,
-                },
-                None => Message::Call { id, raw_id, params },
+            let work = match task {
+                Some(task) => Work::TaskCall(params, task),
+                None => Work::Call(params),
+            };
+            Some(Message::Run {
+                id,
+                raw_id: raw_id.to_owned(),
+                work,
             })
         }
         method if envelope.id.is_some() && task::METHODS.contains(&method) => {
@@ -311,11 +269,10 @@ fn read(bytes: &[u8]) -> Option<Message> {
                 .map(|p| serde_json::from_str::<Value>(p.get()))
                 .transpose()
                 .ok()?;
-            Some(Message::Task {
+            Some(Message::Run {
                 id,
                 raw_id: raw_id.to_owned(),
-                method,
-                params,
+                work: Work::Task(method, params),
             })
         }
         "notifications/cancelled" if envelope.id.is_none() => {
@@ -359,6 +316,7 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
 }
 
 /// What the lane does for a request.
+#[derive(Debug)]
 enum Work {
     Call(CallToolRequestParams),
     TaskCall(CallToolRequestParams, Value),
@@ -486,7 +444,12 @@ mod tests {
             json!({"jsonrpc": "2.0", "id": "a-1", "method": "tools/call",
             "params": {"name": "echo", "arguments": {"x": 1}, "_meta": {"vendor": 2}}}),
         );
-        let Some(Message::Call { id, raw_id, params }) = call else {
+        let Some(Message::Run {
+            id,
+            raw_id,
+            work: Work::Call(params),
+        }) = call
+        else {
             panic!("{call:?}")
         };
         assert_eq!(id, RequestId::String("a-1".into()));
@@ -521,7 +484,11 @@ mod tests {
         assert!(read(b"{not json").is_none());
         let task_call = read_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "report", "task": {"ttl": 1000}}}));
-        let Some(Message::TaskCall { params, task, .. }) = task_call else {
+        let Some(Message::Run {
+            work: Work::TaskCall(params, task),
+            ..
+        }) = task_call
+        else {
             panic!("{task_call:?}")
         };
         assert_eq!(
@@ -530,7 +497,11 @@ mod tests {
         );
         let about = read_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
             "params": {"taskId": "t-1"}}));
-        let Some(Message::Task { method, params, .. }) = about else {
+        let Some(Message::Run {
+            work: Work::Task(method, params),
+            ..
+        }) = about
+        else {
             panic!("{about:?}")
         };
         assert_eq!(
