@@ -76,6 +76,24 @@ async fn server_everythings_task_tool_runs_asks_while_it_waits_and_reports() {
             .as_str()
             .expect("the first interpretation")
             .to_owned();
+    // The person answers once the run shows it waits for them, as a person looking at the
+    // window would: the status is polled, so a quicker answer can end the wait unseen (CI saw
+    // that under load).
+    let mut seen = Vec::new();
+    tokio::time::timeout(WAIT, async {
+        while let Some(update) = progress.recv().await {
+            let waiting = update
+                .message
+                .as_deref()
+                .is_some_and(|m| m.starts_with("waiting for your answer"));
+            seen.extend(update.message);
+            if waiting {
+                break;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the run never showed that it waits for an answer: {seen:?}"));
     let mut content = Map::new();
     content.insert("interpretation".into(), json!(choice));
     h.broker
@@ -94,7 +112,7 @@ async fn server_everythings_task_tool_runs_asks_while_it_waits_and_reports() {
     let text = Reply::from_result(&result).all_text();
     assert!(text.contains("# Research Report: python"), "{text}");
     assert!(text.contains(&choice), "{text}");
-    let seen = messages(&mut progress);
+    seen.extend(messages(&mut progress));
     assert!(
         seen.iter().any(|m| m.starts_with("Gathering sources")),
         "{seen:?}"
