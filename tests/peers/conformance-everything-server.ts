@@ -2,8 +2,10 @@
 // Vendored from https://github.com/modelcontextprotocol/conformance at tag v0.1.16,
 // examples/servers/typescript/everything-server.ts (MIT, Anthropic, PBC): the suite's own
 // reference server for its server scenarios. Changed for Countersign's tests: the type-only
-// imports are marked `type`, so Node 22 runs the file with its built-in type stripping, and it
-// listens on 127.0.0.1 at PORT (0: any free port) and prints the port it took.
+// imports are marked `type`, so Node 22 runs the file with its built-in type stripping; it
+// listens on 127.0.0.1 at PORT (0: any free port) and prints the port it took; and the
+// elicitation and sampling requests its tools make go on the tool call's own stream
+// (`relatedRequestId`), not on a GET stream the client may not have opened yet.
 
 /**
  * MCP Everything Server - Conformance Test Server
@@ -403,7 +405,7 @@ function createMcpServer() {
         prompt: z.string().describe('The prompt to send to the LLM')
       }
     },
-    async (args: { prompt: string }) => {
+    async (args: { prompt: string }, extra: any) => {
       try {
         // Request sampling from client
         const result = await mcpServer.server.request(
@@ -424,7 +426,10 @@ function createMcpServer() {
           },
           z
             .object({ method: z.literal('sampling/createMessage') })
-            .passthrough() as any
+            .passthrough() as any,
+          // Countersign: on the call's own stream; without it the SDK sends the request on
+          // the GET stream, which the client may not have opened yet (lost under load, on CI).
+          { relatedRequestId: extra.requestId }
         );
 
         const samplingResult = result as any;
@@ -463,7 +468,7 @@ function createMcpServer() {
         message: z.string().describe('The message to show the user')
       }
     },
-    async (args: { message: string }) => {
+    async (args: { message: string }, extra: any) => {
       try {
         // Request user input from client
         const result = await mcpServer.server.request(
@@ -483,7 +488,10 @@ function createMcpServer() {
               }
             }
           },
-          ElicitResultSchema
+          ElicitResultSchema,
+          // Countersign: on the call's own stream; without it the SDK sends the request on
+          // the GET stream, which the client may not have opened yet (lost under load, on CI).
+          { relatedRequestId: extra.requestId }
         );
 
         const elicitResult = result as any;
@@ -515,7 +523,7 @@ function createMcpServer() {
       description: 'Tests elicitation with default values per SEP-1034',
       inputSchema: {}
     },
-    async () => {
+    async (_args: any, extra: any) => {
       try {
         // Request user input with default values for all primitive types
         const result = await mcpServer.server.request(
@@ -557,7 +565,10 @@ function createMcpServer() {
               }
             }
           },
-          ElicitResultSchema
+          ElicitResultSchema,
+          // Countersign: on the call's own stream; without it the SDK sends the request on
+          // the GET stream, which the client may not have opened yet (lost under load, on CI).
+          { relatedRequestId: extra.requestId }
         );
 
         const elicitResult = result as any;
@@ -590,7 +601,7 @@ function createMcpServer() {
         'Tests elicitation with enum schema improvements per SEP-1330',
       inputSchema: {}
     },
-    async () => {
+    async (_args: any, extra: any) => {
       try {
         // Request user input with all 5 enum schema variants
         const result = await mcpServer.server.request(
@@ -654,7 +665,10 @@ function createMcpServer() {
               }
             }
           },
-          ElicitResultSchema
+          ElicitResultSchema,
+          // Countersign: on the call's own stream; without it the SDK sends the request on
+          // the GET stream, which the client may not have opened yet (lost under load, on CI).
+          { relatedRequestId: extra.requestId }
         );
 
         const elicitResult = result as any;
