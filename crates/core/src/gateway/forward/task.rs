@@ -126,8 +126,7 @@ impl Forwarder {
 }
 
 /// A tool that must run as a task, run to its end on behalf of an agent that called it
-/// plainly: the agent gets the task's result as the call's. (rmcp's server side does not carry
-/// an agent's own `task` request through, so every agent is served this way.)
+/// plainly: the agent gets the task's result as the call's.
 pub(super) async fn run_task(
     up: &Upstream,
     params: CallToolRequestParams,
@@ -135,9 +134,8 @@ pub(super) async fn run_task(
     call: u64,
     timeout: std::time::Duration,
 ) -> Result<CallToolResult, McpError> {
-    let answer = as_sent;
     let request = crate::mcp::task::call_request(&params.name, params.arguments);
-    let created = answer(up.send(request, ctx, timeout, Some(call)).await?);
+    let created = as_sent(up.send(request, ctx, timeout, Some(call)).await?);
     let not_a_result = |e: serde_json::Error| {
         McpError::internal_error(
             format!(
@@ -167,7 +165,7 @@ pub(super) async fn run_task(
         )
         .await;
     let result = match sent {
-        Ok(answer_) => crate::mcp::task::untied(answer(answer_)),
+        Ok(answer) => crate::mcp::task::untied(as_sent(answer)),
         Err(error) => {
             let peer = up.peer().clone();
             tokio::spawn(async move {
