@@ -40,6 +40,14 @@ export class ServersPane {
     try {
       const servers = await commands.listServers();
       if (mine !== this.reloads) return;
+      // A state event may have overtaken this reply (they travel apart): the newer one stays.
+      for (const server of servers) {
+        const known = this.servers.find((s) => s.name === server.name);
+        if (known && known.stateRevision > server.stateRevision) {
+          server.state = known.state;
+          server.stateRevision = known.stateRevision;
+        }
+      }
       this.servers = servers;
       this.listStatus.textContent = this.servers.length === 0 ? "No servers configured." : "";
       this.listStatus.hidden = this.servers.length > 0;
@@ -66,8 +74,11 @@ export class ServersPane {
       void this.reload();
       return;
     }
+    // An event older than what the window shows (a listing overtook it) changes nothing.
+    if (event.revision <= server.stateRevision) return;
     const wasReady = server.state.state === "ready";
     server.state = event.state;
+    server.stateRevision = event.revision;
     this.drawList();
     if (this.selected === event.server) {
       this.drawDetailHeader();

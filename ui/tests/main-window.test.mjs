@@ -55,12 +55,12 @@ test("servers are listed with live state, endpoint and trust", async () => {
   assert.match(await items.nth(2).textContent(), /broken.*Failed/);
   assert.doesNotMatch(await items.nth(1).textContent(), /trusted/);
 
-  await backend.emit("session-event", { server: "remote", state: { state: "reconnecting", attempt: 2, nextInMs: 4000, reason: "connection refused" } });
+  await backend.emit("session-event", { server: "remote", state: { state: "reconnecting", attempt: 2, nextInMs: 4000, reason: "connection refused" }, revision: 2 });
   assert.match(await items.nth(1).textContent(), /Reconnecting \(attempt 2\)/);
   await page.getByRole("button", { name: /^remote/ }).click();
   assert.match(await page.locator(".detail-header").textContent(), /connection refused — next try in 4 s/);
   assert.match(await page.locator(".detail-header").textContent(), /At mcp\.example\.com \(https:\/\/mcp\.example\.com\/mcp\)/);
-  await backend.emit("session-event", { server: "remote", state: { state: "ready", protocolVersion: "2025-11-25", serverName: "remote-srv", serverVersion: "2.0" } });
+  await backend.emit("session-event", { server: "remote", state: { state: "ready", protocolVersion: "2025-11-25", serverName: "remote-srv", serverVersion: "2.0" }, revision: 3 });
   assert.match(await items.nth(1).textContent(), /Ready/);
   assert.match(await page.locator(".detail-header").textContent(), /remote-srv 2\.0, protocol 2025-11-25/);
   // Becoming ready reloads the tools of the server shown.
@@ -69,7 +69,7 @@ test("servers are listed with live state, endpoint and trust", async () => {
 
   // A server the window does not know yet: the list is read again.
   backend.servers.push(server("newcomer"));
-  await backend.emit("session-event", { server: "newcomer", state: { state: "connecting" } });
+  await backend.emit("session-event", { server: "newcomer", state: { state: "connecting" }, revision: 4 });
   await page.getByRole("button", { name: /^newcomer/ }).waitFor();
   assert.deepEqual(await app.problems(), []);
   await app.close();
@@ -470,7 +470,8 @@ test("a remote server that asks for a sign-in: Sign in waits for the browser, a 
   notes.state = { state: "ready", protocolVersion: "2025-11-25", serverName: "notes", serverVersion: "1" };
   notes.signIn.scopes = ["notes:read"];
   await group.getByRole("button", { name: "Sign in" }).click();
-  await backend.emit("session-event", { server: "notes", state: notes.state });
+  notes.stateRevision = 2;
+  await backend.emit("session-event", { server: "notes", state: notes.state, revision: 2 });
   const signedIn = page.getByRole("group", { name: "Sign-in" });
   await page.waitForFunction(() => document.querySelector(".detail-sign-in")?.textContent?.includes("Signed in"));
   assert.match(await signedIn.textContent(), /Signed in \(notes:read\)\. Kept in your desktop's keyring\./);
@@ -480,6 +481,52 @@ test("a remote server that asks for a sign-in: Sign in waits for the browser, a 
   assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
   assert.deepEqual(backend.calls.filter((c) => c.cmd.startsWith("sign_")).map((c) => [c.cmd, c.args.server]),
     [["sign_in", "notes"], ["sign_in", "notes"], ["sign_out", "notes"]]);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("a listing overtaken by a newer state event does not bring the old state back, nor does a late event", async () => {
+  // As the app does it: Sign out reconnects, so the listing the page reads afterwards can say
+  // "connecting" while the event saying the server wants a sign-in is already on its way, and
+  // events and replies travel apart.
+  const notes = server("notes", { state: "ready", protocolVersion: "2025-11-25", serverName: "notes", serverVersion: "1" }, {
+    endpoint: { kind: "http", host: "notes.example.com", url: "https://notes.example.com/mcp" },
+    signIn: { signedIn: true, keptIn: "secretService", scopes: ["notes:read"] },
+    stateRevision: 5,
+  });
+  const app = await openApp(env, { ...state(), servers: [notes] });
+  const { page, backend } = app;
+  const group = page.getByRole("group", { name: "Sign-in" });
+  await group.getByRole("button", { name: "Sign out" }).waitFor();
+  const held = [];
+  backend.onSignIn = (cmd, args) => {
+    const s = backend.servers.find((x) => x.name === args.server);
+    s.signIn.signedIn = false;
+    s.state = { state: "connecting" };
+    s.stateRevision = 6;
+    s.trusted = true;
+    backend.onListServers = () => {
+      const stale = { ok: structuredClone(backend.servers) };
+      return new Promise((resolve) => held.push(() => resolve(stale)));
+    };
+    return { ok: null };
+  };
+  await group.getByRole("button", { name: "Sign out" }).click();
+  await page.waitForFunction(() => document.querySelector(".sign-in-status")?.textContent?.includes("Signed out"));
+  const wants = { state: "signInRequired", reason: "the server asks you to sign in" };
+  await backend.emit("session-event", { server: "notes", state: wants, revision: 7 });
+  assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
+  assert.equal(held.length, 1, "the listing after Sign out is held back");
+  backend.onListServers = null;
+  held[0]();
+  // The listing is drawn (it also says the server is trusted now), with the newer state.
+  await page.getByText("Trusted: its tool annotations count for policy.").waitFor();
+  await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign in" }).waitFor();
+  assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
+  // An event older than the state shown changes nothing either.
+  await backend.emit("session-event", { server: "notes", state: { state: "connecting" }, revision: 6 });
+  assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
+  await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign in" }).waitFor();
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

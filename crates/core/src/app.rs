@@ -513,28 +513,32 @@ impl App {
         let servers = self.config_state().running.servers.clone();
         servers
             .iter()
-            .map(|config| ServerView {
-                name: config.name.clone(),
-                endpoint: asker_for(config).endpoint,
-                trusted: config.trusted,
-                state: self
+            .map(|config| {
+                let (state, state_revision) = self
                     .sessions
-                    .state(&config.name)
-                    .unwrap_or(SessionState::Stopped),
-                muted: self.settings.is_muted(&config.name),
-                sign_in: match &config.transport {
-                    crate::config::TransportConfig::Http { url, .. } => Some(
-                        self.sessions
-                            .auth()
-                            .known_view(&config.name, url)
-                            .unwrap_or_else(|| crate::mcp::oauth::SignInView {
-                                signed_in: false,
-                                kept_in: self.sessions.auth().vault().kind(),
-                                scopes: Vec::new(),
-                            }),
-                    ),
-                    crate::config::TransportConfig::Stdio { .. } => None,
-                },
+                    .state_revision(&config.name)
+                    .unwrap_or((SessionState::Stopped, 0));
+                ServerView {
+                    name: config.name.clone(),
+                    endpoint: asker_for(config).endpoint,
+                    trusted: config.trusted,
+                    state,
+                    state_revision,
+                    muted: self.settings.is_muted(&config.name),
+                    sign_in: match &config.transport {
+                        crate::config::TransportConfig::Http { url, .. } => Some(
+                            self.sessions
+                                .auth()
+                                .known_view(&config.name, url)
+                                .unwrap_or_else(|| crate::mcp::oauth::SignInView {
+                                    signed_in: false,
+                                    kept_in: self.sessions.auth().vault().kind(),
+                                    scopes: Vec::new(),
+                                }),
+                        ),
+                        crate::config::TransportConfig::Stdio { .. } => None,
+                    },
+                }
             })
             .collect()
     }

@@ -353,10 +353,12 @@ mod tests {
             state: SessionState::SignInRequired {
                 reason: "the server asks you to sign in".into(),
             },
+            revision: 1,
         };
         let reconnecting = |server: &str| SessionEvent {
             server: server.into(),
             state: SessionState::Connecting,
+            revision: 2,
         };
         for event in [
             want("notes"),
@@ -392,6 +394,7 @@ mod tests {
             state: SessionState::SignInRequired {
                 reason: "the server asks you to sign in".into(),
             },
+            revision: 1,
         })
         .unwrap();
         assert_eq!(notification.summary, "notes needs you to sign in");
@@ -401,6 +404,7 @@ mod tests {
             sign_in_notification(&SessionEvent {
                 server: "notes".into(),
                 state: SessionState::Connecting,
+                revision: 2,
             })
             .is_none()
         );

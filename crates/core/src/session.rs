@@ -97,6 +97,10 @@ pub enum SessionState {
 pub struct SessionEvent {
     pub server: String,
     pub state: SessionState,
+    /// Rises with every state change of any server: the page keeps the newest of an event
+    /// and a listing, which travel on different channels and may arrive out of order.
+    #[ts(type = "number")]
+    pub revision: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, ts_rs::TS)]
@@ -156,6 +160,8 @@ impl Live {
 struct Entry {
     config: ServerConfig,
     state: Mutex<SessionState>,
+    /// The state's revision (see `SessionEvent::revision`), written under `state`'s lock.
+    revision: AtomicU64,
     stderr: Arc<Mutex<VecDeque<String>>>,
     live: Mutex<Option<Arc<Live>>>,
     stop: CancellationToken,
@@ -173,6 +179,7 @@ struct Inner {
     http: crate::mcp::connect::SharedHttp,
     entries: Mutex<BTreeMap<String, Arc<Entry>>>,
     events: broadcast::Sender<SessionEvent>,
+    revisions: AtomicU64,
     next_session: AtomicU64,
     backoff: Backoff,
     ping_every: Duration,
@@ -214,6 +221,7 @@ impl SessionManager {
                 http: Default::default(),
                 entries: Mutex::default(),
                 events,
+                revisions: AtomicU64::new(0),
                 next_session: AtomicU64::new(1),
                 backoff,
                 ping_every,
@@ -241,6 +249,7 @@ impl SessionManager {
             let entry = Arc::new(Entry {
                 config: config.clone(),
                 state: Mutex::new(SessionState::Connecting),
+                revision: AtomicU64::new(self.inner.revisions.fetch_add(1, Ordering::Relaxed) + 1),
                 stderr: Arc::default(),
                 live: Mutex::default(),
                 stop: CancellationToken::new(),
@@ -266,6 +275,14 @@ impl SessionManager {
 
     pub fn state(&self, server: &str) -> Option<SessionState> {
         self.entry(server).ok().map(|e| lock(&e.state).clone())
+    }
+
+    /// The server's state with its revision (see `SessionEvent::revision`).
+    pub fn state_revision(&self, server: &str) -> Option<(SessionState, u64)> {
+        self.entry(server).ok().map(|e| {
+            let state = lock(&e.state);
+            (state.clone(), e.revision.load(Ordering::Relaxed))
+        })
     }
 
     pub fn config(&self, server: &str) -> Option<ServerConfig> {
@@ -376,10 +393,15 @@ impl SessionManager {
 
     fn set_state(&self, entry: &Entry, state: SessionState) {
         tracing::info!(server = %entry.config.name, ?state, "session");
-        *lock(&entry.state) = state.clone();
+        let mut current = lock(&entry.state);
+        let revision = self.inner.revisions.fetch_add(1, Ordering::Relaxed) + 1;
+        *current = state.clone();
+        entry.revision.store(revision, Ordering::Relaxed);
+        // Sent under the lock, so events leave in revision order.
         let _ = self.inner.events.send(SessionEvent {
             server: entry.config.name.clone(),
             state,
+            revision,
         });
     }
 

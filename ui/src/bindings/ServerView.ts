@@ -8,6 +8,10 @@ import type { SignInView } from "./SignInView";
  */
 export type ServerView = { name: string, endpoint: Endpoint, trusted: boolean, state: SessionState, 
 /**
+ * The state's revision (see `SessionEvent::revision`).
+ */
+stateRevision: number, 
+/**
  * Its questions send no desktop notification.
  */
 muted: boolean, 

@@ -44,6 +44,9 @@ export class FakeBackend {
     this.runsSeen = new Set();
     /** When set, run_tool calls are lost on the way, as an invoke WebKit never delivers. */
     this.loseRuns = false;
+    /** Optional () => reply (or a promise of one) for list_servers, e.g. a listing held back
+     * while a newer session-event overtakes it. */
+    this.onListServers = null;
     /** Optional (args) => reply for run_tool. */
     this.onRunTool = null;
     /** Optional (args) => reply (or a promise of one) for preview_call; by default, as core:
@@ -108,8 +111,10 @@ export class FakeBackend {
         }
         return { ok: { text: "--- a\n+++ b\n-old\n+new\n", isError: false, clipped: false } };
       }
-      case "list_servers":
-        return { ok: this.servers };
+      case "list_servers": {
+        const reply = await this.onListServers?.();
+        return reply ?? { ok: this.servers };
+      }
       case "list_tools": {
         const tools = this.tools[args.server];
         if (!tools) return { err: { kind: "session", message: `unknown server ${args.server}` } };
@@ -125,7 +130,10 @@ export class FakeBackend {
         if (reply) return reply;
         const server = this.servers.find((s) => s.name === args.server);
         if (server?.signIn) server.signIn.signedIn = cmd === "sign_in";
-        if (server && cmd === "sign_out") server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
+        if (server && cmd === "sign_out") {
+          server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
+          server.stateRevision += 1;
+        }
         return { ok: null };
       }
       case "run_arrived": {

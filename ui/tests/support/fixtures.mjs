@@ -270,6 +270,7 @@ export function server(name, state = { state: "ready", protocolVersion: "2025-11
     endpoint: o.endpoint ?? endpointStdio(`${name}-server`),
     trusted: !!o.trusted,
     state,
+    stateRevision: o.stateRevision ?? 1,
     muted: !!o.muted,
     signIn: o.signIn ?? null,
   };

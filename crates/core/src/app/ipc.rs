@@ -24,6 +24,9 @@ pub struct ServerView {
     pub endpoint: Endpoint,
     pub trusted: bool,
     pub state: SessionState,
+    /// The state's revision (see `SessionEvent::revision`).
+    #[ts(type = "number")]
+    pub state_revision: u64,
     /// Its questions send no desktop notification.
     pub muted: bool,
     /// For a remote server: whether the person is signed in to it, and where the tokens are
