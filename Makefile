@@ -4,9 +4,11 @@
 #   make run          build the UI, the demo server and the app, and start the app (under Xvfb
 #                     when there is no display)
 #   make test         UI build, Rust tests (nextest), UI tests in Chromium, conformance suite,
-#                     end-to-end tests of the real app, the .deb installed and started
+#                     end-to-end tests of the real app, the .deb (packed from the tests'
+#                     debug build) installed and started
 #   make package      the .deb (Tauri bundler): target/release/bundle/deb/Countersign_*.deb
-#   make package-test build the .deb, check it, install it with apt, start it, remove it
+#   make package-test build the release .deb, check it, install it with apt, start it, remove
+#                     it (PACKAGE_PROFILE=debug packs the debug build, as `make test` does)
 #   make screenshot   docs/ask-dialog.png, docs/approval-dialog.png and docs/sign-in.png from the real app
 #   make conformance  the MCP conformance suite against countersign-conformance-client
 #   make smoke-peers  check that the test peers start and answer (quick, no Rust build)
@@ -44,7 +46,7 @@ run: ui
 # The unit and e2e steps leave the fault matrix's rows, printed as one table at the end.
 test:
 	@mkdir -p target && rm -f $(FAULT_ROWS)
-	@COUNTERSIGN_FAULT_ROWS=$(FAULT_ROWS) bash scripts/steps.sh ui unit ui-test conformance e2e package-test fault-table
+	@COUNTERSIGN_FAULT_ROWS=$(FAULT_ROWS) PACKAGE_PROFILE=debug bash scripts/steps.sh ui unit ui-test conformance e2e package-test fault-table
 
 # The real app in a real webview (tauri-driver + WebKitWebDriver), under Xvfb when headless.
 e2e: ui
@@ -53,8 +55,9 @@ e2e: ui
 package: ui
 	bash scripts/package.sh
 
+# PACKAGE_PROFILE=debug: packed from the debug build the other steps made, not a 20-minute release build.
 package-test: ui
-	bash scripts/package-test.sh
+	COUNTERSIGN_PACKAGE_PROFILE=$(or $(PACKAGE_PROFILE),release) bash scripts/package-test.sh
 
 # The README's screenshot of the ask dialog, taken from the real app.
 screenshot: ui
