@@ -67,6 +67,8 @@ pub fn run() {
             None,
         ))
         .setup(move |tauri_app| {
+            // Before the servers start: a SIGTERM from then on quits cleanly.
+            let signals = quit_signals();
             let core = tauri::async_runtime::block_on(launch::start_core(&options))?;
             let handle = tauri_app.handle().clone();
             let desktop = Desktop {
@@ -81,7 +83,7 @@ pub fn run() {
             }
             forward_events(handle.clone(), &core);
             notify_new_asks(handle.clone(), &core, desktop.focused.clone());
-            exit_on_signals(handle);
+            exit_on_signals(handle, signals);
             tauri_app.manage(core);
             tauri_app.manage(desktop);
             Ok(())
@@ -277,29 +279,50 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
     });
 }
 
-/// SIGTERM (logout, `kill`) and SIGINT (Ctrl-C in a terminal) quit like the person quitting,
-/// so open questions are answered `cancel` and servers stopped, instead of the process just
-/// vanishing.
-fn exit_on_signals(handle: tauri::AppHandle) {
+#[cfg(unix)]
+type QuitSignals = Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>;
+#[cfg(not(unix))]
+type QuitSignals = ();
+
+/// Listens for SIGTERM and SIGINT from now on: registered at once, not in a task that runs
+/// later, since until it is registered a SIGTERM ends the app without cleanup (the package
+/// test's SIGTERM just after the demo server connected did, in 2 of 10 runs).
+fn quit_signals() -> QuitSignals {
     #[cfg(unix)]
-    tauri::async_runtime::spawn(async move {
+    {
         use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
+        // The signal driver belongs to Tauri's runtime, so it is registered inside it.
+        let signals = tauri::async_runtime::block_on(async {
+            Some((
+                signal(SignalKind::terminate()).ok()?,
+                signal(SignalKind::interrupt()).ok()?,
+            ))
+        });
+        if signals.is_none() {
             tracing::warn!(
                 "cannot listen for SIGTERM/SIGINT; they will end the app without cleanup"
             );
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
         }
-        tracing::info!("signal received; quitting");
-        handle.exit(0);
-    });
+        signals
+    }
+}
+
+/// SIGTERM (logout, `kill`) and SIGINT (Ctrl-C in a terminal) quit like the person quitting,
+/// so open questions are answered `cancel` and servers stopped, instead of the process just
+/// vanishing.
+#[cfg_attr(not(unix), allow(unused_variables))]
+fn exit_on_signals(handle: tauri::AppHandle, signals: QuitSignals) {
+    #[cfg(unix)]
+    if let Some((mut term, mut int)) = signals {
+        tauri::async_runtime::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            tracing::info!("signal received; quitting");
+            handle.exit(0);
+        });
+    }
 }
 
 /// Desktop notifications, as the core decides them: the shell says whether the window has
