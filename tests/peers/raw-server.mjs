@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // An MCP server written without any SDK, over stdio, whose answers carry fields no SDK models
 // (vendor keys on a tool, its result, a resource and a prompt). The gateway tests check that
-// agents receive them unchanged, and a tool (`chatty`) that sends progress, a log line and a
-// tools/list_changed notification before its result.
+// agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
+// tools/list_changed notification before its result, and one (`params`) that answers with the
+// params of the call as they arrived.
 
 import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -24,6 +25,9 @@ const results = {
     }, {
       name: 'chatty', description: 'Reports progress, logs and changes its tool list',
       inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
+    }, {
+      name: 'params', description: 'Answers with the params of the call as it received them',
+      inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
     }],
   }),
   'tools/call': (p) => {
@@ -36,6 +40,7 @@ const results = {
       out({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', logger: 'raw', data: 'chatty ran' } });
       out({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });
     }
+    if (p.name === 'params') return { content: [{ type: 'text', text: JSON.stringify(p) }] };
     return { content: [{ type: 'text', text: JSON.stringify(p.arguments ?? {}) }], ...vendor };
   },
   'resources/list': () => ({ resources: [{ uri: 'raw://a', name: 'a', ...vendor }] }),

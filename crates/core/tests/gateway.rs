@@ -764,6 +764,70 @@ async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
     rig.gateway.shutdown().await;
 }
 
+/// The other way: what an agent sends with a call beyond rmcp's model (a vendor's field, a
+/// newer revision's) reaches the upstream as sent, on the lane (a plain call) and on rmcp's
+/// way (a call with a progress token). The tool's name and arguments are the ones the gate
+/// judged, and `_meta` is the gateway's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
+    let mut raw = raw_server();
+    raw.trusted = true; // `params` claims read-only: no approval in the way
+    let rig = rig("sent", vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let vendor = json!({"kept": true, "n": [1, 2.5, "x"]});
+    let received = |answer: &Value| -> Value {
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"));
+        serde_json::from_str(text).unwrap()
+    };
+    // On the lane.
+    let answer = agent
+        .post(
+            2,
+            "tools/call",
+            json!({"name": "params", "arguments": {"a": 1}, "x-vendor": vendor, "future": "yes"}),
+        )
+        .await;
+    let got = received(&answer);
+    assert_eq!(got["x-vendor"], vendor, "{got}");
+    assert_eq!(got["future"], "yes", "{got}");
+    assert_eq!(got["name"], "params");
+    assert_eq!(got["arguments"], json!({"a": 1}));
+    // On rmcp's way: the progress token upstream is the gateway's, beside the agent's field.
+    let answer = agent
+        .post(
+            3,
+            "tools/call",
+            json!({"name": "params", "arguments": {"b": 2}, "_meta": {"progressToken": "mine"},
+                "x-vendor": vendor}),
+        )
+        .await;
+    let got = received(&answer);
+    assert_eq!(got["x-vendor"], vendor, "{got}");
+    assert_eq!(got["arguments"], json!({"b": 2}));
+    assert!(
+        got["_meta"]["progressToken"].is_string() || got["_meta"]["progressToken"].is_number(),
+        "{got}"
+    );
+    assert_ne!(got["_meta"]["progressToken"], "mine", "{got}");
+    // A call with nothing beyond the model goes as before.
+    let answer = agent
+        .post(4, "tools/call", json!({"name": "params", "arguments": {}}))
+        .await;
+    let got = received(&answer);
+    assert_eq!(
+        got.as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "_meta")
+            .count(),
+        2,
+        "{got}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// An agent that records the notifications it gets.
 #[derive(Clone)]
 struct Listening {

@@ -219,7 +219,7 @@ impl Forwarder {
             for _round in 0..MAX_INPUT_ROUNDS {
                 let sent = up
                     .send(
-                        ClientRequest::CallToolRequest(request.clone()),
+                        super::sent::upstream_call(&request, super::sent::Unmodeled::of(ctx)),
                         ctx,
                         timeout,
                         Some(call),

@@ -18,6 +18,7 @@ pub mod policy;
 pub mod preview;
 pub mod refusals;
 pub mod registry;
+mod sent;
 mod status;
 pub mod token;
 
@@ -486,6 +487,7 @@ impl Gateway {
                 let shared = self.shared.clone();
                 move |request: Request| async move { no_such_server(&shared, &request) }
             })
+            .layer(axum::middleware::from_fn(sent::read))
             .layer(axum::middleware::from_fn(faithful::swap))
             .layer(axum::middleware::from_fn(gone::watch))
             // Outermost: nothing runs for a request that fails the guard.

@@ -70,6 +70,7 @@ impl Forwarder {
         let mut params = serde_json::to_value(&request.params)
             .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))?;
         params["task"] = task;
+        crate::gateway::sent::add_unmodeled(&mut params, crate::gateway::sent::Unmodeled::of(&ctx));
         let sent = self
             .pass(
                 &up,

@@ -1,0 +1,209 @@
+//! Faithful requests: rmcp's typed model drops the fields of an agent's `tools/call` params it
+//! does not know (a vendor's, a newer revision's), but the upstream must get them as the agent
+//! sent them.
+//!
+//! [`read`], a layer on the agent's HTTP requests, reads a POSTed `tools/call`'s params far
+//! enough to find keys rmcp does not model, parses only those, and keeps them in the request's
+//! extensions under the request's id; the forwarder adds them to the call it sends upstream
+//! ([`upstream_call`]). Everything else is the gate's and the gateway's: the tool's name and
+//! arguments as the gate judged them, `_meta` (the progress token and lifecycle keys are the
+//! gateway's own upstream), the multi round-trip fields the gateway fills in, and `task`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rmcp::model::{CallToolRequest, ClientRequest, CustomRequest, RequestId};
+use rmcp::service::{RequestContext, RoleServer};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+/// A request body larger than this is refused rather than held in memory whole (as
+/// [`super::faithful`] refuses such an answer).
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The `tools/call` params keys that are the gate's or the gateway's: never taken from the
+/// agent's extra fields.
+const OWNED: &[&str] = &[
+    "_meta",
+    "name",
+    "arguments",
+    "inputResponses",
+    "requestState",
+    "task",
+];
+
+/// The fields of one agent `tools/call` that rmcp does not model, and the request's id.
+#[derive(Clone, Debug)]
+pub(crate) struct Unmodeled {
+    id: RequestId,
+    fields: Map<String, Value>,
+}
+
+impl Unmodeled {
+    /// The fields the agent sent with request `ctx` (when it came through [`read`]).
+    pub(crate) fn of(ctx: &RequestContext<RoleServer>) -> Option<&Map<String, Value>> {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Unmodeled>())
+            .filter(|u| u.id == ctx.id)
+            .map(|u| &u.fields)
+    }
+}
+
+/// The layer: a POSTed `tools/call` with fields rmcp does not model carries them on.
+pub(crate) async fn read(request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (mut parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => bytes,
+        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response(),
+    };
+    if let Some(unmodeled) = unmodeled(&bytes) {
+        parts.extensions.insert(unmodeled);
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// A `tools/call`'s fields beyond rmcp's model; `None` for anything else (a batch, another
+/// method, a call with none).
+fn unmodeled(bytes: &[u8]) -> Option<Unmodeled> {
+    memchr::memmem::find(bytes, b"tools/call")?;
+    let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
+    if envelope.method.as_deref() != Some("tools/call") {
+        return None;
+    }
+    let id: RequestId = serde_json::from_str(envelope.id?.get()).ok()?;
+    let params: HashMap<Cow<str>, &RawValue> = serde_json::from_str(envelope.params?.get()).ok()?;
+    let fields: Map<String, Value> = params
+        .into_iter()
+        .filter(|(key, _)| !OWNED.contains(&key.as_ref()))
+        .filter_map(|(key, value)| {
+            Some((key.into_owned(), serde_json::from_str(value.get()).ok()?))
+        })
+        .collect();
+    (!fields.is_empty()).then_some(Unmodeled { id, fields })
+}
+
+/// The call to send upstream: `request` (what the gate judged, with the gateway's own fields)
+/// and the agent's fields rmcp does not model, as sent. Without any, the typed request as is.
+pub(super) fn upstream_call(
+    request: &CallToolRequest,
+    unmodeled: Option<&Map<String, Value>>,
+) -> ClientRequest {
+    let typed = || ClientRequest::CallToolRequest(request.clone());
+    let Some(fields) = unmodeled else {
+        return typed();
+    };
+    let Ok(Value::Object(mut params)) = serde_json::to_value(&request.params) else {
+        return typed();
+    };
+    // `_meta` travels beside the params, where rmcp puts the upstream progress token.
+    params.remove("_meta");
+    for (key, value) in fields {
+        params.entry(key.clone()).or_insert_with(|| value.clone());
+    }
+    let mut custom = CustomRequest::new("tools/call", Some(Value::Object(params)));
+    if let Some(meta) = request.params.meta.clone() {
+        custom.extensions.insert(meta);
+    }
+    ClientRequest::CustomRequest(custom)
+}
+
+/// Adds the agent's unmodeled fields to params the gateway built (a task-augmented call).
+pub(super) fn add_unmodeled(params: &mut Value, unmodeled: Option<&Map<String, Value>>) {
+    if let (Some(fields), Value::Object(params)) = (unmodeled, params) {
+        for (key, value) in fields {
+            params.entry(key.clone()).or_insert_with(|| value.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::CallToolRequestParams;
+    use serde_json::json;
+
+    fn read_json(message: Value) -> Option<Unmodeled> {
+        unmodeled(message.to_string().as_bytes())
+    }
+
+    #[test]
+    fn only_a_tool_calls_fields_beyond_rmcps_model_are_kept() {
+        let kept = read_json(
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "echo", "arguments": {"a": 1}, "_meta": {"progressToken": 1},
+                "task": {"ttl": 1}, "inputResponses": {}, "requestState": "s",
+                "x-vendor": {"kept": true}, "future": [1, 2],
+            }}),
+        )
+        .unwrap();
+        assert_eq!(kept.id, RequestId::Number(7));
+        assert_eq!(
+            Value::Object(kept.fields),
+            json!({"x-vendor": {"kept": true}, "future": [1, 2]})
+        );
+        // Nothing beyond the model, another method, a batch, a notification: nothing kept.
+        assert!(
+            read_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"tools/call": 1}}}))
+            .is_none()
+        );
+        assert!(
+            read_json(json!({"jsonrpc": "2.0", "id": 1, "method": "prompts/get",
+            "params": {"name": "tools/call", "x": 1}}))
+            .is_none()
+        );
+        assert!(
+            read_json(json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "e", "x": 1}}]))
+            .is_none()
+        );
+        assert!(
+            read_json(json!({"jsonrpc": "2.0", "method": "tools/call",
+            "params": {"name": "e", "x": 1}}))
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn the_upstream_call_is_what_the_gate_judged_plus_the_agents_own_fields() {
+        let mut params = CallToolRequestParams::new("echo");
+        params.arguments = Some(json!({"a": 1}).as_object().unwrap().clone());
+        let request = CallToolRequest::new(params);
+        assert!(matches!(
+            upstream_call(&request, None),
+            ClientRequest::CallToolRequest(_)
+        ));
+        // An agent cannot override what the gate judged through a duplicate of its own.
+        let fields = json!({"x-vendor": {"kept": true}, "name": "rm", "arguments": {"b": 2}});
+        let fields = fields.as_object().unwrap();
+        let ClientRequest::CustomRequest(custom) = upstream_call(&request, Some(fields)) else {
+            panic!("a custom request");
+        };
+        assert_eq!(custom.method, "tools/call");
+        assert_eq!(
+            custom.params.unwrap(),
+            json!({"name": "echo", "arguments": {"a": 1}, "x-vendor": {"kept": true}})
+        );
+    }
+}
