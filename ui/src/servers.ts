@@ -77,8 +77,13 @@ export class ServersPane {
     // An event older than what the window shows (a listing overtook it) changes nothing.
     if (event.revision <= server.stateRevision) return;
     const wasReady = server.state.state === "ready";
+    const was = server.state.state;
     server.state = event.state;
     server.stateRevision = event.revision;
+    // A remote server's sign-in (whether, with which scopes) is in the listing, not in the
+    // event: read again as its session changes, so an old sign-in is never shown beside a new
+    // state, whether or not the Sign in command's own answer has arrived yet.
+    if (server.signIn && event.state.state !== was) void this.reload();
     this.drawList();
     if (this.selected === event.server) {
       this.drawDetailHeader();

@@ -505,7 +505,10 @@ test("a listing overtaken by a newer state event does not bring the old state ba
     s.state = { state: "connecting" };
     s.stateRevision = 6;
     s.trusted = true;
+    // The first listing is held back; any later one (the event's) answers at once, with the
+    // backend as it was before the event.
     backend.onListServers = () => {
+      if (held.length > 0) return null;
       const stale = { ok: structuredClone(backend.servers) };
       return new Promise((resolve) => held.push(() => resolve(stale)));
     };
@@ -515,18 +518,44 @@ test("a listing overtaken by a newer state event does not bring the old state ba
   await page.waitForFunction(() => document.querySelector(".sign-in-status")?.textContent?.includes("Signed out"));
   const wants = { state: "signInRequired", reason: "the server asks you to sign in" };
   await backend.emit("session-event", { server: "notes", state: wants, revision: 7 });
+  // A listing answered after the event (it also says the server is trusted now) is drawn,
+  // with the event's newer state.
+  await page.getByText("Trusted: its tool annotations count for policy.").waitFor();
   assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
   assert.equal(held.length, 1, "the listing after Sign out is held back");
   backend.onListServers = null;
   held[0]();
-  // The listing is drawn (it also says the server is trusted now), with the newer state.
-  await page.getByText("Trusted: its tool annotations count for policy.").waitFor();
   await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign in" }).waitFor();
   assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
   // An event older than the state shown changes nothing either.
   await backend.emit("session-event", { server: "notes", state: { state: "connecting" }, revision: 6 });
   assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
   await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign in" }).waitFor();
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("a new sign-in's scopes show as the session comes back, before the Sign in command answers", async () => {
+  const notes = server("notes", { state: "signInRequired", reason: "the server asks for more access than the last sign-in gave" }, {
+    endpoint: { kind: "http", host: "notes.example.com", url: "https://notes.example.com/mcp" },
+    signIn: { signedIn: true, keptIn: "secretService", scopes: ["notes:read"] },
+    stateRevision: 3,
+  });
+  const app = await openApp(env, { ...state(), servers: [notes] });
+  const { page, backend } = app;
+  const group = page.getByRole("group", { name: "Sign-in" });
+  backend.onSignIn = () => new Promise(() => {}); // its answer has not come (yet)
+  await group.getByRole("button", { name: "Sign in" }).click();
+  await page.getByText("Waiting for you to sign in in your browser…").waitFor();
+  // The backend is signed in with the wider scope and reconnects.
+  const s = backend.servers[0];
+  s.signIn.scopes = ["notes:read", "notes:write"];
+  s.state = { state: "ready", protocolVersion: "2025-11-25", serverName: "notes", serverVersion: "1" };
+  s.stateRevision = 5;
+  await backend.emit("session-event", { server: "notes", state: { state: "connecting" }, revision: 4 });
+  await backend.emit("session-event", { server: "notes", state: s.state, revision: 5 });
+  await page.waitForFunction(() => document.querySelector(".detail-sign-in")?.textContent?.includes("notes:read notes:write"));
+  assert.match(await page.getByRole("group", { name: "Sign-in" }).textContent(), /Signed in \(notes:read notes:write\)/);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

@@ -190,21 +190,42 @@ impl App {
 
     /// Waits for an element matching `css`.
     pub async fn find(&self, css: &str) -> Element {
-        self.client
+        match self
+            .client
             .wait()
             .at_most(WAIT)
             .for_element(Locator::Css(css))
             .await
-            .unwrap_or_else(|e| panic!("no element {css}: {e}"))
+        {
+            Ok(element) => element,
+            Err(e) => panic!("no element {css}: {e}\n{}", self.page_said().await),
+        }
     }
 
     pub async fn find_xpath(&self, xpath: &str) -> Element {
-        self.client
+        match self
+            .client
             .wait()
             .at_most(WAIT)
             .for_element(Locator::XPath(xpath))
             .await
-            .unwrap_or_else(|e| panic!("no element {xpath}: {e}"))
+        {
+            Ok(element) => element,
+            Err(e) => panic!("no element {xpath}: {e}\n{}", self.page_said().await),
+        }
+    }
+
+    /// What the page showed, for a failure's message: a test that waited in vain says what
+    /// it saw instead.
+    async fn page_said(&self) -> String {
+        match self
+            .client
+            .execute("return document.body.innerText.slice(0, 3000);", vec![])
+            .await
+        {
+            Ok(text) => format!("the page said:\n{}", text.as_str().unwrap_or_default()),
+            Err(e) => format!("the page could not be read: {e}"),
+        }
     }
 
     pub async fn exists(&self, css: &str) -> bool {
