@@ -828,6 +828,72 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
     rig.gateway.shutdown().await;
 }
 
+/// A yes means exactly the call that runs: fields beyond rmcp's model, which go upstream
+/// too, are shown to the person with the arguments, and a decision remembered for these exact
+/// arguments does not cover the same call with more.
+#[tokio::test(flavor = "multi_thread")]
+async fn fields_beyond_the_model_are_judged_with_the_arguments() {
+    let mut rig = rig("sent-gate", vec![raw_server()]).await; // untrusted: every call asks
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let plain = json!({"name": "params", "arguments": {"a": 1}});
+    let calling = tokio::spawn(async move {
+        let answer = agent.post(2, "tools/call", plain).await;
+        (agent, answer)
+    });
+    let ask = rig.next_ask().await;
+    let AskKind::ToolCall { arguments_text, .. } = &ask.kind else {
+        panic!("{ask:?}")
+    };
+    assert!(!arguments_text.contains("alsoSent"), "{arguments_text}");
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Always,
+                Covering::ExactArguments {
+                    arguments: String::new(),
+                },
+            ),
+        )
+        .unwrap();
+    let (mut agent, answer) = calling.await.unwrap();
+    assert!(
+        answer["result"]["content"][0]["text"].is_string(),
+        "{answer}"
+    );
+    // The same arguments: remembered, nobody asked.
+    let again = agent
+        .post(
+            3,
+            "tools/call",
+            json!({"name": "params", "arguments": {"a": 1}}),
+        )
+        .await;
+    assert!(again["result"]["content"][0]["text"].is_string(), "{again}");
+    assert!(rig.broker.pending().is_empty());
+    // The same arguments with a field beyond the model: asked, and shown.
+    let more = json!({"name": "params", "arguments": {"a": 1}, "x-force": true});
+    let calling = tokio::spawn(async move { agent.post(4, "tools/call", more).await });
+    let ask = rig.next_ask().await;
+    let AskKind::ToolCall { arguments_text, .. } = &ask.kind else {
+        panic!("{ask:?}")
+    };
+    assert!(arguments_text.contains("\"alsoSent\""), "{arguments_text}");
+    assert!(
+        arguments_text.contains("\"x-force\": true"),
+        "{arguments_text}"
+    );
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let refused = calling.await.unwrap();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        !refused.to_string().contains("x-force"),
+        "the server never got it: {refused}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// An agent that records the notifications it gets.
 #[derive(Clone)]
 struct Listening {

@@ -57,10 +57,22 @@ impl Forwarder {
             .clone()
             .map(Value::Object)
             .unwrap_or_else(|| json!({}));
+        let mut record = json!({"name": tool, "arguments": arguments});
+        // Fields beyond rmcp's model go upstream with the call (`sent`), so the person judges
+        // them with the arguments, the record has them, and a decision remembered for these
+        // arguments alone does not cover a call that carries more.
+        let also_sent = crate::gateway::sent::Unmodeled::of(ctx);
+        let arguments = match also_sent {
+            Some(fields) => {
+                crate::gateway::sent::add_unmodeled(&mut record, Some(fields));
+                json!({"arguments": arguments, "alsoSent": fields})
+            }
+            None => arguments,
+        };
         let gated = Gated {
             key: &tool,
             what: format!("this call to {tool}"),
-            request: json!({"name": tool, "arguments": arguments}),
+            request: record,
             definition: approval::definition(
                 &tool,
                 facts.title.as_deref(),
@@ -71,8 +83,10 @@ impl Forwarder {
             arguments,
             annotations: facts.annotations.clone(),
             read: false,
-            previewable: crate::gateway::preview::takes_dry_run(facts.input_schema.as_ref())
-                .then(|| request.clone()),
+            // A preview would run without the fields beyond the model, so it is not offered.
+            previewable: (also_sent.is_none()
+                && crate::gateway::preview::takes_dry_run(facts.input_schema.as_ref()))
+            .then(|| request.clone()),
         };
         let decided = self.gate(up, ctx, gated).await;
         Ok((facts, decided))
@@ -432,7 +446,8 @@ struct Gated<'a> {
     request: Value,
     /// The tool's definition as the person sees it (a read's is just its method).
     definition: Value,
-    /// What will be forwarded, for the decisions that cover some arguments only.
+    /// What will be forwarded, for the decisions that cover some arguments only: a call's
+    /// arguments, or `{"arguments", "alsoSent"}` when it carries fields beyond rmcp's model.
     arguments: Value,
     annotations: Option<Value>,
     read: bool,
