@@ -83,7 +83,9 @@ pub enum AskKind {
         #[ts(type = "Record<string, unknown> | null")]
         #[serde(default)]
         annotations: Option<Value>,
-        /// The call's arguments as the agent sent them.
+        /// The call's arguments as the agent sent them; through the gateway, a call that also
+        /// carries fields beyond rmcp's model is `[arguments, fields]` (what the gate judges
+        /// and a remembered choice is checked against; `argumentsText` names the two).
         #[ts(type = "unknown")]
         arguments: Value,
         /// The arguments as the text that will be forwarded (pretty-printed by the backend):

@@ -829,8 +829,9 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
 }
 
 /// A yes means exactly the call that runs: fields beyond rmcp's model, which go upstream
-/// too, are shown to the person with the arguments, and a decision remembered for these exact
-/// arguments does not cover the same call with more.
+/// too, are shown to the person with the arguments; a decision remembered for these exact
+/// arguments does not cover the same call with more, nor one remembered with more a call
+/// whose own arguments merely look like it.
 #[tokio::test(flavor = "multi_thread")]
 async fn fields_beyond_the_model_are_judged_with_the_arguments() {
     let mut rig = rig("sent-gate", vec![raw_server()]).await; // untrusted: every call asks
@@ -874,7 +875,10 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
     assert!(rig.broker.pending().is_empty());
     // The same arguments with a field beyond the model: asked, and shown.
     let more = json!({"name": "params", "arguments": {"a": 1}, "x-force": true});
-    let calling = tokio::spawn(async move { agent.post(4, "tools/call", more).await });
+    let calling = tokio::spawn(async move {
+        let answer = agent.post(4, "tools/call", more).await;
+        (agent, answer)
+    });
     let ask = rig.next_ask().await;
     let AskKind::ToolCall { arguments_text, .. } = &ask.kind else {
         panic!("{ask:?}")
@@ -884,13 +888,30 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
         arguments_text.contains("\"x-force\": true"),
         "{arguments_text}"
     );
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Always,
+                Covering::ExactArguments {
+                    arguments: String::new(),
+                },
+            ),
+        )
+        .unwrap();
+    let (mut agent, allowed) = calling.await.unwrap();
+    let got: Value =
+        serde_json::from_str(allowed["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(got["x-force"], true, "{got}");
+    // A call whose own arguments look like what the person saw is another call: asked.
+    let lookalike = json!({"name": "params",
+        "arguments": {"arguments": {"a": 1}, "alsoSent": {"x-force": true}}});
+    let calling = tokio::spawn(async move { agent.post(5, "tools/call", lookalike).await });
+    let ask = rig.next_ask().await;
     rig.broker.answer(ask.id, Answer::Decline).unwrap();
     let refused = calling.await.unwrap();
     assert_eq!(refused["result"]["isError"], true, "{refused}");
-    assert!(
-        !refused.to_string().contains("x-force"),
-        "the server never got it: {refused}"
-    );
     rig.gateway.shutdown().await;
 }
 

@@ -33,7 +33,9 @@ host: string, warnings: Array<UrlWarning>, } | { "kind": "toolCall", tool: strin
  */
 title: string | null, description: string | null, annotations: Record<string, unknown> | null, 
 /**
- * The call's arguments as the agent sent them.
+ * The call's arguments as the agent sent them; through the gateway, a call that also
+ * carries fields beyond rmcp's model is `[arguments, fields]` (what the gate judges
+ * and a remembered choice is checked against; `argumentsText` names the two).
  */
 arguments: unknown, 
 /**

@@ -278,7 +278,10 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
             .get("annotations")
             .filter(|a| !a.is_null())
             .cloned(),
-        arguments_text: serde_json::to_string_pretty(&approval.arguments_value).unwrap_or_default(),
+        arguments_text: serde_json::to_string_pretty(&crate::gateway::sent::shown(
+            &approval.arguments_value,
+        ))
+        .unwrap_or_default(),
         arguments: approval.arguments_value.clone(),
         changed: Vec::new(),
         preview: false,

@@ -137,6 +137,24 @@ pub(super) fn add_unmodeled(params: &mut Value, unmodeled: Option<&Map<String, V
     }
 }
 
+/// What the gate judges for a call that carries fields beyond the model: `[arguments,
+/// fields]`. An array, so that no call's own arguments (always an object) can equal it, and a
+/// decision remembered for one never covers the other.
+pub(super) fn judged(arguments: Value, fields: &Map<String, Value>) -> Value {
+    Value::Array(vec![arguments, Value::Object(fields.clone())])
+}
+
+/// How a judged value is shown to the person: a call with fields beyond the model as
+/// `{"arguments", "alsoSent"}`, anything else as it is.
+pub(crate) fn shown(judged: &Value) -> Value {
+    match judged.as_array().map(Vec::as_slice) {
+        Some([arguments, fields]) => {
+            serde_json::json!({"arguments": arguments, "alsoSent": fields})
+        }
+        _ => judged.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +201,19 @@ mod tests {
             "params": {"name": "e", "x": 1}}))
             .is_none()
         );
+    }
+
+    #[test]
+    fn a_call_with_more_is_judged_apart_from_any_arguments_and_shown_with_names() {
+        let fields = json!({"x-force": true});
+        let judged = judged(json!({"a": 1}), fields.as_object().unwrap());
+        assert!(judged.is_array(), "no call's own arguments can equal it");
+        assert_eq!(
+            shown(&judged),
+            json!({"arguments": {"a": 1}, "alsoSent": {"x-force": true}})
+        );
+        let plain = json!({"arguments": {"a": 1}, "alsoSent": {"x-force": true}});
+        assert_eq!(shown(&plain), plain);
     }
 
     #[test]

@@ -65,7 +65,7 @@ impl Forwarder {
         let arguments = match also_sent {
             Some(fields) => {
                 crate::gateway::sent::add_unmodeled(&mut record, Some(fields));
-                json!({"arguments": arguments, "alsoSent": fields})
+                crate::gateway::sent::judged(arguments, fields)
             }
             None => arguments,
         };
@@ -447,7 +447,8 @@ struct Gated<'a> {
     /// The tool's definition as the person sees it (a read's is just its method).
     definition: Value,
     /// What will be forwarded, for the decisions that cover some arguments only: a call's
-    /// arguments, or `{"arguments", "alsoSent"}` when it carries fields beyond rmcp's model.
+    /// arguments, or `[arguments, fields]` when it carries fields beyond rmcp's model
+    /// (`sent::judged`).
     arguments: Value,
     annotations: Option<Value>,
     read: bool,
@@ -487,7 +488,11 @@ impl Gated<'_> {
             annotations: self.annotations.clone(),
             // rmcp forwards the serialization of this same value (key order kept, integers
             // exact), so this text is what will run.
-            arguments_text: serde_json::to_string_pretty(&self.arguments).unwrap_or_default(),
+            arguments_text: serde_json::to_string_pretty(&crate::gateway::sent::shown(
+                &self.arguments,
+            ))
+            .unwrap_or_default(),
+            // What a remembered choice is checked against: the judged value itself.
             arguments: self.arguments.clone(),
             changed,
             preview: self.previewable.is_some(),
