@@ -76,7 +76,6 @@ export class ServersPane {
     }
     // An event older than what the window shows (a listing overtook it) changes nothing.
     if (event.revision <= server.stateRevision) return;
-    const wasReady = server.state.state === "ready";
     const was = server.state.state;
     server.state = event.state;
     server.stateRevision = event.revision;
@@ -87,7 +86,7 @@ export class ServersPane {
     this.drawList();
     if (this.selected === event.server) {
       this.drawDetailHeader();
-      if (event.state.state === "ready" && (!wasReady || !this.toolsLoaded)) void this.loadTools();
+      if (event.state.state === "ready" && (was !== "ready" || !this.toolsLoaded)) void this.loadTools();
     }
   }
 

@@ -846,18 +846,7 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
         panic!("{ask:?}")
     };
     assert!(!arguments_text.contains("alsoSent"), "{arguments_text}");
-    rig.broker
-        .answer(
-            ask.id,
-            remember(
-                true,
-                Lasting::Always,
-                Covering::ExactArguments {
-                    arguments: String::new(),
-                },
-            ),
-        )
-        .unwrap();
+    rig.broker.answer(ask.id, always_allow_exactly()).unwrap();
     let (mut agent, answer) = calling.await.unwrap();
     assert!(
         answer["result"]["content"][0]["text"].is_string(),
@@ -888,18 +877,7 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
         arguments_text.contains("\"x-force\": true"),
         "{arguments_text}"
     );
-    rig.broker
-        .answer(
-            ask.id,
-            remember(
-                true,
-                Lasting::Always,
-                Covering::ExactArguments {
-                    arguments: String::new(),
-                },
-            ),
-        )
-        .unwrap();
+    rig.broker.answer(ask.id, always_allow_exactly()).unwrap();
     let (mut agent, allowed) = calling.await.unwrap();
     let got: Value =
         serde_json::from_str(allowed["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
@@ -1630,6 +1608,17 @@ fn remember(allow: bool, lasting: Lasting, covering: Covering) -> Answer {
             covering,
         },
     }
+}
+
+/// "Always allow, these exact arguments" (the broker fills in the arguments on screen).
+fn always_allow_exactly() -> Answer {
+    remember(
+        true,
+        Lasting::Always,
+        Covering::ExactArguments {
+            arguments: String::new(),
+        },
+    )
 }
 
 /// A test clock: starts at the real time, moved by the test.

@@ -113,22 +113,23 @@ pub(super) fn upstream_call(
     let Some(fields) = unmodeled else {
         return typed();
     };
-    let Ok(Value::Object(mut params)) = serde_json::to_value(&request.params) else {
+    let Ok(mut params @ Value::Object(_)) = serde_json::to_value(&request.params) else {
         return typed();
     };
     // `_meta` travels beside the params, where rmcp puts the upstream progress token.
-    params.remove("_meta");
-    for (key, value) in fields {
-        params.entry(key.clone()).or_insert_with(|| value.clone());
+    if let Value::Object(map) = &mut params {
+        map.remove("_meta");
     }
-    let mut custom = CustomRequest::new("tools/call", Some(Value::Object(params)));
+    add_unmodeled(&mut params, Some(fields));
+    let mut custom = CustomRequest::new("tools/call", Some(params));
     if let Some(meta) = request.params.meta.clone() {
         custom.extensions.insert(meta);
     }
     ClientRequest::CustomRequest(custom)
 }
 
-/// Adds the agent's unmodeled fields to params the gateway built (a task-augmented call).
+/// Adds the agent's unmodeled fields to params the gateway built; a field never replaces one
+/// the gateway set.
 pub(super) fn add_unmodeled(params: &mut Value, unmodeled: Option<&Map<String, Value>>) {
     if let (Some(fields), Value::Object(params)) = (unmodeled, params) {
         for (key, value) in fields {
