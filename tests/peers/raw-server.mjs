@@ -4,11 +4,16 @@
 // agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
 // tools/list_changed notification before its result, and one (`params`) that answers with the
 // params of the call as they arrived.
+//
+// With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
+// SSE), prints its URL on stdout, and drops what it would send outside an answer.
 
 import { appendFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
-const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+const http = process.argv.includes('--http');
+const out = (m) => { if (!http) process.stdout.write(JSON.stringify(m) + '\n'); };
 const vendor = { 'x-vendor': { kept: true, n: 7 } };
 const results = {
   initialize: (p) => ({
@@ -60,17 +65,41 @@ function askAndWait(m) {
   } });
 }
 
-createInterface({ input: process.stdin }).on('line', (line) => {
-  let m;
-  try { m = JSON.parse(line); } catch { return; }
+// The answer to one message, or undefined when it gets none (now).
+function answer(m) {
   if (m.method === 'notifications/cancelled' && waiting.has(m.params?.requestId)) {
     waiting.delete(m.params.requestId);
     if (process.env.RAW_SERVER_LOG) appendFileSync(process.env.RAW_SERVER_LOG, `cancelled ${m.params.requestId}\n`);
-    return;
+    return undefined;
   }
-  if (m.id === undefined || !m.method) return;
-  if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait') return askAndWait(m);
+  if (m.id === undefined || !m.method) return undefined;
+  if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait' && !http) return askAndWait(m);
   const make = results[m.method];
-  if (make) out({ jsonrpc: '2.0', id: m.id, result: make(m.params ?? {}) });
-  else out({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } });
-});
+  if (make) return { jsonrpc: '2.0', id: m.id, result: make(m.params ?? {}) };
+  return { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } };
+}
+
+if (http) {
+  const server = createServer((req, res) => {
+    if (req.method !== 'POST') { res.writeHead(405).end(); return; }
+    let body = '';
+    req.on('data', (c) => { body += c; });
+    req.on('end', () => {
+      let m;
+      try { m = JSON.parse(body); } catch { res.writeHead(400).end(); return; }
+      const reply = answer(m);
+      if (reply === undefined) { res.writeHead(202).end(); return; }
+      const headers = { 'content-type': 'application/json' };
+      if (m.method === 'initialize') headers['mcp-session-id'] = 'raw-session';
+      res.writeHead(200, headers).end(JSON.stringify(reply));
+    });
+  });
+  server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${server.address().port}/mcp`));
+} else {
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    let m;
+    try { m = JSON.parse(line); } catch { return; }
+    const reply = answer(m);
+    if (reply !== undefined) out(reply);
+  });
+}

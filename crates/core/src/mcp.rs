@@ -5,6 +5,7 @@
 
 pub(crate) mod child;
 pub(crate) mod connect;
+mod http_post;
 pub mod handler;
 pub(crate) mod input;
 pub mod oauth;

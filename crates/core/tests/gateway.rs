@@ -729,6 +729,37 @@ async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
     let mut raw = raw_server();
     raw.trusted = true; // its echo claims read-only: no approval in the way
     let rig = rig("faithful", vec![raw]).await;
+    answers_keep_what_rmcp_cannot_model(&rig).await;
+    rig.gateway.shutdown().await;
+}
+
+/// The same from an upstream that answers over Streamable HTTP in plain JSON bodies, which
+/// rmcp's own client parsed before anything else could read them.
+#[tokio::test(flavor = "multi_thread")]
+async fn fields_rmcp_cannot_model_reach_the_agent_from_a_plain_json_http_upstream() {
+    use tokio::io::AsyncBufReadExt;
+    let mut server = tokio::process::Command::new(common::node())
+        .args([common::peer_path("raw-server.mjs").as_str(), "--http"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start raw-server.mjs --http");
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("the raw server's URL")
+        .unwrap()
+        .unwrap();
+    let mut raw = common::with_test_timeouts(ServerConfig::http("raw", &url));
+    raw.protocol = ProtocolChoice::Legacy;
+    raw.trusted = true;
+    let rig = rig("faithful-json", vec![raw]).await;
+    answers_keep_what_rmcp_cannot_model(&rig).await;
+    rig.gateway.shutdown().await;
+}
+
+/// A raw agent on the `raw` server gets its vendor fields in every kind of answer.
+async fn answers_keep_what_rmcp_cannot_model(rig: &Rig) {
     let (mut agent, init) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
     assert_eq!(init["result"]["serverInfo"]["name"], "raw-server", "{init}");
     let vendor = json!({"kept": true, "n": 7});
@@ -761,7 +792,6 @@ async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
     assert_eq!(prompt["result"]["x-vendor"], vendor, "{prompt}");
     // Our mark never leaks.
     assert!(!called.to_string().contains("countersign"), "{called}");
-    rig.gateway.shutdown().await;
 }
 
 /// The other way: what an agent sends with a call beyond rmcp's model (a vendor's field, a

@@ -22,6 +22,8 @@ use rmcp::transport::streamable_http_client::{
 use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 
+use super::http_post::Post;
+
 /// Requests kept before the oldest is forgotten: the handler takes each at once, so only
 /// requests rmcp never hands over (malformed, duplicated) can pile up.
 const KEEP: usize = 256;
@@ -315,8 +317,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
     }
 }
 
-/// rmcp's reqwest client for Streamable HTTP, showing every SSE event's data to
-/// [`RawRequests`]. Server-to-client requests only ever arrive on SSE streams.
+/// rmcp's reqwest client for Streamable HTTP, showing every SSE event's data and every plain
+/// JSON answer to [`RawRequests`]. Server-to-client requests only ever arrive on SSE streams.
 #[derive(Clone)]
 pub struct TapHttpClient {
     inner: reqwest::Client,
@@ -368,11 +370,15 @@ impl StreamableHttpClient for TapHttpClient {
         auth_header: Option<String>,
         custom_headers: Headers,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let response = self
-            .inner
-            .post_message(uri, message, session_id, auth_header, custom_headers)
-            .await?;
-        Ok(self.tap_response(response))
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            StreamableHttpResponseLimits::default(),
+        )
+        .await
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -384,20 +390,20 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let response = self
-            .inner
-            .post_message_with_max_sse_event_size(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                max_sse_event_size,
-            )
-            .await?;
-        Ok(self.tap_response(response))
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_sse_event_size = max_sse_event_size;
+        self.post_message_with_response_limits(
+            uri,
+            message,
+            session_id,
+            auth_header,
+            custom_headers,
+            limits,
+        )
+        .await
     }
 
+    /// Our own POST (`http_post`), so a plain JSON answer is seen as sent, like SSE events.
     async fn post_message_with_response_limits(
         &self,
         uri: Arc<str>,
@@ -407,17 +413,16 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let response = self
-            .inner
-            .post_message_with_response_limits(
-                uri,
-                message,
-                session_id,
-                auth_header,
-                custom_headers,
-                limits,
-            )
-            .await?;
+        let post = Post {
+            http: &self.inner,
+            raw: &self.raw,
+            uri: &uri,
+            session_id,
+            auth_token: auth_header,
+            custom_headers,
+            limits,
+        };
+        let response = post.send(&message).await?;
         Ok(self.tap_response(response))
     }
 

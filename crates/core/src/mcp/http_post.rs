@@ -1,0 +1,480 @@
+//! Our Streamable HTTP POST. rmcp's reqwest client parses a plain JSON answer before anything
+//! else can read it, and its typed model drops what it does not know (a tool result's vendor
+//! fields, a newer revision's), so an upstream that answers in JSON lost them on the way to
+//! the agent while one that answers in SSE did not. This is the same exchange with the same
+//! outcome for every status and body as rmcp 3.11's `post_message_with_response_limits`
+//! (whose helpers are private), except that a JSON answer's bytes are shown to
+//! [`RawRequests`] before they are parsed, as SSE events are.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::{Stream, StreamExt, TryStreamExt};
+use http::header::{ACCEPT, CONTENT_TYPE, RETRY_AFTER, WWW_AUTHENTICATE};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ErrorData, ServerJsonRpcMessage};
+use rmcp::transport::common::http_header::{
+    EVENT_STREAM_MIME_TYPE, HEADER_SESSION_ID, JSON_MIME_TYPE,
+};
+use rmcp::transport::streamable_http_client::{
+    AuthRequiredError, HttpStatusError, InsufficientScopeError, SseError, StreamableHttpError,
+    StreamableHttpPostResponse, StreamableHttpResponseLimits,
+};
+
+use super::raw::RawRequests;
+
+type Headers = HashMap<HeaderName, HeaderValue>;
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+/// Headers the transport sets itself; a server's configured headers may not name them
+/// (`MCP-Protocol-Version` may: the session sets it through them after the handshake).
+const RESERVED: &[&str] = &["accept", HEADER_SESSION_ID, "last-event-id"];
+/// Bytes of an unusable body quoted in an error.
+const PREVIEW: usize = 256;
+const UNREADABLE: &str = "<failed to read response body>";
+/// A `Retry-After` value longer than this is not kept (as rmcp).
+const MAX_RETRY_AFTER: usize = 128;
+
+pub(super) struct Post<'a> {
+    pub http: &'a reqwest::Client,
+    pub raw: &'a RawRequests,
+    pub uri: &'a str,
+    pub session_id: Option<Arc<str>>,
+    pub auth_token: Option<String>,
+    pub custom_headers: Headers,
+    pub limits: StreamableHttpResponseLimits,
+}
+
+impl Post<'_> {
+    pub(super) async fn send(
+        self,
+        message: &ClientJsonRpcMessage,
+    ) -> HttpResult<StreamableHttpPostResponse> {
+        let mut request = self.http.post(self.uri).header(
+            ACCEPT,
+            format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+        );
+        if let Some(token) = self.auth_token {
+            request = request.bearer_auth(token);
+        }
+        for (name, value) in self.custom_headers {
+            if RESERVED
+                .iter()
+                .any(|r| name.as_str().eq_ignore_ascii_case(r))
+            {
+                return Err(StreamableHttpError::ReservedHeaderConflict(
+                    name.to_string(),
+                ));
+            }
+            request = request.header(name, value);
+        }
+        let session_was_attached = self.session_id.is_some();
+        if let Some(session) = &self.session_id {
+            request = request.header(HEADER_SESSION_ID, session.as_ref());
+        }
+        let body = serde_json::to_vec(message)?;
+        let response = request
+            .header(CONTENT_TYPE, JSON_MIME_TYPE)
+            .body(body)
+            .send()
+            .await?;
+        let status = response.status();
+        if let Some(challenge) = response.headers().get(WWW_AUTHENTICATE)
+            && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+        {
+            let challenge = challenge.to_str().map_err(|_| {
+                StreamableHttpError::UnexpectedServerResponse(Cow::from(
+                    "invalid www-authenticate header value",
+                ))
+            })?;
+            return Err(if status == StatusCode::UNAUTHORIZED {
+                StreamableHttpError::AuthRequired(AuthRequiredError::new(challenge.to_owned()))
+            } else {
+                StreamableHttpError::InsufficientScope(InsufficientScopeError::new(
+                    challenge.to_owned(),
+                    scope_of(challenge),
+                ))
+            });
+        }
+        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && session_was_attached {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let content_type = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|ct| String::from_utf8_lossy(ct.as_bytes()).into_owned());
+        let is_json = content_type
+            .as_deref()
+            .is_some_and(|ct| media_type_is(ct, JSON_MIME_TYPE));
+        // A rate limit or a non-JSON failure is answered from the status alone; a JSON server
+        // failure is read, within the JSON limit, for its JSON-RPC error.
+        let status_error = match status_error(status, response.headers()) {
+            Some(error) if !is_json || status == StatusCode::TOO_MANY_REQUESTS => {
+                return Err(error.into());
+            }
+            other => other,
+        };
+        let session_id = response
+            .headers()
+            .get(HEADER_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let content_length = response.content_length();
+        // Only a request waits for an answer; a notification's or response's POST needs none.
+        let awaits_no_response = !matches!(message, ClientJsonRpcMessage::Request(_));
+        if status.is_success() && content_length == Some(0) && awaits_no_response {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if !status.is_success() {
+            let auth_failure = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+            let body = if is_json && !auth_failure {
+                match read_bounded(
+                    response.bytes_stream(),
+                    content_length,
+                    self.limits.max_json_response_size,
+                )
+                .await
+                {
+                    Ok(body) => {
+                        let text = String::from_utf8_lossy(&body);
+                        if let Ok(error @ ServerJsonRpcMessage::Error(_)) =
+                            serde_json::from_slice::<ServerJsonRpcMessage>(&body)
+                        {
+                            // A discover rejection goes back under the request's own id.
+                            if let Some(answer) =
+                                legacy_discover(message, session_was_attached, status, &text)
+                            {
+                                return Ok(answer);
+                            }
+                            return Ok(StreamableHttpPostResponse::Json(error, session_id));
+                        }
+                        truncate(&text, self.limits.max_error_response_size).into_owned()
+                    }
+                    Err(error @ StreamableHttpError::ResponseBodyTooLarge { .. }) => {
+                        return Err(status_error.map(StreamableHttpError::from).unwrap_or(error));
+                    }
+                    Err(StreamableHttpError::Client(_)) => {
+                        truncate(UNREADABLE, self.limits.max_error_response_size).into_owned()
+                    }
+                    Err(error) => return Err(error),
+                }
+            } else {
+                read_prefix(response.bytes_stream(), self.limits.max_error_response_size).await
+            };
+            if let Some(answer) = legacy_discover(message, session_was_attached, status, &body) {
+                return Ok(answer);
+            }
+            if let Some(error) = status_error {
+                return Err(error.into());
+            }
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                format!("HTTP {status}: {body}"),
+            )));
+        }
+        match content_type.as_deref() {
+            Some(ct) if media_type_is(ct, EVENT_STREAM_MIME_TYPE) => {
+                let events = bounded_sse(response.bytes_stream(), self.limits.max_sse_event_size);
+                Ok(StreamableHttpPostResponse::Sse(events, session_id))
+            }
+            Some(ct) if media_type_is(ct, JSON_MIME_TYPE) => {
+                let body = read_bounded(
+                    response.bytes_stream(),
+                    content_length,
+                    self.limits.max_json_response_size,
+                )
+                .await?;
+                // The one difference from rmcp: the answer as sent, before the typed parse.
+                self.raw.observe(&body);
+                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session_id)),
+                    Err(_) if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
+                    Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                        format!(
+                            "could not parse JSON response as ServerJsonRpcMessage: {e}: {}",
+                            preview(&body)
+                        ),
+                    ))),
+                }
+            }
+            // Some servers answer `notifications/initialized` with 200 and no type.
+            _ if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
+            _ => Err(StreamableHttpError::UnexpectedContentType(content_type)),
+        }
+    }
+}
+
+/// A 429 or 5xx, with its `Retry-After` when short and readable; nothing else of the answer.
+fn status_error(status: StatusCode, headers: &HeaderMap) -> Option<HttpStatusError> {
+    if status != StatusCode::TOO_MANY_REQUESTS && !status.is_server_error() {
+        return None;
+    }
+    let retry_after = headers
+        .get(RETRY_AFTER)
+        .filter(|v| v.as_bytes().len() <= MAX_RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    Some(HttpStatusError::new(status.as_u16(), retry_after))
+}
+
+/// A 2026-revision `server/discover` that a 2025 server (or middleware before it) refuses
+/// with a 4xx is answered as a JSON-RPC error under the request's id, so the client falls back
+/// to `initialize` instead of dropping an answer it cannot correlate.
+fn legacy_discover(
+    message: &ClientJsonRpcMessage,
+    session_was_attached: bool,
+    status: StatusCode,
+    body: &str,
+) -> Option<StreamableHttpPostResponse> {
+    if session_was_attached
+        || !status.is_client_error()
+        || matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)
+    {
+        return None;
+    }
+    let ClientJsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    if !matches!(request.request, ClientRequest::DiscoverRequest(_)) {
+        return None;
+    }
+    let error = match serde_json::from_str::<ServerJsonRpcMessage>(body) {
+        Ok(ServerJsonRpcMessage::Error(error)) => error.error,
+        _ => ErrorData::invalid_request(
+            format!("server/discover rejected with HTTP {status}: {body}"),
+            None,
+        ),
+    };
+    Some(StreamableHttpPostResponse::Json(
+        ServerJsonRpcMessage::error(error, Some(request.id.clone())),
+        None,
+    ))
+}
+
+/// The `scope` of a `WWW-Authenticate` challenge, quoted or not.
+fn scope_of(challenge: &str) -> Option<String> {
+    let at = challenge.to_ascii_lowercase().find("scope=")? + "scope=".len();
+    let rest = &challenge[at..];
+    let scope = match rest.strip_prefix('"') {
+        Some(quoted) => &quoted[..quoted.find('"')?],
+        None => {
+            &rest[..rest
+                .find(|c: char| c == ',' || c == ';' || c.is_whitespace())
+                .unwrap_or(rest.len())]
+        }
+    };
+    (!scope.is_empty() || rest.starts_with('"')).then(|| scope.to_owned())
+}
+
+/// Whether a `Content-Type` names `expected`, whatever its case and parameters.
+fn media_type_is(value: &str, expected: &str) -> bool {
+    value.split(';').next().is_some_and(|essence| {
+        essence
+            .trim_matches([' ', '\t'])
+            .eq_ignore_ascii_case(expected)
+    })
+}
+
+/// The whole body, or `ResponseBodyTooLarge` as soon as it is known to pass `max`.
+async fn read_bounded(
+    body: impl Stream<Item = reqwest::Result<Bytes>>,
+    length: Option<u64>,
+    max: usize,
+) -> HttpResult<Vec<u8>> {
+    if length.is_some_and(|length| length > max as u64) {
+        return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
+    }
+    let mut body = std::pin::pin!(body);
+    let mut read = Vec::new();
+    while let Some(chunk) = body.try_next().await.map_err(StreamableHttpError::Client)? {
+        if chunk.len() > max - read.len() {
+            return Err(StreamableHttpError::ResponseBodyTooLarge { max_size: max });
+        }
+        read.extend_from_slice(&chunk);
+    }
+    Ok(read)
+}
+
+/// At most `max` bytes of a diagnostic body, as text; the rest is never read.
+async fn read_prefix(body: impl Stream<Item = reqwest::Result<Bytes>>, max: usize) -> String {
+    let mut body = std::pin::pin!(body);
+    let mut read = Vec::new();
+    while read.len() < max {
+        match body.next().await {
+            Some(Ok(chunk)) => read.extend_from_slice(&chunk[..chunk.len().min(max - read.len())]),
+            Some(Err(_)) => return truncate(UNREADABLE, max).into_owned(),
+            None => break,
+        }
+    }
+    String::from_utf8_lossy(&read).into_owned()
+}
+
+fn truncate(text: &str, max: usize) -> Cow<'_, str> {
+    if text.len() <= max {
+        return Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Cow::Borrowed(&text[..end])
+}
+
+fn preview(body: &[u8]) -> String {
+    if body.is_empty() {
+        return "<empty>".into();
+    }
+    truncate(&String::from_utf8_lossy(body), PREVIEW).into_owned()
+}
+
+/// The SSE events of a response body, failing once one event holds more than `max` bytes.
+pub(super) fn bounded_sse(
+    body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
+    max: usize,
+) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+    let bounded = Bounded {
+        body: Box::pin(body),
+        event: EventSize::new(max),
+        failed: false,
+    };
+    sse_stream::SseStream::from_bytes_stream(bounded).boxed()
+}
+
+struct Bounded<S> {
+    body: Pin<Box<S>>,
+    event: EventSize,
+    failed: bool,
+}
+
+impl<S: Stream<Item = reqwest::Result<Bytes>>> Stream for Bounded<S> {
+    type Item = std::io::Result<Bytes>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if self.failed {
+            return Poll::Ready(None);
+        }
+        let next = std::task::ready!(self.body.as_mut().poll_next(cx));
+        Poll::Ready(match next {
+            Some(Ok(chunk)) if self.event.observe(&chunk) => Some(Ok(chunk)),
+            Some(Ok(_)) => {
+                self.failed = true;
+                Some(Err(std::io::Error::other(format!(
+                    "an SSE event passed {} bytes",
+                    self.event.max
+                ))))
+            }
+            Some(Err(e)) => {
+                self.failed = true;
+                Some(Err(std::io::Error::other(e)))
+            }
+            None => None,
+        })
+    }
+}
+
+/// Counts the bytes an SSE parser keeps for the event being read: its non-comment lines, each
+/// with the newline the parser joins them by. A blank line ends the event.
+struct EventSize {
+    max: usize,
+    kept: usize,
+    line: usize,
+    comment: bool,
+    after_cr: bool,
+}
+
+impl EventSize {
+    fn new(max: usize) -> Self {
+        EventSize {
+            max,
+            kept: 0,
+            line: 0,
+            comment: false,
+            after_cr: false,
+        }
+    }
+
+    /// False once the event passes `max`.
+    fn observe(&mut self, chunk: &[u8]) -> bool {
+        for &byte in chunk {
+            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
+                continue;
+            }
+            match byte {
+                b'\r' | b'\n' => {
+                    self.after_cr = byte == b'\r';
+                    if self.line == 0 {
+                        self.kept = 0;
+                    } else if !self.comment {
+                        self.kept = self.kept.saturating_add(self.line + 1);
+                    }
+                    self.line = 0;
+                    self.comment = false;
+                }
+                _ => {
+                    if self.line == 0 {
+                        self.comment = byte == b':';
+                    }
+                    self.line = self.line.saturating_add(1);
+                }
+            }
+            if self.kept.saturating_add(self.line) > self.max {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_events_size_counts_its_kept_lines_and_starts_again_after_a_blank_line() {
+        let mut size = EventSize::new(10);
+        assert!(
+            size.observe(b"data: 123\n"),
+            "9 bytes and the joining newline"
+        );
+        assert!(!size.observe(b"x"), "11 kept bytes pass 10");
+        let mut size = EventSize::new(10);
+        assert!(size.observe(b"data: 12\r\n\r\ndata: 12\n\n"));
+        assert!(
+            size.observe(b": comment\ndata: 123\n"),
+            "a comment is not kept"
+        );
+        let mut split = EventSize::new(10);
+        assert!(split.observe(b"data: 12\r"));
+        assert!(split.observe(b"\n\r\ndata: 123\n"), "CRLF across chunks");
+        assert!(!split.observe(b"d"));
+    }
+
+    #[test]
+    fn a_challenges_scope_is_read_quoted_or_bare() {
+        assert_eq!(
+            scope_of(r#"Bearer error="insufficient_scope", scope="notes:read notes:write""#),
+            Some("notes:read notes:write".into())
+        );
+        assert_eq!(
+            scope_of("Bearer scope=read:data, x=1"),
+            Some("read:data".into())
+        );
+        assert_eq!(scope_of("Bearer realm=\"x\""), None);
+    }
+
+    #[test]
+    fn media_types_match_whatever_their_case_and_parameters() {
+        assert!(media_type_is(
+            "Application/JSON; charset=utf-8",
+            JSON_MIME_TYPE
+        ));
+        assert!(!media_type_is("application/json-seq", JSON_MIME_TYPE));
+        assert!(media_type_is(" text/event-stream", EVENT_STREAM_MIME_TYPE));
+    }
+}
