@@ -434,6 +434,230 @@ impl EventSize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::response::IntoResponse;
+    use rmcp::transport::streamable_http_client::StreamableHttpClient;
+    use serde_json::json;
+
+    /// What one case's server answers: status, headers, body.
+    fn answer(case: &str) -> axum::response::Response {
+        let json = [(CONTENT_TYPE, "application/json")];
+        let sse = [(CONTENT_TYPE, "text/event-stream")];
+        let result = json!({"jsonrpc": "2.0", "id": 1,
+            "result": {"tools": [], "x-vendor": {"kept": true}}})
+        .to_string();
+        let rpc_error =
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "no"}})
+                .to_string();
+        let s = |code: u16| StatusCode::from_u16(code).unwrap();
+        match case {
+            "json" => (json, result).into_response(),
+            "json-charset" => (
+                [
+                    (CONTENT_TYPE, "Application/JSON; charset=utf-8"),
+                    (http::HeaderName::from_static("mcp-session-id"), "s-1"),
+                ],
+                result,
+            )
+                .into_response(),
+            "sse" => (sse, format!("event: message\ndata: {result}\n\n")).into_response(),
+            "sse-huge" => (sse, format!("data: {}\n\n", "x".repeat(4096))).into_response(),
+            "accepted" => s(202).into_response(),
+            "no-content" => s(204).into_response(),
+            "empty-200" => (s(200), "").into_response(),
+            "text-200" => (s(200), [(CONTENT_TYPE, "text/plain")], "hi").into_response(),
+            "untyped-200" => (s(200), "hi").into_response(),
+            "bad-json" => (json, "{not json").into_response(),
+            "huge-json" => (json, " ".repeat(4096)).into_response(),
+            "not-found" => s(404).into_response(),
+            "unauthorized" => (
+                s(401),
+                [(
+                    WWW_AUTHENTICATE,
+                    r#"Bearer resource_metadata="http://x/.well-known""#,
+                )],
+            )
+                .into_response(),
+            "unauthorized-bare" => (s(401), json, rpc_error).into_response(),
+            "forbidden" => (
+                s(403),
+                [(
+                    WWW_AUTHENTICATE,
+                    r#"Bearer error="insufficient_scope", scope="a b""#,
+                )],
+            )
+                .into_response(),
+            "rate-limited" => (
+                s(429),
+                [(RETRY_AFTER, "7"), (CONTENT_TYPE, "application/json")],
+                rpc_error,
+            )
+                .into_response(),
+            "server-error-text" => (s(503), [(RETRY_AFTER, "3")], "down").into_response(),
+            "server-error-json" => (s(500), json, rpc_error).into_response(),
+            "server-error-not-rpc" => (s(500), json, r#"{"oops": 1}"#).into_response(),
+            "bad-request-text" => (s(400), "nope").into_response(),
+            "bad-request-json" => (s(400), json, rpc_error).into_response(),
+            other => panic!("no case {other}"),
+        }
+    }
+
+    /// An outcome in words, SSE events read to their end.
+    async fn outcome(result: HttpResult<StreamableHttpPostResponse>) -> String {
+        match result {
+            Ok(StreamableHttpPostResponse::Accepted) => "accepted".into(),
+            Ok(StreamableHttpPostResponse::Json(message, session)) => {
+                format!(
+                    "json {} {session:?}",
+                    serde_json::to_string(&message).unwrap()
+                )
+            }
+            Ok(StreamableHttpPostResponse::Sse(events, session)) => {
+                let events: Vec<String> = events
+                    .map(|e| match e {
+                        Ok(e) => format!("{:?}", e.data),
+                        Err(_) => "error".into(),
+                    })
+                    .collect()
+                    .await;
+                format!("sse {events:?} {session:?}")
+            }
+            Ok(_) => "another response".into(),
+            Err(StreamableHttpError::HttpStatus(e)) => {
+                format!("status {} {:?}", e.status, e.retry_after)
+            }
+            Err(StreamableHttpError::AuthRequired(e)) => format!("auth {e:?}"),
+            Err(StreamableHttpError::InsufficientScope(e)) => {
+                format!("scope {e:?} {:?}", e.get_required_scope())
+            }
+            Err(e) => format!("error {e}"),
+        }
+    }
+
+    /// Every status and body ends the same through our POST as through rmcp's, but for the
+    /// one difference we want: our raw tap has seen a plain JSON answer.
+    #[tokio::test]
+    async fn every_answer_ends_as_it_does_in_rmcps_own_post() {
+        let app =
+            axum::Router::new().route(
+                "/{case}",
+                axum::routing::post(
+                    |axum::extract::Path(case): axum::extract::Path<String>| async move {
+                        answer(&case)
+                    },
+                ),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+
+        let request: ClientJsonRpcMessage =
+            serde_json::from_value(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+                .unwrap();
+        let notification: ClientJsonRpcMessage = serde_json::from_value(
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )
+        .unwrap();
+        let discover: ClientJsonRpcMessage = serde_json::from_value(
+            json!({"jsonrpc": "2.0", "id": 9, "method": "server/discover", "params": {}}),
+        )
+        .unwrap();
+        let mut limits = StreamableHttpResponseLimits::default();
+        limits.max_json_response_size = 1024;
+        limits.max_sse_event_size = 1024;
+        limits.max_error_response_size = 3;
+        let http = reqwest::Client::new();
+        let cases = [
+            "json",
+            "json-charset",
+            "sse",
+            "sse-huge",
+            "accepted",
+            "no-content",
+            "empty-200",
+            "text-200",
+            "untyped-200",
+            "bad-json",
+            "huge-json",
+            "not-found",
+            "unauthorized",
+            "unauthorized-bare",
+            "forbidden",
+            "rate-limited",
+            "server-error-text",
+            "server-error-json",
+            "server-error-not-rpc",
+            "bad-request-text",
+            "bad-request-json",
+        ];
+        let mut compared = 0;
+        for case in cases {
+            let uri: Arc<str> = format!("http://{addr}/{case}").into();
+            for (kind, message) in [
+                ("request", &request),
+                ("notification", &notification),
+                ("discover", &discover),
+            ] {
+                for session in [None, Some(Arc::<str>::from("s-0"))] {
+                    let headers = Headers::from([(
+                        HeaderName::from_static("x-custom"),
+                        HeaderValue::from_static("1"),
+                    )]);
+                    let theirs = http
+                        .post_message_with_response_limits(
+                            uri.clone(),
+                            message.clone(),
+                            session.clone(),
+                            Some("t".into()),
+                            headers.clone(),
+                            limits,
+                        )
+                        .await;
+                    let raw = RawRequests::with_results();
+                    let ours = Post {
+                        http: &http,
+                        raw: &raw,
+                        uri: &uri,
+                        session_id: session.clone(),
+                        auth_token: Some("t".into()),
+                        custom_headers: headers,
+                        limits,
+                    }
+                    .send(message)
+                    .await;
+                    let (theirs, ours) = (outcome(theirs).await, outcome(ours).await);
+                    assert_eq!(ours, theirs, "{case}, a {kind}, session {session:?}");
+                    compared += 1;
+                    let seen = raw.take_result(&rmcp::model::RequestId::Number(1));
+                    if case.starts_with("json") && kind == "request" {
+                        assert_eq!(seen.unwrap()["x-vendor"], json!({"kept": true}), "{case}");
+                    }
+                }
+            }
+        }
+        assert_eq!(compared, cases.len() * 6);
+
+        let reserved = Headers::from([(
+            HeaderName::from_static("mcp-session-id"),
+            HeaderValue::from_static("x"),
+        )]);
+        let raw = RawRequests::new();
+        let refused = Post {
+            http: &http,
+            raw: &raw,
+            uri: &format!("http://{addr}/json"),
+            session_id: None,
+            auth_token: None,
+            custom_headers: reserved,
+            limits,
+        }
+        .send(&request)
+        .await;
+        assert!(
+            matches!(refused, Err(StreamableHttpError::ReservedHeaderConflict(_))),
+            "{}",
+            outcome(refused).await
+        );
+    }
 
     #[test]
     fn an_events_size_counts_its_kept_lines_and_starts_again_after_a_blank_line() {
