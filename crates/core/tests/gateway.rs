@@ -676,6 +676,16 @@ impl RawAgent {
     /// A raw agent holding `token` that has opened a 2025-11-25 session as `name`, and the
     /// answer to its `initialize`.
     async fn open(url: String, token: &str, name: &str) -> (RawAgent, Value) {
+        Self::open_offering(url, token, name, json!({})).await
+    }
+
+    /// The same, declaring `capabilities` (an agent that offers sampling takes rmcp's way).
+    async fn open_offering(
+        url: String,
+        token: &str,
+        name: &str,
+        capabilities: Value,
+    ) -> (RawAgent, Value) {
         let mut agent = RawAgent {
             http: reqwest::Client::new(),
             url,
@@ -686,7 +696,7 @@ impl RawAgent {
             .post(
                 1,
                 "initialize",
-                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
                 "clientInfo": {"name": name, "version": "1"}}),
             )
             .await;
@@ -795,9 +805,10 @@ async fn answers_keep_what_rmcp_cannot_model(rig: &Rig) {
 }
 
 /// The other way: what an agent sends with a call beyond rmcp's model (a vendor's field, a
-/// newer revision's) reaches the upstream as sent, on the lane (a plain call) and on rmcp's
-/// way (a call with a progress token). The tool's name and arguments are the ones the gate
-/// judged, and `_meta` is the gateway's own.
+/// newer revision's) reaches the upstream as sent, on the lane (answered in JSON, or on a
+/// stream for a call with a progress token) and on rmcp's way (an agent that offers sampling).
+/// The tool's name and arguments are the ones the gate judged, and `_meta` is the gateway's
+/// own.
 #[tokio::test(flavor = "multi_thread")]
 async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
     let mut raw = raw_server();
@@ -824,26 +835,36 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
     assert_eq!(got["future"], "yes", "{got}");
     assert_eq!(got["name"], "params");
     assert_eq!(got["arguments"], json!({"a": 1}));
-    // On rmcp's way: the progress token upstream is the gateway's, beside the agent's field.
-    let answer = agent
-        .post(
-            3,
-            "tools/call",
-            json!({"name": "params", "arguments": {"b": 2}, "_meta": {"progressToken": "mine"},
-                "x-vendor": vendor}),
-        )
-        .await;
-    let got = received(&answer);
-    assert_eq!(got["x-vendor"], vendor, "{got}");
-    assert_eq!(got["arguments"], json!({"b": 2}));
-    assert!(
-        got["_meta"]["progressToken"].is_string() || got["_meta"]["progressToken"].is_number(),
-        "{got}"
-    );
-    assert_ne!(got["_meta"]["progressToken"], "mine", "{got}");
+    // On the lane's stream, then on rmcp's way: the progress token upstream is the gateway's,
+    // beside the agent's field.
+    let (mut sampler, _) = RawAgent::open_offering(
+        rig.url("raw"),
+        rig.gateway.token(),
+        "sampling-agent",
+        json!({"sampling": {}}),
+    )
+    .await;
+    for (id, agent) in [(3, &mut agent), (4, &mut sampler)] {
+        let answer = agent
+            .post(
+                id,
+                "tools/call",
+                json!({"name": "params", "arguments": {"b": 2},
+                    "_meta": {"progressToken": "mine"}, "x-vendor": vendor}),
+            )
+            .await;
+        let got = received(&answer);
+        assert_eq!(got["x-vendor"], vendor, "{got}");
+        assert_eq!(got["arguments"], json!({"b": 2}));
+        assert!(
+            got["_meta"]["progressToken"].is_string() || got["_meta"]["progressToken"].is_number(),
+            "{got}"
+        );
+        assert_ne!(got["_meta"]["progressToken"], "mine", "{got}");
+    }
     // A call with nothing beyond the model goes as before.
     let answer = agent
-        .post(4, "tools/call", json!({"name": "params", "arguments": {}}))
+        .post(5, "tools/call", json!({"name": "params", "arguments": {}}))
         .await;
     let got = received(&answer);
     assert_eq!(
@@ -1048,12 +1069,18 @@ async fn the_upstream_server_sees_the_agents_cancellation() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_that_goes_away_takes_its_open_approval_with_it() {
+    agent_goes_away_during_approval("gone", json!({})).await;
+}
+
+/// The same for a call that asked for progress, which is answered on a stream from the start.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_that_goes_away_from_a_streamed_call_takes_its_open_approval_with_it() {
+    agent_goes_away_during_approval("gone-streamed", json!({"progressToken": 1})).await;
+}
+
+async fn agent_goes_away_during_approval(test: &str, meta: Value) {
     let desk = desk().await;
-    let mut rig = rig(
-        "gone",
-        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
-    )
-    .await;
+    let mut rig = rig(test, vec![upstream("desk", &desk, ProtocolChoice::Legacy)]).await;
     let mut agent = RawAgent {
         http: reqwest::Client::new(),
         url: rig.url("desk"),
@@ -1080,7 +1107,7 @@ async fn an_agent_that_goes_away_takes_its_open_approval_with_it() {
         .header("mcp-protocol-version", "2025-11-25")
         .body(
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}})
+                "params": {"name": "delete_ticket", "arguments": {"id": "t1"}, "_meta": meta}})
             .to_string(),
         )
         .send();
@@ -2891,8 +2918,9 @@ impl RawAgent {
 }
 
 /// A plain tool call on a 2025-11-25 session takes the lane: one JSON answer with the
-/// server's own fields; a call that asks for progress still gets rmcp's stream, with the
-/// progress ahead of the result (it travels through the relaying task; the result waits).
+/// server's own fields; a call that asks for progress gets a stream, with the progress ahead
+/// of the result (it travels through the relaying task; the result waits), on the lane as on
+/// rmcp's way (an agent that offers sampling).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progress_on_its_stream() {
     let mut raw = raw_server();
@@ -2914,18 +2942,34 @@ async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progre
     );
     assert_eq!(answer["result"]["content"][0]["text"], "{\"n\":1}");
 
-    let (_, kind, body) = agent
-        .exchange(
-            json!({"jsonrpc": "2.0", "id": "three", "method": "tools/call",
-            "params": {"name": "chatty", "_meta": {"progressToken": "p3"}}}),
-        )
-        .await;
-    // rmcp's way: an SSE stream for the request, the progress before the result.
-    assert!(kind.starts_with("text/event-stream"), "{kind}: {body}");
-    let progress = body.find("notifications/progress").expect(&body);
-    let result = body.find("\"x-vendor\"").expect(&body);
-    assert!(progress < result, "{body}");
-    assert!(body.contains("\"p3\""), "the agent's own token: {body}");
+    let (sampler, _) = RawAgent::open_offering(
+        rig.url("raw"),
+        rig.gateway.token(),
+        "sampling-agent",
+        json!({"sampling": {}}),
+    )
+    .await;
+    for agent in [&agent, &sampler] {
+        let (_, kind, body) = agent
+            .exchange(
+                json!({"jsonrpc": "2.0", "id": "three", "method": "tools/call",
+                "params": {"name": "chatty", "_meta": {"progressToken": "p3"}}}),
+            )
+            .await;
+        assert!(kind.starts_with("text/event-stream"), "{kind}: {body}");
+        let progress = body.find("notifications/progress").expect(&body);
+        let result = body.find("\"x-vendor\"").expect(&body);
+        assert!(progress < result, "{body}");
+        assert!(body.contains("\"p3\""), "the agent's own token: {body}");
+        let answer: Value = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|m| m.get("result").is_some())
+            .expect(&body);
+        assert_eq!(answer["id"], "three", "{body}");
+        assert_eq!(answer["result"]["content"][0]["text"], "{}", "{body}");
+    }
 }
 
 /// The agent cancels a call that waits for the person, on the lane: the question is
@@ -3079,7 +3123,7 @@ async fn a_session_answers_only_the_agent_that_opened_it() {
         }
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
     };
-    // The lane, then rmcp's way (a progress token sends it there).
+    // The lane, answered in JSON and on a stream; rmcp's way is `tools/list` below.
     for (id, progress) in [(2, false), (3, true)] {
         let (_, _, body) = intruder.exchange(delete(id, progress)).await;
         assert!(body.contains("belongs to another agent"), "{body}");

@@ -23,6 +23,7 @@ mod upstream;
 use gate::Who;
 pub(crate) use gate::{Decided, keep_decision};
 use relay::{AgentRelay, Leaving, Outgoing};
+pub(crate) use relay::ProgressTo;
 pub(crate) use upstream::{Pool, Upstream, reap_idle};
 
 use std::collections::HashMap;

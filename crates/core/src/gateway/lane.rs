@@ -9,11 +9,14 @@
 //! the upstream call, the person's answers and the agent's cancellation are the same code
 //! either way; only the transport between agent and `Forwarder` is shorter.
 //!
+//! A call that asks for progress (as every rmcp client's does) is answered on a stream of its
+//! own instead: the progress as it comes, then the result, as rmcp would.
+//!
 //! Only what is plainly a `tools/call` on a known session takes this way. Anything else goes
-//! to rmcp untouched: other methods, a call that asks for progress (its notifications belong
-//! on the request's own stream), an agent that offers sampling (the server's sampling
-//! requests during a call belong on it too), and a request whose headers rmcp would have to
-//! judge (a protocol version other than the session's, the 2026 standard headers).
+//! to rmcp untouched: other methods, an agent that offers sampling (the server's sampling
+//! requests during a call belong on the call's stream, and only rmcp's session can put them
+//! there), and a request whose headers rmcp would have to judge (a protocol version other
+//! than the session's, the 2026 standard headers).
 //!
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
@@ -31,10 +34,11 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Endpoint;
-use super::forward::{Forwarder, ForwarderState, task};
+use super::forward::{Forwarder, ForwarderState, ProgressTo, task};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -134,13 +138,16 @@ struct CallShape<'a> {
 /// The keys of a call's `_meta`.
 type MetaShape<'a> = HashMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>;
 
-/// Whether a call's `_meta` keeps it off the lane: a progress token (its notifications belong on
-/// the request's own stream), or the 2026 revision's per-request protocol version, client info
-/// or capabilities (rmcp judges those against the headers, and may serve the request without
-/// the session).
+/// Whether a call's `_meta` keeps it off the lane: the 2026 revision's per-request protocol
+/// version, client info or capabilities (rmcp judges those against the headers, and may serve
+/// the request without the session).
 fn meta_is_rmcps(meta: &MetaShape) -> bool {
     meta.keys()
-        .any(|key| key == "progressToken" || key.starts_with("io.modelcontextprotocol/"))
+        .any(|key| key.starts_with("io.modelcontextprotocol/"))
+}
+
+fn asks_progress(meta: &MetaShape) -> bool {
+    meta.contains_key("progressToken")
 }
 
 #[derive(Deserialize)]
@@ -190,7 +197,7 @@ pub(crate) async fn serve(
     match read(&bytes) {
         // A sampling request during a plain call must reach the agent on that call's stream.
         Some(Message::Run {
-            work: Work::Call(_),
+            work: Work::Call(_) | Work::CallWithProgress(_),
             ..
         }) if samples => pass_on(parts, bytes, endpoint).await,
         Some(Message::Run { id, raw_id, work }) => {
@@ -236,13 +243,15 @@ fn read(bytes: &[u8]) -> Option<Message> {
             let raw_id = envelope.id?;
             let params = envelope.params?;
             let shape: CallShape = serde_json::from_str(params.get()).ok()?;
-            let rmcps = match shape.meta {
-                Some(meta) => meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?),
-                None => false,
+            let meta = match shape.meta {
+                Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
+                None => MetaShape::new(),
             };
-            if rmcps {
+            // A task's progress outlives the call that starts it: that stays rmcp's, as before.
+            if meta_is_rmcps(&meta) || (shape.task.is_some() && asks_progress(&meta)) {
                 return None;
             }
+            let progress = asks_progress(&meta);
             let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
             let task = shape
                 .task
@@ -252,6 +261,7 @@ fn read(bytes: &[u8]) -> Option<Message> {
             let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
             let work = match task {
                 Some(task) => Work::TaskCall(params, task),
+                None if progress => Work::CallWithProgress(params),
                 None => Work::Call(params),
             };
             Some(Message::Run {
@@ -319,6 +329,8 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
 #[derive(Debug)]
 enum Work {
     Call(CallToolRequestParams),
+    /// A call whose `_meta` carries a progress token: answered on a stream.
+    CallWithProgress(CallToolRequestParams),
     TaskCall(CallToolRequestParams, Value),
     Task(&'static str, Option<Value>),
 }
@@ -331,7 +343,8 @@ enum Answered {
 }
 
 /// Runs the request as rmcp would (in a task of its own, so an agent that goes away does not
-/// cut it off mid-way: it learns of that through `gone`, as on rmcp's way) and answers in JSON.
+/// cut it off mid-way: it learns of that through `gone`, as on rmcp's way) and answers in JSON,
+/// or on a stream when the call asked for progress.
 async fn run(
     session: Arc<Session>,
     forwarder: Forwarder,
@@ -345,6 +358,11 @@ async fn run(
     lock(&session.in_flight).insert(id.clone(), ct.clone());
     let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
     ctx.ct = ct;
+    let progress = matches!(work, Work::CallWithProgress(_)).then(|| {
+        let (tx, rx) = mpsc::unbounded_channel();
+        ctx.extensions.insert(ProgressTo::Lane(tx));
+        rx
+    });
     // The HTTP request's parts travel with the call, as rmcp hands them on: the agent's token
     // mark, `gone`, and where the faithful result is kept.
     let kept = parts.extensions.get::<super::faithful::Kept>().cloned();
@@ -353,7 +371,7 @@ async fn run(
         let id = id.clone();
         async move {
             let result = match work {
-                Work::Call(mut params) => {
+                Work::Call(mut params) | Work::CallWithProgress(mut params) => {
                     if let Some(meta) = params.meta.take() {
                         ctx.meta = meta;
                     }
@@ -380,31 +398,119 @@ async fn run(
             result
         }
     });
-    let result = running.await;
+    let Some(progress) = progress else {
+        let result = running.await;
+        abandoned.answered();
+        return match answer(&raw_id, result, kept.and_then(|kept| kept.take_for(&id))) {
+            Ok(body) => (
+                [(header::CONTENT_TYPE, "application/json")],
+                Body::from(body),
+            )
+                .into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        };
+    };
+    // From here the body is the request's: `gone` watches it as it does rmcp's streams.
     abandoned.answered();
-    // The server's own result, kept for this request, goes out as it came; the faithful
-    // layer then finds nothing left to swap and passes the answer on untouched.
-    let raw = kept.and_then(|kept| kept.take_for(&id));
-    let body = match result {
+    let stream = Streamed {
+        progress,
+        running,
+        kept,
+        id,
+        raw_id,
+        keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
+        done: false,
+    };
+    let body = futures::stream::unfold(stream, Streamed::next);
+    (
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// As rmcp's own streams: a comment this often, so a write to an agent that went away fails
+/// and `gone` notices.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A call answered on a stream: its progress as it comes, then its answer.
+struct Streamed {
+    progress: mpsc::UnboundedReceiver<rmcp::model::ServerNotification>,
+    running: tokio::task::JoinHandle<Result<Answered, rmcp::ErrorData>>,
+    kept: Option<super::faithful::Kept>,
+    id: RequestId,
+    raw_id: Box<RawValue>,
+    keep_alive: tokio::time::Interval,
+    done: bool,
+}
+
+impl Streamed {
+    async fn next(mut self) -> Option<(Result<Bytes, std::convert::Infallible>, Self)> {
+        if self.done {
+            return None;
+        }
+        let event = tokio::select! {
+            biased;
+            Some(notification) = self.progress.recv() => event(&notification),
+            result = &mut self.running => {
+                // The answer waited for the progress before it (`caught_up`), so that is all
+                // queued here now, and goes first.
+                let mut events = Vec::new();
+                while let Ok(notification) = self.progress.try_recv() {
+                    events.extend(event(&notification));
+                }
+                let raw = self.kept.as_ref().and_then(|kept| kept.take_for(&self.id));
+                match answer(&self.raw_id, result, raw) {
+                    Ok(body) => {
+                        events.extend_from_slice(b"event: message\ndata: ");
+                        events.extend(body);
+                        events.extend_from_slice(b"\n\n");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "gateway: an answer that cannot be written"),
+                }
+                self.done = true;
+                events
+            }
+            _ = self.keep_alive.tick() => b":\n\n".to_vec(),
+        };
+        Some((Ok(Bytes::from(event)), self))
+    }
+}
+
+/// One notification as an SSE event.
+fn event(notification: &rmcp::model::ServerNotification) -> Vec<u8> {
+    let message = rmcp::model::ServerJsonRpcMessage::notification(notification.clone());
+    let mut event = b"event: message\ndata: ".to_vec();
+    if serde_json::to_writer(&mut event, &message).is_err() {
+        return Vec::new();
+    }
+    event.extend_from_slice(b"\n\n");
+    event
+}
+
+/// The JSON-RPC answer to `raw_id`: the server's own result (`raw`, kept for this request)
+/// where there is one, so it goes out as it came and the faithful layer finds nothing left to
+/// swap.
+fn answer(
+    raw_id: &RawValue,
+    result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
+    raw: Option<Value>,
+) -> serde_json::Result<Vec<u8>> {
+    match result {
         Ok(Ok(Answered::Typed(result))) => match raw {
-            Some(raw) => reply(&raw_id, "result", &raw),
-            None => reply(&raw_id, "result", &result),
+            Some(raw) => reply(raw_id, "result", &raw),
+            None => reply(raw_id, "result", &result),
         },
-        Ok(Ok(Answered::AsSent(result))) => reply(&raw_id, "result", &result),
-        Ok(Err(error)) => reply(&raw_id, "error", &error),
+        Ok(Ok(Answered::AsSent(result))) => reply(raw_id, "result", &result),
+        Ok(Err(error)) => reply(raw_id, "error", &error),
         Err(e) => reply(
-            &raw_id,
+            raw_id,
             "error",
             &rmcp::ErrorData::internal_error(format!("the call failed: {e}"), None),
         ),
-    };
-    match body {
-        Ok(body) => (
-            [(header::CONTENT_TYPE, "application/json")],
-            Body::from(body),
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
@@ -458,10 +564,7 @@ mod tests {
         assert!(params.meta.is_some(), "the call's _meta goes with it");
 
         for not_ours in [
-            // Progress belongs on the request's own stream; 2026 metadata and other methods
-            // are rmcp's.
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "echo", "_meta": {"progressToken": 0}}}),
+            // 2026 metadata and other methods are rmcp's.
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "echo", "_meta": {
                     "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
@@ -482,6 +585,18 @@ mod tests {
             assert!(read_json(not_ours.clone()).is_none(), "{not_ours}");
         }
         assert!(read(b"{not json").is_none());
+        let with_progress = read_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "_meta": {"progressToken": 0}}}));
+        assert!(
+            matches!(
+                with_progress,
+                Some(Message::Run {
+                    work: Work::CallWithProgress(_),
+                    ..
+                })
+            ),
+            "{with_progress:?}"
+        );
         let task_call = read_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
             "params": {"name": "report", "task": {"ttl": 1000}}}));
         let Some(Message::Run {

@@ -8,9 +8,27 @@ use rmcp::model::ProgressNotification;
 
 use super::*;
 
-/// A notification on its way to the agent: to the peer of the request it belongs to (progress),
-/// or to the agent's session.
-pub(super) type Outgoing = (Option<Peer<RoleServer>>, ServerNotification);
+/// A notification on its way to the agent: to the request it belongs to (progress), or to the
+/// agent's session.
+pub(super) type Outgoing = (Option<ProgressTo>, ServerNotification);
+
+/// Where a request's progress goes: through the agent's peer (rmcp puts it on the request's
+/// stream), or onto the stream the lane answers that request with (in the request's context).
+#[derive(Clone)]
+pub(crate) enum ProgressTo {
+    Peer(Peer<RoleServer>),
+    Lane(mpsc::UnboundedSender<ServerNotification>),
+}
+
+impl ProgressTo {
+    /// Where the progress of request `ctx` goes.
+    pub(super) fn of(ctx: &RequestContext<RoleServer>) -> Self {
+        ctx.extensions
+            .get::<ProgressTo>()
+            .cloned()
+            .unwrap_or_else(|| ProgressTo::Peer(ctx.peer.clone()))
+    }
+}
 
 /// The agent side of an upstream session: where its notifications go, and which of the
 /// agent's calls are in flight (a question asked now belongs to them).
@@ -35,12 +53,12 @@ const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 /// Progress notifications kept for a route not registered yet, per upstream session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
 
-/// Where the upstream's progress goes (the agent's peer and its own token), and what came
+/// Where the upstream's progress goes (to the agent's request, under its own token), and what came
 /// before its route: rmcp hands over the request's token only once the request is sent, and
 /// a quick server reports progress before that.
 #[derive(Default)]
 struct ProgressRoutes {
-    routes: HashMap<ProgressToken, (Peer<RoleServer>, ProgressToken)>,
+    routes: HashMap<ProgressToken, (ProgressTo, ProgressToken)>,
     unclaimed: VecDeque<ProgressNotification>,
 }
 
@@ -59,24 +77,24 @@ impl AgentRelay {
         (relay, rx)
     }
 
-    /// Sends the upstream's progress under `upstream` to `to` (the agent's peer and token)
+    /// Sends the upstream's progress under `upstream` to `to` (the agent's request and token)
     /// until [`Self::forget_progress`]; what came before is handed over now. Without `to`
     /// (the agent asked for no progress), what came early is dropped.
     pub(super) fn route_progress(
         &self,
         upstream: &ProgressToken,
-        to: Option<(Peer<RoleServer>, ProgressToken)>,
+        to: Option<(ProgressTo, ProgressToken)>,
     ) {
         let mut progress = lock(&self.progress);
         let (early, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut progress.unclaimed)
             .into_iter()
             .partition(|n| &n.params.progress_token == upstream);
         progress.unclaimed = rest;
-        let Some((peer, token)) = to else { return };
+        let Some((to, token)) = to else { return };
         for n in early {
-            self.queue(to_agent(n, &peer, &token));
+            self.queue(to_agent(n, &to, &token));
         }
-        progress.routes.insert(upstream.clone(), (peer, token));
+        progress.routes.insert(upstream.clone(), (to, token));
     }
 
     fn queue(&self, outgoing: Outgoing) {
@@ -123,7 +141,7 @@ impl Relay for AgentRelay {
             ServerNotification::ProgressNotification(n) => {
                 let mut progress = lock(&self.progress);
                 match progress.routes.get(&n.params.progress_token) {
-                    Some((peer, token)) => to_agent(n.clone(), peer, token),
+                    Some((to, token)) => to_agent(n.clone(), to, token),
                     None => {
                         if progress.unclaimed.len() >= UNCLAIMED_PROGRESS {
                             progress.unclaimed.pop_front();
@@ -182,14 +200,10 @@ impl Relay for AgentRelay {
 }
 
 /// The upstream's progress as the agent's: under the token the agent chose, to its request.
-fn to_agent(
-    mut n: ProgressNotification,
-    peer: &Peer<RoleServer>,
-    token: &ProgressToken,
-) -> Outgoing {
+fn to_agent(mut n: ProgressNotification, to: &ProgressTo, token: &ProgressToken) -> Outgoing {
     n.params.progress_token = token.clone();
     (
-        Some(peer.clone()),
+        Some(to.clone()),
         ServerNotification::ProgressNotification(n),
     )
 }

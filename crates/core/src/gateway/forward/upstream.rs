@@ -294,7 +294,7 @@ impl Upstream {
         let upstream_token = handle.progress_token.clone();
         self.relay.route_progress(
             &upstream_token,
-            agent_token.map(|token| (ctx.peer.clone(), token)),
+            agent_token.map(|token| (ProgressTo::of(ctx), token)),
         );
         let leaving = Leaving::of(ctx);
         // Pinned out here so that losing the race below does not drop it: rmcp tells the
@@ -324,8 +324,7 @@ impl Upstream {
                 Err(agent_cancelled())
             }
             Ok(result) => {
-                // Read beside rmcp before rmcp resolved the request, so it is here now (unless
-                // the server answered in plain JSON over HTTP, which only rmcp sees).
+                // Read beside rmcp before rmcp resolved the request, so it is here now.
                 let raw = self.raw.take_result(&id);
                 if wants_progress {
                     self.relay.caught_up().await;
@@ -434,7 +433,7 @@ async fn relay_notifications(
     upstream: std::sync::Weak<Upstream>,
     mut notifications: mpsc::UnboundedReceiver<Outgoing>,
 ) {
-    while let Some((peer, notification)) = notifications.recv().await {
+    while let Some((to, notification)) = notifications.recv().await {
         let Some(up) = upstream.upgrade() else {
             return;
         };
@@ -444,9 +443,14 @@ async fn relay_notifications(
         ) {
             *lock(&up.tools) = None;
         }
-        let peer = peer.or_else(|| lock(&up.relay.agent).clone());
-        if let Some(peer) = peer {
-            let _ = peer.send_notification(notification).await;
+        match to.or_else(|| lock(&up.relay.agent).clone().map(ProgressTo::Peer)) {
+            Some(ProgressTo::Peer(peer)) => {
+                let _ = peer.send_notification(notification).await;
+            }
+            Some(ProgressTo::Lane(stream)) => {
+                let _ = stream.send(notification);
+            }
+            None => {}
         }
         up.relay.passed.send_modify(|n| *n += 1);
     }
