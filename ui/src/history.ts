@@ -185,7 +185,10 @@ export function verdictText(v: Verification): string {
  * (`argumentsText`), so big integers read as sent; re-serializing the parsed `arguments` (JavaScript
  * numbers) is only for records written before that text was kept. */
 function argumentsLine(ask: ToolCallAsk): string | null {
-  if (ask.argumentsText) return compactJson(ask.argumentsText);
+  if (ask.argumentsText) {
+    const args = compactJson(ask.argumentsText);
+    return ask.alsoSentText ? `${args}, also sent ${compactJson(ask.alsoSentText)}` : args;
+  }
   const args = ask.arguments;
   if (args === undefined || args === null) return null;
   try {

@@ -51,14 +51,16 @@ test("History shows a call's arguments from the forwarded text: big integers exa
   const app = await openApp(env, { history: { asks: [
     entry(1, toolCallAsk({ id: 1, tool: "big", args: JSON.parse(text), argumentsText: text })),
     entry(2, toolCallAsk({ id: 2, tool: "old", args: { id: "T-7" }, argumentsText: "" })),
+    entry(3, toolCallAsk({ id: 3, tool: "more", args: { id: "T-9" }, alsoSentText: '{\n  "x-force": true\n}' })),
   ], refused: [], gated: [], skipped: 0 } });
   const { page } = app;
   await page.getByRole("tab", { name: "History" }).click();
   const rows = page.locator(".history-table tbody tr");
   await rows.first().waitFor();
-  const [big, old] = await rows.allTextContents();
+  const [big, old, more] = await rows.allTextContents();
   assert.ok(big.includes('{"n":9007199254740993,"note":"two  spaces\\n and a \\"quote\\"","list":[1,2]}'), big);
   assert.ok(old.includes('{"id":"T-7"}'), old);
+  assert.ok(more.includes('{"id":"T-9"}, also sent {"x-force":true}'), more);
   await app.close();
 });
 
@@ -146,5 +148,38 @@ test("clipped arguments: Allow works only once they have been shown whole, and s
   await d.getByRole("button", { name: "Deny" }).click();
   const answers = await waitForAnswers(backend, 2);
   assert.deepEqual(answers[1], { id: 21, answer: { action: "decline" } });
+  await app.close();
+});
+
+test("fields sent beyond the arguments are shown apart, under their own name, and must be seen whole before Allow", async () => {
+  const alsoSentText = JSON.stringify({ "x-force": true, "x-note": "y".repeat(700) }, null, 2);
+  const app = await openApp(env, { asks: [toolCallAsk({ id: 30, server: "tickets", args: { id: "T-7" }, alsoSentText })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  assert.equal(await d.getByRole("region", { name: "Arguments" }).locator("pre").textContent(), '{\n  "id": "T-7"\n}');
+  const also = d.getByRole("region", { name: "Also sent with the call" });
+  assert.match(await also.textContent(), /which the agent added and the server receives too/);
+  assert.match(await also.locator("pre").textContent(), /"x-force": true/);
+  const once = d.getByRole("button", { name: "Allow once" });
+  const note = d.getByText("Show all of the arguments and of what is also sent (above) to allow this call.");
+  assert.equal(await note.isVisible(), true, "the arguments are whole, what is also sent is not");
+  await page.waitForTimeout(900);
+  const at = await centre(once);
+  await page.mouse.click(at.x, at.y);
+  await page.waitForTimeout(100);
+  assert.deepEqual(backend.answers, [], "nothing allowed unseen");
+  assert.equal(await once.getAttribute("aria-disabled"), "true");
+  await also.getByRole("button", { name: /^Show all/ }).click();
+  assert.equal(await note.isVisible(), false);
+  await armed(once);
+  await once.click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(answer, { id: 30, answer: { action: "accept", content: null } });
+
+  // A call without such fields has no such section.
+  await backend.addAsk(toolCallAsk({ id: 31, server: "tickets", args: { id: "T-8" } }));
+  await d.waitFor();
+  assert.equal(await d.getByRole("region", { name: "Also sent with the call" }).count(), 0);
+  assert.deepEqual(await app.problems(), []);
   await app.close();
 });

@@ -85,13 +85,19 @@ pub enum AskKind {
         annotations: Option<Value>,
         /// The call's arguments as the agent sent them; through the gateway, a call that also
         /// carries fields beyond rmcp's model is `[arguments, fields]` (what the gate judges
-        /// and a remembered choice is checked against; `argumentsText` names the two).
+        /// and a remembered choice is checked against; `argumentsText` and `alsoSentText`
+        /// show the two).
         #[ts(type = "unknown")]
         arguments: Value,
         /// The arguments as the text that will be forwarded (pretty-printed by the backend):
         /// what the dialog shows, so a number too large for JavaScript is shown as sent.
         #[serde(default)]
         arguments_text: String,
+        /// The fields beyond the arguments that also go to the server with the call (a
+        /// vendor's, a newer revision's), as the text that will be forwarded; `None` when
+        /// there are none.
+        #[serde(default)]
+        also_sent_text: Option<String>,
         /// What changed in the tool's definition since the person last decided about it (a
         /// remembered decision that no longer applies because of it); empty otherwise.
         #[serde(default)]

@@ -893,10 +893,16 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
         (agent, answer)
     });
     let ask = rig.next_ask().await;
-    let AskKind::ToolCall { arguments_text, .. } = &ask.kind else {
+    let AskKind::ToolCall {
+        arguments_text,
+        also_sent_text,
+        ..
+    } = &ask.kind
+    else {
         panic!("{ask:?}")
     };
-    assert!(!arguments_text.contains("alsoSent"), "{arguments_text}");
+    assert_eq!(arguments_text, "{\n  \"a\": 1\n}");
+    assert_eq!(also_sent_text, &None);
     rig.broker.answer(ask.id, always_allow_exactly()).unwrap();
     let (mut agent, answer) = calling.await.unwrap();
     assert!(
@@ -920,13 +926,19 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
         (agent, answer)
     });
     let ask = rig.next_ask().await;
-    let AskKind::ToolCall { arguments_text, .. } = &ask.kind else {
+    let AskKind::ToolCall {
+        arguments_text,
+        also_sent_text,
+        ..
+    } = &ask.kind
+    else {
         panic!("{ask:?}")
     };
-    assert!(arguments_text.contains("\"alsoSent\""), "{arguments_text}");
-    assert!(
-        arguments_text.contains("\"x-force\": true"),
-        "{arguments_text}"
+    assert_eq!(arguments_text, "{\n  \"a\": 1\n}");
+    assert_eq!(
+        also_sent_text.as_deref(),
+        Some("{\n  \"x-force\": true\n}"),
+        "shown apart"
     );
     rig.broker.answer(ask.id, always_allow_exactly()).unwrap();
     let (mut agent, allowed) = calling.await.unwrap();

@@ -218,7 +218,9 @@ export class BatchView implements Armable {
   }
 
   private addLine(ask: ToolCallAsk, arrived: boolean): void {
-    const text = ask.argumentsText ? ask.argumentsText : argumentsText(ask.arguments);
+    const args = ask.argumentsText ? ask.argumentsText : argumentsText(ask.arguments);
+    // What the call sends beyond its arguments is part of what a tick allows.
+    const text = ask.alsoSentText ? `${args ?? "{}"}\nAlso sent with the call: ${ask.alsoSentText}` : args;
     const summary = oneLine(text);
     const clipped = Array.from(summary).length > SUMMARY_CHARS;
     const toolId = uid("batch-tool");

@@ -12,8 +12,9 @@
 //!
 //! The arguments are shown from the backend's `argumentsText`, the text that will be forwarded,
 //! never by re-serializing the parsed `arguments`: JavaScript numbers round (9007199254740993
-//! would read 9007199254740992). When they are clipped, Allow works only once they have been shown
-//! whole.
+//! would read 9007199254740992). Fields the call carries beyond its arguments (a vendor's, a newer
+//! revision's), which go to the server too, are shown apart, from `alsoSentText`, under "Also sent
+//! with the call". When either text is clipped, Allow works only once both have been shown whole.
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -116,7 +117,9 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
   // Said beside the buttons while the arguments are clipped: Allow waits for "Show all".
   const revealId = uid("reveal-note");
   const revealNote = el("p", { class: "field-hint reveal-note", id: revealId },
-    "Show all of the arguments (above) to allow this call.");
+    ask.alsoSentText
+      ? "Show all of the arguments and of what is also sent (above) to allow this call."
+      : "Show all of the arguments (above) to allow this call.");
 
   const deny = el("button", {
     class: "button",
@@ -139,11 +142,13 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
 
   const argsLabel = uid("call-args");
   const argsText = ask.argumentsText ? ask.argumentsText : argumentsText(ask.arguments);
-  // Until shown whole, the arguments are what the person has not seen: the note says so and
-  // describes the Allow buttons.
+  const alsoSent = ask.alsoSentText ?? null;
+  // Until shown whole, the arguments (and what is sent besides) are what the person has not seen:
+  // the note says so and describes the Allow buttons.
+  let unseen = alsoSent === null ? 1 : 2;
   let whole = false;
   const shownWhole = () => {
-    if (whole) return;
+    if (whole || --unseen > 0) return;
     whole = true;
     revealNote.hidden = true;
     once.removeAttribute("aria-describedby");
@@ -157,6 +162,14 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
       ? el("p", { class: "muted" }, "No arguments.")
       : clippedText(argsText, { tag: "pre", chars: 1200, lines: 14, class: "output json", onShownWhole: shownWhole })));
   if (argsText === null) shownWhole();
+  if (alsoSent !== null) {
+    const alsoLabel = uid("call-also");
+    append(root, el("section", { class: "call-args call-also-sent", attrs: { "aria-labelledby": alsoLabel } },
+      el("p", { class: "subhead", id: alsoLabel }, "Also sent with the call"),
+      el("p", { class: "field-hint" },
+        "Fields beyond the tool's arguments, which the agent added and the server receives too."),
+      clippedText(alsoSent, { tag: "pre", chars: 600, lines: 8, class: "output json", onShownWhole: shownWhole })));
+  }
   if (ask.preview === true) append(root, previewSection(parts.preview).root);
   append(root, parts.errors, remember.root, el("div", { class: "actions" }, revealNote, note, deny, always, once));
 

@@ -35,7 +35,8 @@ title: string | null, description: string | null, annotations: Record<string, un
 /**
  * The call's arguments as the agent sent them; through the gateway, a call that also
  * carries fields beyond rmcp's model is `[arguments, fields]` (what the gate judges
- * and a remembered choice is checked against; `argumentsText` names the two).
+ * and a remembered choice is checked against; `argumentsText` and `alsoSentText`
+ * show the two).
  */
 arguments: unknown, 
 /**
@@ -43,6 +44,12 @@ arguments: unknown,
  * what the dialog shows, so a number too large for JavaScript is shown as sent.
  */
 argumentsText: string, 
+/**
+ * The fields beyond the arguments that also go to the server with the call (a
+ * vendor's, a newer revision's), as the text that will be forwarded; `None` when
+ * there are none.
+ */
+alsoSentText: string | null, 
 /**
  * What changed in the tool's definition since the person last decided about it (a
  * remembered decision that no longer applies because of it); empty otherwise.

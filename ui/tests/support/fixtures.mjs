@@ -43,10 +43,12 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
 
 /** A tool-call approval: an agent's call through the gateway that policy sends to the person.
  * `argumentsText` is the text the backend will forward (serde_json's pretty print); by default the
- * same as JavaScript's for `args`, empty when there are none (as in records from before it). */
+ * same as JavaScript's for `args`, empty when there are none (as in records from before it).
+ * `alsoSentText`: the fields the call carries beyond its arguments, as text, or `null`. */
 export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
-  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), deadlineMs = null, receivedAtMs, changed = [], preview = false } = {}) {
+  argumentsText = args === null ? "" : JSON.stringify(args, null, 2), alsoSentText = null, deadlineMs = null, receivedAtMs,
+  changed = [], preview = false } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -61,6 +63,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
     annotations,
     arguments: args,
     argumentsText,
+    alsoSentText,
     changed,
     preview,
   };

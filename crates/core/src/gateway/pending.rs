@@ -269,6 +269,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
+    let (arguments_text, also_sent_text) = crate::gateway::sent::shown(&approval.arguments_value);
     let kind = AskKind::ToolCall {
         tool: approval.tool.clone(),
         title: text("title"),
@@ -278,10 +279,8 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
             .get("annotations")
             .filter(|a| !a.is_null())
             .cloned(),
-        arguments_text: serde_json::to_string_pretty(&crate::gateway::sent::shown(
-            &approval.arguments_value,
-        ))
-        .unwrap_or_default(),
+        arguments_text,
+        also_sent_text,
         arguments: approval.arguments_value.clone(),
         changed: Vec::new(),
         preview: false,

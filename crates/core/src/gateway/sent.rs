@@ -145,14 +145,14 @@ pub(super) fn judged(arguments: Value, fields: &Map<String, Value>) -> Value {
     Value::Array(vec![arguments, Value::Object(fields.clone())])
 }
 
-/// How a judged value is shown to the person: a call with fields beyond the model as
-/// `{"arguments", "alsoSent"}`, anything else as it is.
-pub(crate) fn shown(judged: &Value) -> Value {
+/// How a judged value is shown to the person, as the texts that will be forwarded
+/// (pretty-printed; key order and integers as sent): the call's arguments, and the fields
+/// beyond the model it also carries, if any.
+pub(crate) fn shown(judged: &Value) -> (String, Option<String>) {
+    let text = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
     match judged.as_array().map(Vec::as_slice) {
-        Some([arguments, fields]) => {
-            serde_json::json!({"arguments": arguments, "alsoSent": fields})
-        }
-        _ => judged.clone(),
+        Some([arguments, fields]) => (text(arguments), Some(text(fields))),
+        _ => (text(judged), None),
     }
 }
 
@@ -211,10 +211,16 @@ mod tests {
         assert!(judged.is_array(), "no call's own arguments can equal it");
         assert_eq!(
             shown(&judged),
-            json!({"arguments": {"a": 1}, "alsoSent": {"x-force": true}})
+            (
+                "{\n  \"a\": 1\n}".to_owned(),
+                Some("{\n  \"x-force\": true\n}".to_owned())
+            )
         );
+        // Arguments that merely look like the two parts are only arguments.
         let plain = json!({"arguments": {"a": 1}, "alsoSent": {"x-force": true}});
-        assert_eq!(shown(&plain), plain);
+        let (text, also) = shown(&plain);
+        assert_eq!(text, serde_json::to_string_pretty(&plain).unwrap());
+        assert_eq!(also, None);
     }
 
     #[test]

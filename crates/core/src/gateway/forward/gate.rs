@@ -481,17 +481,16 @@ impl Gated<'_> {
         } else {
             (text("title"), text("description"))
         };
+        // rmcp forwards the serialization of this same value (key order kept, integers
+        // exact), so these texts are what will run.
+        let (arguments_text, also_sent_text) = crate::gateway::sent::shown(&self.arguments);
         AskKind::ToolCall {
             tool: self.key.to_owned(),
             title,
             description,
             annotations: self.annotations.clone(),
-            // rmcp forwards the serialization of this same value (key order kept, integers
-            // exact), so this text is what will run.
-            arguments_text: serde_json::to_string_pretty(&crate::gateway::sent::shown(
-                &self.arguments,
-            ))
-            .unwrap_or_default(),
+            arguments_text,
+            also_sent_text,
             // What a remembered choice is checked against: the judged value itself.
             arguments: self.arguments.clone(),
             changed,
