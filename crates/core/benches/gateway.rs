@@ -37,10 +37,12 @@
 //! single-threaded runtime (what fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS`
 //! changes the 10,000.
 
+#[path = "../tests/common/procs.rs"]
+mod procs;
 #[path = "gateway/ts_agent.rs"]
 mod ts_agent;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -51,6 +53,7 @@ use countersign_core::gateway::Gateway;
 use countersign_core::settings::SettingsStore;
 use countersign_core::{AuditLog, Broker, ServerConfig};
 use countersign_demo_server::{TicketDesk, TicketStore, serve_http, serve_stdio};
+use procs::descendants;
 use rmcp::model::{CallToolRequestParams, ClientConfig, Implementation, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService, serve_client_with_lifecycle};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -416,41 +419,6 @@ fn rss_mib(pid: u32) -> Option<f64> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib / 1024.0)
-}
-
-/// Every process below `pid` (the stdio desks a proxy started, and any shell between).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if let Ok(dir) = std::fs::read_dir("/proc") {
-        for entry in dir.flatten() {
-            let Some(p) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
-                continue;
-            };
-            let ppid = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
-                .and_then(|s| s.parse::<u32>().ok());
-            if let Some(ppid) = ppid {
-                children.entry(ppid).or_default().push(p);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for &c in children.get(&p).map(Vec::as_slice).unwrap_or_default() {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
 }
 
 fn sum(pids: &[u32], f: impl Fn(u32) -> Option<f64>) -> f64 {

@@ -20,7 +20,9 @@
 //!
 //! `COUNTERSIGN_SOAK_PARTS=questions,idle,sessions` picks parts.
 
-use std::collections::HashMap;
+#[path = "../tests/common/procs.rs"]
+mod procs;
+
 use std::time::{Duration, Instant};
 
 use countersign_core::config::GatewayConfig;
@@ -130,39 +132,6 @@ fn threads() -> usize {
 
 fn open_files() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
-}
-
-/// This process's children (and theirs).
-fn descendants() -> usize {
-    let me = std::process::id();
-    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Some(ppid) = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 2..].split_whitespace().nth(1))
-            .and_then(|s| s.parse::<u32>().ok())
-        {
-            children.entry(ppid).or_default().push(pid);
-        }
-    }
-    let (mut count, mut todo) = (0, vec![me]);
-    while let Some(pid) = todo.pop() {
-        for &child in children.get(&pid).map(Vec::as_slice).unwrap_or_default() {
-            count += 1;
-            todo.push(child);
-        }
-    }
-    count
 }
 
 fn alive_tasks() -> usize {
@@ -308,7 +277,7 @@ async fn idle_servers(dir: &std::path::Path) {
         before,
         threads(),
         open_files(),
-        descendants()
+        procs::descendants(std::process::id()).len()
     );
     sessions.shutdown().await;
 }
@@ -350,7 +319,12 @@ async fn gateway_sessions(dir: &std::path::Path, total: usize) {
     settle().await;
     // The gateway's own thread has a runtime of its own: its tasks count too.
     let tasks = || alive_tasks() + gateway.tasks_alive().unwrap_or(0);
-    let before = (tasks(), open_files(), descendants(), rss_mib());
+    let before = (
+        tasks(),
+        open_files(),
+        procs::descendants(std::process::id()).len(),
+        rss_mib(),
+    );
     let started = Instant::now();
     for n in 0..total {
         let mut transport = StreamableHttpClientTransportConfig::with_uri(url.clone());
@@ -371,14 +345,19 @@ async fn gateway_sessions(dir: &std::path::Path, total: usize) {
                 n + 1,
                 tasks(),
                 open_files(),
-                descendants(),
+                procs::descendants(std::process::id()).len(),
                 rss_mib()
             );
         }
     }
     let elapsed = started.elapsed();
     settle().await;
-    let after = (tasks(), open_files(), descendants(), rss_mib());
+    let after = (
+        tasks(),
+        open_files(),
+        procs::descendants(std::process::id()).len(),
+        rss_mib(),
+    );
     println!(
         "   {total} sessions in {:.1} s ({:.1} ms each)",
         elapsed.as_secs_f64(),

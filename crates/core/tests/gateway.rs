@@ -2486,47 +2486,6 @@ fn open_files() -> usize {
     std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count())
 }
 
-/// This process's children, and theirs.
-fn descendants() -> usize {
-    let mut parent_of = std::collections::HashMap::new();
-    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // The parent is the second field after the command, which is in parentheses.
-        if let Some(ppid) = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok())
-        {
-            parent_of.insert(pid, ppid);
-        }
-    }
-    let me = std::process::id();
-    parent_of
-        .keys()
-        .filter(|pid| {
-            let mut at = **pid;
-            // Bounded: /proc read at different moments could, in theory, make a loop.
-            for _ in 0..64 {
-                match parent_of.get(&at) {
-                    Some(&parent) if parent == me => return true,
-                    Some(&parent) if parent > 1 => at = parent,
-                    _ => return false,
-                }
-            }
-            false
-        })
-        .count()
-}
-
 /// A thousand agent sessions, each opened, used (a tool call, on the lane) and closed, four at a
 /// time, against a stdio server that gets a child process per session: afterwards the gateway
 /// holds no more tasks, file descriptors or child processes than after the first.
@@ -2550,7 +2509,7 @@ async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
         (
             rig.gateway.tasks_alive().expect("the gateway's own thread"),
             open_files(),
-            descendants(),
+            common::procs::descendants(std::process::id()).len(),
         )
     };
     // Until what was let go is gone (an upstream child exits once its session closes).

@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod procs;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
