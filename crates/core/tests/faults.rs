@@ -46,20 +46,12 @@ struct HttpFaults {
 }
 
 async fn http_faults(server_log: &std::path::Path) -> HttpFaults {
-    use tokio::io::AsyncBufReadExt;
-    let mut child = tokio::process::Command::new(node())
-        .arg(peer_path("fault-http-server.mjs"))
-        .env("FAULT_SERVER_LOG", server_log)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start fault-http-server.mjs");
-    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("the fault server's URL")
-        .unwrap()
-        .unwrap();
+    let (child, url) = common::node_peer_at_url(
+        "fault-http-server.mjs",
+        &[],
+        &[("FAULT_SERVER_LOG", server_log)],
+    )
+    .await;
     HttpFaults { child, url }
 }
 

@@ -747,19 +747,7 @@ async fn fields_rmcp_cannot_model_reach_the_agent_unchanged() {
 /// rmcp's own client parsed before anything else could read them.
 #[tokio::test(flavor = "multi_thread")]
 async fn fields_rmcp_cannot_model_reach_the_agent_from_a_plain_json_http_upstream() {
-    use tokio::io::AsyncBufReadExt;
-    let mut server = tokio::process::Command::new(common::node())
-        .args([common::peer_path("raw-server.mjs").as_str(), "--http"])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start raw-server.mjs --http");
-    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
-    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("the raw server's URL")
-        .unwrap()
-        .unwrap();
+    let (_server, url) = common::node_peer_at_url("raw-server.mjs", &["--http"], &[]).await;
     let mut raw = common::with_test_timeouts(ServerConfig::http("raw", &url));
     raw.protocol = ProtocolChoice::Legacy;
     raw.trusted = true;

@@ -442,6 +442,31 @@ impl HttpPeer {
     }
 }
 
+/// A peer under `tests/peers` that serves HTTP and prints its URL on its first line of stdout,
+/// run with `node` and `args`; killed when the child is dropped.
+pub async fn node_peer_at_url(
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &Path)],
+) -> (tokio::process::Child, String) {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(node())
+        .arg(peer_path(script))
+        .args(args)
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {script}: {e}"));
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{script} printed no URL within 10 s"))
+        .unwrap()
+        .unwrap_or_else(|| panic!("{script} ended before printing its URL"));
+    (child, url)
+}
+
 /// The demo server's binary, built if this test run did not build it already (it belongs to
 /// another package of the workspace).
 pub fn demo_server_binary() -> PathBuf {
