@@ -4,7 +4,9 @@
 // client a question related to the task (`elicitation/create`), and completes with
 // "report on TOPIC for ANSWER" once answered; called without `task` it is an error. It logs
 // every request it receives to stderr (`task-server: got METHOD PARAMS`), so a test can see
-// `tasks/cancel` arrive.
+// `tasks/cancel` arrive. A call with a progress token hears the task's progress under it, as
+// 2025-11-25 has it, until the task ends; then one stray progress after the end (which a
+// client must not be handed) and a log line, so a test can tell the stray one was dropped.
 
 import { createInterface } from 'node:readline';
 
@@ -16,12 +18,25 @@ const tasks = new Map(); // taskId -> { task, result, waiting: [request ids of t
 let next = 0;
 
 const now = () => new Date().toISOString();
+function progress(entry, progress, message) {
+  if (entry.progressToken === undefined) return;
+  out({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: entry.progressToken, progress, total: 3, message } });
+}
 function setStatus(entry, status, statusMessage) {
   Object.assign(entry.task, { status, statusMessage, lastUpdatedAt: now() });
 }
 function finish(entry, result) {
   entry.result = result;
-  for (const id of entry.waiting.splice(0)) answerResult(id, entry);
+  const waiting = entry.waiting.splice(0);
+  for (const id of waiting) answerResult(id, entry);
+  if (waiting.length > 0) afterTheEnd(entry);
+}
+function afterTheEnd(entry) {
+  if (entry.progressToken === undefined) return;
+  setTimeout(() => {
+    progress(entry, 4, 'after the end');
+    out({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', data: `${entry.task.taskId} is over` } });
+  }, 100);
 }
 function answerResult(id, entry) {
   if (entry.task.status === 'cancelled') {
@@ -35,9 +50,10 @@ function startTask(m) {
   next += 1;
   const taskId = `task-${next}`;
   const task = { taskId, status: 'working', statusMessage: 'Gathering sources', createdAt: now(), lastUpdatedAt: now(), ttl: m.params.task.ttl ?? 60000, pollInterval: 250 };
-  const entry = { task, result: null, waiting: [], topic: m.params.arguments?.topic ?? '?' };
+  const entry = { task, result: null, waiting: [], topic: m.params.arguments?.topic ?? '?', progressToken: m.params._meta?.progressToken };
   tasks.set(taskId, entry);
   out({ jsonrpc: '2.0', id: m.id, result: { task } });
+  progress(entry, 1, 'Gathering sources');
   setTimeout(() => {
     if (entry.task.status !== 'working') return;
     setStatus(entry, 'input_required', 'Which audience?');
@@ -55,9 +71,11 @@ function answered(m) {
   if (!entry || entry.task.status === 'cancelled') return;
   const audience = m.result?.action === 'accept' ? m.result.content?.audience : `nobody (${m.result?.action ?? 'error'})`;
   setStatus(entry, 'working', 'Writing the report');
+  progress(entry, 2, 'Writing the report');
   setTimeout(() => {
     if (entry.task.status === 'cancelled') return;
     setStatus(entry, 'completed', 'Done');
+    progress(entry, 3, 'Done');
     finish(entry, { content: [{ type: 'text', text: `report on ${entry.topic} for ${audience}` }] });
   }, 300);
 }
@@ -75,10 +93,11 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     case 'initialize':
       return reply({
         protocolVersion: '2025-11-25',
-        capabilities: { tools: {}, tasks: { cancel: {}, requests: { tools: { call: {} } } } },
+        capabilities: { tools: {}, logging: {}, tasks: { cancel: {}, requests: { tools: { call: {} } } } },
         serverInfo: { name: 'task-server', version: '1.0.0' },
       });
     case 'ping':
+    case 'logging/setLevel':
       return reply({});
     case 'tools/list':
       return reply({ tools: [{
@@ -93,7 +112,10 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       return entry ? reply(entry.task) : fail(-32602, 'unknown task');
     case 'tasks/result':
       if (!entry) return fail(-32602, 'unknown task');
-      if (entry.result || entry.task.status === 'cancelled') return answerResult(m.id, entry);
+      if (entry.result || entry.task.status === 'cancelled') {
+        answerResult(m.id, entry);
+        return afterTheEnd(entry);
+      }
       entry.waiting.push(m.id);
       return;
     case 'tasks/cancel':

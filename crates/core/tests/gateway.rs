@@ -703,6 +703,40 @@ impl RawAgent {
         (agent, init)
     }
 
+    /// The session's own stream (GET), each JSON-RPC message on it as it arrives.
+    async fn listen(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+        let mut response = self
+            .http
+            .get(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "text/event-stream")
+            .header(
+                "mcp-session-id",
+                self.session.as_deref().expect("a session"),
+            )
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .expect("listening");
+        assert!(response.status().is_success(), "{}", response.status());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(async move {
+            let mut text = String::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                text.push_str(&String::from_utf8_lossy(&chunk));
+                while let Some(end) = text.find("\n\n") {
+                    let event: String = text.drain(..end + 2).collect();
+                    for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                        if let Ok(message) = serde_json::from_str(data.trim()) {
+                            let _ = tx.send(message);
+                        }
+                    }
+                }
+            }
+        });
+        rx
+    }
+
     async fn post(&mut self, id: u64, method: &str, params: Value) -> Value {
         let mut request = self
             .http
@@ -2685,6 +2719,72 @@ async fn an_agents_task_is_declined_or_created_cancelled_as_asked_and_its_own_al
         rig.records().iter().any(|r| matches!(r,
             countersign_core::ask::audit::AuditRecord::Forwarded { method, .. } if method == "tasks/cancel")),
         "the cancellation is on record"
+    );
+    rig.gateway.shutdown().await;
+}
+
+/// A task call that asks for progress, as every rmcp client's does, is the agent's task too:
+/// created as asked (rmcp's server side would drop `task` and run it as a plain call), and the
+/// task's progress reaches the agent under its own token after the call has been answered, on
+/// the session's stream, until the task ends; what the server sends about it after the end is
+/// not passed on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_task_call_asking_progress_creates_its_task_and_hears_it_to_the_end() {
+    let mut rig = rig("task-progress", vec![task_server()]).await;
+    let (agent, _) = RawAgent::open(rig.url("tasks"), rig.gateway.token(), "progress-agent").await;
+    let mut heard = agent.listen().await;
+    let call = json!({"name": "slow_report", "arguments": {"topic": "rust"},
+        "task": {"ttl": 60000}, "_meta": {"progressToken": "mine-7"}});
+    let creating = tokio::spawn(async move {
+        let mut agent = agent;
+        let created = agent.post(2, "tools/call", call).await;
+        (agent, created)
+    });
+    allow_next_call(&mut rig, "slow_report").await;
+    let (mut agent, created) = creating.await.unwrap();
+    assert_eq!(created["result"]["task"]["taskId"], "task-1", "{created}");
+    answer_the_tasks_question(&mut rig, "analysts").await;
+    let result = agent
+        .post(3, "tasks/result", json!({"taskId": "task-1"}))
+        .await;
+    assert_eq!(
+        result["result"]["content"][0]["text"], "report on rust for analysts",
+        "{result}"
+    );
+    // The server says the task is over in a log line after its stray progress: by then
+    // everything it sent about the task has been passed on, or dropped.
+    let mut progress = Vec::new();
+    loop {
+        let message = tokio::time::timeout(WAIT, heard.recv())
+            .await
+            .expect("the server's log line after the end")
+            .expect("the stream stays open");
+        match message["method"].as_str() {
+            Some("notifications/progress") => progress.push(message["params"].clone()),
+            Some("notifications/message") if message["params"]["data"] == "task-1 is over" => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    let seen: Vec<_> = progress
+        .iter()
+        .map(|p| {
+            (
+                p["progressToken"].clone(),
+                p["progress"].as_f64(),
+                p["message"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!("mine-7"), Some(1.0), json!("Gathering sources")),
+            (json!("mine-7"), Some(2.0), json!("Writing the report")),
+            (json!("mine-7"), Some(3.0), json!("Done")),
+        ],
+        "the task's progress under the agent's token, and nothing after its end"
     );
     rig.gateway.shutdown().await;
 }

@@ -247,8 +247,7 @@ fn read(bytes: &[u8]) -> Option<Message> {
                 Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
                 None => MetaShape::new(),
             };
-            // A task's progress outlives the call that starts it: that stays rmcp's, as before.
-            if meta_is_rmcps(&meta) || (shape.task.is_some() && asks_progress(&meta)) {
+            if meta_is_rmcps(&meta) {
                 return None;
             }
             let progress = asks_progress(&meta);
@@ -578,9 +577,6 @@ mod tests {
                 "params": {"reason": "no id"}}),
             json!({"jsonrpc": "2.0", "method": "tasks/get", "params": {"taskId": "t"}}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/update", "params": {}}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "echo", "task": {"ttl": 1000},
-                "_meta": {"progressToken": 1}}}),
         ] {
             assert!(read_json(not_ours.clone()).is_none(), "{not_ours}");
         }
@@ -597,19 +593,23 @@ mod tests {
             ),
             "{with_progress:?}"
         );
-        let task_call = read_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "report", "task": {"ttl": 1000}}}));
-        let Some(Message::Run {
-            work: Work::TaskCall(params, task),
-            ..
-        }) = task_call
-        else {
-            panic!("{task_call:?}")
-        };
-        assert_eq!(
-            (params.name.as_ref(), task),
-            ("report", json!({"ttl": 1000}))
-        );
+        // A task call is the lane's whether or not it asks for progress (rmcp's server side
+        // would drop its `task`).
+        for meta in [json!({}), json!({"progressToken": 1})] {
+            let task_call = read_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "report", "task": {"ttl": 1000}, "_meta": meta}}));
+            let Some(Message::Run {
+                work: Work::TaskCall(params, task),
+                ..
+            }) = task_call
+            else {
+                panic!("{task_call:?}")
+            };
+            assert_eq!(
+                (params.name.as_ref(), task),
+                ("report", json!({"ttl": 1000}))
+            );
+        }
         let about = read_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
             "params": {"taskId": "t-1"}}));
         let Some(Message::Run {

@@ -42,6 +42,47 @@ fn request(method: &str, params: Value) -> ClientRequest {
     ClientRequest::CustomRequest(CustomRequest::new(method, Some(params)))
 }
 
+/// What a request sent upstream is to a task's life (its progress is routed as long as the
+/// task lives).
+#[derive(Debug, PartialEq)]
+pub enum Step {
+    /// A task-augmented `tools/call`: its answer may be a task.
+    Creates,
+    /// `tasks/get` about this task: the task ended if its answer says so.
+    Follows(String),
+    /// `tasks/result` or `tasks/cancel` about this task: once answered, the task has ended.
+    Ends(String),
+}
+
+impl Step {
+    pub fn of(request: &ClientRequest) -> Option<Step> {
+        let ClientRequest::CustomRequest(request) = request else {
+            return None;
+        };
+        let params = request.params.as_ref()?;
+        let task = || {
+            params
+                .get("taskId")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        };
+        match request.method.as_str() {
+            "tools/call" if params.get("task").is_some() => Some(Step::Creates),
+            "tasks/get" => task().map(Step::Follows),
+            "tasks/result" | "tasks/cancel" => task().map(Step::Ends),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a task, as `tasks/get` answers it, has ended.
+pub fn has_ended(task: &Value) -> bool {
+    matches!(
+        task.get("status").and_then(Value::as_str),
+        Some("completed" | "failed" | "cancelled")
+    )
+}
+
 /// What a task call was answered with.
 pub enum Created {
     /// A task: its id, and how often to ask for its status.
@@ -106,6 +147,25 @@ mod tests {
             Created::Result(_)
         ));
         assert!(Created::read(json!({"task": {"status": "working"}})).is_err());
+    }
+
+    #[test]
+    fn a_request_is_read_for_what_it_does_to_a_task() {
+        assert_eq!(Step::of(&call_request("t", None)), Some(Step::Creates));
+        assert_eq!(
+            Step::of(&about("tasks/get", "t-1")),
+            Some(Step::Follows("t-1".into()))
+        );
+        for ending in ["tasks/result", "tasks/cancel"] {
+            assert_eq!(
+                Step::of(&about(ending, "t-1")),
+                Some(Step::Ends("t-1".into()))
+            );
+        }
+        assert_eq!(Step::of(&request("tools/call", json!({"name": "t"}))), None);
+        assert_eq!(Step::of(&request("tasks/get", json!({}))), None);
+        assert!(has_ended(&json!({"status": "cancelled"})));
+        assert!(!has_ended(&json!({"status": "input_required"})));
     }
 
     #[test]

@@ -53,6 +53,10 @@ const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 /// Progress notifications kept for a route not registered yet, per upstream session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
 
+/// Tasks whose progress is still routed, per upstream session, at most: past it the oldest
+/// task's progress stops reaching the agent (a task the agent never followed to its end).
+const TASK_ROUTES: usize = 64;
+
 /// Where the upstream's progress goes (to the agent's request, under its own token), and what came
 /// before its route: rmcp hands over the request's token only once the request is sent, and
 /// a quick server reports progress before that.
@@ -60,6 +64,8 @@ const UNCLAIMED_PROGRESS: usize = 32;
 struct ProgressRoutes {
     routes: HashMap<ProgressToken, (ProgressTo, ProgressToken)>,
     unclaimed: VecDeque<ProgressNotification>,
+    /// Routes that outlived their call, by the task the call created, oldest first.
+    tasks: VecDeque<(String, ProgressToken)>,
 }
 
 impl AgentRelay {
@@ -115,6 +121,33 @@ impl AgentRelay {
 
     pub(super) fn forget_progress(&self, upstream: &ProgressToken) {
         lock(&self.progress).routes.remove(upstream);
+    }
+
+    /// Keeps the route of a call's progress for the task the call created: in 2025-11-25 a
+    /// task's progress goes on under the call's token until the task ends, long after the
+    /// call's answer.
+    pub(super) fn keep_progress_for_task(&self, task: &str, upstream: &ProgressToken) {
+        let mut progress = lock(&self.progress);
+        let ProgressRoutes { routes, tasks, .. } = &mut *progress;
+        if tasks.len() >= TASK_ROUTES
+            && let Some((_, oldest)) = tasks.pop_front()
+        {
+            routes.remove(&oldest);
+        }
+        tasks.push_back((task.to_owned(), upstream.clone()));
+    }
+
+    /// Task `task` has ended: its progress is over.
+    pub(super) fn task_ended(&self, task: &str) {
+        let mut progress = lock(&self.progress);
+        let ProgressRoutes { routes, tasks, .. } = &mut *progress;
+        tasks.retain(|(t, upstream)| {
+            let ended = t == task;
+            if ended {
+                routes.remove(upstream);
+            }
+            !ended
+        });
     }
 
     pub(super) fn call_started(&self) -> u64 {
@@ -241,5 +274,38 @@ impl Leaving {
     /// Waits until the request ends before its answer, and says how.
     pub(super) async fn left(&self) -> CancelReason {
         self.withdraw().fires().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routed(relay: &AgentRelay, upstream: &ProgressToken) -> bool {
+        lock(&relay.progress).routes.contains_key(upstream)
+    }
+
+    #[test]
+    fn a_tasks_progress_route_lasts_until_the_task_ends_and_their_number_is_capped() {
+        let (relay, _rx) = AgentRelay::new();
+        let (tx, _lane) = mpsc::unbounded_channel();
+        let token = |n: i64| ProgressToken(rmcp::model::NumberOrString::Number(n));
+        let route = |n: i64| {
+            relay.route_progress(&token(n), Some((ProgressTo::Lane(tx.clone()), token(-n))));
+        };
+        route(1);
+        relay.keep_progress_for_task("t-1", &token(1));
+        route(2);
+        relay.keep_progress_for_task("t-2", &token(2));
+        relay.task_ended("t-1");
+        assert!(!routed(&relay, &token(1)), "an ended task's route goes");
+        assert!(routed(&relay, &token(2)), "another task's stays");
+        for n in 3..=(TASK_ROUTES as i64 + 2) {
+            route(n);
+            relay.keep_progress_for_task(&format!("t-{n}"), &token(n));
+        }
+        assert!(!routed(&relay, &token(2)), "past the cap the oldest goes");
+        assert!(routed(&relay, &token(3)));
+        assert_eq!(lock(&relay.progress).tasks.len(), TASK_ROUTES);
     }
 }

@@ -1,8 +1,9 @@
 //! Tasks for agents (2025-11-25). An agent that uses tasks itself gets them passed through:
 //! its task-augmented call passes the gate like any call and goes upstream with its `task`,
 //! and its `tasks/*` requests go to its own upstream session; both reach the gateway on the
-//! lane (`gateway::lane`), since rmcp's server side models only the 2026 form of tasks. A tool
-//! the server lists as requiring task execution, called plainly by an agent, is run as a task
+//! lane (`gateway::lane`), since rmcp's server side models only the 2026 form of tasks. The
+//! progress of a call that created a task goes on reaching the agent, under its token, until
+//! the task is seen to end (`Upstream::follow_task`). A tool the server lists as requiring task execution, called plainly by an agent, is run as a task
 //! to its end on the agent's behalf (`crate::mcp::task` has the requests and their reading,
 //! shared with the app's runner).
 
@@ -168,6 +169,7 @@ pub(super) async fn run_task(
     let result = match sent {
         Ok(answer) => crate::mcp::task::untied(as_sent(answer)),
         Err(error) => {
+            up.relay.task_ended(&id);
             let peer = up.peer().clone();
             tokio::spawn(async move {
                 let _ = peer

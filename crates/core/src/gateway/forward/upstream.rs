@@ -277,6 +277,7 @@ impl Upstream {
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
         let wants_progress = agent_token.is_some();
+        let step = crate::mcp::task::Step::of(&request);
         // The agent's lifecycle keys describe the agent's link to us, not ours upstream.
         request
             .get_meta_mut()
@@ -305,9 +306,9 @@ impl Upstream {
             r = &mut awaited => Ok(r),
             reason = leaving.left() => Err(reason),
         };
-        self.relay.forget_progress(&upstream_token);
         match response {
             Err(reason) => {
+                self.relay.forget_progress(&upstream_token);
                 // The questions first: the server's own withdrawal, prompted by ours, must not
                 // be what ends them. Only then is the request let go (and the server told).
                 if let Some(call) = call {
@@ -326,12 +327,49 @@ impl Upstream {
             Ok(result) => {
                 // Read beside rmcp before rmcp resolved the request, so it is here now.
                 let raw = self.raw.take_result(&id);
+                self.follow_task(step, &upstream_token, &result, raw.as_ref());
                 if wants_progress {
                     self.relay.caught_up().await;
                 }
                 result.map(|typed| (typed, raw)).map_err(|e| self.error(e))
             }
         }
+    }
+
+    /// After an answer: the request's progress route goes, unless the request created a task,
+    /// whose progress goes on until it ends; a task seen to end takes its route with it.
+    fn follow_task(
+        &self,
+        step: Option<crate::mcp::task::Step>,
+        upstream_token: &ProgressToken,
+        result: &Result<ServerResult, rmcp::ServiceError>,
+        raw: Option<&Value>,
+    ) {
+        use crate::mcp::task::{Step, has_ended};
+        let typed;
+        let answer = match (raw, result) {
+            (Some(raw), _) => Some(raw),
+            (None, Ok(result)) if step.is_some() => {
+                typed = serde_json::to_value(result).ok();
+                typed.as_ref()
+            }
+            _ => None,
+        };
+        let created = answer
+            .and_then(|a| a.pointer("/task/taskId"))
+            .and_then(Value::as_str);
+        match (step, created) {
+            (Some(Step::Creates), Some(task)) => {
+                self.relay.keep_progress_for_task(task, upstream_token);
+                return;
+            }
+            (Some(Step::Ends(task)), _) => self.relay.task_ended(&task),
+            (Some(Step::Follows(task)), _) if answer.is_some_and(has_ended) => {
+                self.relay.task_ended(&task)
+            }
+            _ => {}
+        }
+        self.relay.forget_progress(upstream_token);
     }
 
     /// A failed request, in words for the agent; a refused sign-in also goes to the person.
