@@ -679,7 +679,7 @@ impl RawAgent {
         Self::open_offering(url, token, name, json!({})).await
     }
 
-    /// The same, declaring `capabilities` (an agent that offers sampling takes rmcp's way).
+    /// The same, declaring `capabilities`.
     async fn open_offering(
         url: String,
         token: &str,
@@ -705,7 +705,7 @@ impl RawAgent {
 
     /// The session's own stream (GET), each JSON-RPC message on it as it arrives.
     async fn listen(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
-        let mut response = self
+        let response = self
             .http
             .get(&self.url)
             .header("authorization", format!("Bearer {}", self.token))
@@ -719,22 +719,7 @@ impl RawAgent {
             .await
             .expect("listening");
         assert!(response.status().is_success(), "{}", response.status());
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(async move {
-            let mut text = String::new();
-            while let Ok(Some(chunk)) = response.chunk().await {
-                text.push_str(&String::from_utf8_lossy(&chunk));
-                while let Some(end) = text.find("\n\n") {
-                    let event: String = text.drain(..end + 2).collect();
-                    for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
-                        if let Ok(message) = serde_json::from_str(data.trim()) {
-                            let _ = tx.send(message);
-                        }
-                    }
-                }
-            }
-        });
-        rx
+        sse_messages(response)
     }
 
     async fn post(&mut self, id: u64, method: &str, params: Value) -> Value {
@@ -766,6 +751,26 @@ impl RawAgent {
             .to_owned();
         serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {body}"))
     }
+}
+
+/// Each JSON-RPC message of an SSE answer as it arrives.
+fn sse_messages(mut response: reqwest::Response) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        let mut text = String::new();
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let event: String = text.drain(..end + 2).collect();
+                for data in event.lines().filter_map(|l| l.strip_prefix("data:")) {
+                    if let Ok(message) = serde_json::from_str(data.trim()) {
+                        let _ = tx.send(message);
+                    }
+                }
+            }
+        }
+    });
+    rx
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -828,7 +833,7 @@ async fn answers_keep_what_rmcp_cannot_model(rig: &Rig) {
 
 /// The other way: what an agent sends with a call beyond rmcp's model (a vendor's field, a
 /// newer revision's) reaches the upstream as sent, on the lane (answered in JSON, or on a
-/// stream for a call with a progress token) and on rmcp's way (an agent that offers sampling).
+/// stream for a call with a progress token or from an agent that offers sampling).
 /// The tool's name and arguments are the ones the gate judged, and `_meta` is the gateway's
 /// own.
 #[tokio::test(flavor = "multi_thread")]
@@ -857,7 +862,7 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
     assert_eq!(got["future"], "yes", "{got}");
     assert_eq!(got["name"], "params");
     assert_eq!(got["arguments"], json!({"a": 1}));
-    // On the lane's stream, then on rmcp's way: the progress token upstream is the gateway's,
+    // On the lane's stream, for either agent: the progress token upstream is the gateway's,
     // beside the agent's field.
     let (mut sampler, _) = RawAgent::open_offering(
         rig.url("raw"),
@@ -2333,6 +2338,101 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
     let _ = plain.cancel().await;
 }
 
+/// A server's sampling request during an agent's call goes on that call's own stream (as the
+/// transport has it; rmcp's session put it on the agent's GET stream), the agent's answer comes
+/// back as a POST of its own, and the call's result follows on the same stream. Another
+/// agent holding the session's id can neither answer for it nor cancel the call, and the same
+/// answer again is nobody's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy.insert("ask_model".into(), ToolRule::Allow);
+    let mut rig = rig("sampling-stream", vec![ts]).await;
+    let (agent, _) = RawAgent::open_offering(
+        rig.url("ts"),
+        rig.gateway.token(),
+        "sampling-agent",
+        json!({"sampling": {}}),
+    )
+    .await;
+    let mut on_get = agent.listen().await;
+    let calling = agent
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "ask_model", "arguments": {"prompt": "What is 2+2?"}}}))
+        .await;
+    assert!(
+        calling.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut on_call = sse_messages(calling);
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(ask.kind, AskKind::Sampling { .. }),
+        "{:?}",
+        ask.kind
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let request = tokio::time::timeout(WAIT, on_call.recv())
+        .await
+        .expect("the sampling request on the call's stream")
+        .unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    assert_eq!(
+        request["params"]["messages"][0]["content"]["text"], "What is 2+2?",
+        "{request}"
+    );
+    // Another agent holding this session's id neither answers for it nor cancels its call.
+    let other = rig.gateway.create_agent("Agent B", "bridge").unwrap();
+    let intruder = RawAgent {
+        http: reqwest::Client::new(),
+        url: agent.url.clone(),
+        token: other.token.clone(),
+        session: agent.session.clone(),
+    };
+    let forged = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"role": "assistant",
+        "content": {"type": "text", "text": "five"}, "model": "forged", "stopReason": "endTurn"}});
+    // (rmcp's session takes any answer with 202; what counts is that the request still waits
+    // for its own agent's answer, and the call is not cancelled.)
+    intruder.exchange(forged).await;
+    intruder
+        .exchange(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 5}}))
+        .await;
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"role": "assistant",
+        "content": {"type": "text", "text": "four"}, "model": "agent-model",
+        "stopReason": "endTurn"}});
+    let (status, _, body) = agent.exchange(answer.clone()).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let result = tokio::time::timeout(WAIT, on_call.recv())
+        .await
+        .expect("the call's result after the answer")
+        .unwrap();
+    assert_eq!(result["id"], 5, "{result}");
+    let text = result["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("four") && text.contains("agent-model"),
+        "{result}"
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_secs(1), on_call.recv())
+            .await
+            .expect("the call's stream ends")
+            .is_none()
+    );
+    // Answered: the same answer again waits nowhere (rmcp's session is not ours to judge it).
+    let (status, _, body) = agent.exchange(answer).await;
+    assert_ne!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(
+        on_get.try_recv().is_err(),
+        "nothing of the call went on the GET stream"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A server's sampling request reaches an agent that offers sampling only once the person has
 /// allowed it, in a dialog that shows the message, the system prompt, the token limit and the
 /// context asked for; denied, the server is told so (-1) and the agent is never asked. To an
@@ -2954,8 +3054,19 @@ impl RawAgent {
     /// Posts one message on the session and returns the answer's status, content type and
     /// body as sent.
     async fn exchange(&self, message: Value) -> (reqwest::StatusCode, String, String) {
-        let response = self
-            .http
+        let response = self.send(message).await;
+        let status = response.status();
+        let kind = response
+            .headers()
+            .get("content-type")
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default();
+        (status, kind, response.text().await.expect("body"))
+    }
+
+    /// Posts one message on the session; the answer as it starts.
+    async fn send(&self, message: Value) -> reqwest::Response {
+        self.http
             .post(&self.url)
             .header("authorization", format!("Bearer {}", self.token))
             .header("accept", "application/json, text/event-stream")
@@ -2965,21 +3076,14 @@ impl RawAgent {
             .body(message.to_string())
             .send()
             .await
-            .expect("posted");
-        let status = response.status();
-        let kind = response
-            .headers()
-            .get("content-type")
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default();
-        (status, kind, response.text().await.expect("body"))
+            .expect("posted")
     }
 }
 
 /// A plain tool call on a 2025-11-25 session takes the lane: one JSON answer with the
 /// server's own fields; a call that asks for progress gets a stream, with the progress ahead
-/// of the result (it travels through the relaying task; the result waits), on the lane as on
-/// rmcp's way (an agent that offers sampling).
+/// of the result (it travels through the relaying task; the result waits), as does any call
+/// of an agent that offers sampling.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progress_on_its_stream() {
     let mut raw = raw_server();

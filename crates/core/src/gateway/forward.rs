@@ -22,8 +22,8 @@ mod upstream;
 
 use gate::Who;
 pub(crate) use gate::{Decided, keep_decision};
-use relay::{AgentRelay, Leaving, Outgoing};
 pub(crate) use relay::ProgressTo;
+use relay::{AgentRelay, Leaving, Outgoing};
 pub(crate) use upstream::{Pool, Upstream, reap_idle};
 
 use std::collections::HashMap;
@@ -139,6 +139,18 @@ impl Forwarder {
         }
     }
 
+    /// Whether an HTTP request on this session comes from the agent that opened it (never
+    /// before the session has one).
+    pub(crate) fn is_owners(&self, parts: &http::request::Parts) -> bool {
+        let agent = parts
+            .extensions
+            .get::<crate::gateway::registry::TokenAgent>()
+            .map(|a| a.id.as_str());
+        self.session
+            .get()
+            .is_some_and(|who| agent == Some(who.id.as_str()))
+    }
+
     async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Upstream>, McpError> {
         if let Some(who) = self.session.get() {
             // A session is the agent's that opened it: another agent's token with its id (the
@@ -205,7 +217,7 @@ impl Forwarder {
         mut request: CallToolRequest,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let call = up.relay.call_started();
+        let call = up.relay.call_started(ctx);
         let leaving = Leaving::of(ctx);
         let timeout = up.server.request_timeout + up.server.answer_timeout;
         if up.raw.requires_task(&request.params.name) {

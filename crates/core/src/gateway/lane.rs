@@ -9,14 +9,15 @@
 //! the upstream call, the person's answers and the agent's cancellation are the same code
 //! either way; only the transport between agent and `Forwarder` is shorter.
 //!
-//! A call that asks for progress (as every rmcp client's does) is answered on a stream of its
-//! own instead: the progress as it comes, then the result, as rmcp would.
+//! A call that asks for progress (as every rmcp client's does), or comes from an agent that
+//! offers sampling, is answered on a stream of its own instead (`stream`): the progress as it
+//! comes, the server's sampling requests during the call (which rmcp's session put on the
+//! agent's own GET stream), then the result. The agent's answers to those requests come back
+//! as POSTs, which the lane hands to the request that waits for them.
 //!
 //! Only what is plainly a `tools/call` on a known session takes this way. Anything else goes
-//! to rmcp untouched: other methods, an agent that offers sampling (the server's sampling
-//! requests during a call belong on the call's stream, and only rmcp's session can put them
-//! there), and a request whose headers rmcp would have to judge (a protocol version other
-//! than the session's, the 2026 standard headers).
+//! to rmcp untouched: other methods, and a request whose headers rmcp would have to judge (a
+//! protocol version other than the session's, the 2026 standard headers).
 //!
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
@@ -40,6 +41,10 @@ use tokio_util::sync::CancellationToken;
 use super::Endpoint;
 use super::forward::{Forwarder, ForwarderState, ProgressTo, task};
 
+mod stream;
+pub(crate) use stream::LaneStream;
+use stream::{ASKED_PREFIX, AgentAnswer, Asked};
+
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// rmcp's own default cap on a request body: a larger one is refused (413) either way.
@@ -60,6 +65,8 @@ struct Session {
     peer: Peer<RoleServer>,
     /// The lane's calls in flight, by the agent's request id, for its cancellations.
     in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// The gateway's requests on this session's lane streams, waiting for the agent's answers.
+    asked: Arc<Asked>,
 }
 
 /// Put in an `initialize` request's extensions; the `Forwarder` that answers it leaves its
@@ -98,6 +105,7 @@ impl Lanes {
                 forwarder,
                 peer,
                 in_flight: Mutex::default(),
+                asked: Arc::default(),
             }),
         );
     }
@@ -124,6 +132,10 @@ struct Envelope<'a> {
     method: Option<&'a str>,
     #[serde(borrow)]
     params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
 }
 
 /// The parts of `tools/call` params that send a call rmcp's way, or make it a task.
@@ -195,13 +207,24 @@ pub(crate) async fn serve(
         }
     };
     match read(&bytes) {
-        // A sampling request during a plain call must reach the agent on that call's stream.
-        Some(Message::Run {
-            work: Work::Call(_) | Work::CallWithProgress(_),
-            ..
-        }) if samples => pass_on(parts, bytes, endpoint).await,
         Some(Message::Run { id, raw_id, work }) => {
+            // A sampling request during the call goes on the call's stream.
+            let work = match work {
+                Work::Call(params) if samples => Work::CallOnStream(params),
+                work => work,
+            };
             run(session, forwarder, parts, id, raw_id, work).await
+        }
+        // Another agent holding this session's id answers and cancels nothing of it.
+        Some(Message::Answer(..) | Message::Cancelled(_)) if !forwarder.is_owners(&parts) => {
+            pass_on(parts, bytes, endpoint).await
+        }
+        Some(Message::Answer(id, answer)) => {
+            if session.asked.answer(&id, answer) {
+                StatusCode::ACCEPTED.into_response()
+            } else {
+                pass_on(parts, bytes, endpoint).await
+            }
         }
         Some(Message::Cancelled(request)) => {
             let token = lock(&session.in_flight).get(&request).cloned();
@@ -233,12 +256,17 @@ enum Message {
     },
     /// The agent cancels this request (the lane's, if it is in flight there).
     Cancelled(RequestId),
+    /// The agent answers a request the gateway put on a lane stream (if one waits for it).
+    Answer(String, AgentAnswer),
 }
 
 /// Reads a message far enough to tell whether it is the lane's.
 fn read(bytes: &[u8]) -> Option<Message> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
-    match envelope.method? {
+    let Some(method) = envelope.method else {
+        return read_answer(&envelope);
+    };
+    match method {
         "tools/call" => {
             let raw_id = envelope.id?;
             let params = envelope.params?;
@@ -260,7 +288,7 @@ fn read(bytes: &[u8]) -> Option<Message> {
             let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
             let work = match task {
                 Some(task) => Work::TaskCall(params, task),
-                None if progress => Work::CallWithProgress(params),
+                None if progress => Work::CallOnStream(params),
                 None => Work::Call(params),
             };
             Some(Message::Run {
@@ -290,6 +318,21 @@ fn read(bytes: &[u8]) -> Option<Message> {
         }
         _ => None,
     }
+}
+
+/// An agent's answer to one of the lane's own requests: a string id of the lane's, and a
+/// result or a well-formed error.
+fn read_answer(envelope: &Envelope) -> Option<Message> {
+    let id: String = serde_json::from_str(envelope.id?.get()).ok()?;
+    if !id.starts_with(ASKED_PREFIX) {
+        return None;
+    }
+    let answer = match (envelope.result, envelope.error) {
+        (Some(result), None) => Ok(serde_json::from_str(result.get()).ok()?),
+        (None, Some(error)) => Err(serde_json::from_str(error.get()).ok()?),
+        _ => return None,
+    };
+    Some(Message::Answer(id, answer))
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
@@ -328,8 +371,9 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
 #[derive(Debug)]
 enum Work {
     Call(CallToolRequestParams),
-    /// A call whose `_meta` carries a progress token: answered on a stream.
-    CallWithProgress(CallToolRequestParams),
+    /// A call answered on a stream: its `_meta` carries a progress token, or the agent offers
+    /// sampling.
+    CallOnStream(CallToolRequestParams),
     TaskCall(CallToolRequestParams, Value),
     Task(&'static str, Option<Value>),
 }
@@ -357,9 +401,9 @@ async fn run(
     lock(&session.in_flight).insert(id.clone(), ct.clone());
     let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
     ctx.ct = ct;
-    let progress = matches!(work, Work::CallWithProgress(_)).then(|| {
-        let (tx, rx) = mpsc::unbounded_channel();
-        ctx.extensions.insert(ProgressTo::Lane(tx));
+    let progress = matches!(work, Work::CallOnStream(_)).then(|| {
+        let (stream, rx) = LaneStream::new(session.asked.clone());
+        ctx.extensions.insert(ProgressTo::Lane(stream));
         rx
     });
     // The HTTP request's parts travel with the call, as rmcp hands them on: the agent's token
@@ -370,7 +414,7 @@ async fn run(
         let id = id.clone();
         async move {
             let result = match work {
-                Work::Call(mut params) | Work::CallWithProgress(mut params) => {
+                Work::Call(mut params) | Work::CallOnStream(mut params) => {
                     if let Some(meta) = params.meta.take() {
                         ctx.meta = meta;
                     }
@@ -435,9 +479,10 @@ async fn run(
 /// and `gone` notices.
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// A call answered on a stream: its progress as it comes, then its answer.
+/// A call answered on a stream: its progress and the server's requests as they come, then its
+/// answer.
 struct Streamed {
-    progress: mpsc::UnboundedReceiver<rmcp::model::ServerNotification>,
+    progress: mpsc::UnboundedReceiver<Bytes>,
     running: tokio::task::JoinHandle<Result<Answered, rmcp::ErrorData>>,
     kept: Option<super::faithful::Kept>,
     id: RequestId,
@@ -453,13 +498,13 @@ impl Streamed {
         }
         let event = tokio::select! {
             biased;
-            Some(notification) = self.progress.recv() => event(&notification),
+            Some(event) = self.progress.recv() => event.to_vec(),
             result = &mut self.running => {
                 // The answer waited for the progress before it (`caught_up`), so that is all
                 // queued here now, and goes first.
                 let mut events = Vec::new();
-                while let Ok(notification) = self.progress.try_recv() {
-                    events.extend(event(&notification));
+                while let Ok(event) = self.progress.try_recv() {
+                    events.extend_from_slice(&event);
                 }
                 let raw = self.kept.as_ref().and_then(|kept| kept.take_for(&self.id));
                 match answer(&self.raw_id, result, raw) {
@@ -477,17 +522,6 @@ impl Streamed {
         };
         Some((Ok(Bytes::from(event)), self))
     }
-}
-
-/// One notification as an SSE event.
-fn event(notification: &rmcp::model::ServerNotification) -> Vec<u8> {
-    let message = rmcp::model::ServerJsonRpcMessage::notification(notification.clone());
-    let mut event = b"event: message\ndata: ".to_vec();
-    if serde_json::to_writer(&mut event, &message).is_err() {
-        return Vec::new();
-    }
-    event.extend_from_slice(b"\n\n");
-    event
 }
 
 /// The JSON-RPC answer to `raw_id`: the server's own result (`raw`, kept for this request)
@@ -587,7 +621,7 @@ mod tests {
             matches!(
                 with_progress,
                 Some(Message::Run {
-                    work: Work::CallWithProgress(_),
+                    work: Work::CallOnStream(_),
                     ..
                 })
             ),
@@ -623,6 +657,33 @@ mod tests {
             (method, params),
             ("tasks/result", Some(json!({"taskId": "t-1"})))
         );
+        // An answer to one of the lane's own requests, and nothing else that looks like one.
+        let answer = read_json(json!({"jsonrpc": "2.0", "id": "countersign-lane-3",
+            "result": {"model": "m"}}));
+        assert!(
+            matches!(&answer, Some(Message::Answer(id, Ok(result)))
+                if id == "countersign-lane-3" && result["model"] == "m"),
+            "{answer:?}"
+        );
+        let refused = read_json(json!({"jsonrpc": "2.0", "id": "countersign-lane-4",
+            "error": {"code": -1, "message": "no"}}));
+        assert!(
+            matches!(&refused, Some(Message::Answer(_, Err(e))) if e.message == "no"),
+            "{refused:?}"
+        );
+        for not_an_answer in [
+            json!({"jsonrpc": "2.0", "id": 0, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": "other-1", "result": {}}),
+            json!({"jsonrpc": "2.0", "id": "countersign-lane-5"}),
+            json!({"jsonrpc": "2.0", "id": "countersign-lane-5", "result": {},
+                "error": {"code": -1, "message": "both"}}),
+            json!({"jsonrpc": "2.0", "id": "countersign-lane-5", "error": {"message": "no code"}}),
+        ] {
+            assert!(
+                read_json(not_an_answer.clone()).is_none(),
+                "{not_an_answer}"
+            );
+        }
         let cancel = read_json(json!({"jsonrpc": "2.0",
             "method": "notifications/cancelled", "params": {"requestId": 7}}));
         assert!(

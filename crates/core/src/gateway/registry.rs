@@ -42,8 +42,6 @@ pub struct TokenAgent {
 }
 
 /// The agent behind request `ctx`, when it came over HTTP through the guard.
-// Read by `forward` (remembered decisions are keyed by it) once that change lands.
-#[allow(dead_code)]
 pub(crate) fn token_agent(ctx: &RequestContext<RoleServer>) -> Option<TokenAgent> {
     ctx.extensions
         .get::<http::request::Parts>()

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use rmcp::model::ProgressNotification;
 
 use super::*;
+use crate::gateway::lane::LaneStream;
 
 /// A notification on its way to the agent: to the request it belongs to (progress), or to the
 /// agent's session.
@@ -17,7 +18,7 @@ pub(super) type Outgoing = (Option<ProgressTo>, ServerNotification);
 #[derive(Clone)]
 pub(crate) enum ProgressTo {
     Peer(Peer<RoleServer>),
-    Lane(mpsc::UnboundedSender<ServerNotification>),
+    Lane(LaneStream),
 }
 
 impl ProgressTo {
@@ -27,6 +28,14 @@ impl ProgressTo {
             .get::<ProgressTo>()
             .cloned()
             .unwrap_or_else(|| ProgressTo::Peer(ctx.peer.clone()))
+    }
+
+    /// The lane stream request `ctx` is answered on, if it is.
+    pub(super) fn lane(ctx: &RequestContext<RoleServer>) -> Option<LaneStream> {
+        match ctx.extensions.get::<ProgressTo>() {
+            Some(ProgressTo::Lane(stream)) => Some(stream.clone()),
+            _ => None,
+        }
     }
 }
 
@@ -40,6 +49,8 @@ pub(crate) struct AgentRelay {
     /// In-flight calls: the withdraw tokens of the questions asked during each, with the
     /// reason each stands for.
     calls: Mutex<HashMap<u64, Withdrawal>>,
+    /// The in-flight calls answered on a lane stream, by call.
+    lanes: Mutex<HashMap<u64, LaneStream>>,
     next_call: AtomicU64,
     /// Notifications handed to the relaying task, and how many it has passed on: a result
     /// waits for the progress that came before it (see [`Self::caught_up`]).
@@ -76,6 +87,7 @@ impl AgentRelay {
             agent: Mutex::default(),
             progress: Mutex::default(),
             calls: Mutex::default(),
+            lanes: Mutex::default(),
             next_call: AtomicU64::new(1),
             queued: AtomicU64::new(0),
             passed: tokio::sync::watch::Sender::new(0),
@@ -150,8 +162,12 @@ impl AgentRelay {
         });
     }
 
-    pub(super) fn call_started(&self) -> u64 {
+    /// A call of the agent's request `ctx` starts.
+    pub(super) fn call_started(&self, ctx: &RequestContext<RoleServer>) -> u64 {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
+        if let Some(stream) = ProgressTo::lane(ctx) {
+            lock(&self.lanes).insert(id, stream);
+        }
         lock(&self.calls).insert(id, Withdrawal::new());
         id
     }
@@ -159,6 +175,7 @@ impl AgentRelay {
     /// The call ended: cancelled (or abandoned) by the agent withdraws its questions with that
     /// reason; otherwise they are the server's to end.
     pub(super) fn call_ended(&self, id: u64, left: Option<CancelReason>) {
+        lock(&self.lanes).remove(&id);
         let withdrawal = lock(&self.calls).remove(&id).unwrap_or_default();
         if let Some(left) = left {
             withdrawal.fire(left);
@@ -204,8 +221,12 @@ impl Relay for AgentRelay {
     fn agent_sampler(&self) -> Option<crate::mcp::sampling::Sampler> {
         let agent = lock(&self.agent).clone()?;
         agent.peer_info()?.capabilities.sampling.as_ref()?;
+        let lane = self.sole_call_on_a_lane();
         Some(Box::new(move |params| {
             Box::pin(async move {
+                if let Some(lane) = lane {
+                    return sample_on(&lane, params).await;
+                }
                 agent.create_message(params).await.map_err(|e| match e {
                     rmcp::ServiceError::McpError(e) => e,
                     other => McpError::internal_error(
@@ -230,6 +251,48 @@ impl Relay for AgentRelay {
         calls.values_mut().for_each(|w| w.join(&withdrawal));
         withdrawal
     }
+}
+
+impl AgentRelay {
+    /// The lane stream of the one call in flight, if that is answered on one. A server's
+    /// request that belongs to a call goes on that call's stream (the transport's SHOULD); the
+    /// 2025 wire does not say which call a server's request belongs to, so with several in
+    /// flight (or none) it goes to the agent's session, which puts it on its own stream.
+    fn sole_call_on_a_lane(&self) -> Option<LaneStream> {
+        let calls = lock(&self.calls);
+        let mut ids = calls.keys();
+        let (Some(only), None) = (ids.next(), ids.next()) else {
+            return None;
+        };
+        lock(&self.lanes).get(only).cloned()
+    }
+}
+
+/// A sampling request put to the agent on its call's lane stream.
+async fn sample_on(
+    lane: &LaneStream,
+    params: rmcp::model::CreateMessageRequestParams,
+) -> Result<rmcp::model::CreateMessageResult, McpError> {
+    let params = serde_json::to_value(&params)
+        .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))?;
+    let answer = lane
+        .request("sampling/createMessage", params)
+        .await
+        .map_err(|e| {
+            McpError::internal_error(
+                format!(
+                    "the agent did not answer the sampling request: {}",
+                    e.message
+                ),
+                None,
+            )
+        })?;
+    serde_json::from_value(answer).map_err(|e| {
+        McpError::internal_error(
+            format!("the agent's answer to the sampling request is not a sampling result: {e}"),
+            None,
+        )
+    })
 }
 
 /// The upstream's progress as the agent's: under the token the agent chose, to its request.
@@ -288,10 +351,13 @@ mod tests {
     #[test]
     fn a_tasks_progress_route_lasts_until_the_task_ends_and_their_number_is_capped() {
         let (relay, _rx) = AgentRelay::new();
-        let (tx, _lane) = mpsc::unbounded_channel();
+        let (stream, _lane) = LaneStream::new(Default::default());
         let token = |n: i64| ProgressToken(rmcp::model::NumberOrString::Number(n));
         let route = |n: i64| {
-            relay.route_progress(&token(n), Some((ProgressTo::Lane(tx.clone()), token(-n))));
+            relay.route_progress(
+                &token(n),
+                Some((ProgressTo::Lane(stream.clone()), token(-n))),
+            );
         };
         route(1);
         relay.keep_progress_for_task("t-1", &token(1));

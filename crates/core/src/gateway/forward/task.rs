@@ -118,7 +118,7 @@ impl Forwarder {
         ctx: &RequestContext<RoleServer>,
         timeout: std::time::Duration,
     ) -> Result<Value, McpError> {
-        let call = up.relay.call_started();
+        let call = up.relay.call_started(ctx);
         let leaving = Leaving::of(ctx);
         let request = ClientRequest::CustomRequest(CustomRequest::new(method.to_owned(), params));
         let sent = up.send(request, ctx, timeout, Some(call)).await;

@@ -485,9 +485,7 @@ async fn relay_notifications(
             Some(ProgressTo::Peer(peer)) => {
                 let _ = peer.send_notification(notification).await;
             }
-            Some(ProgressTo::Lane(stream)) => {
-                let _ = stream.send(notification);
-            }
+            Some(ProgressTo::Lane(stream)) => stream.notify(&notification),
             None => {}
         }
         up.relay.passed.send_modify(|n| *n += 1);
