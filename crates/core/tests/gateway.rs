@@ -2399,8 +2399,10 @@ async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
     // for its own agent's answer, and the call is not cancelled.)
     intruder.exchange(forged).await;
     intruder
-        .exchange(json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": 5}}))
+        .exchange(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 5}}),
+        )
         .await;
     let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"role": "assistant",
         "content": {"type": "text", "text": "four"}, "model": "agent-model",
@@ -3066,6 +3068,11 @@ impl RawAgent {
 
     /// Posts one message on the session; the answer as it starts.
     async fn send(&self, message: Value) -> reqwest::Response {
+        self.send_text(message.to_string()).await
+    }
+
+    /// Posts a message written out as `text`.
+    async fn send_text(&self, text: String) -> reqwest::Response {
         self.http
             .post(&self.url)
             .header("authorization", format!("Bearer {}", self.token))
@@ -3073,7 +3080,7 @@ impl RawAgent {
             .header("content-type", "application/json")
             .header("mcp-session-id", self.session.clone().unwrap())
             .header("mcp-protocol-version", "2025-11-25")
-            .body(message.to_string())
+            .body(text)
             .send()
             .await
             .expect("posted")
@@ -3133,6 +3140,64 @@ async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progre
         assert_eq!(answer["id"], "three", "{body}");
         assert_eq!(answer["result"]["content"][0]["text"], "{}", "{body}");
     }
+}
+
+/// An agent's other requests on its session take the lane too: each is answered in JSON with
+/// the server's result as sent and the agent's id as the agent wrote it (rmcp's session wrote
+/// back its own reading of the id), and one asking for progress on a stream of its own.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agents_other_requests_take_the_lane_and_come_back_as_sent() {
+    let mut raw = raw_server();
+    raw.trusted = true;
+    let rig = rig("lane-other", vec![raw]).await;
+    let agent = rig.raw_agent("raw", "lane-agent").await;
+    let vendor = json!({"kept": true, "n": 7});
+    for (method, params, pointer) in [
+        ("tools/list", "{}", "/result/tools/0/x-vendor"),
+        ("resources/list", "{}", "/result/resources/0/x-vendor"),
+        (
+            "resources/read",
+            r#"{"uri": "raw://a"}"#,
+            "/result/contents/0/x-vendor",
+        ),
+        ("prompts/list", "{}", "/result/prompts/0/x-vendor"),
+        ("prompts/get", r#"{"name": "p"}"#, "/result/x-vendor"),
+    ] {
+        let response = agent
+            .send_text(format!(
+                r#"{{"jsonrpc": "2.0", "id": "xA-{method}", "method": "{method}", "params": {params}}}"#
+            ))
+            .await;
+        let kind = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = response.text().await.unwrap();
+        assert!(
+            kind.starts_with("application/json"),
+            "{method}: {kind}: {body}"
+        );
+        assert!(
+            body.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":"xA-{method}","#)),
+            "{method}: the id as the agent wrote it: {body}"
+        );
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(answer.pointer(pointer), Some(&vendor), "{method}: {body}");
+    }
+    let (_, kind, body) = agent
+        .exchange(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list",
+            "params": {"_meta": {"progressToken": "p9"}}}))
+        .await;
+    assert!(kind.starts_with("text/event-stream"), "{kind}: {body}");
+    assert!(body.contains("\"x-vendor\""), "{body}");
+    let (_, _, body) = agent
+        .exchange(json!({"jsonrpc": "2.0", "id": 10, "method": "ping"}))
+        .await;
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap(),
+        json!({"jsonrpc": "2.0", "id": 10, "result": {}})
+    );
+    rig.gateway.shutdown().await;
 }
 
 /// The agent cancels a call that waits for the person, on the lane: the question is

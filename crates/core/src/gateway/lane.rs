@@ -1,4 +1,4 @@
-//! The short way for an agent's tool call on a session-keeping connection (2025-11-25 and
+//! The short way for an agent's requests on a session-keeping connection (2025-11-25 and
 //! older, which is how TypeScript SDK agents such as Claude Code, Cursor and VS Code speak).
 //!
 //! rmcp's session would hand such a POST from the connection to its session worker, to the
@@ -15,9 +15,12 @@
 //! agent's own GET stream), then the result. The agent's answers to those requests come back
 //! as POSTs, which the lane hands to the request that waits for them.
 //!
-//! Only what is plainly a `tools/call` on a known session takes this way. Anything else goes
-//! to rmcp untouched: other methods, and a request whose headers rmcp would have to judge (a
-//! protocol version other than the session's, the 2026 standard headers).
+//! The agent's other requests on a known session take this way too (`OTHER_METHODS`), read as
+//! rmcp reads them and run through rmcp's own dispatch on the same `Forwarder`; the answer
+//! carries the server's result as sent, so these need no swapping (`faithful`). What stays
+//! rmcp's: `initialize` (which makes the session), notifications and answers to rmcp's own
+//! requests, GET and DELETE, and a request whose headers or `_meta` rmcp would have to judge (a
+//! protocol version other than the session's, the 2026 revision's headers and lifecycle keys).
 //!
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
@@ -30,7 +33,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, RequestId};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, GetMeta, RequestId};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde::Deserialize;
 use serde_json::Value;
@@ -316,8 +319,58 @@ fn read(bytes: &[u8]) -> Option<Message> {
             let cancel: CancelShape = serde_json::from_str(envelope.params?.get()).ok()?;
             Some(Message::Cancelled(cancel.request_id?))
         }
+        method if envelope.id.is_some() && OTHER_METHODS.contains(&method) => {
+            let raw_id = envelope.id?;
+            if let Some(params) = envelope.params {
+                let shape: ParamsShape = serde_json::from_str(params.get()).ok()?;
+                if let Some(meta) = shape.meta {
+                    if meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?) {
+                        return None;
+                    }
+                }
+            }
+            // Read as rmcp would, since the `Forwarder` answers these through rmcp's own
+            // dispatch.
+            let rmcp::model::JsonRpcMessage::Request(request) =
+                serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes).ok()?
+            else {
+                return None;
+            };
+            let streamed = request.request.get_meta().get_progress_token().is_some();
+            Some(Message::Run {
+                id: request.id,
+                raw_id: raw_id.to_owned(),
+                work: Work::Request {
+                    request: request.request,
+                    streamed,
+                },
+            })
+        }
         _ => None,
     }
+}
+
+/// The other requests an agent's session makes that the lane runs: all but `initialize`
+/// (which makes the session) and what only the 2026 revision has.
+const OTHER_METHODS: &[&str] = &[
+    "ping",
+    "tools/list",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+/// The `_meta` of any request's params.
+#[derive(Deserialize)]
+struct ParamsShape<'a> {
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
 }
 
 /// An agent's answer to one of the lane's own requests: a string id of the lane's, and a
@@ -376,12 +429,18 @@ enum Work {
     CallOnStream(CallToolRequestParams),
     TaskCall(CallToolRequestParams, Value),
     Task(&'static str, Option<Value>),
+    /// Any of [`OTHER_METHODS`], answered on a stream when it asks for progress.
+    Request {
+        request: rmcp::model::ClientRequest,
+        streamed: bool,
+    },
 }
 
-/// An answer: the typed result of a plain call (unless the server's own was kept), or one
-/// as the server sent it.
+/// An answer: the typed result of a plain call or another request (unless the server's own
+/// was kept), or one as the server sent it.
 enum Answered {
     Typed(CallToolResult),
+    Other(rmcp::model::ServerResult),
     AsSent(Value),
 }
 
@@ -401,7 +460,11 @@ async fn run(
     lock(&session.in_flight).insert(id.clone(), ct.clone());
     let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
     ctx.ct = ct;
-    let progress = matches!(work, Work::CallOnStream(_)).then(|| {
+    let streamed = matches!(
+        work,
+        Work::CallOnStream(_) | Work::Request { streamed: true, .. }
+    );
+    let progress = streamed.then(|| {
         let (stream, rx) = LaneStream::new(session.asked.clone());
         ctx.extensions.insert(ProgressTo::Lane(stream));
         rx
@@ -436,6 +499,13 @@ async fn run(
                     .forward_task(method, params, ctx)
                     .await
                     .map(Answered::AsSent),
+                Work::Request { mut request, .. } => {
+                    // As rmcp's service loop hands a request to its handler.
+                    std::mem::swap(&mut ctx.meta, request.get_meta_mut());
+                    rmcp::Service::handle_request(&forwarder, request, ctx)
+                        .await
+                        .map(Answered::Other)
+                }
             };
             lock(&session.in_flight).remove(&id);
             result
@@ -537,6 +607,10 @@ fn answer(
             Some(raw) => reply(raw_id, "result", &raw),
             None => reply(raw_id, "result", &result),
         },
+        Ok(Ok(Answered::Other(result))) => match raw {
+            Some(raw) => reply(raw_id, "result", &raw),
+            None => reply(raw_id, "result", &result),
+        },
         Ok(Ok(Answered::AsSent(result))) => reply(raw_id, "result", &result),
         Ok(Err(error)) => reply(raw_id, "error", &error),
         Err(e) => reply(
@@ -578,6 +652,47 @@ mod tests {
     }
 
     #[test]
+    fn an_agents_other_requests_are_the_lanes_read_as_rmcp_reads_them() {
+        let listed = read_json(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+        let Some(Message::Run {
+            id,
+            work:
+                Work::Request {
+                    request: rmcp::model::ClientRequest::ListToolsRequest(_),
+                    streamed: false,
+                },
+            ..
+        }) = listed
+        else {
+            panic!("{listed:?}")
+        };
+        assert_eq!(id, RequestId::Number(4));
+        let read = read_json(
+            json!({"jsonrpc": "2.0", "id": "r", "method": "resources/read",
+            "params": {"uri": "file:///a", "_meta": {"progressToken": 1}}}),
+        );
+        assert!(
+            matches!(
+                read,
+                Some(Message::Run {
+                    work: Work::Request {
+                        request: rmcp::model::ClientRequest::ReadResourceRequest(_),
+                        streamed: true,
+                    },
+                    ..
+                })
+            ),
+            "a request asking for progress is answered on a stream: {read:?}"
+        );
+        for method in OTHER_METHODS {
+            assert!(
+                !matches!(*method, "initialize" | "tools/call" | "server/discover"),
+                "{method}"
+            );
+        }
+    }
+
+    #[test]
     fn only_a_plain_tool_call_or_a_cancellation_is_the_lanes() {
         let call = read_json(
             json!({"jsonrpc": "2.0", "id": "a-1", "method": "tools/call",
@@ -603,7 +718,11 @@ mod tests {
                     "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
             json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo"}}),
             json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}),
+            json!({"jsonrpc": "2.0", "method": "tools/list", "params": {}}),
             json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}]),
             json!({"jsonrpc": "2.0", "id": {"no": 1}, "method": "tools/call",
                 "params": {"name": "echo"}}),
