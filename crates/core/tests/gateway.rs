@@ -2338,6 +2338,76 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
     let _ = plain.cancel().await;
 }
 
+/// A server's `roots/list` during a call answered on a stream (one asking for progress) goes on
+/// that stream; during a call answered in JSON, on the agent's session stream (GET). Either
+/// way the server gets the agent's own answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy.insert("list_roots".into(), ToolRule::Allow);
+    let rig = rig("roots-stream", vec![ts]).await;
+    let (agent, _) = RawAgent::open_offering(
+        rig.url("ts"),
+        rig.gateway.token(),
+        "rooted-agent",
+        json!({"roots": {}}),
+    )
+    .await;
+    let mut on_get = agent.listen().await;
+    let roots = |id: &Value, uri: &str| json!({"jsonrpc": "2.0", "id": id, "result": {"roots": [{"uri": uri}]}});
+    let mut on_call = sse_messages(
+        agent
+            .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "list_roots", "arguments": {},
+                "_meta": {"progressToken": "r"}}}))
+            .await,
+    );
+    let request = tokio::time::timeout(WAIT, on_call.recv())
+        .await
+        .expect("roots/list on the call's stream")
+        .unwrap();
+    assert_eq!(request["method"], "roots/list", "{request}");
+    let (status, _, body) = agent
+        .exchange(roots(&request["id"], "file:///on/the/stream"))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let result = tokio::time::timeout(WAIT, on_call.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        result.to_string().contains("file:///on/the/stream"),
+        "{result}"
+    );
+
+    let same = RawAgent {
+        http: agent.http.clone(),
+        url: agent.url.clone(),
+        token: agent.token.clone(),
+        session: agent.session.clone(),
+    };
+    let calling = tokio::spawn(async move {
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "list_roots", "arguments": {}}});
+        same.send(call).await.text().await.unwrap()
+    });
+    let request = loop {
+        let message = tokio::time::timeout(WAIT, on_get.recv())
+            .await
+            .expect("roots/list on the session's stream")
+            .unwrap();
+        if message["method"] == "roots/list" {
+            break message;
+        }
+    };
+    agent
+        .exchange(roots(&request["id"], "file:///on/the/session"))
+        .await;
+    let body = tokio::time::timeout(WAIT, calling).await.unwrap().unwrap();
+    assert!(body.contains("file:///on/the/session"), "{body}");
+    rig.gateway.shutdown().await;
+}
+
 /// A server's sampling request during an agent's call goes on that call's own stream (as the
 /// transport has it; rmcp's session put it on the agent's GET stream), the agent's answer comes
 /// back as a POST of its own, and the call's result follows on the same stream. Another

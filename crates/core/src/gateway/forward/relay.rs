@@ -213,8 +213,19 @@ impl Relay for AgentRelay {
     {
         let agent = lock(&self.agent).clone()?;
         agent.peer_info()?.capabilities.roots.as_ref()?;
+        let lane = self.sole_call_on_a_lane();
         Some(Box::pin(async move {
-            agent.list_roots().await.map_err(|e| e.to_string())
+            match lane {
+                Some(lane) => {
+                    let answer = lane
+                        .request("roots/list", json!({}))
+                        .await
+                        .map_err(|e| e.message.to_string())?;
+                    serde_json::from_value(answer)
+                        .map_err(|e| format!("the agent's answer is not a list of roots: {e}"))
+                }
+                None => agent.list_roots().await.map_err(|e| e.to_string()),
+            }
         }))
     }
 
