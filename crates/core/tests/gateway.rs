@@ -2961,6 +2961,96 @@ async fn an_agents_task_call_asking_progress_creates_its_task_and_hears_it_to_th
     rig.gateway.shutdown().await;
 }
 
+/// An agent's session ends only once the agent has left it quiet for the idle limit: requests
+/// the lane answers (which rmcp's session never sees) keep it, as does a call waiting for the
+/// person past the limit; left quiet, it ends (404, so the agent knows to start again).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_ends_when_its_agent_leaves_it_quiet_not_while_it_works() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "session-idle",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    rig.gateway.set_session_idle(Duration::from_secs(1));
+    let agent = rig.raw_agent("desk", "busy-agent").await;
+    let list = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+    for id in 2..12 {
+        let (status, _, body) = agent.exchange(list(id)).await;
+        assert_eq!(status, reqwest::StatusCode::OK, "request {id}: {body}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // A call waiting for the person twice the limit.
+    let same = RawAgent {
+        http: agent.http.clone(),
+        url: agent.url.clone(),
+        token: agent.token.clone(),
+        session: agent.session.clone(),
+    };
+    let calling = tokio::spawn(async move {
+        same.exchange(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
+            "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}}))
+            .await
+    });
+    let ask = rig.next_ask().await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    let (status, _, body) = calling.await.unwrap();
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(body.contains("\"id\":20"), "{body}");
+    // Quiet past the limit: the session is gone.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (status, _, body) = agent.exchange(list(30)).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
+    rig.gateway.shutdown().await;
+}
+
+/// A question a task asks while its agent polls (no request of the agent's in flight) goes
+/// with the agent's session when the agent ends it, withdrawn as the agent's, not left open
+/// for the person; a call that ends meanwhile does not end the session's questions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tasks_question_is_withdrawn_when_its_agent_ends_the_session() {
+    let mut rig = rig("task-leave", vec![task_server()]).await;
+    let (agent, _) = RawAgent::open(rig.url("tasks"), rig.gateway.token(), "leaving-agent").await;
+    let call = json!({"name": "slow_report", "arguments": {"topic": "rust"},
+        "task": {"ttl": 60000}});
+    let creating = tokio::spawn(async move {
+        let mut agent = agent;
+        let created = agent.post(2, "tools/call", call).await;
+        (agent, created)
+    });
+    allow_next_call(&mut rig, "slow_report").await;
+    let (mut agent, created) = creating.await.unwrap();
+    assert_eq!(created["result"]["task"]["taskId"], "task-1", "{created}");
+    let ask = rig.next_ask().await;
+    assert!(matches!(ask.kind, AskKind::Form { .. }), "{:?}", ask.kind);
+    // A poll that comes and goes ends nothing.
+    let status = agent
+        .post(3, "tasks/get", json!({"taskId": "task-1"}))
+        .await;
+    assert_eq!(status["result"]["status"], "input_required", "{status}");
+    assert_eq!(rig.broker.pending().len(), 1, "still asked");
+    let ended = agent
+        .http
+        .delete(&agent.url)
+        .header("authorization", format!("Bearer {}", agent.token))
+        .header("mcp-session-id", agent.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, ask.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::AgentGone
+        }
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// Through the gateway too, a multi round-trip question is judged as the server sent it: a
 /// `pattern` schema (which rmcp's typed model drops) ends the agent's call in words, recorded,
 /// with nothing shown to the person.

@@ -96,6 +96,16 @@ pub(crate) struct ForwarderState {
     session_upstream: tokio::sync::Mutex<Option<Arc<Upstream>>>,
 }
 
+/// rmcp drops a session's `Forwarder` when the session ends: the agent said so (DELETE), or
+/// it went quiet past the session's idle limit.
+impl Drop for ForwarderState {
+    fn drop(&mut self) {
+        if let Some(up) = self.session_upstream.get_mut().as_ref() {
+            up.relay.agent_left();
+        }
+    }
+}
+
 impl Forwarder {
     pub(crate) fn downgrade(&self) -> std::sync::Weak<ForwarderState> {
         Arc::downgrade(&self.0)

@@ -123,6 +123,10 @@ pub type SignInNeeded = Arc<dyn Fn(&str, &str) + Send + Sync>;
 /// Milliseconds since the Unix epoch.
 pub type Clock = Arc<dyn Fn() -> u64 + Send + Sync>;
 
+async fn end_quiet_sessions(shared: Arc<Shared>) {
+    lane::end_quiet_sessions(&shared.lanes, shared.stop.clone()).await;
+}
+
 /// One server's Streamable HTTP endpoint for agents.
 type Endpoint = StreamableHttpService<forward::Forwarder, LocalSessionManager>;
 
@@ -394,11 +398,13 @@ impl Gateway {
                     }
                 }
                 tokio::spawn(forward::reap_idle(self.shared.clone()));
+                tokio::spawn(end_quiet_sessions(self.shared.clone()));
                 pending::ask_again(&self.shared);
             }
             None => {
                 tokio::spawn(serving(listener));
                 tokio::spawn(forward::reap_idle(self.shared.clone()));
+                tokio::spawn(end_quiet_sessions(self.shared.clone()));
                 pending::ask_again(&self.shared);
             }
         }
@@ -509,9 +515,10 @@ impl Gateway {
             .with_sse_keep_alive(Some(std::time::Duration::from_secs(5)));
         let shared = self.shared.clone();
         let server = server.to_owned();
+        let sessions = self.shared.lanes.session_manager(&server);
         StreamableHttpService::new(
             move || Ok(forward::Forwarder::new(shared.clone(), server.clone())),
-            Arc::default(),
+            sessions,
             config,
         )
     }
@@ -522,6 +529,12 @@ impl Gateway {
         ask: crate::ask::AskId,
     ) -> Result<preview::PreviewResult, preview::PreviewError> {
         self.shared.previews.run(ask).await
+    }
+
+    /// How long an agent's session may stay quiet (no request, nothing of its in flight)
+    /// before it ends; 5 minutes unless told otherwise.
+    pub fn set_session_idle(&self, idle: std::time::Duration) {
+        self.shared.lanes.set_session_idle(idle);
     }
 
     /// Has the gate tell time by `clock` (remembered decisions expire by it): for tests.

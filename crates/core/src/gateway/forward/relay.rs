@@ -51,6 +51,9 @@ pub(crate) struct AgentRelay {
     calls: Mutex<HashMap<u64, Withdrawal>>,
     /// The in-flight calls answered on a lane stream, by call.
     lanes: Mutex<HashMap<u64, LaneStream>>,
+    /// Fired when the agent's session ends (it said so, or it went quiet): its questions go
+    /// with it, also those asked between its requests (a task's, while it polls).
+    left: CancellationToken,
     next_call: AtomicU64,
     /// Notifications handed to the relaying task, and how many it has passed on: a result
     /// waits for the progress that came before it (see [`Self::caught_up`]).
@@ -88,6 +91,7 @@ impl AgentRelay {
             progress: Mutex::default(),
             calls: Mutex::default(),
             lanes: Mutex::default(),
+            left: CancellationToken::new(),
             next_call: AtomicU64::new(1),
             queued: AtomicU64::new(0),
             passed: tokio::sync::watch::Sender::new(0),
@@ -251,20 +255,30 @@ impl Relay for AgentRelay {
 
     fn agent_cancel(&self) -> Withdrawal {
         let mut calls = lock(&self.calls);
-        if calls.is_empty() {
-            return Withdrawal::new();
-        }
-        // Without a request id to tie it to, a question belongs to every call in flight;
-        // cancelling any of them withdraws it (a no, which is the safe side).
-        let withdrawal = Withdrawal::new()
-            .when(CancellationToken::new(), CancelReason::Agent)
-            .when(CancellationToken::new(), CancelReason::AgentGone);
-        calls.values_mut().for_each(|w| w.join(&withdrawal));
+        let mut withdrawal = if calls.is_empty() {
+            Withdrawal::new()
+        } else {
+            // Without a request id to tie it to, a question belongs to every call in flight;
+            // cancelling any of them withdraws it (a no, which is the safe side).
+            let shared = Withdrawal::new()
+                .when(CancellationToken::new(), CancelReason::Agent)
+                .when(CancellationToken::new(), CancelReason::AgentGone);
+            calls.values_mut().for_each(|w| w.join(&shared));
+            shared
+        };
+        // Not joined to the calls: one call ending must not end the session's.
+        withdrawal.add(self.left.clone(), CancelReason::AgentGone);
         withdrawal
     }
 }
 
 impl AgentRelay {
+    /// The agent's session has ended: what it was asked to wait for is withdrawn as the
+    /// agent's, before its upstream session closes (which the server would end them for).
+    pub(super) fn agent_left(&self) {
+        self.left.cancel();
+    }
+
     /// The lane stream of the one call in flight, if that is answered on one. A server's
     /// request that belongs to a call goes on that call's stream (the transport's SHOULD); the
     /// 2025 wire does not say which call a server's request belongs to, so with several in

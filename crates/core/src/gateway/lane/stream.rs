@@ -28,6 +28,11 @@ pub(crate) struct Asked {
 }
 
 impl Asked {
+    /// Whether a request waits for the agent's answer.
+    pub(super) fn is_waiting(&self) -> bool {
+        !lock(&self.waiting).is_empty()
+    }
+
     /// Hands the agent's answer to the request `id` waiting for it; false when none waits (not
     /// ours, answered already, or given up).
     pub(super) fn answer(&self, id: &str, answer: AgentAnswer) -> bool {
