@@ -665,6 +665,7 @@ fn raw_server() -> ServerConfig {
 }
 
 /// A raw JSON-RPC exchange with the gateway, as an agent that is not built on rmcp would.
+#[derive(Clone)]
 struct RawAgent {
     http: reqwest::Client,
     url: String,
@@ -1533,15 +1534,7 @@ async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_plac
     assert!(message.contains("32 agent sessions open"), "{refused}");
     // An agent that ends its session gives its place back.
     let leaving = agents.pop().unwrap();
-    let ended = leaving
-        .http
-        .delete(&leaving.url)
-        .header("authorization", format!("Bearer {}", leaving.token))
-        .header("mcp-session-id", leaving.session.clone().unwrap())
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    let ended = leaving.end().await;
     assert!(ended.status().is_success(), "{}", ended.status());
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
@@ -2380,12 +2373,7 @@ async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
         "{result}"
     );
 
-    let same = RawAgent {
-        http: agent.http.clone(),
-        url: agent.url.clone(),
-        token: agent.token.clone(),
-        session: agent.session.clone(),
-    };
+    let same = agent.clone();
     let calling = tokio::spawn(async move {
         let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
             "params": {"name": "list_roots", "arguments": {}}});
@@ -2981,12 +2969,7 @@ async fn a_session_ends_when_its_agent_leaves_it_quiet_not_while_it_works() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     // A call waiting for the person twice the limit.
-    let same = RawAgent {
-        http: agent.http.clone(),
-        url: agent.url.clone(),
-        token: agent.token.clone(),
-        session: agent.session.clone(),
-    };
+    let same = agent.clone();
     let calling = tokio::spawn(async move {
         same.exchange(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/call",
             "params": {"name": "delete_ticket", "arguments": {"id": "t1"}}}))
@@ -3030,15 +3013,7 @@ async fn a_tasks_question_is_withdrawn_when_its_agent_ends_the_session() {
         .await;
     assert_eq!(status["result"]["status"], "input_required", "{status}");
     assert_eq!(rig.broker.pending().len(), 1, "still asked");
-    let ended = agent
-        .http
-        .delete(&agent.url)
-        .header("authorization", format!("Bearer {}", agent.token))
-        .header("mcp-session-id", agent.session.clone().unwrap())
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    let ended = agent.end().await;
     assert!(ended.status().is_success(), "{}", ended.status());
     let (id, outcome) = rig.next_resolution().await;
     assert_eq!(id, ask.id);
@@ -3226,6 +3201,18 @@ impl RawAgent {
         (status, kind, response.text().await.expect("body"))
     }
 
+    /// Ends the session (DELETE).
+    async fn end(&self) -> reqwest::Response {
+        self.http
+            .delete(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("mcp-session-id", self.session.clone().unwrap())
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap()
+    }
+
     /// Posts one message on the session; the answer as it starts.
     async fn send(&self, message: Value) -> reqwest::Response {
         self.send_text(message.to_string()).await
@@ -3372,12 +3359,7 @@ async fn an_agent_cancelling_a_waiting_call_withdraws_its_approval_as_the_agents
     .await;
     let agent = rig.raw_agent("desk", "cancelling-agent").await;
     let call = {
-        let agent = RawAgent {
-            http: agent.http.clone(),
-            url: agent.url.clone(),
-            token: agent.token.clone(),
-            session: agent.session.clone(),
-        };
+        let agent = agent.clone();
         tokio::spawn(async move {
             agent
                 .exchange(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
@@ -3431,15 +3413,7 @@ async fn a_session_id_reaches_only_its_own_server_and_only_while_it_lasts() {
     };
     let (status, _, body) = elsewhere.exchange(delete.clone()).await;
     assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
-    let ended = agent
-        .http
-        .delete(&agent.url)
-        .header("authorization", format!("Bearer {}", agent.token))
-        .header("mcp-session-id", agent.session.clone().unwrap())
-        .header("mcp-protocol-version", "2025-11-25")
-        .send()
-        .await
-        .unwrap();
+    let ended = agent.end().await;
     assert!(ended.status().is_success());
     let (status, _, body) = agent.exchange(delete).await;
     assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");

@@ -10,6 +10,10 @@
 //! replace the response to the request it was kept for, on the HTTP exchange that carried
 //! that request, and it is gone with that exchange. Results the gateway makes itself (a
 //! denial) are never kept and pass untouched.
+//!
+//! On a 2025-11-25 session the lane answers every request itself with the kept result
+//! (`Kept::take_for`), so nothing is left to swap; what still needs this layer is what rmcp
+//! answers: the 2026-07-28 way, and a request on a session whose headers rmcp judges.
 
 use std::sync::{Arc, Mutex};
 
