@@ -191,10 +191,14 @@ impl Lanes {
         quiet
     }
 
+    /// The session the agent sent something on, and its `Forwarder` while the session lives.
     fn find(&self, server: &str, session: &str) -> Option<(Arc<Session>, Forwarder)> {
         let mut sessions = lock(&self.sessions);
         let key = (server.to_owned(), session.to_owned());
         let found = sessions.get(&key)?.clone();
+        found
+            .last_seen
+            .store(crate::ask::unix_ms(), Ordering::Relaxed);
         match Forwarder::upgrade(&found.forwarder) {
             Some(forwarder) => Some((found, forwarder)),
             None => {
@@ -277,10 +281,10 @@ pub(crate) async fn serve(
     mut request: Request,
     endpoint: Endpoint,
 ) -> Response {
-    if let Some(session) = header_str(request.headers(), SESSION_HEADER) {
-        lanes.touch(server, session);
-    }
     if request.method() != Method::POST {
+        if let Some(session) = header_str(request.headers(), SESSION_HEADER) {
+            lanes.touch(server, session);
+        }
         return endpoint.handle(request).await.into_response();
     }
     let Some(session_id) = header_str(request.headers(), SESSION_HEADER).map(str::to_owned) else {
