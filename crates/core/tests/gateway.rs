@@ -2988,6 +2988,47 @@ async fn a_session_ends_when_its_agent_leaves_it_quiet_not_while_it_works() {
     rig.gateway.shutdown().await;
 }
 
+/// An `initialize` that fails (here, the server cannot be reached) leaves no session behind.
+/// rmcp makes one before the handshake and names it in the failed answer; no agent will use
+/// or end it, and rmcp no longer idles sessions out (the lane does, for the sessions it knows),
+/// so it must end with the failed handshake, as rmcp's worker does.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_initialize_leaves_no_session_behind() {
+    let dead = common::with_test_timeouts(ServerConfig::http("dead", "http://127.0.0.1:9/mcp"));
+    let rig = rig("failed-init", vec![dead]).await;
+    let tasks = || rig.gateway.tasks_alive().expect("the gateway's own thread");
+    let initialize = || async {
+        let mut agent = RawAgent {
+            http: reqwest::Client::new(),
+            url: rig.url("dead"),
+            token: rig.gateway.token().to_owned(),
+            session: None,
+        };
+        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "hopeful", "version": "1"}});
+        let answer = agent.post(1, "initialize", init).await;
+        assert!(answer.get("error").is_some(), "{answer}");
+        assert!(agent.session.is_some(), "rmcp named a session");
+        agent
+    };
+    let first = initialize().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let baseline = tasks();
+    for _ in 0..20 {
+        initialize().await;
+    }
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while tasks() > baseline && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(tasks() <= baseline, "{} tasks, {baseline} before", tasks());
+    let (status, _, body) = first
+        .exchange(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
+    rig.gateway.shutdown().await;
+}
+
 /// A question a task asks while its agent polls (no request of the agent's in flight) goes
 /// with the agent's session when the agent ends it, withdrawn as the agent's, not left open
 /// for the person; a call that ends meanwhile does not end the session's questions.

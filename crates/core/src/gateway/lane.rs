@@ -293,6 +293,7 @@ pub(crate) async fn serve(
         let opening = Opening::default();
         request.extensions_mut().insert(opening.clone());
         let response = endpoint.handle(request).await.into_response();
+        // (rmcp ends by itself the session it made for an `initialize` that failed.)
         if let (Some(session), Some((forwarder, peer))) = (
             header_str(response.headers(), SESSION_HEADER),
             opening.0.get(),
