@@ -4,14 +4,16 @@
 // step. Used by the gateway tests over HTTP (with the bearer token) and through
 // countersign-bridge (stdio). With `--task`, the call is made as a task (2025-11-25) with the
 // SDK's own task client, which polls it and prints each step (`taskCreated`, `taskStatus`,
-// then `result` or `error`).
+// then `result` or `error`). With `--sampling TEXT`, it offers sampling and answers each
+// sampling request with TEXT from `ts-agent-model`, printing a `sampled` step.
 //
-//   node ts-agent.mjs --url URL --token TOKEN [--name N] --call TOOL [--args JSON] [--task]
+//   node ts-agent.mjs --url URL --token TOKEN [--name N] [--sampling TEXT] --call TOOL [--args JSON] [--task]
 //   node ts-agent.mjs [--name N] --call TOOL [--args JSON] -- CMD ARGS...
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 const argv = process.argv.slice(2);
 const opts = { name: 'ts-agent', args: '{}' };
@@ -30,7 +32,14 @@ const transport = command
   : new StreamableHTTPClientTransport(new URL(opts.url), {
       requestInit: { headers: { Authorization: `Bearer ${opts.token}` } },
     });
-const client = new Client({ name: opts.name, version: '1.0.0' }, { capabilities: {} });
+const capabilities = opts.sampling === undefined ? {} : { sampling: {} };
+const client = new Client({ name: opts.name, version: '1.0.0' }, { capabilities });
+if (opts.sampling !== undefined) {
+  client.setRequestHandler(CreateMessageRequestSchema, async (request) => {
+    print({ step: 'sampled', messages: request.params.messages });
+    return { role: 'assistant', content: { type: 'text', text: opts.sampling }, model: 'ts-agent-model', stopReason: 'endTurn' };
+  });
+}
 try {
   await client.connect(transport);
   const { tools } = await client.listTools();

@@ -2493,6 +2493,57 @@ async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
     rig.gateway.shutdown().await;
 }
 
+/// The same with the TypeScript SDK's own client (as VS Code is): the sampling request on its
+/// call's stream is answered by the SDK, and the call gets the model's reply.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_sdk_agent_answers_a_sampling_request_during_its_call() {
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy.insert("ask_model".into(), ToolRule::Allow);
+    let mut rig = rig("sampling-ts", vec![ts]).await;
+    let agent = tokio::spawn(ts_agent(vec![
+        "--url".into(),
+        rig.url("ts"),
+        "--token".into(),
+        rig.gateway.token().to_owned(),
+        "--sampling".into(),
+        "four".into(),
+        "--call".into(),
+        "ask_model".into(),
+        "--args".into(),
+        json!({"prompt": "What is 2+2?"}).to_string(),
+    ]));
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(ask.kind, AskKind::Sampling { .. }),
+        "{:?}",
+        ask.kind
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let lines = agent.await.unwrap();
+    let sampled = lines
+        .iter()
+        .find(|l| l["step"] == "sampled")
+        .expect("asked");
+    assert_eq!(
+        sampled["messages"][0]["content"]["text"], "What is 2+2?",
+        "{lines:?}"
+    );
+    let call = lines
+        .iter()
+        .find(|l| l["step"] == "call")
+        .expect("a result");
+    let text = call["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("four") && text.contains("ts-agent-model"),
+        "{lines:?}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A server's sampling request reaches an agent that offers sampling only once the person has
 /// allowed it, in a dialog that shows the message, the system prompt, the token limit and the
 /// context asked for; denied, the server is told so (-1) and the agent is never asked. To an
