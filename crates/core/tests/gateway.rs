@@ -2490,6 +2490,36 @@ async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
         on_get.try_recv().is_err(),
         "nothing of the call went on the GET stream"
     );
+    // The agent's own refusal reaches the server as the agent said it.
+    let mut on_call = sse_messages(
+        agent
+            .send(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                "params": {"name": "ask_model", "arguments": {"prompt": "Again?"}}}))
+            .await,
+    );
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let request = tokio::time::timeout(WAIT, on_call.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let refusal = json!({"jsonrpc": "2.0", "id": request["id"],
+        "error": {"code": -1, "message": "User rejected sampling request"}});
+    let (status, _, body) = agent.exchange(refusal).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let result = tokio::time::timeout(WAIT, on_call.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("\"code\":-1") && text.contains("User rejected sampling request"),
+        "{result}"
+    );
     rig.gateway.shutdown().await;
 }
 

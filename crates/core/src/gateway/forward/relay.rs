@@ -224,7 +224,8 @@ impl Relay for AgentRelay {
                     let answer = lane
                         .request("roots/list", json!({}))
                         .await
-                        .map_err(|e| e.message.to_string())?;
+                        .map_err(|e| e.to_string())?
+                        .map_err(|e| e.to_string())?;
                     serde_json::from_value(answer)
                         .map_err(|e| format!("the agent's answer is not a list of roots: {e}"))
                 }
@@ -300,18 +301,17 @@ async fn sample_on(
 ) -> Result<rmcp::model::CreateMessageResult, McpError> {
     let params = serde_json::to_value(&params)
         .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))?;
+    // The agent's own error (its person declined, say) goes to the server as the agent said it,
+    // as through rmcp's peer.
     let answer = lane
         .request("sampling/createMessage", params)
         .await
-        .map_err(|e| {
+        .map_err(|ended| {
             McpError::internal_error(
-                format!(
-                    "the agent did not answer the sampling request: {}",
-                    e.message
-                ),
+                format!("the agent did not answer the sampling request: {ended}"),
                 None,
             )
-        })?;
+        })??;
     serde_json::from_value(answer).map_err(|e| {
         McpError::internal_error(
             format!("the agent's answer to the sampling request is not a sampling result: {e}"),

@@ -63,10 +63,15 @@ impl LaneStream {
         }
     }
 
-    /// Sends the agent request `method` on this stream and waits for its answer; an error when
-    /// the stream has ended first (the call answered, or the agent gone). Given up (dropped)
-    /// before the answer, the agent is told the request is cancelled.
-    pub(crate) async fn request(&self, method: &str, params: Value) -> AgentAnswer {
+    /// Sends the agent request `method` on this stream and waits for the agent's answer (its
+    /// result, or its own error); [`StreamEnded`] when the stream ends first (the call
+    /// answered, or the agent gone). Given up (dropped) before the answer, the agent is told the
+    /// request is cancelled.
+    pub(crate) async fn request(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<AgentAnswer, StreamEnded> {
         let id = format!(
             "{ASKED_PREFIX}{}",
             self.asked.next.fetch_add(1, Ordering::Relaxed)
@@ -80,21 +85,25 @@ impl LaneStream {
         };
         let sent = event(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
             .is_some_and(|event| self.events.send(event).is_ok());
-        let gone = || {
-            McpError::internal_error(
-                "the agent's call ended before it answered the request".to_owned(),
-                None,
-            )
-        };
         if !sent {
-            return Err(gone());
+            return Err(StreamEnded);
         }
         let answer = tokio::select! {
-            answer = rx => answer.map_err(|_| gone())?,
-            () = self.events.closed() => return Err(gone()),
+            answer = rx => answer.map_err(|_| StreamEnded)?,
+            () = self.events.closed() => return Err(StreamEnded),
         };
         waiting.answered = true;
-        answer
+        Ok(answer)
+    }
+}
+
+/// The call's stream ended before the agent answered a request on it.
+#[derive(Debug)]
+pub(crate) struct StreamEnded;
+
+impl std::fmt::Display for StreamEnded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the agent's call ended before it answered")
     }
 }
 
@@ -165,7 +174,10 @@ mod tests {
             "no such request"
         );
         assert!(asked.answer(&id, Ok(json!({"model": "m"}))));
-        assert_eq!(asking.await.unwrap().unwrap(), json!({"model": "m"}));
+        assert_eq!(
+            asking.await.unwrap().unwrap().unwrap(),
+            json!({"model": "m"})
+        );
         assert!(!asked.answer(&id, Ok(json!({}))), "answered once");
         assert!(
             events.try_recv().is_err(),
