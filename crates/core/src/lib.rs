@@ -35,3 +35,9 @@ pub use ask::{
 };
 pub use config::{LoadedConfig, ServerConfig};
 pub use session::{SessionError, SessionEvent, SessionManager, SessionState};
+
+/// Locks `m`, also after a thread panicked holding it: every value behind these locks stays
+/// whole between statements, so a panic elsewhere must not take the app down with it.
+pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -31,6 +31,7 @@ mod call;
 mod sign_in;
 mod task;
 
+use crate::lock;
 use sign_in::Challenge;
 
 /// How often a session is pinged to notice a dead server, unless set otherwise.
@@ -646,8 +647,4 @@ fn protocol_error(entry: &Entry, e: rmcp::ServiceError) -> SessionError {
         server: entry.config.name.clone(),
         message: crate::mcp::connect::in_words(&e.to_string()),
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -2396,6 +2396,14 @@ async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
     rig.gateway.shutdown().await;
 }
 
+/// A rig with the TypeScript server over stdio, its `ask_model` (a sampling request during the
+/// call) allowed without asking.
+async fn sampling_rig(test: &str) -> Rig {
+    let mut ts = common::ts_stdio_config("ts");
+    ts.tool_policy.insert("ask_model".into(), ToolRule::Allow);
+    rig(test, vec![ts]).await
+}
+
 /// A server's sampling request during an agent's call goes on that call's own stream (as the
 /// transport has it; rmcp's session put it on the agent's GET stream), the agent's answer comes
 /// back as a POST of its own, and the call's result follows on the same stream. Another
@@ -2403,9 +2411,7 @@ async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
 /// answer again is nobody's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
-    let mut ts = common::ts_stdio_config("ts");
-    ts.tool_policy.insert("ask_model".into(), ToolRule::Allow);
-    let mut rig = rig("sampling-stream", vec![ts]).await;
+    let mut rig = sampling_rig("sampling-stream").await;
     let (agent, _) = RawAgent::open_offering(
         rig.url("ts"),
         rig.gateway.token(),
@@ -2527,9 +2533,7 @@ async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
 /// call's stream is answered by the SDK, and the call gets the model's reply.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_typescript_sdk_agent_answers_a_sampling_request_during_its_call() {
-    let mut ts = common::ts_stdio_config("ts");
-    ts.tool_policy.insert("ask_model".into(), ToolRule::Allow);
-    let mut rig = rig("sampling-ts", vec![ts]).await;
+    let mut rig = sampling_rig("sampling-ts").await;
     let agent = tokio::spawn(ts_agent(vec![
         "--url".into(),
         rig.url("ts"),

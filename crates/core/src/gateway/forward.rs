@@ -62,6 +62,7 @@ use crate::ask::approval::{self, Lasting, RememberedDecision};
 use crate::ask::broker::NewAsk;
 use crate::ask::{AskKind, CancelReason, Outcome, Withdrawal};
 use crate::config::ServerConfig;
+use crate::lock;
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
 use crate::mcp::handler::{Elicitor, Handler, client_config};
 use crate::mcp::input::{InputAnswers, answer_input_requests};
@@ -732,10 +733,6 @@ fn upstream_error(server: &ServerConfig, e: rmcp::ServiceError) -> McpError {
 
 fn unreachable_error(server: &str, reason: &str) -> McpError {
     McpError::internal_error(format!("Countersign cannot reach {server}: {reason}"), None)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Has the agent get `raw` (shaped for its revision) in place of the typed result of its

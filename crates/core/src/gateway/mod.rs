@@ -42,6 +42,7 @@ use crate::agents::connect;
 pub use crate::agents::connect::ClientSetup;
 use crate::ask::broker::Broker;
 use crate::config::{GatewayConfig, ServerConfig};
+use crate::lock;
 use crate::settings::SettingsStore;
 pub use registry::{AgentError, AgentView, CreatedAgent, TokenAgent};
 pub use status::{GatewayInfo, GatewayServer};
@@ -716,10 +717,6 @@ fn refusal(status: StatusCode, message: &str) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ use sha2::{Digest, Sha256};
 
 use super::token;
 use crate::agents::connect::ClientSetup;
+use crate::lock;
 use crate::private_fs;
 
 /// The built-in agent that holds the shared `gateway-token`.
@@ -379,10 +380,6 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

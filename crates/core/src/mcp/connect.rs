@@ -17,6 +17,7 @@ use super::raw::{RawRequests, TapHttpClient};
 use super::tap::{Tap, Tapped};
 use crate::ask::{Asker, Endpoint};
 use crate::config::{ProtocolChoice, ServerConfig, TransportConfig};
+use crate::lock;
 
 /// Lines of stderr kept per server.
 const STDERR_LINES: usize = 200;
@@ -258,10 +259,6 @@ pub(crate) fn in_words(error: &str) -> String {
     }
     out.push_str(rest);
     out.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

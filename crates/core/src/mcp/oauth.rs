@@ -25,6 +25,7 @@ use rmcp::transport::auth::{
 use serde::Serialize;
 
 use crate::config::OAuthConfig;
+use crate::lock;
 use crate::mcp::raw::{RawRequests, TapHttpClient};
 use loopback::{Callback, Loopback};
 use vault::{Vault, VaultStore};
@@ -281,8 +282,4 @@ fn key(name: &str, url: &str) -> String {
 /// error codes, never tokens).
 fn describe(e: &AuthError) -> String {
     e.to_string()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }

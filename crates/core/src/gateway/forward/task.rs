@@ -3,9 +3,10 @@
 //! and its `tasks/*` requests go to its own upstream session; both reach the gateway on the
 //! lane (`gateway::lane`), since rmcp's server side models only the 2026 form of tasks. The
 //! progress of a call that created a task goes on reaching the agent, under its token, until
-//! the task is seen to end (`Upstream::follow_task`). A tool the server lists as requiring task execution, called plainly by an agent, is run as a task
-//! to its end on the agent's behalf (`crate::mcp::task` has the requests and their reading,
-//! shared with the app's runner).
+//! the task is seen to end (`Upstream::follow_task`). A tool the server lists as requiring
+//! task execution, called plainly by an agent, is run as a task to its end on the agent's
+//! behalf (`crate::mcp::task` has the requests and their reading, shared with the app's
+//! runner).
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::lock;
 use axum::body::Bytes;
 use rmcp::ErrorData as McpError;
 use rmcp::model::ServerNotification;
@@ -133,10 +134,6 @@ fn event(message: &impl serde::Serialize) -> Option<Bytes> {
     serde_json::to_writer(&mut event, message).ok()?;
     event.extend_from_slice(b"\n\n");
     Some(Bytes::from(event))
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use crate::lock;
 use async_trait::async_trait;
 use rmcp::transport::auth::{AuthError, CredentialStore, StoredCredentials};
 use secret_service::{EncryptionType, SecretService};
@@ -175,10 +176,6 @@ async fn connect() -> Result<SecretService<'static>, String> {
 
 fn attributes(key: &str) -> HashMap<&str, &str> {
     HashMap::from([("application", APPLICATION), ("server", key)])
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// rmcp's credential store for one server, kept in the vault. A copy stays in memory so a

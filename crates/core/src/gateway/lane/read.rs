@@ -1,0 +1,367 @@
+//! What the lane reads of an agent's message: no more than it needs to tell whether the
+//! message is the lane's, borrowed.
+
+use std::collections::HashMap;
+
+use rmcp::model::{CallToolRequestParams, GetMeta, RequestId};
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::Work;
+use super::stream::{ASKED_PREFIX, AgentAnswer};
+use crate::gateway::forward::task;
+
+/// What the lane reads of a JSON-RPC message: no more than it needs, borrowed.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow)]
+    id: Option<&'a RawValue>,
+    method: Option<&'a str>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow)]
+    error: Option<&'a RawValue>,
+}
+
+/// The parts of `tools/call` params that send a call rmcp's way, or make it a task.
+#[derive(Deserialize)]
+struct CallShape<'a> {
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
+    #[serde(borrow)]
+    task: Option<&'a RawValue>,
+}
+
+/// The keys of a call's `_meta`.
+type MetaShape<'a> = HashMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>;
+
+/// Whether a call's `_meta` keeps it off the lane: the 2026 revision's per-request protocol
+/// version, client info or capabilities (rmcp judges those against the headers, and may serve
+/// the request without the session).
+fn meta_is_rmcps(meta: &MetaShape) -> bool {
+    meta.keys()
+        .any(|key| key.starts_with("io.modelcontextprotocol/"))
+}
+
+fn asks_progress(meta: &MetaShape) -> bool {
+    meta.contains_key("progressToken")
+}
+
+#[derive(Deserialize)]
+struct CancelShape {
+    #[serde(rename = "requestId")]
+    request_id: Option<RequestId>,
+}
+
+/// What the lane may take of a message.
+#[derive(Debug)]
+pub(super) enum Message {
+    /// A request the lane runs: `id` as read, and as the agent wrote it for the answer.
+    Run {
+        id: RequestId,
+        raw_id: Box<RawValue>,
+        work: Work,
+    },
+    /// The agent cancels this request (the lane's, if it is in flight there).
+    Cancelled(RequestId),
+    /// The agent answers a request the gateway put on a lane stream (if one waits for it).
+    Answer(String, AgentAnswer),
+}
+
+/// Reads a message far enough to tell whether it is the lane's.
+pub(super) fn read(bytes: &[u8]) -> Option<Message> {
+    let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
+    let Some(method) = envelope.method else {
+        return read_answer(&envelope);
+    };
+    match method {
+        "tools/call" => {
+            let raw_id = envelope.id?;
+            let params = envelope.params?;
+            let shape: CallShape = serde_json::from_str(params.get()).ok()?;
+            let meta = match shape.meta {
+                Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
+                None => MetaShape::new(),
+            };
+            if meta_is_rmcps(&meta) {
+                return None;
+            }
+            let progress = asks_progress(&meta);
+            let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
+            let task = shape
+                .task
+                .map(|t| serde_json::from_str::<Value>(t.get()))
+                .transpose()
+                .ok()?;
+            let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
+            let work = match task {
+                Some(task) => Work::TaskCall(params, task),
+                None if progress => Work::CallOnStream(params),
+                None => Work::Call(params),
+            };
+            Some(Message::Run {
+                id,
+                raw_id: raw_id.to_owned(),
+                work,
+            })
+        }
+        method if envelope.id.is_some() && task::METHODS.contains(&method) => {
+            let method = task::METHODS.iter().copied().find(|m| *m == method)?;
+            let raw_id = envelope.id?;
+            let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
+            let params = envelope
+                .params
+                .map(|p| serde_json::from_str::<Value>(p.get()))
+                .transpose()
+                .ok()?;
+            Some(Message::Run {
+                id,
+                raw_id: raw_id.to_owned(),
+                work: Work::Task(method, params),
+            })
+        }
+        "notifications/cancelled" if envelope.id.is_none() => {
+            let cancel: CancelShape = serde_json::from_str(envelope.params?.get()).ok()?;
+            Some(Message::Cancelled(cancel.request_id?))
+        }
+        method if envelope.id.is_some() && OTHER_METHODS.contains(&method) => {
+            let raw_id = envelope.id?;
+            if let Some(params) = envelope.params {
+                let shape: ParamsShape = serde_json::from_str(params.get()).ok()?;
+                if let Some(meta) = shape.meta {
+                    if meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?) {
+                        return None;
+                    }
+                }
+            }
+            // Read as rmcp would, since the `Forwarder` answers these through rmcp's own
+            // dispatch.
+            let rmcp::model::JsonRpcMessage::Request(request) =
+                serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes).ok()?
+            else {
+                return None;
+            };
+            let streamed = request.request.get_meta().get_progress_token().is_some();
+            Some(Message::Run {
+                id: request.id,
+                raw_id: raw_id.to_owned(),
+                work: Work::Request {
+                    request: request.request,
+                    streamed,
+                },
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The other requests an agent's session makes that the lane runs: all but `initialize`
+/// (which makes the session) and what only the 2026 revision has.
+pub(super) const OTHER_METHODS: &[&str] = &[
+    "ping",
+    "tools/list",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+];
+
+/// The `_meta` of any request's params.
+#[derive(Deserialize)]
+struct ParamsShape<'a> {
+    #[serde(rename = "_meta", borrow)]
+    meta: Option<&'a RawValue>,
+}
+
+/// An agent's answer to one of the lane's own requests: a string id of the lane's, and a
+/// result or a well-formed error.
+fn read_answer(envelope: &Envelope) -> Option<Message> {
+    let id: String = serde_json::from_str(envelope.id?.get()).ok()?;
+    if !id.starts_with(ASKED_PREFIX) {
+        return None;
+    }
+    let answer = match (envelope.result, envelope.error) {
+        (Some(result), None) => Ok(serde_json::from_str(result.get()).ok()?),
+        (None, Some(error)) => Err(serde_json::from_str(error.get()).ok()?),
+        _ => return None,
+    };
+    Some(Message::Answer(id, answer))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn read_json(message: serde_json::Value) -> Option<Message> {
+        read(message.to_string().as_bytes())
+    }
+
+    #[test]
+    fn an_agents_other_requests_are_the_lanes_read_as_rmcp_reads_them() {
+        let listed = read_json(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
+        let Some(Message::Run {
+            id,
+            work:
+                Work::Request {
+                    request: rmcp::model::ClientRequest::ListToolsRequest(_),
+                    streamed: false,
+                },
+            ..
+        }) = listed
+        else {
+            panic!("{listed:?}")
+        };
+        assert_eq!(id, RequestId::Number(4));
+        let read = read_json(
+            json!({"jsonrpc": "2.0", "id": "r", "method": "resources/read",
+            "params": {"uri": "file:///a", "_meta": {"progressToken": 1}}}),
+        );
+        assert!(
+            matches!(
+                read,
+                Some(Message::Run {
+                    work: Work::Request {
+                        request: rmcp::model::ClientRequest::ReadResourceRequest(_),
+                        streamed: true,
+                    },
+                    ..
+                })
+            ),
+            "a request asking for progress is answered on a stream: {read:?}"
+        );
+        for method in OTHER_METHODS {
+            assert!(
+                !matches!(*method, "initialize" | "tools/call" | "server/discover"),
+                "{method}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_a_plain_tool_call_or_a_cancellation_is_the_lanes() {
+        let call = read_json(
+            json!({"jsonrpc": "2.0", "id": "a-1", "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"x": 1}, "_meta": {"vendor": 2}}}),
+        );
+        let Some(Message::Run {
+            id,
+            raw_id,
+            work: Work::Call(params),
+        }) = call
+        else {
+            panic!("{call:?}")
+        };
+        assert_eq!(id, RequestId::String("a-1".into()));
+        assert_eq!(raw_id.get(), "\"a-1\"");
+        assert_eq!(params.name, "echo");
+        assert!(params.meta.is_some(), "the call's _meta goes with it");
+
+        for not_ours in [
+            // 2026 metadata and other methods are rmcp's.
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "echo", "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+            json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "echo"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call"}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {}}),
+            json!({"jsonrpc": "2.0", "method": "tools/list", "params": {}}),
+            json!([{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}]),
+            json!({"jsonrpc": "2.0", "id": {"no": 1}, "method": "tools/call",
+                "params": {"name": "echo"}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"reason": "no id"}}),
+            json!({"jsonrpc": "2.0", "method": "tasks/get", "params": {"taskId": "t"}}),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/update", "params": {}}),
+        ] {
+            assert!(read_json(not_ours.clone()).is_none(), "{not_ours}");
+        }
+        assert!(read(b"{not json").is_none());
+        let with_progress = read_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "_meta": {"progressToken": 0}}}));
+        assert!(
+            matches!(
+                with_progress,
+                Some(Message::Run {
+                    work: Work::CallOnStream(_),
+                    ..
+                })
+            ),
+            "{with_progress:?}"
+        );
+        // A task call is the lane's whether or not it asks for progress (rmcp's server side
+        // would drop its `task`).
+        for meta in [json!({}), json!({"progressToken": 1})] {
+            let task_call = read_json(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "report", "task": {"ttl": 1000}, "_meta": meta}}));
+            let Some(Message::Run {
+                work: Work::TaskCall(params, task),
+                ..
+            }) = task_call
+            else {
+                panic!("{task_call:?}")
+            };
+            assert_eq!(
+                (params.name.as_ref(), task),
+                ("report", json!({"ttl": 1000}))
+            );
+        }
+        let about = read_json(json!({"jsonrpc": "2.0", "id": 3, "method": "tasks/result",
+            "params": {"taskId": "t-1"}}));
+        let Some(Message::Run {
+            work: Work::Task(method, params),
+            ..
+        }) = about
+        else {
+            panic!("{about:?}")
+        };
+        assert_eq!(
+            (method, params),
+            ("tasks/result", Some(json!({"taskId": "t-1"})))
+        );
+        // An answer to one of the lane's own requests, and nothing else that looks like one.
+        let answer = read_json(json!({"jsonrpc": "2.0", "id": "countersign-lane-3",
+            "result": {"model": "m"}}));
+        assert!(
+            matches!(&answer, Some(Message::Answer(id, Ok(result)))
+                if id == "countersign-lane-3" && result["model"] == "m"),
+            "{answer:?}"
+        );
+        let refused = read_json(json!({"jsonrpc": "2.0", "id": "countersign-lane-4",
+            "error": {"code": -1, "message": "no"}}));
+        assert!(
+            matches!(&refused, Some(Message::Answer(_, Err(e))) if e.message == "no"),
+            "{refused:?}"
+        );
+        for not_an_answer in [
+            json!({"jsonrpc": "2.0", "id": 0, "result": {}}),
+            json!({"jsonrpc": "2.0", "id": "other-1", "result": {}}),
+            json!({"jsonrpc": "2.0", "id": "countersign-lane-5"}),
+            json!({"jsonrpc": "2.0", "id": "countersign-lane-5", "result": {},
+                "error": {"code": -1, "message": "both"}}),
+            json!({"jsonrpc": "2.0", "id": "countersign-lane-5", "error": {"message": "no code"}}),
+        ] {
+            assert!(
+                read_json(not_an_answer.clone()).is_none(),
+                "{not_an_answer}"
+            );
+        }
+        let cancel = read_json(json!({"jsonrpc": "2.0",
+            "method": "notifications/cancelled", "params": {"requestId": 7}}));
+        assert!(
+            matches!(cancel, Some(Message::Cancelled(RequestId::Number(7)))),
+            "{cancel:?}"
+        );
+    }
+}

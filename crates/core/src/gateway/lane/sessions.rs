@@ -1,0 +1,189 @@
+//! The sessions the lane knows, and the end of those their agents left quiet.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+
+use rmcp::model::RequestId;
+use rmcp::service::{Peer, RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use tokio_util::sync::CancellationToken;
+
+use super::stream::Asked;
+use crate::gateway::forward::{Forwarder, ForwarderState};
+use crate::lock;
+
+/// Sessions kept before the ended ones are swept out of the map.
+const SWEEP_ABOVE: usize = 256;
+
+/// How long an agent's session may stay quiet before it ends, unless told otherwise: rmcp's own
+/// default for the sessions it idles out.
+const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The sessions the lane knows, by server and session id.
+pub(crate) struct Lanes {
+    sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
+    /// Each server's rmcp session manager, which ends a session the agent left quiet: rmcp
+    /// would only count the requests it sees itself, and the lane takes most of them.
+    managers: Mutex<HashMap<String, Weak<LocalSessionManager>>>,
+    idle_ms: AtomicU64,
+}
+
+impl Default for Lanes {
+    fn default() -> Self {
+        Lanes {
+            sessions: Mutex::default(),
+            managers: Mutex::default(),
+            idle_ms: AtomicU64::new(SESSION_IDLE.as_millis() as u64),
+        }
+    }
+}
+
+pub(super) struct Session {
+    /// Weak: the session is rmcp's; when it ends, its `Forwarder` (and upstream) go with it.
+    pub(super) forwarder: Weak<ForwarderState>,
+    /// The agent's side of the session, as rmcp made it at `initialize`.
+    pub(super) peer: Peer<RoleServer>,
+    /// The lane's calls in flight, by the agent's request id, for its cancellations.
+    pub(super) in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
+    /// The gateway's requests on this session's lane streams, waiting for the agent's answers.
+    pub(super) asked: Arc<Asked>,
+    /// When the agent last sent anything on this session (ms since the epoch).
+    pub(super) last_seen: AtomicU64,
+}
+
+/// Put in an `initialize` request's extensions; the `Forwarder` that answers it leaves its
+/// handle here, and the session id rmcp gives the agent names it from then on.
+#[derive(Clone, Default)]
+pub(crate) struct Opening(pub(super) Arc<OnceLock<(Weak<ForwarderState>, Peer<RoleServer>)>>);
+
+impl Opening {
+    /// Called by the `Forwarder` answering `initialize` over HTTP.
+    pub(crate) fn opened(ctx: &RequestContext<RoleServer>, forwarder: &Forwarder) {
+        if let Some(opening) = ctx
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Opening>())
+        {
+            let _ = opening.0.set((forwarder.downgrade(), ctx.peer.clone()));
+        }
+    }
+}
+
+impl Lanes {
+    pub(super) fn open(
+        &self,
+        server: &str,
+        session: &str,
+        forwarder: Weak<ForwarderState>,
+        peer: Peer<RoleServer>,
+    ) {
+        let mut sessions = lock(&self.sessions);
+        if sessions.len() >= SWEEP_ABOVE {
+            sessions.retain(|_, s| s.forwarder.strong_count() > 0);
+        }
+        sessions.insert(
+            (server.to_owned(), session.to_owned()),
+            Arc::new(Session {
+                forwarder,
+                peer,
+                in_flight: Mutex::default(),
+                asked: Arc::default(),
+                last_seen: AtomicU64::new(crate::ask::unix_ms()),
+            }),
+        );
+    }
+
+    /// The session manager of `server`'s endpoint, whose sessions never idle out on their own
+    /// (see [`end_quiet_sessions`]).
+    pub(crate) fn session_manager(&self, server: &str) -> Arc<LocalSessionManager> {
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = None;
+        let manager = Arc::new(manager);
+        lock(&self.managers).insert(server.to_owned(), Arc::downgrade(&manager));
+        manager
+    }
+
+    /// How long a session may stay quiet before it ends.
+    pub(crate) fn set_session_idle(&self, idle: std::time::Duration) {
+        self.idle_ms
+            .store(idle.as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn idle(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.idle_ms.load(Ordering::Relaxed))
+    }
+
+    /// The agent sent something on this session.
+    pub(super) fn touch(&self, server: &str, session: &str) {
+        let found = lock(&self.sessions)
+            .get(&(server.to_owned(), session.to_owned()))
+            .cloned();
+        if let Some(found) = found {
+            found
+                .last_seen
+                .store(crate::ask::unix_ms(), Ordering::Relaxed);
+        }
+    }
+
+    /// Takes out the sessions that ended, and those quiet for longer than allowed with nothing
+    /// of theirs in flight on the lane; the latter are returned, to be ended.
+    fn take_quiet(&self) -> Vec<(Arc<LocalSessionManager>, String)> {
+        let now = crate::ask::unix_ms();
+        let idle = self.idle_ms.load(Ordering::Relaxed);
+        let managers = lock(&self.managers).clone();
+        let mut quiet = Vec::new();
+        lock(&self.sessions).retain(|(server, id), session| {
+            if session.forwarder.strong_count() == 0 {
+                return false;
+            }
+            let busy = !lock(&session.in_flight).is_empty() || session.asked.is_waiting();
+            if busy || now.saturating_sub(session.last_seen.load(Ordering::Relaxed)) <= idle {
+                return true;
+            }
+            if let Some(manager) = managers.get(server).and_then(Weak::upgrade) {
+                quiet.push((manager, id.clone()));
+            }
+            false
+        });
+        quiet
+    }
+
+    /// The session the agent sent something on, and its `Forwarder` while the session lives.
+    pub(super) fn find(&self, server: &str, session: &str) -> Option<(Arc<Session>, Forwarder)> {
+        let mut sessions = lock(&self.sessions);
+        let key = (server.to_owned(), session.to_owned());
+        let found = sessions.get(&key)?.clone();
+        found
+            .last_seen
+            .store(crate::ask::unix_ms(), Ordering::Relaxed);
+        match Forwarder::upgrade(&found.forwarder) {
+            Some(forwarder) => Some((found, forwarder)),
+            None => {
+                sessions.remove(&key);
+                None
+            }
+        }
+    }
+}
+
+/// Ends agents' sessions left quiet for longer than allowed, until the gateway stops. Ending one
+/// drops its `Forwarder`: what the agent was asked to wait for is withdrawn as the agent's, and
+/// its upstream session closes.
+pub(crate) async fn end_quiet_sessions(lanes: &Lanes, stop: CancellationToken) {
+    loop {
+        let period = (lanes.idle() / 4).clamp(
+            std::time::Duration::from_millis(100),
+            std::time::Duration::from_secs(30),
+        );
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(period) => {}
+        }
+        for (manager, id) in lanes.take_quiet() {
+            tracing::info!(session = %id, "gateway: an agent's session went quiet and ends");
+            let _ = manager.close_session(&id.into()).await;
+        }
+    }
+}
