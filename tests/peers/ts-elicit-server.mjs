@@ -33,6 +33,8 @@
 //       The next call replies "done after the URL".
 //   list_roots {}
 //       Asks the client for its roots (roots/list) and replies with what it answered.
+//       Like every request below, it is sent as related to the call, so over HTTP it goes on
+//       the call's own response stream.
 //   ask_model {prompt: string}
 //       Asks the client's model (sampling/createMessage: the prompt as the user's message, a
 //       system prompt, 64 tokens, context from this server) and replies with the result as JSON
@@ -214,9 +216,9 @@ function buildServer() {
   server.registerTool(
     'list_roots',
     { description: "The client's roots, as it answers roots/list.", inputSchema: {} },
-    async () => {
+    async (_args, extra) => {
       try {
-        return text(await server.server.listRoots());
+        return text(await server.server.listRoots(undefined, { relatedRequestId: extra.requestId }));
       } catch (err) {
         return text({ error: String(err?.message ?? err) }, true);
       }
@@ -226,14 +228,14 @@ function buildServer() {
   server.registerTool(
     'ask_model',
     { description: "What the client's model writes for a prompt (sampling).", inputSchema: { prompt: z.string() } },
-    async ({ prompt }) => {
+    async ({ prompt }, extra) => {
       try {
         return text(await server.server.createMessage({
           messages: [{ role: 'user', content: { type: 'text', text: prompt } }],
           systemPrompt: 'You are a terse assistant.',
           maxTokens: 64,
           includeContext: 'thisServer',
-        }));
+        }, { relatedRequestId: extra.requestId }));
       } catch (err) {
         return text({ error: String(err?.message ?? err), code: err?.code ?? null }, true);
       }

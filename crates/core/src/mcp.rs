@@ -5,8 +5,8 @@
 
 pub(crate) mod child;
 pub(crate) mod connect;
-mod http_post;
 pub mod handler;
+mod http_post;
 pub(crate) mod input;
 pub mod oauth;
 pub mod raw;

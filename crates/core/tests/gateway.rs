@@ -452,6 +452,80 @@ async fn an_agent_cancelling_its_call_withdraws_the_question_and_nothing_is_dele
     assert!(desk.store.contains("t3"));
 }
 
+/// The TypeScript server over Streamable HTTP (2025-11-25), `tools` allowed without asking.
+fn ts_http_upstream(peer: &common::HttpPeer, tools: &[&str]) -> ServerConfig {
+    let mut config = common::with_test_timeouts(ServerConfig::http("ts", &peer.url));
+    config.protocol = ProtocolChoice::Legacy;
+    for tool in tools {
+        config.tool_policy.insert((*tool).into(), ToolRule::Allow);
+    }
+    config
+}
+
+/// Over Streamable HTTP a server's question comes on the response stream of the call it
+/// belongs to, and it is that call's alone: with two calls in flight, the agent cancelling one
+/// withdraws that one's question only; the other stays with the person and is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_cancelling_one_of_two_calls_withdraws_only_that_calls_question() {
+    let ts = common::HttpPeer::start_ts().await;
+    let mut rig = rig(
+        "cancel-one",
+        vec![ts_http_upstream(&ts, &["confirm_action"])],
+    )
+    .await;
+    let agent = rig.agent("ts", "test-agent", false).await;
+    let send = |action: &str| {
+        let mut params = CallToolRequestParams::new("confirm_action");
+        params.arguments = json!({"action": action}).as_object().cloned();
+        agent.peer().send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+    };
+    let first = send("first").await.unwrap();
+    let first_question = rig.next_ask().await;
+    let second = send("second").await.unwrap();
+    let second_question = rig.next_ask().await;
+    let message = |ask: &Ask| match &ask.kind {
+        AskKind::Form { message, .. } => message.clone(),
+        other => panic!("a form, got {other:?}"),
+    };
+    assert_eq!(message(&first_question), "Confirm: first");
+    assert_eq!(message(&second_question), "Confirm: second");
+
+    first.cancel(Some("not that one".into())).await.unwrap();
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, first_question.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        rig.broker
+            .pending()
+            .iter()
+            .any(|ask| ask.id == second_question.id),
+        "the other call's question is still the person's"
+    );
+    rig.broker.answer(second_question.id, confirm()).unwrap();
+    let result = tokio::time::timeout(WAIT, second.await_response())
+        .await
+        .expect("the second call answered in time")
+        .unwrap();
+    let rmcp::model::ServerResult::CallToolResult(result) = result else {
+        panic!("a call result, got {result:?}");
+    };
+    assert_eq!(
+        text(&result),
+        r#"{"action":"accept","content":{"confirm":true}}"#
+    );
+    ts.stop().await;
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn no_token_or_a_foreign_host_or_origin_is_refused_before_any_server_is_reached() {
     let (desk, made) = counting_desk().await;
@@ -2575,6 +2649,87 @@ async fn a_typescript_sdk_agent_answers_a_sampling_request_during_its_call() {
         text.contains("four") && text.contains("ts-agent-model"),
         "{lines:?}"
     );
+    rig.gateway.shutdown().await;
+}
+
+/// Over Streamable HTTP the server says which call its sampling request belongs to (it comes on
+/// that call's response stream), so it goes on that call's own stream to the agent even with
+/// another call in flight, where the stdio wire would leave it to the session's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sampling_request_goes_on_the_stream_of_its_own_call_among_several() {
+    let ts = common::HttpPeer::start_ts().await;
+    let mut rig = rig(
+        "sampling-among",
+        vec![ts_http_upstream(&ts, &["confirm_action", "ask_model"])],
+    )
+    .await;
+    let (agent, _) = RawAgent::open_offering(
+        rig.url("ts"),
+        rig.gateway.token(),
+        "sampling-agent",
+        json!({"sampling": {}}),
+    )
+    .await;
+    let mut on_get = agent.listen().await;
+    // The first call waits for the person's answer to its question meanwhile.
+    let mut on_first = sse_messages(
+        agent
+            .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "confirm_action", "arguments": {"action": "wait"}}}))
+            .await,
+    );
+    let question = rig.next_ask().await;
+    assert!(
+        matches!(question.kind, AskKind::Form { .. }),
+        "{question:?}"
+    );
+    let mut on_second = sse_messages(
+        agent
+            .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "ask_model", "arguments": {"prompt": "What is 2+2?"}}}))
+            .await,
+    );
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(ask.kind, AskKind::Sampling { .. }),
+        "{:?}",
+        ask.kind
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let request = tokio::time::timeout(WAIT, on_second.recv())
+        .await
+        .expect("the sampling request on its own call's stream")
+        .unwrap();
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"role": "assistant",
+        "content": {"type": "text", "text": "four"}, "model": "agent-model",
+        "stopReason": "endTurn"}});
+    let (status, _, body) = agent.exchange(answer).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
+    let result = tokio::time::timeout(WAIT, on_second.recv())
+        .await
+        .expect("the second call's result")
+        .unwrap();
+    assert_eq!(result["id"], 2, "{result}");
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("four")),
+        "{result}"
+    );
+    rig.broker.answer(question.id, confirm()).unwrap();
+    let first = tokio::time::timeout(WAIT, on_first.recv())
+        .await
+        .expect("the first call's result")
+        .unwrap();
+    assert_eq!(first["id"], 1, "{first}");
+    assert!(
+        on_get.try_recv().is_err(),
+        "nothing went on the session's stream"
+    );
+    ts.stop().await;
     rig.gateway.shutdown().await;
 }
 

@@ -206,7 +206,7 @@ impl Handler {
         // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions);
         // through the gateway also when the agent cancels the call it belongs to.
         let agent = match &self.tap.relay {
-            Some(relay) => relay.agent_cancel(),
+            Some(relay) => relay.agent_cancel(self.raw.origin_of(&context.id).as_ref()),
             // The app's own sessions: the calls in flight now (the person's runs).
             None => self.tap.app_calls(),
         };
@@ -321,9 +321,15 @@ impl ClientHandler for Handler {
     #[allow(deprecated)]
     async fn list_roots(
         &self,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
-        match self.tap.relay.as_ref().and_then(|r| r.agent_roots()) {
+        let origin = self.raw.origin_of(&context.id);
+        match self
+            .tap
+            .relay
+            .as_ref()
+            .and_then(|r| r.agent_roots(origin.as_ref()))
+        {
             Some(roots) => roots.await.map_err(|e| {
                 McpError::internal_error(format!("the agent did not give its roots: {e}"), None)
             }),

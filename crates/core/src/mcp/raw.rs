@@ -43,6 +43,8 @@ const TASK_ID: &[u8] = b"taskId";
 const TASK_SUPPORT: &[u8] = b"taskSupport";
 /// Tool names remembered as needing task execution, per session, at most.
 const MAX_TASK_TOOLS: usize = 1024;
+/// The server's requests a handler looks up the origin of (see [`RawRequests::origin_of`]).
+const ATTRIBUTED: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
 
 /// Raw params of `elicitation/create` requests, by request id; for gateway sessions also
 /// the raw results of responses, so a forwarded result keeps what rmcp cannot model.
@@ -58,6 +60,10 @@ pub struct RawRequests {
     /// The server's `capabilities.tasks` (2025-11-25) from its handshake, which rmcp's typed
     /// capabilities drop; the gateway offers it to agents.
     server_tasks: Mutex<Option<Value>>,
+    /// Gateway sessions only: the server's requests that came on the response stream of one
+    /// of our requests, as (the server's request id, ours), oldest first. The 2025 wire says
+    /// nothing else of which call a server's request belongs to.
+    origins: Option<Mutex<VecDeque<(RequestId, RequestId)>>>,
 }
 
 impl RawRequests {
@@ -69,6 +75,7 @@ impl RawRequests {
     pub fn with_results() -> Arc<Self> {
         Arc::new(RawRequests {
             results: Some(Kept::default()),
+            origins: Some(Mutex::default()),
             ..Default::default()
         })
     }
@@ -191,6 +198,47 @@ impl RawRequests {
     /// The raw result of the response to our request `id`, once.
     pub fn take_result(&self, id: &RequestId) -> Option<Value> {
         take(self.results.as_ref()?, id)
+    }
+
+    /// Notes that `event`, if it is one of the server's requests a handler takes, came on the
+    /// response stream of our request `origin`: it belongs to that request.
+    fn note_origin(&self, event: &[u8], origin: &RequestId) {
+        let Some(origins) = &self.origins else {
+            return;
+        };
+        if !ATTRIBUTED.iter().any(|m| contains(event, m.as_bytes())) {
+            return;
+        }
+        #[derive(serde::Deserialize)]
+        struct Request<'a> {
+            id: RequestId,
+            #[serde(borrow)]
+            method: std::borrow::Cow<'a, str>,
+        }
+        let Ok(request) = serde_json::from_slice::<Request>(event) else {
+            return;
+        };
+        if !ATTRIBUTED.contains(&request.method.as_ref()) {
+            return;
+        }
+        let mut origins = origins.lock().unwrap_or_else(|e| e.into_inner());
+        origins.retain(|(asked, _)| *asked != request.id);
+        if origins.len() >= KEEP {
+            origins.pop_front();
+        }
+        origins.push_back((request.id, origin.clone()));
+    }
+
+    /// Which of our requests the server's request `asked` came in answer to, when it came on
+    /// that request's response stream (Streamable HTTP); once.
+    pub fn origin_of(&self, asked: &RequestId) -> Option<RequestId> {
+        let mut origins = self
+            .origins
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let at = origins.iter().position(|(id, _)| id == asked)?;
+        origins.remove(at).map(|(_, origin)| origin)
     }
 }
 
@@ -330,9 +378,12 @@ impl TapHttpClient {
         TapHttpClient { inner, raw }
     }
 
+    /// `stream` as it was, each event shown to [`RawRequests`]; `origin` is our request whose
+    /// response stream it is, if it is one.
     fn tap_stream(
         &self,
         stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+        origin: Option<RequestId>,
     ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
         let raw = self.raw.clone();
         stream
@@ -341,15 +392,22 @@ impl TapHttpClient {
                     && let Some(data) = &event.data
                 {
                     raw.observe(data.as_bytes());
+                    if let Some(origin) = &origin {
+                        raw.note_origin(data.as_bytes(), origin);
+                    }
                 }
             })
             .boxed()
     }
 
-    fn tap_response(&self, response: StreamableHttpPostResponse) -> StreamableHttpPostResponse {
+    fn tap_response(
+        &self,
+        response: StreamableHttpPostResponse,
+        origin: Option<RequestId>,
+    ) -> StreamableHttpPostResponse {
         match response {
             StreamableHttpPostResponse::Sse(stream, session) => {
-                StreamableHttpPostResponse::Sse(self.tap_stream(stream), session)
+                StreamableHttpPostResponse::Sse(self.tap_stream(stream, origin), session)
             }
             other => other,
         }
@@ -423,7 +481,11 @@ impl StreamableHttpClient for TapHttpClient {
             limits,
         };
         let response = post.send(&message).await?;
-        Ok(self.tap_response(response))
+        let origin = match &message {
+            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
+        Ok(self.tap_response(response, origin))
     }
 
     async fn delete_session(
@@ -450,7 +512,7 @@ impl StreamableHttpClient for TapHttpClient {
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await?;
-        Ok(self.tap_stream(stream))
+        Ok(self.tap_stream(stream, None))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -473,7 +535,7 @@ impl StreamableHttpClient for TapHttpClient {
                 max_sse_event_size,
             )
             .await?;
-        Ok(self.tap_stream(stream))
+        Ok(self.tap_stream(stream, None))
     }
 }
 
@@ -511,6 +573,51 @@ mod tests {
             raw.server_tasks(),
             Some(json!({"cancel": {}, "requests": {"tools": {"call": {}}}}))
         );
+    }
+
+    #[test]
+    fn a_servers_request_is_tied_to_the_request_whose_stream_carried_it_once_and_within_bounds() {
+        let raw = RawRequests::with_results();
+        let ours = NumberOrString::Number(7);
+        let asked = |id: i64| NumberOrString::Number(id);
+        raw.note_origin(
+            br#"{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{}}"#,
+            &ours,
+        );
+        raw.note_origin(br#"{"jsonrpc":"2.0","id":2,"method":"roots/list"}"#, &ours);
+        // Not requests a handler takes: a result that mentions one, a notification, a ping.
+        raw.note_origin(
+            br#"{"jsonrpc":"2.0","id":3,"result":{"text":"elicitation/create"}}"#,
+            &ours,
+        );
+        raw.note_origin(
+            br#"{"jsonrpc":"2.0","method":"elicitation/create","params":{}}"#,
+            &ours,
+        );
+        raw.note_origin(
+            br#"{"jsonrpc":"2.0","id":4,"method":"ping","params":{"x":"roots/list"}}"#,
+            &ours,
+        );
+        assert_eq!(raw.origin_of(&asked(1)), Some(ours.clone()));
+        assert_eq!(raw.origin_of(&asked(1)), None, "once");
+        assert_eq!(raw.origin_of(&asked(2)), Some(ours.clone()));
+        for id in [3, 4] {
+            assert_eq!(raw.origin_of(&asked(id)), None);
+        }
+        for i in 0..(KEEP as i64 + 10) {
+            let event = format!(r#"{{"id":{i},"method":"elicitation/create","params":{{}}}}"#);
+            raw.note_origin(event.as_bytes(), &ours);
+        }
+        assert_eq!(
+            raw.origin_of(&asked(0)),
+            None,
+            "the oldest went past the bound"
+        );
+        assert_eq!(raw.origin_of(&asked(KEEP as i64 + 9)), Some(ours.clone()));
+        // The app's own sessions keep none.
+        let own = RawRequests::with_input_results();
+        own.note_origin(br#"{"id":1,"method":"roots/list"}"#, &ours);
+        assert_eq!(own.origin_of(&asked(1)), None);
     }
 
     #[test]

@@ -50,7 +50,9 @@ pub(crate) async fn create_message(
         let _ = elicitor.broker.audit().record_refused(server, reason, &raw);
     };
     let relay = handler.tap.relay.as_ref();
-    let Some(sampler) = relay.and_then(|r| r.agent_sampler()) else {
+    // The call it belongs to, when the server asked on that call's own stream.
+    let origin = handler.raw.origin_of(&context.id);
+    let Some(sampler) = relay.and_then(|r| r.agent_sampler(origin.as_ref())) else {
         let reason = match relay {
             Some(_) => "the server asked for sampling, but the agent it serves offers none",
             None => "the server asked for sampling, which Countersign's own sessions do not offer",
@@ -70,7 +72,9 @@ pub(crate) async fn create_message(
         }
     };
     // Withdrawn when the agent cancels the call it belongs to, or the server its request.
-    let agent = relay.map(|r| r.agent_cancel()).unwrap_or_default();
+    let agent = relay
+        .map(|r| r.agent_cancel(origin.as_ref()))
+        .unwrap_or_default();
     let mut withdraw = agent.clone();
     withdraw.add(context.ct.clone(), CancelReason::Server);
     let pending = elicitor

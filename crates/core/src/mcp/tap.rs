@@ -29,22 +29,26 @@ enum Slot {
 }
 
 /// Where a gateway session passes on what the server says to its agent.
+///
+/// `origin`, where a method takes it, is our request on whose response stream the server's
+/// request came (Streamable HTTP; see `RawRequests::origin_of`): the request it belongs to.
 pub trait Relay: Send + Sync + 'static {
     /// A notification from the server (progress, logging, list changes, ...); cancellations
     /// are not passed on, they are the tap's.
     fn notify(&self, notification: &ServerNotification);
-    /// Tokens that fire when the agent cancels (or abandons) a call that is in flight now, with
-    /// the reason each stands for: a question the server asks during a call belongs to it.
-    fn agent_cancel(&self) -> Withdrawal;
+    /// Tokens that fire when the agent cancels (or abandons) the call a question belongs to,
+    /// with the reason each stands for: the call `origin` names, else every call in flight.
+    fn agent_cancel(&self, origin: Option<&RequestId>) -> Withdrawal;
     /// The agent's roots, when it declared that it offers them; `None` otherwise.
     #[allow(deprecated)]
     fn agent_roots(
         &self,
+        _origin: Option<&RequestId>,
     ) -> Option<futures::future::BoxFuture<'static, Result<ListRootsResult, String>>> {
         None
     }
     /// Passes a sampling request to the agent, when it declared sampling; `None` otherwise.
-    fn agent_sampler(&self) -> Option<crate::mcp::sampling::Sampler> {
+    fn agent_sampler(&self, _origin: Option<&RequestId>) -> Option<crate::mcp::sampling::Sampler> {
         None
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use rmcp::model::ProgressNotification;
+use rmcp::model::{ProgressNotification, RequestId};
 
 use super::*;
 use crate::gateway::lane::LaneStream;
@@ -51,6 +51,9 @@ pub(crate) struct AgentRelay {
     calls: Mutex<HashMap<u64, Withdrawal>>,
     /// The in-flight calls answered on a lane stream, by call.
     lanes: Mutex<HashMap<u64, LaneStream>>,
+    /// The in-flight calls by the id of their request upstream: a server's request that came
+    /// on that request's response stream belongs to that call alone.
+    sent: Mutex<HashMap<RequestId, u64>>,
     /// Fired when the agent's session ends (it said so, or it went quiet): its questions go
     /// with it, also those asked between its requests (a task's, while it polls).
     left: CancellationToken,
@@ -91,6 +94,7 @@ impl AgentRelay {
             progress: Mutex::default(),
             calls: Mutex::default(),
             lanes: Mutex::default(),
+            sent: Mutex::default(),
             left: CancellationToken::new(),
             next_call: AtomicU64::new(1),
             queued: AtomicU64::new(0),
@@ -176,9 +180,23 @@ impl AgentRelay {
         id
     }
 
+    /// Call `id` went upstream as our request `upstream`.
+    pub(super) fn call_sent(&self, id: u64, upstream: &RequestId) {
+        if lock(&self.calls).contains_key(&id) {
+            lock(&self.sent).insert(upstream.clone(), id);
+        }
+    }
+
+    /// The call a server's request belongs to, when `origin` (our request on whose response
+    /// stream it came) is one of the calls in flight.
+    fn call_of(&self, origin: Option<&RequestId>) -> Option<u64> {
+        lock(&self.sent).get(origin?).copied()
+    }
+
     /// The call ended: cancelled (or abandoned) by the agent withdraws its questions with that
     /// reason; otherwise they are the server's to end.
     pub(super) fn call_ended(&self, id: u64, left: Option<CancelReason>) {
+        lock(&self.sent).retain(|_, call| *call != id);
         lock(&self.lanes).remove(&id);
         let withdrawal = lock(&self.calls).remove(&id).unwrap_or_default();
         if let Some(left) = left {
@@ -213,11 +231,12 @@ impl Relay for AgentRelay {
     #[allow(deprecated)]
     fn agent_roots(
         &self,
+        origin: Option<&RequestId>,
     ) -> Option<futures::future::BoxFuture<'static, Result<rmcp::model::ListRootsResult, String>>>
     {
         let agent = lock(&self.agent).clone()?;
         agent.peer_info()?.capabilities.roots.as_ref()?;
-        let lane = self.sole_call_on_a_lane();
+        let lane = self.lane_for(origin);
         Some(Box::pin(async move {
             match lane {
                 Some(lane) => {
@@ -234,10 +253,10 @@ impl Relay for AgentRelay {
         }))
     }
 
-    fn agent_sampler(&self) -> Option<crate::mcp::sampling::Sampler> {
+    fn agent_sampler(&self, origin: Option<&RequestId>) -> Option<crate::mcp::sampling::Sampler> {
         let agent = lock(&self.agent).clone()?;
         agent.peer_info()?.capabilities.sampling.as_ref()?;
-        let lane = self.sole_call_on_a_lane();
+        let lane = self.lane_for(origin);
         Some(Box::new(move |params| {
             Box::pin(async move {
                 if let Some(lane) = lane {
@@ -254,16 +273,25 @@ impl Relay for AgentRelay {
         }))
     }
 
-    fn agent_cancel(&self) -> Withdrawal {
+    fn agent_cancel(&self, origin: Option<&RequestId>) -> Withdrawal {
+        let own_call = self.call_of(origin);
         let mut calls = lock(&self.calls);
-        let mut withdrawal = if calls.is_empty() {
+        let joined = || {
+            Withdrawal::new()
+                .when(CancellationToken::new(), CancelReason::Agent)
+                .when(CancellationToken::new(), CancelReason::AgentGone)
+        };
+        let mut withdrawal = if let Some(call) = own_call.and_then(|call| calls.get_mut(&call)) {
+            // Asked on that call's own stream: the question is that call's alone.
+            let own = joined();
+            call.join(&own);
+            own
+        } else if calls.is_empty() {
             Withdrawal::new()
         } else {
-            // Without a request id to tie it to, a question belongs to every call in flight;
+            // Without a call to tie it to, a question belongs to every call in flight;
             // cancelling any of them withdraws it (a no, which is the safe side).
-            let shared = Withdrawal::new()
-                .when(CancellationToken::new(), CancelReason::Agent)
-                .when(CancellationToken::new(), CancelReason::AgentGone);
+            let shared = joined();
             calls.values_mut().for_each(|w| w.join(&shared));
             shared
         };
@@ -280,10 +308,18 @@ impl AgentRelay {
         self.left.cancel();
     }
 
-    /// The lane stream of the one call in flight, if that is answered on one. A server's
-    /// request that belongs to a call goes on that call's stream (the transport's SHOULD); the
-    /// 2025 wire does not say which call a server's request belongs to, so with several in
-    /// flight (or none) it goes to the agent's session, which puts it on its own stream.
+    /// Where a server's request goes to the agent: on the lane stream of the call it belongs to
+    /// (the transport's SHOULD), when that call is answered on one. That is the call on whose
+    /// upstream stream it came (`origin`), else the one call in flight: over stdio the 2025
+    /// wire does not say which call a server's request belongs to. With none (or several and
+    /// no origin) it goes to the agent's session, which puts it on its own stream.
+    fn lane_for(&self, origin: Option<&RequestId>) -> Option<LaneStream> {
+        if let Some(call) = self.call_of(origin) {
+            return lock(&self.lanes).get(&call).cloned();
+        }
+        self.sole_call_on_a_lane()
+    }
+
     fn sole_call_on_a_lane(&self) -> Option<LaneStream> {
         let calls = lock(&self.calls);
         let mut ids = calls.keys();

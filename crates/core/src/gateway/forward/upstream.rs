@@ -292,6 +292,9 @@ impl Upstream {
             .await
             .map_err(|e| self.error(e))?;
         let id = handle.id.clone();
+        if let Some(call) = call {
+            self.relay.call_sent(call, &id);
+        }
         let upstream_token = handle.progress_token.clone();
         self.relay.route_progress(
             &upstream_token,
