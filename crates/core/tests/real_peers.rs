@@ -193,6 +193,69 @@ async fn ts_http_confirm_action_accept_is_echoed() {
     peer.stop().await;
 }
 
+/// Over Streamable HTTP a question comes on the response stream of the call it belongs to: with
+/// two of the person's runs in flight, cancelling one withdraws that run's question alone.
+#[tokio::test(flavor = "multi_thread")]
+async fn ts_http_cancelling_one_of_two_runs_withdraws_only_its_question() {
+    let peer = HttpPeer::start_ts().await;
+    let h = Harness::new("ts-http-two-runs");
+    h.start(with_test_timeouts(ServerConfig::http("ts-http", &peer.url)))
+        .await;
+    let mut person = Person::new(&h.broker);
+    let run = |action: &str, cancel: tokio_util::sync::CancellationToken| {
+        let sessions = h.sessions.clone();
+        let args = as_object(json!({"action": action}));
+        tokio::spawn(async move {
+            sessions
+                .call_tool("ts-http", "confirm_action", Some(args), cancel)
+                .await
+        })
+    };
+    let cancel_first = tokio_util::sync::CancellationToken::new();
+    let mut first = run("first", cancel_first.clone());
+    let first_question = person.ask_from(&mut first, &h, "ts-http").await;
+    let mut second = run("second", tokio_util::sync::CancellationToken::new());
+    let second_question = person.ask_from(&mut second, &h, "ts-http").await;
+    assert_eq!(form_of(&first_question).0, "Confirm: first");
+    assert_eq!(form_of(&second_question).0, "Confirm: second");
+
+    cancel_first.cancel();
+    assert_eq!(
+        person.resolution(first_question.id).await,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        h.broker
+            .pending()
+            .iter()
+            .any(|ask| ask.id == second_question.id),
+        "the other run's question is still the person's: {:?}",
+        person.drain()
+    );
+    h.broker
+        .answer(second_question.id, accept(json!({"confirm": true})))
+        .unwrap();
+    let reply = finish(second, "the second run").await;
+    assert_eq!(
+        reply.json(),
+        json!({"action": "accept", "content": {"confirm": true}})
+    );
+    assert!(
+        tokio::time::timeout(WAIT, first)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_err(),
+        "the cancelled run ends in an error"
+    );
+
+    h.shutdown().await;
+    peer.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------------
 // 3. The TS SDK's cancellation of request id 0
 // ---------------------------------------------------------------------------------------------

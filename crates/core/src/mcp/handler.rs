@@ -205,10 +205,12 @@ impl Handler {
     ) -> Result<Value, McpError> {
         // Withdrawn by rmcp's own token (initialize sessions) or by the tap (all sessions);
         // through the gateway also when the agent cancels the call it belongs to.
+        // The call it belongs to, when the server asked on that call's own stream.
+        let origin = self.raw.origin_of(&context.id);
         let agent = match &self.tap.relay {
-            Some(relay) => relay.agent_cancel(self.raw.origin_of(&context.id).as_ref()),
-            // The app's own sessions: the calls in flight now (the person's runs).
-            None => self.tap.app_calls(),
+            Some(relay) => relay.agent_cancel(origin.as_ref()),
+            // The app's own sessions: the person's runs.
+            None => self.tap.app_calls(origin.as_ref()),
         };
         let mut withdraw = agent.clone();
         withdraw.add(context.ct.clone(), CancelReason::Server);

@@ -60,7 +60,7 @@ pub struct RawRequests {
     /// The server's `capabilities.tasks` (2025-11-25) from its handshake, which rmcp's typed
     /// capabilities drop; the gateway offers it to agents.
     server_tasks: Mutex<Option<Value>>,
-    /// Gateway sessions only: the server's requests that came on the response stream of one
+    /// Where results are kept: the server's requests that came on the response stream of one
     /// of our requests, as (the server's request id, ours), oldest first. The 2025 wire says
     /// nothing else of which call a server's request belongs to.
     origins: Option<Mutex<VecDeque<(RequestId, RequestId)>>>,
@@ -87,6 +87,7 @@ impl RawRequests {
         Arc::new(RawRequests {
             results: Some(Kept::default()),
             only_input: true,
+            origins: Some(Mutex::default()),
             ..Default::default()
         })
     }
@@ -614,10 +615,10 @@ mod tests {
             "the oldest went past the bound"
         );
         assert_eq!(raw.origin_of(&asked(KEEP as i64 + 9)), Some(ours.clone()));
-        // The app's own sessions keep none.
-        let own = RawRequests::with_input_results();
-        own.note_origin(br#"{"id":1,"method":"roots/list"}"#, &ours);
-        assert_eq!(own.origin_of(&asked(1)), None);
+        // Nor does a reader that keeps no results (the sign-in's).
+        let bare = RawRequests::new();
+        bare.note_origin(br#"{"id":1,"method":"roots/list"}"#, &ours);
+        assert_eq!(bare.origin_of(&asked(1)), None);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::handler::{ELICITATION_COMPLETE, ELICITATION_CREATE};
 use crate::ask::broker::Broker;
 use crate::ask::kill_point::{self, Step};
 use crate::ask::{AskId, CancelReason, Withdrawal};
+use crate::lock;
 
 enum Slot {
     /// The request is being handled; the ask once opened, and the agent's cancellations it
@@ -71,6 +72,9 @@ pub struct Tap {
     /// The app's own calls in flight, by number: a question the server asks meanwhile
     /// belongs to them, and is withdrawn as the caller's when one is cancelled.
     calls: Mutex<HashMap<u64, CancellationToken>>,
+    /// The app's calls in flight by the id of their request to the server: a question that
+    /// came on that request's response stream belongs to that call alone.
+    sent: Mutex<HashMap<RequestId, u64>>,
     next_call: std::sync::atomic::AtomicU64,
     /// Answers on their way out, by the server's request id: the transport records each
     /// one delivered once it has taken it.
@@ -113,6 +117,7 @@ impl Tap {
             completions: Mutex::default(),
             progress: Mutex::default(),
             calls: Mutex::default(),
+            sent: Mutex::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
             answering: Mutex::default(),
         })
@@ -130,22 +135,29 @@ impl Tap {
         n
     }
 
-    pub fn call_ended(&self, call: u64) {
-        self.calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&call);
+    /// Call `call` went to the server as our request `upstream`.
+    pub fn call_sent(&self, call: u64, upstream: &RequestId) {
+        if lock(&self.calls).contains_key(&call) {
+            lock(&self.sent).insert(upstream.clone(), call);
+        }
     }
 
-    /// The cancellations of the app's own calls in flight, as the caller's.
-    pub(super) fn app_calls(&self) -> Withdrawal {
+    pub fn call_ended(&self, call: u64) {
+        lock(&self.sent).retain(|_, c| *c != call);
+        lock(&self.calls).remove(&call);
+    }
+
+    /// The cancellations, as the caller's, of the app's own call a question belongs to: the
+    /// one `origin` names (our request on whose response stream it came), else every call in
+    /// flight (a question with nothing to tie it to goes when any is cancelled: the safe side).
+    pub(super) fn app_calls(&self, origin: Option<&RequestId>) -> Withdrawal {
+        let own_call = origin.and_then(|origin| lock(&self.sent).get(origin).copied());
+        let calls = lock(&self.calls);
+        if let Some(token) = own_call.and_then(|call| calls.get(&call)) {
+            return Withdrawal::new().when(token.clone(), CancelReason::Agent);
+        }
         let mut withdrawal = Withdrawal::new();
-        for t in self
-            .calls
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-        {
+        for t in calls.values() {
             withdrawal.add(t.clone(), CancelReason::Agent);
         }
         withdrawal

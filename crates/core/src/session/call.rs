@@ -47,8 +47,7 @@ impl SessionManager {
         // meant to cut it short.
         let timeout = entry.config.request_timeout + entry.config.answer_timeout;
         let call = live.tap.call_started(cancel.clone());
-        // A question the server asks during the call belongs to it (without a request id to
-        // tie it to, to every call in flight: cancelling any withdraws it, the safe side).
+        // A question the server asks during the call belongs to it (see `Tap::app_calls`).
         let _ended = CallEnded {
             tap: live.tap.clone(),
             call,
@@ -73,7 +72,7 @@ impl SessionManager {
         let mut delivering: Option<crate::mcp::input::InputAnswers> = None;
         for _round in 0..MAX_INPUT_ROUNDS {
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
-            let once = call_once(&live, params.clone(), progress.as_ref());
+            let once = call_once(&live, call, params.clone(), progress.as_ref());
             let response = tokio::select! {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
@@ -197,6 +196,7 @@ impl Drop for Abandoned {
 /// (timeout, cancel), the server is told the call is cancelled.
 async fn call_once(
     live: &Live,
+    call: u64,
     params: CallToolRequestParams,
     progress: Option<&crate::mcp::tap::ProgressSink>,
 ) -> Result<(CallToolResponse, Option<Value>), rmcp::ServiceError> {
@@ -208,6 +208,7 @@ async fn call_once(
         )
         .await?;
     let id = handle.id.clone();
+    live.tap.call_sent(call, &id);
     let token = handle.progress_token.clone();
     if let Some(sink) = progress {
         live.tap.route_progress(token.clone(), sink.clone());
