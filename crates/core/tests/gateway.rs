@@ -829,6 +829,27 @@ impl RawAgent {
 }
 
 /// Each JSON-RPC message of an SSE answer as it arrives.
+/// The next message on `stream`, within the tests' wait.
+async fn next_on(stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, what: &str) -> Value {
+    tokio::time::timeout(WAIT, stream.recv())
+        .await
+        .unwrap_or_else(|_| panic!("{what}: nothing in time"))
+        .unwrap_or_else(|| panic!("{what}: the stream ended"))
+}
+
+/// The person allows the sampling request the next question is about.
+async fn allow_sampling(rig: &mut Rig) {
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(ask.kind, AskKind::Sampling { .. }),
+        "{:?}",
+        ask.kind
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+}
+
 fn sse_messages(mut response: reqwest::Response) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {
@@ -2429,10 +2450,7 @@ async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
                 "_meta": {"progressToken": "r"}}}))
             .await,
     );
-    let request = tokio::time::timeout(WAIT, on_call.recv())
-        .await
-        .expect("roots/list on the call's stream")
-        .unwrap();
+    let request = next_on(&mut on_call, "roots/list on the call's stream").await;
     assert_eq!(request["method"], "roots/list", "{request}");
     let (status, _, body) = agent
         .exchange(roots(&request["id"], "file:///on/the/stream"))
@@ -2454,10 +2472,7 @@ async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
         same.send(call).await.text().await.unwrap()
     });
     let request = loop {
-        let message = tokio::time::timeout(WAIT, on_get.recv())
-            .await
-            .expect("roots/list on the session's stream")
-            .unwrap();
+        let message = next_on(&mut on_get, "roots/list on the session's stream").await;
         if message["method"] == "roots/list" {
             break message;
         }
@@ -2505,19 +2520,8 @@ async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
             .starts_with("text/event-stream")
     );
     let mut on_call = sse_messages(calling);
-    let ask = rig.next_ask().await;
-    assert!(
-        matches!(ask.kind, AskKind::Sampling { .. }),
-        "{:?}",
-        ask.kind
-    );
-    rig.broker
-        .answer(ask.id, Answer::Accept { content: None })
-        .unwrap();
-    let request = tokio::time::timeout(WAIT, on_call.recv())
-        .await
-        .expect("the sampling request on the call's stream")
-        .unwrap();
+    allow_sampling(&mut rig).await;
+    let request = next_on(&mut on_call, "the sampling request on the call's stream").await;
     assert_eq!(request["method"], "sampling/createMessage", "{request}");
     assert_eq!(
         request["params"]["messages"][0]["content"]["text"], "What is 2+2?",
@@ -2547,10 +2551,7 @@ async fn a_sampling_request_during_a_call_goes_on_the_calls_own_stream() {
         "stopReason": "endTurn"}});
     let (status, _, body) = agent.exchange(answer.clone()).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
-    let result = tokio::time::timeout(WAIT, on_call.recv())
-        .await
-        .expect("the call's result after the answer")
-        .unwrap();
+    let result = next_on(&mut on_call, "the call's result after the answer").await;
     assert_eq!(result["id"], 5, "{result}");
     let text = result["result"]["content"][0]["text"].as_str().unwrap();
     assert!(
@@ -2620,15 +2621,7 @@ async fn a_typescript_sdk_agent_answers_a_sampling_request_during_its_call() {
         "--args".into(),
         json!({"prompt": "What is 2+2?"}).to_string(),
     ]));
-    let ask = rig.next_ask().await;
-    assert!(
-        matches!(ask.kind, AskKind::Sampling { .. }),
-        "{:?}",
-        ask.kind
-    );
-    rig.broker
-        .answer(ask.id, Answer::Accept { content: None })
-        .unwrap();
+    allow_sampling(&mut rig).await;
     let lines = agent.await.unwrap();
     let sampled = lines
         .iter()
@@ -2689,29 +2682,19 @@ async fn a_sampling_request_goes_on_the_stream_of_its_own_call_among_several() {
                 "params": {"name": "ask_model", "arguments": {"prompt": "What is 2+2?"}}}))
             .await,
     );
-    let ask = rig.next_ask().await;
-    assert!(
-        matches!(ask.kind, AskKind::Sampling { .. }),
-        "{:?}",
-        ask.kind
-    );
-    rig.broker
-        .answer(ask.id, Answer::Accept { content: None })
-        .unwrap();
-    let request = tokio::time::timeout(WAIT, on_second.recv())
-        .await
-        .expect("the sampling request on its own call's stream")
-        .unwrap();
+    allow_sampling(&mut rig).await;
+    let request = next_on(
+        &mut on_second,
+        "the sampling request on its own call's stream",
+    )
+    .await;
     assert_eq!(request["method"], "sampling/createMessage", "{request}");
     let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"role": "assistant",
         "content": {"type": "text", "text": "four"}, "model": "agent-model",
         "stopReason": "endTurn"}});
     let (status, _, body) = agent.exchange(answer).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED, "{body}");
-    let result = tokio::time::timeout(WAIT, on_second.recv())
-        .await
-        .expect("the second call's result")
-        .unwrap();
+    let result = next_on(&mut on_second, "the second call's result").await;
     assert_eq!(result["id"], 2, "{result}");
     assert!(
         result["result"]["content"][0]["text"]
@@ -2720,10 +2703,7 @@ async fn a_sampling_request_goes_on_the_stream_of_its_own_call_among_several() {
         "{result}"
     );
     rig.broker.answer(question.id, confirm()).unwrap();
-    let first = tokio::time::timeout(WAIT, on_first.recv())
-        .await
-        .expect("the first call's result")
-        .unwrap();
+    let first = next_on(&mut on_first, "the first call's result").await;
     assert_eq!(first["id"], 1, "{first}");
     assert!(
         on_get.try_recv().is_err(),
