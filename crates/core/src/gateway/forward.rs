@@ -228,7 +228,7 @@ impl Forwarder {
         mut request: CallToolRequest,
         ctx: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let call = up.relay.call_started(ctx);
+        let call = up.relay.call_started(ProgressTo::lane(ctx));
         let leaving = Leaving::of(ctx);
         let timeout = up.server.request_timeout + up.server.answer_timeout;
         if up.raw.requires_task(&request.params.name) {

@@ -54,6 +54,9 @@ pub trait Relay: Send + Sync + 'static {
     }
 }
 
+/// Cancelled calls remembered for their late questions, per session.
+const CANCELLED_CALLS: usize = 64;
+
 /// URL questions whose completion a session watches at once, at most.
 const MAX_WATCHED_COMPLETIONS: usize = 64;
 
@@ -75,6 +78,9 @@ pub struct Tap {
     /// The app's calls in flight by the id of their request to the server: a question that
     /// came on that request's response stream belongs to that call alone.
     sent: Mutex<HashMap<RequestId, u64>>,
+    /// The app's calls that were cancelled, by their request, newest last: a question the
+    /// server sent on such a call's stream before it heard is withdrawn at once.
+    cancelled: Mutex<VecDeque<(RequestId, CancellationToken)>>,
     next_call: std::sync::atomic::AtomicU64,
     /// Answers on their way out, by the server's request id: the transport records each
     /// one delivered once it has taken it.
@@ -118,6 +124,7 @@ impl Tap {
             progress: Mutex::default(),
             calls: Mutex::default(),
             sent: Mutex::default(),
+            cancelled: Mutex::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
             answering: Mutex::default(),
         })
@@ -143,14 +150,41 @@ impl Tap {
     }
 
     pub fn call_ended(&self, call: u64) {
-        lock(&self.sent).retain(|_, c| *c != call);
-        lock(&self.calls).remove(&call);
+        let mut upstream = Vec::new();
+        lock(&self.sent).retain(|sent, c| {
+            let its = *c == call;
+            if its {
+                upstream.push(sent.clone());
+            }
+            !its
+        });
+        let Some(token) = lock(&self.calls).remove(&call) else {
+            return;
+        };
+        if token.is_cancelled() {
+            let mut cancelled = lock(&self.cancelled);
+            for sent in upstream {
+                if cancelled.len() >= CANCELLED_CALLS {
+                    cancelled.pop_front();
+                }
+                cancelled.push_back((sent, token.clone()));
+            }
+        }
     }
 
     /// The cancellations, as the caller's, of the app's own call a question belongs to: the
     /// one `origin` names (our request on whose response stream it came), else every call in
     /// flight (a question with nothing to tie it to goes when any is cancelled: the safe side).
     pub(super) fn app_calls(&self, origin: Option<&RequestId>) -> Withdrawal {
+        if let Some(origin) = origin
+            && let Some((_, token)) = lock(&self.cancelled)
+                .iter()
+                .rev()
+                .find(|(s, _)| s == origin)
+        {
+            // Sent before the server heard that the call it belongs to was cancelled.
+            return Withdrawal::new().when(token.clone(), CancelReason::Agent);
+        }
         let own_call = origin.and_then(|origin| lock(&self.sent).get(origin).copied());
         let calls = lock(&self.calls);
         if let Some(token) = own_call.and_then(|call| calls.get(&call)) {
@@ -397,6 +431,54 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_question_is_the_run_whose_stream_carried_it_also_when_it_comes_after_the_cancel() {
+        let path = std::env::temp_dir().join(format!("cs-runs-{}.jsonl", std::process::id()));
+        let tap = Tap::new(Broker::new(
+            crate::ask::audit::AuditLog::open(&path).unwrap(),
+        ));
+        let _ = std::fs::remove_file(&path);
+        let upstream = |n: i64| RequestId::Number(n);
+        let (cancel_first, cancel_second) = (CancellationToken::new(), CancellationToken::new());
+        let first = tap.call_started(cancel_first.clone());
+        tap.call_sent(first, &upstream(1));
+        let second = tap.call_started(cancel_second.clone());
+        tap.call_sent(second, &upstream(2));
+        let seconds = tap.app_calls(Some(&upstream(2)));
+        let unknown = tap.app_calls(None);
+
+        cancel_first.cancel();
+        tap.call_ended(first);
+        assert_eq!(seconds.fired(), None, "the other run's question stays");
+        assert_eq!(
+            unknown.fired(),
+            Some(CancelReason::Agent),
+            "no origin: any run"
+        );
+        let late = tap.app_calls(Some(&upstream(1)));
+        assert_eq!(late.fired(), Some(CancelReason::Agent), "withdrawn at once");
+
+        tap.call_ended(second);
+        assert_eq!(
+            tap.app_calls(Some(&upstream(2))).fired(),
+            None,
+            "it was answered"
+        );
+        for n in 10..(10 + CANCELLED_CALLS as i64) {
+            let cancel = CancellationToken::new();
+            let call = tap.call_started(cancel.clone());
+            tap.call_sent(call, &upstream(n));
+            cancel.cancel();
+            tap.call_ended(call);
+        }
+        assert_eq!(lock(&tap.cancelled).len(), CANCELLED_CALLS);
+        assert_eq!(
+            tap.app_calls(Some(&upstream(1))).fired(),
+            None,
+            "the oldest went"
+        );
+    }
 
     #[test]
     fn progress_that_beats_its_route_is_handed_over_when_the_route_comes() {

@@ -54,6 +54,9 @@ pub(crate) struct AgentRelay {
     /// The in-flight calls by the id of their request upstream: a server's request that came
     /// on that request's response stream belongs to that call alone.
     sent: Mutex<HashMap<RequestId, u64>>,
+    /// Calls the agent cancelled (or abandoned), by their request upstream, newest last: a
+    /// question the server sent on such a call's stream before it heard is withdrawn at once.
+    ended: Mutex<VecDeque<(RequestId, CancelReason)>>,
     /// Fired when the agent's session ends (it said so, or it went quiet): its questions go
     /// with it, also those asked between its requests (a task's, while it polls).
     left: CancellationToken,
@@ -69,6 +72,9 @@ const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Progress notifications kept for a route not registered yet, per upstream session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
+
+/// Calls the agent ended that are remembered for their late questions, per upstream session.
+const ENDED_CALLS: usize = 64;
 
 /// Tasks whose progress is still routed, per upstream session, at most: past it the oldest
 /// task's progress stops reaching the agent (a task the agent never followed to its end).
@@ -95,6 +101,7 @@ impl AgentRelay {
             calls: Mutex::default(),
             lanes: Mutex::default(),
             sent: Mutex::default(),
+            ended: Mutex::default(),
             left: CancellationToken::new(),
             next_call: AtomicU64::new(1),
             queued: AtomicU64::new(0),
@@ -170,10 +177,10 @@ impl AgentRelay {
         });
     }
 
-    /// A call of the agent's request `ctx` starts.
-    pub(super) fn call_started(&self, ctx: &RequestContext<RoleServer>) -> u64 {
+    /// A call of the agent's starts; `lane` is the stream it is answered on, if it is.
+    pub(super) fn call_started(&self, lane: Option<LaneStream>) -> u64 {
         let id = self.next_call.fetch_add(1, Ordering::Relaxed);
-        if let Some(stream) = ProgressTo::lane(ctx) {
+        if let Some(stream) = lane {
             lock(&self.lanes).insert(id, stream);
         }
         lock(&self.calls).insert(id, Withdrawal::new());
@@ -193,10 +200,37 @@ impl AgentRelay {
         lock(&self.sent).get(origin?).copied()
     }
 
+    /// How the call `origin` names ended, if the agent cancelled or abandoned it.
+    fn ended_as(&self, origin: Option<&RequestId>) -> Option<CancelReason> {
+        let origin = origin?;
+        let ended = lock(&self.ended);
+        ended
+            .iter()
+            .rev()
+            .find(|(sent, _)| sent == origin)
+            .map(|(_, reason)| *reason)
+    }
+
     /// The call ended: cancelled (or abandoned) by the agent withdraws its questions with that
     /// reason; otherwise they are the server's to end.
     pub(super) fn call_ended(&self, id: u64, left: Option<CancelReason>) {
-        lock(&self.sent).retain(|_, call| *call != id);
+        let mut upstream = Vec::new();
+        lock(&self.sent).retain(|sent, call| {
+            let its = *call == id;
+            if its {
+                upstream.push(sent.clone());
+            }
+            !its
+        });
+        if let Some(reason) = left {
+            let mut ended = lock(&self.ended);
+            for sent in upstream {
+                if ended.len() >= ENDED_CALLS {
+                    ended.pop_front();
+                }
+                ended.push_back((sent, reason));
+            }
+        }
         lock(&self.lanes).remove(&id);
         let withdrawal = lock(&self.calls).remove(&id).unwrap_or_default();
         if let Some(left) = left {
@@ -274,6 +308,12 @@ impl Relay for AgentRelay {
     }
 
     fn agent_cancel(&self, origin: Option<&RequestId>) -> Withdrawal {
+        if let Some(reason) = self.ended_as(origin) {
+            // Sent before the server heard that the agent cancelled the call it belongs to.
+            let ended = CancellationToken::new();
+            ended.cancel();
+            return Withdrawal::new().when(ended, reason);
+        }
         let own_call = self.call_of(origin);
         let mut calls = lock(&self.calls);
         let joined = || {
@@ -314,7 +354,9 @@ impl AgentRelay {
     /// wire does not say which call a server's request belongs to. With none (or several and
     /// no origin) it goes to the agent's session, which puts it on its own stream.
     fn lane_for(&self, origin: Option<&RequestId>) -> Option<LaneStream> {
-        if let Some(call) = self.call_of(origin) {
+        if origin.is_some() {
+            // Never another call's stream: a call that has ended leaves it to the session.
+            let call = self.call_of(origin)?;
             return lock(&self.lanes).get(&call).cloned();
         }
         self.sole_call_on_a_lane()
@@ -407,6 +449,54 @@ mod tests {
 
     fn routed(relay: &AgentRelay, upstream: &ProgressToken) -> bool {
         lock(&relay.progress).routes.contains_key(upstream)
+    }
+
+    #[test]
+    fn a_question_is_the_call_whose_stream_carried_it_also_when_it_comes_after_the_cancel() {
+        let (relay, _rx) = AgentRelay::new();
+        let upstream = |n: i64| RequestId::Number(n);
+        let (stream, _lane) = LaneStream::new(Default::default());
+        let first = relay.call_started(None);
+        relay.call_sent(first, &upstream(1));
+        let second = relay.call_started(Some(stream));
+        relay.call_sent(second, &upstream(2));
+
+        let firsts = relay.agent_cancel(Some(&upstream(1)));
+        let seconds = relay.agent_cancel(Some(&upstream(2)));
+        let unknown = relay.agent_cancel(None);
+        assert!(
+            relay.lane_for(Some(&upstream(1))).is_none(),
+            "not on a lane"
+        );
+        assert!(relay.lane_for(Some(&upstream(2))).is_some(), "its own lane");
+        assert!(relay.lane_for(None).is_none(), "two calls: the session's");
+
+        relay.call_ended(first, Some(CancelReason::Agent));
+        assert_eq!(firsts.fired(), Some(CancelReason::Agent));
+        assert_eq!(seconds.fired(), None, "the other call's question stays");
+        assert_eq!(
+            unknown.fired(),
+            Some(CancelReason::Agent),
+            "no origin: any call"
+        );
+        // The server asked on the first call's stream before it heard of the cancel.
+        let late = relay.agent_cancel(Some(&upstream(1)));
+        assert_eq!(late.fired(), Some(CancelReason::Agent));
+        assert!(relay.lane_for(Some(&upstream(1))).is_none());
+        // Now the second is the one call in flight.
+        assert!(relay.lane_for(None).is_some());
+
+        relay.call_ended(second, None);
+        assert_eq!(seconds.fired(), None, "answered: the server's to end");
+        let after = relay.agent_cancel(Some(&upstream(2)));
+        assert_eq!(after.fired(), None);
+        for n in 10..(10 + ENDED_CALLS as i64) {
+            let call = relay.call_started(None);
+            relay.call_sent(call, &upstream(n));
+            relay.call_ended(call, Some(CancelReason::AgentGone));
+        }
+        assert_eq!(lock(&relay.ended).len(), ENDED_CALLS);
+        assert_eq!(relay.ended_as(Some(&upstream(1))), None, "the oldest went");
     }
 
     #[test]

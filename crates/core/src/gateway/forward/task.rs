@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::gate::Refusal;
 use super::upstream::Upstream;
-use super::{Forwarder, Leaving, agent_cancelled, keep_raw};
+use super::{Forwarder, Leaving, ProgressTo, agent_cancelled, keep_raw};
 
 /// The requests about tasks an agent may send, passed to its upstream session as sent.
 pub(crate) const METHODS: &[&str] = &["tasks/get", "tasks/result", "tasks/cancel", "tasks/list"];
@@ -119,7 +119,7 @@ impl Forwarder {
         ctx: &RequestContext<RoleServer>,
         timeout: std::time::Duration,
     ) -> Result<Value, McpError> {
-        let call = up.relay.call_started(ctx);
+        let call = up.relay.call_started(ProgressTo::lane(ctx));
         let leaving = Leaving::of(ctx);
         let request = ClientRequest::CustomRequest(CustomRequest::new(method.to_owned(), params));
         let sent = up.send(request, ctx, timeout, Some(call)).await;
