@@ -334,7 +334,7 @@ fn preview(body: &[u8]) -> String {
 }
 
 /// The SSE events of a response body, failing once one event holds more than `max` bytes.
-pub(super) fn bounded_sse(
+fn bounded_sse(
     body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     max: usize,
 ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
