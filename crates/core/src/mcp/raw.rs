@@ -23,6 +23,7 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::http_post::Post;
+use crate::lock;
 
 /// Requests kept before the oldest is forgotten: the handler takes each at once, so only
 /// requests rmcp never hands over (malformed, duplicated) can pile up.
@@ -222,7 +223,7 @@ impl RawRequests {
         if !ATTRIBUTED.contains(&request.method.as_ref()) {
             return;
         }
-        let mut origins = origins.lock().unwrap_or_else(|e| e.into_inner());
+        let mut origins = lock(origins);
         origins.retain(|(asked, _)| *asked != request.id);
         if origins.len() >= KEEP {
             origins.pop_front();
@@ -233,11 +234,7 @@ impl RawRequests {
     /// Which of our requests the server's request `asked` came in answer to, when it came on
     /// that request's response stream (Streamable HTTP); once.
     pub fn origin_of(&self, asked: &RequestId) -> Option<RequestId> {
-        let mut origins = self
-            .origins
-            .as_ref()?
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut origins = lock(self.origins.as_ref()?);
         let at = origins.iter().position(|(id, _)| id == asked)?;
         origins.remove(at).map(|(_, origin)| origin)
     }

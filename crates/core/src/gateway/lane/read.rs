@@ -131,10 +131,10 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
             let raw_id = envelope.id?;
             if let Some(params) = envelope.params {
                 let shape: ParamsShape = serde_json::from_str(params.get()).ok()?;
-                if let Some(meta) = shape.meta {
-                    if meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?) {
-                        return None;
-                    }
+                if let Some(meta) = shape.meta
+                    && meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?)
+                {
+                    return None;
                 }
             }
             // Read as rmcp would, since the `Forwarder` answers these through rmcp's own
