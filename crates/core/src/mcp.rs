@@ -9,6 +9,7 @@ pub mod handler;
 mod http_post;
 pub(crate) mod input;
 pub mod oauth;
+pub(crate) mod origins;
 pub mod raw;
 pub mod sampling;
 pub mod tap;

@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::{ELICITATION_COMPLETE, ELICITATION_CREATE};
+use super::origins::CallOrigins;
 use crate::ask::broker::Broker;
 use crate::ask::kill_point::{self, Step};
 use crate::ask::{AskId, CancelReason, Withdrawal};
@@ -54,9 +55,6 @@ pub trait Relay: Send + Sync + 'static {
     }
 }
 
-/// Cancelled calls remembered for their late questions, per session.
-const CANCELLED_CALLS: usize = 64;
-
 /// URL questions whose completion a session watches at once, at most.
 const MAX_WATCHED_COMPLETIONS: usize = 64;
 
@@ -75,12 +73,10 @@ pub struct Tap {
     /// The app's own calls in flight, by number: a question the server asks meanwhile
     /// belongs to them, and is withdrawn as the caller's when one is cancelled.
     calls: Mutex<HashMap<u64, CancellationToken>>,
-    /// The app's calls in flight by the id of their request to the server: a question that
-    /// came on that request's response stream belongs to that call alone.
-    sent: Mutex<HashMap<RequestId, u64>>,
-    /// The app's calls that were cancelled, by their request, newest last: a question the
-    /// server sent on such a call's stream before it heard is withdrawn at once.
-    cancelled: Mutex<VecDeque<(RequestId, CancellationToken)>>,
+    /// The app's calls in flight by their request to the server (a question that came on that
+    /// request's response stream belongs to that call alone), and those that were cancelled: a
+    /// question the server sent on such a call's stream before it heard is withdrawn at once.
+    origins: CallOrigins<CancellationToken>,
     next_call: std::sync::atomic::AtomicU64,
     /// Answers on their way out, by the server's request id: the transport records each
     /// one delivered once it has taken it.
@@ -123,8 +119,7 @@ impl Tap {
             completions: Mutex::default(),
             progress: Mutex::default(),
             calls: Mutex::default(),
-            sent: Mutex::default(),
-            cancelled: Mutex::default(),
+            origins: CallOrigins::default(),
             next_call: std::sync::atomic::AtomicU64::new(0),
             answering: Mutex::default(),
         })
@@ -145,47 +140,25 @@ impl Tap {
     /// Call `call` went to the server as our request `upstream`.
     pub fn call_sent(&self, call: u64, upstream: &RequestId) {
         if lock(&self.calls).contains_key(&call) {
-            lock(&self.sent).insert(upstream.clone(), call);
+            self.origins.sent(call, upstream);
         }
     }
 
     pub fn call_ended(&self, call: u64) {
-        let mut upstream = Vec::new();
-        lock(&self.sent).retain(|sent, c| {
-            let its = *c == call;
-            if its {
-                upstream.push(sent.clone());
-            }
-            !its
-        });
-        let Some(token) = lock(&self.calls).remove(&call) else {
-            return;
-        };
-        if token.is_cancelled() {
-            let mut cancelled = lock(&self.cancelled);
-            for sent in upstream {
-                if cancelled.len() >= CANCELLED_CALLS {
-                    cancelled.pop_front();
-                }
-                cancelled.push_back((sent, token.clone()));
-            }
-        }
+        let token = lock(&self.calls).remove(&call);
+        self.origins
+            .ended(call, token.filter(CancellationToken::is_cancelled));
     }
 
     /// The cancellations, as the caller's, of the app's own call a question belongs to: the
     /// one `origin` names (our request on whose response stream it came), else every call in
     /// flight (a question with nothing to tie it to goes when any is cancelled: the safe side).
     pub(super) fn app_calls(&self, origin: Option<&RequestId>) -> Withdrawal {
-        if let Some(origin) = origin
-            && let Some((_, token)) = lock(&self.cancelled)
-                .iter()
-                .rev()
-                .find(|(s, _)| s == origin)
-        {
+        if let Some(token) = self.origins.ended_early(origin) {
             // Sent before the server heard that the call it belongs to was cancelled.
-            return Withdrawal::new().when(token.clone(), CancelReason::Agent);
+            return Withdrawal::new().when(token, CancelReason::Agent);
         }
-        let own_call = origin.and_then(|origin| lock(&self.sent).get(origin).copied());
+        let own_call = self.origins.call_of(origin);
         let calls = lock(&self.calls);
         if let Some(token) = own_call.and_then(|call| calls.get(&call)) {
             return Withdrawal::new().when(token.clone(), CancelReason::Agent);
@@ -464,19 +437,6 @@ mod tests {
             tap.app_calls(Some(&upstream(2))).fired(),
             None,
             "it was answered"
-        );
-        for n in 10..(10 + CANCELLED_CALLS as i64) {
-            let cancel = CancellationToken::new();
-            let call = tap.call_started(cancel.clone());
-            tap.call_sent(call, &upstream(n));
-            cancel.cancel();
-            tap.call_ended(call);
-        }
-        assert_eq!(lock(&tap.cancelled).len(), CANCELLED_CALLS);
-        assert_eq!(
-            tap.app_calls(Some(&upstream(1))).fired(),
-            None,
-            "the oldest went"
         );
     }
 

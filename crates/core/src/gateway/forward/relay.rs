@@ -8,6 +8,7 @@ use rmcp::model::{ProgressNotification, RequestId};
 
 use super::*;
 use crate::gateway::lane::LaneStream;
+use crate::mcp::origins::CallOrigins;
 
 /// A notification on its way to the agent: to the request it belongs to (progress), or to the
 /// agent's session.
@@ -51,12 +52,11 @@ pub(crate) struct AgentRelay {
     calls: Mutex<HashMap<u64, Withdrawal>>,
     /// The in-flight calls answered on a lane stream, by call.
     lanes: Mutex<HashMap<u64, LaneStream>>,
-    /// The in-flight calls by the id of their request upstream: a server's request that came
-    /// on that request's response stream belongs to that call alone.
-    sent: Mutex<HashMap<RequestId, u64>>,
-    /// Calls the agent cancelled (or abandoned), by their request upstream, newest last: a
-    /// question the server sent on such a call's stream before it heard is withdrawn at once.
-    ended: Mutex<VecDeque<(RequestId, CancelReason)>>,
+    /// The calls in flight by their request upstream (a server's request that came on that
+    /// request's response stream belongs to that call alone), and those the agent cancelled or
+    /// abandoned, with the reason: a question the server sent on such a call's stream before
+    /// it heard is withdrawn at once.
+    origins: CallOrigins<CancelReason>,
     /// Fired when the agent's session ends (it said so, or it went quiet): its questions go
     /// with it, also those asked between its requests (a task's, while it polls).
     left: CancellationToken,
@@ -72,9 +72,6 @@ const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Progress notifications kept for a route not registered yet, per upstream session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
-
-/// Calls the agent ended that are remembered for their late questions, per upstream session.
-const ENDED_CALLS: usize = 64;
 
 /// Tasks whose progress is still routed, per upstream session, at most: past it the oldest
 /// task's progress stops reaching the agent (a task the agent never followed to its end).
@@ -100,8 +97,7 @@ impl AgentRelay {
             progress: Mutex::default(),
             calls: Mutex::default(),
             lanes: Mutex::default(),
-            sent: Mutex::default(),
-            ended: Mutex::default(),
+            origins: CallOrigins::default(),
             left: CancellationToken::new(),
             next_call: AtomicU64::new(1),
             queued: AtomicU64::new(0),
@@ -190,47 +186,14 @@ impl AgentRelay {
     /// Call `id` went upstream as our request `upstream`.
     pub(super) fn call_sent(&self, id: u64, upstream: &RequestId) {
         if lock(&self.calls).contains_key(&id) {
-            lock(&self.sent).insert(upstream.clone(), id);
+            self.origins.sent(id, upstream);
         }
-    }
-
-    /// The call a server's request belongs to, when `origin` (our request on whose response
-    /// stream it came) is one of the calls in flight.
-    fn call_of(&self, origin: Option<&RequestId>) -> Option<u64> {
-        lock(&self.sent).get(origin?).copied()
-    }
-
-    /// How the call `origin` names ended, if the agent cancelled or abandoned it.
-    fn ended_as(&self, origin: Option<&RequestId>) -> Option<CancelReason> {
-        let origin = origin?;
-        let ended = lock(&self.ended);
-        ended
-            .iter()
-            .rev()
-            .find(|(sent, _)| sent == origin)
-            .map(|(_, reason)| *reason)
     }
 
     /// The call ended: cancelled (or abandoned) by the agent withdraws its questions with that
     /// reason; otherwise they are the server's to end.
     pub(super) fn call_ended(&self, id: u64, left: Option<CancelReason>) {
-        let mut upstream = Vec::new();
-        lock(&self.sent).retain(|sent, call| {
-            let its = *call == id;
-            if its {
-                upstream.push(sent.clone());
-            }
-            !its
-        });
-        if let Some(reason) = left {
-            let mut ended = lock(&self.ended);
-            for sent in upstream {
-                if ended.len() >= ENDED_CALLS {
-                    ended.pop_front();
-                }
-                ended.push_back((sent, reason));
-            }
-        }
+        self.origins.ended(id, left);
         lock(&self.lanes).remove(&id);
         let withdrawal = lock(&self.calls).remove(&id).unwrap_or_default();
         if let Some(left) = left {
@@ -308,13 +271,13 @@ impl Relay for AgentRelay {
     }
 
     fn agent_cancel(&self, origin: Option<&RequestId>) -> Withdrawal {
-        if let Some(reason) = self.ended_as(origin) {
+        if let Some(reason) = self.origins.ended_early(origin) {
             // Sent before the server heard that the agent cancelled the call it belongs to.
             let ended = CancellationToken::new();
             ended.cancel();
             return Withdrawal::new().when(ended, reason);
         }
-        let own_call = self.call_of(origin);
+        let own_call = self.origins.call_of(origin);
         let mut calls = lock(&self.calls);
         let joined = || {
             Withdrawal::new()
@@ -356,7 +319,7 @@ impl AgentRelay {
     fn lane_for(&self, origin: Option<&RequestId>) -> Option<LaneStream> {
         if origin.is_some() {
             // Never another call's stream: a call that has ended leaves it to the session.
-            let call = self.call_of(origin)?;
+            let call = self.origins.call_of(origin)?;
             return lock(&self.lanes).get(&call).cloned();
         }
         self.sole_call_on_a_lane()
@@ -490,13 +453,6 @@ mod tests {
         assert_eq!(seconds.fired(), None, "answered: the server's to end");
         let after = relay.agent_cancel(Some(&upstream(2)));
         assert_eq!(after.fired(), None);
-        for n in 10..(10 + ENDED_CALLS as i64) {
-            let call = relay.call_started(None);
-            relay.call_sent(call, &upstream(n));
-            relay.call_ended(call, Some(CancelReason::AgentGone));
-        }
-        assert_eq!(lock(&relay.ended).len(), ENDED_CALLS);
-        assert_eq!(relay.ended_as(Some(&upstream(1))), None, "the oldest went");
     }
 
     #[test]
