@@ -235,7 +235,7 @@ async fn a_typescript_sdk_agent_deletes_a_ticket_through_the_bridge() {
     let mut answered = 0;
     while answered < 2 {
         let ask = match tokio::time::timeout(WAIT, events.recv()).await {
-            Ok(Ok(AskEvent::Added { ask })) => ask,
+            Ok(Ok(AskEvent::Added { ask })) => *ask,
             Ok(Ok(_)) => continue,
             other => panic!("no question arrived: {other:?}"),
         };

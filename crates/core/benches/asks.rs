@@ -262,7 +262,7 @@ fn spawn_answerer(
         };
         while samples.ask_hops_ns.len() < n {
             let ask = match events.recv().await {
-                Ok(AskEvent::Added { ask }) => ask,
+                Ok(AskEvent::Added { ask }) => *ask,
                 Ok(AskEvent::Resolved { .. } | AskEvent::UrlCompleted { .. }) => continue,
                 Err(broadcast::error::RecvError::Lagged(k)) => panic!("subscriber lagged by {k}"),
                 Err(broadcast::error::RecvError::Closed) => panic!("broker gone"),

@@ -582,13 +582,13 @@ mod tests {
         ));
         for i in 0..10 {
             tx.send(AskEvent::Added {
-                ask: ask(i, "demo", "Delete?"),
+                ask: Box::new(ask(i, "demo", "Delete?")),
             })
             .unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         tx.send(AskEvent::Added {
-            ask: ask(99, "muted", "x"),
+            ask: Box::new(ask(99, "muted", "x")),
         })
         .unwrap();
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -600,7 +600,7 @@ mod tests {
         }
         // A later ask: the notification is replaced with everything still waiting.
         tx.send(AskEvent::Added {
-            ask: ask(11, "demo", "Again?"),
+            ask: Box::new(ask(11, "demo", "Again?")),
         })
         .unwrap();
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -625,7 +625,7 @@ mod tests {
             Coalescer::default(),
         ));
         tx.send(AskEvent::Added {
-            ask: ask(1, "demo", "q"),
+            ask: Box::new(ask(1, "demo", "q")),
         })
         .unwrap();
         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -87,7 +87,7 @@ impl Harness {
     async fn next_ask(&mut self) -> Ask {
         loop {
             match tokio::time::timeout(WAIT, self.events.recv()).await {
-                Ok(Ok(AskEvent::Added { ask })) => return ask,
+                Ok(Ok(AskEvent::Added { ask })) => return *ask,
                 Ok(Ok(_)) => continue,
                 other => panic!("no ask arrived: {other:?}"),
             }
@@ -586,7 +586,7 @@ async fn cancelling_a_run_withdraws_its_question_and_keeps_the_ticket() {
     };
     let asked = loop {
         match tokio::time::timeout(WAIT, events.recv()).await {
-            Ok(Ok(AskEvent::Added { ask })) => break ask,
+            Ok(Ok(AskEvent::Added { ask })) => break *ask,
             Ok(Ok(_)) => continue,
             other => panic!("no question: {other:?}"),
         }

@@ -163,7 +163,7 @@ impl Rig {
     async fn next_ask(&mut self) -> Ask {
         loop {
             match tokio::time::timeout(WAIT, self.events.recv()).await {
-                Ok(Ok(AskEvent::Added { ask })) => return ask,
+                Ok(Ok(AskEvent::Added { ask })) => return *ask,
                 Ok(Ok(_)) => continue,
                 other => panic!("no ask arrived: {other:?}"),
             }

@@ -645,7 +645,7 @@ async fn codex_app_server_calls_a_gated_tool_that_the_person_denies_then_allows(
             let mut asked = Vec::new();
             loop {
                 let ask = match tokio::time::timeout(Duration::from_secs(60), events.recv()).await {
-                    Ok(Ok(AskEvent::Added { ask })) => ask,
+                    Ok(Ok(AskEvent::Added { ask })) => *ask,
                     Ok(Ok(_)) => continue,
                     _ => return asked,
                 };

@@ -308,7 +308,7 @@ async fn next_ask(
     let wait = async {
         loop {
             match events.recv().await {
-                Ok(AskEvent::Added { ask }) => return Ok(ask),
+                Ok(AskEvent::Added { ask }) => return Ok(*ask),
                 Ok(_) => continue,
                 Err(e) => return Err(format!("ask events: {e}")),
             }

@@ -165,10 +165,14 @@ impl Broker {
             if state.shut_down {
                 Some((CancelReason::Shutdown, tx))
             } else if unrecorded {
-                let _ = self.inner.events.send(AskEvent::Added { ask: ask.clone() });
+                let _ = self.inner.events.send(AskEvent::Added {
+                    ask: Box::new(ask.clone()),
+                });
                 Some((CancelReason::AuditFailed, tx))
             } else {
-                let _ = self.inner.events.send(AskEvent::Added { ask: ask.clone() });
+                let _ = self.inner.events.send(AskEvent::Added {
+                    ask: Box::new(ask.clone()),
+                });
                 state.pending.insert(
                     id,
                     Pending {
@@ -510,6 +514,14 @@ mod tests {
         ));
         let _ = std::fs::remove_file(&path);
         (Broker::new(AuditLog::open(&path).unwrap()), path)
+    }
+
+    #[test]
+    fn the_event_channel_holds_little_memory_before_any_event() {
+        // tokio's broadcast channel makes all of its slots when it is made, so every broker
+        // (the app's, each test's, the soak's) holds this much from the start.
+        let held = EVENT_CAPACITY * std::mem::size_of::<AskEvent>();
+        assert!(held <= 512 * 1024, "{held} bytes laid out for events");
     }
 
     fn confirm_ask(session: u64, timeout: Option<Duration>) -> NewAsk {

@@ -303,11 +303,11 @@ impl Person {
             .position(|e| matches!(e, AskEvent::Added { .. }))
             && let AskEvent::Added { ask } = self.backlog.remove(i)
         {
-            return ask;
+            return *ask;
         }
         loop {
             match self.next_event().await {
-                AskEvent::Added { ask } => return ask,
+                AskEvent::Added { ask } => return *ask,
                 other => self.backlog.push(other),
             }
         }
