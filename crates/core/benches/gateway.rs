@@ -33,9 +33,15 @@
 //! proxies' executables (default: where scripts/bench-gateway.sh installs them);
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
 //! countersign-legacy, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
-//! ts-mcp-proxy, ts-supergateway); `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a
-//! single-threaded runtime (what fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS`
-//! changes the 10,000.
+//! ts-mcp-proxy, ts-supergateway, sessions, sessions-legacy);
+//! `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a single-threaded runtime (what
+//! fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS` changes the 10,000.
+//!
+//! Rows S (`sessions`, `sessions-legacy`) are memory, not speed: the gateway's resident
+//! memory idle, with one agent session open, then with 16 and with 31 (the cap is 32 upstream
+//! sessions per server), each session having made its calls, and after they all closed.
+//! `COUNTERSIGN_BENCH_HOLD_S=<s>` pauses that long idle and with all the sessions open, printing
+//! the gateway's pid, to read its `/proc/<pid>/smaps_rollup` then.
 
 #[path = "../tests/common/procs.rs"]
 mod procs;
@@ -68,7 +74,8 @@ const ROWS_ENV: &str = "COUNTERSIGN_BENCH_ROWS";
 const CALLS_ENV: &str = "COUNTERSIGN_BENCH_CALLS";
 const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
-const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway";
+const HOLD_ENV: &str = "COUNTERSIGN_BENCH_HOLD_S";
+const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
 const CALLERS: usize = 16;
@@ -88,6 +95,10 @@ const TARGET_CPU_MS: f64 = 0.25;
 const TARGET_THROUGHPUT: f64 = 0.80;
 /// CPU per call for a keep-alive TypeScript SDK agent.
 const TARGET_TS_CPU_MS: f64 = 0.15;
+/// Resident memory each additional agent session may cost the gateway.
+const TARGET_SESSION_MIB: f64 = 0.5;
+/// Agent sessions open at each step of row S (the gateway allows 32 upstreams per server).
+const SESSION_STEPS: [usize; 3] = [1, 16, 31];
 
 fn main() {
     match std::env::var(ROLE_ENV).as_deref() {
@@ -936,7 +947,116 @@ async fn bench(rows: &str, calls: usize) {
         ts_rows.push((label, outcome));
     }
     report_ts(&ts_rows);
+
+    for (row, protocol) in [("sessions", "auto"), ("sessions-legacy", "legacy")] {
+        if wanted(row) {
+            let label =
+                format!("S  Countersign gateway -> desk (HTTP, upstream protocol {protocol})");
+            eprintln!("running: {label}");
+            report_sessions(&label, row_sessions(protocol).await);
+        }
+    }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The gateway's resident memory at each of [`SESSION_STEPS`], then after every session closed.
+struct SessionsMemory {
+    idle: f64,
+    steps: Vec<(usize, f64)>,
+    after_close: f64,
+}
+
+async fn row_sessions(protocol: &str) -> Result<SessionsMemory, String> {
+    let (desk, desk_url) = spawn_role("desk-http", &[])?;
+    let (gateway, line) = spawn_role(
+        "gateway",
+        &[(UPSTREAM_ENV, &desk_url), (PROTOCOL_ENV, protocol)],
+    )?;
+    let (url, token) = line
+        .split_once(' ')
+        .ok_or_else(|| format!("gateway said {line:?}"))?;
+    let endpoint = Endpoint::Http {
+        url: url.to_owned(),
+        token: Some(token.to_owned()),
+    };
+    let pid = gateway.pid();
+    let rss = || rss_mib(pid).ok_or_else(|| "the gateway's VmRSS is unreadable".to_owned());
+    let hold = std::env::var(HOLD_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .map(Duration::from_secs);
+    let settle = || tokio::time::sleep(Duration::from_millis(500));
+    let idle = rss()?;
+    if let Some(hold) = hold {
+        eprintln!("  gateway pid {pid}, idle: holding {hold:?}");
+        tokio::time::sleep(hold).await;
+    }
+    let mut agents = Vec::new();
+    let mut steps = Vec::new();
+    for (i, &open) in SESSION_STEPS.iter().enumerate() {
+        while agents.len() < open {
+            let agent = connect(&endpoint, agents.len()).await?;
+            // The first session warms what every later one shares (the tools' facts, the
+            // upstream's connection pool): a few calls, so its cost is not counted per session.
+            let calls = if agents.is_empty() { WARMUP_CALLS } else { 1 };
+            call_loop(&agent, calls).await?;
+            agents.push(agent);
+        }
+        settle().await;
+        steps.push((open, rss()?));
+        if let Some(hold) = hold.filter(|_| i == SESSION_STEPS.len() - 1) {
+            eprintln!("  gateway pid {pid}, {open} sessions open: holding {hold:?}");
+            tokio::time::sleep(hold).await;
+        }
+    }
+    for agent in agents {
+        let _ = agent.cancel().await;
+    }
+    // The gateway ends an upstream session once its agent's session is gone.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after_close = rss()?;
+    drop(gateway);
+    drop(desk);
+    Ok(SessionsMemory {
+        idle,
+        steps,
+        after_close,
+    })
+}
+
+fn report_sessions(label: &str, outcome: Result<SessionsMemory, String>) {
+    println!("memory per agent session (the gateway's VmRSS, MiB; each session made its calls):");
+    let m = match outcome {
+        Ok(m) => m,
+        Err(e) => {
+            println!("  {label}  did not run: {e}\n");
+            return;
+        }
+    };
+    let steps: Vec<String> = m
+        .steps
+        .iter()
+        .map(|(n, rss)| format!("{n} open: {rss:.1}"))
+        .collect();
+    println!("  {label}");
+    println!(
+        "    idle: {:.1}, {}; all closed: {:.1}",
+        m.idle,
+        steps.join(", "),
+        m.after_close
+    );
+    if let (Some(first), Some(last)) = (m.steps.first(), m.steps.last()) {
+        let per = (last.1 - first.1) / (last.0 - first.0) as f64;
+        println!(
+            "    each additional session: {per:.2} MiB; target under {TARGET_SESSION_MIB} MiB -> {}",
+            if per < TARGET_SESSION_MIB {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    }
+    println!();
 }
 
 fn report_ts(rows: &[(&str, Result<Run, String>)]) {
@@ -989,6 +1109,9 @@ fn report_ts(rows: &[(&str, Result<Run, String>)]) {
 }
 
 fn report(rows: &[Row]) {
+    if rows.is_empty() {
+        return;
+    }
     let direct = rows
         .iter()
         .find(|r| r.label.starts_with("1 "))
