@@ -75,6 +75,7 @@ const CALLS_ENV: &str = "COUNTERSIGN_BENCH_CALLS";
 const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
 const HOLD_ENV: &str = "COUNTERSIGN_BENCH_HOLD_S";
+const CALLGRIND_ENV: &str = "COUNTERSIGN_BENCH_CALLGRIND";
 const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
@@ -334,7 +335,19 @@ impl Drop for Proc {
 /// Starts one of this binary's roles and reads the line it prints once it is ready.
 fn spawn_role(role: &str, env: &[(&str, &str)]) -> Result<(Proc, String), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(exe);
+    let mut cmd = match callgrind_dir() {
+        Some(dir) if role == "gateway" => {
+            let mut cmd = Command::new("valgrind");
+            cmd.arg("--tool=callgrind")
+                .arg(format!(
+                    "--callgrind-out-file={}/callgrind.out.%p",
+                    dir.display()
+                ))
+                .arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    };
     cmd.env(ROLE_ENV, role)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -411,6 +424,67 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free port")
+}
+
+/// Where `COUNTERSIGN_BENCH_CALLGRIND` asks the gateway to run under callgrind and write its
+/// counts: instructions are what CPU time is not on a shared machine, the same from run to run.
+fn callgrind_dir() -> Option<PathBuf> {
+    std::env::var_os(CALLGRIND_ENV).map(PathBuf::from)
+}
+
+fn callgrind_control(pid: u32, what: &str) -> Result<String, String> {
+    let out = Command::new("callgrind_control")
+        .arg(what)
+        .arg(pid.to_string())
+        .output()
+        .map_err(|e| format!("callgrind_control: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "callgrind_control {what} {pid}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The instructions the gateway ran since its counts were last zeroed (a dump's `totals:`).
+fn callgrind_dump(pid: u32) -> Result<f64, String> {
+    let dir = callgrind_dir().ok_or("no callgrind dir")?;
+    let before: Vec<_> = dumps(&dir, pid);
+    callgrind_control(pid, "-d")?;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(new) = dumps(&dir, pid).into_iter().find(|d| !before.contains(d)) {
+            let text = std::fs::read_to_string(&new).unwrap_or_default();
+            if let Some(total) = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("totals: ")
+                        .or_else(|| l.strip_prefix("summary: "))
+                })
+                .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+            {
+                return Ok(total);
+            }
+        }
+        if Instant::now() > deadline {
+            return Err("callgrind wrote no dump".into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn dumps(dir: &Path, pid: u32) -> Vec<PathBuf> {
+    let prefix = format!("callgrind.out.{pid}.");
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// CPU time (user + system, all threads) of one process, in ms.
@@ -640,11 +714,19 @@ async fn measure(endpoint: &Endpoint, sides: &Sides, calls: usize) -> Result<Mea
     // One agent, one call at a time.
     let agent = connect(endpoint, 0).await?;
     call_loop(&agent, WARMUP_CALLS).await?;
+    let counted = sides.middle.filter(|_| callgrind_dir().is_some());
+    if let Some(pid) = counted {
+        callgrind_control(pid, "-z")?;
+    }
     let (m0, u0) = sides.cpu();
     let start = Instant::now();
     let mut samples = call_loop(&agent, calls).await?;
     let wall = start.elapsed();
     let (m1, u1) = sides.cpu();
+    let instructions = match counted {
+        Some(pid) => Some(callgrind_dump(pid)? / calls as f64),
+        None => None,
+    };
     samples.sort_unstable();
     let sequential = Run {
         samples,
@@ -652,6 +734,11 @@ async fn measure(endpoint: &Endpoint, sides: &Sides, calls: usize) -> Result<Mea
         middle_cpu_ms: m0.zip(m1).map(|(a, b)| b - a),
         upstream_cpu_ms: u1 - u0,
     };
+    if let Some(instructions) = instructions {
+        eprintln!(
+            "  the gateway's instructions per call, one at a time (callgrind): {instructions:.0}"
+        );
+    }
     let _ = agent.cancel().await;
 
     // 16 agents, each its own session, all calling at once.
