@@ -18,10 +18,7 @@ pub fn now_ms() -> u64 {
 
 /// Lower-case hex SHA-256 of `bytes`: how an undo knows the file is still what we wrote.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// The file a path names: a symlink (a dotfiles manager's, say) is followed, so the link

@@ -270,8 +270,8 @@ pub fn definition(
     name: &str,
     title: Option<&str>,
     description: Option<&str>,
-    annotations: Option<&Value>,
-    input_schema: Option<&Value>,
+    annotations: Option<Value>,
+    input_schema: Option<Value>,
 ) -> Value {
     let mut d = Map::new();
     d.insert("name".into(), Value::from(name));
@@ -283,22 +283,15 @@ pub fn definition(
         "description".into(),
         description.map(Value::from).unwrap_or(Value::Null),
     );
-    d.insert(
-        "annotations".into(),
-        annotations.cloned().unwrap_or(Value::Null),
-    );
-    d.insert(
-        "inputSchema".into(),
-        input_schema.cloned().unwrap_or(Value::Null),
-    );
+    d.insert("annotations".into(), annotations.unwrap_or(Value::Null));
+    d.insert("inputSchema".into(), input_schema.unwrap_or(Value::Null));
     Value::Object(d)
 }
 
 /// SHA-256 of the definition with object keys sorted, so a server listing the same tool with
 /// its keys in another order is not a change.
 pub fn digest(definition: &Value) -> String {
-    let hash = Sha256::digest(compact(&sorted(definition)).as_bytes());
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(Sha256::digest(compact(&sorted(definition)).as_bytes()))
 }
 
 /// The fields of the definition that differ between what the person saw and now.
@@ -469,9 +462,25 @@ mod tests {
             "delete",
             None,
             Some("Deletes everything"),
-            Some(&json!({"destructiveHint": false})),
+            Some(json!({"destructiveHint": false})),
             None,
         ))
+    }
+
+    #[test]
+    fn a_digest_is_the_sha256_of_the_sorted_compact_definition_in_lowercase_hex() {
+        // Remembered decisions on disk hold digests: the way they are made must not drift.
+        let d = definition(
+            "delete",
+            None,
+            Some("Deletes"),
+            None,
+            Some(json!({"type": "object"})),
+        );
+        assert_eq!(
+            digest(&d),
+            "ed3b778d008712079b77b5c2167901b11bd1293d7f9a2b686cc1875dfd31a718"
+        );
     }
 
     #[test]
@@ -480,14 +489,14 @@ mod tests {
             "t",
             None,
             Some("a"),
-            Some(&json!({"readOnlyHint": true, "title": "x"})),
+            Some(json!({"readOnlyHint": true, "title": "x"})),
             None,
         );
         let reordered = definition(
             "t",
             None,
             Some("a"),
-            Some(&json!({"title": "x", "readOnlyHint": true})),
+            Some(json!({"title": "x", "readOnlyHint": true})),
             None,
         );
         assert_eq!(digest(&before), digest(&reordered));

@@ -215,10 +215,7 @@ impl PendingStore {
 pub(crate) fn fresh_id() -> String {
     let mut bytes = [0u8; 6];
     let _ = getrandom::fill(&mut bytes);
-    format!(
-        "p-{}",
-        bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()
-    )
+    format!("p-{}", hex::encode(bytes))
 }
 
 /// The question behind a pending approval, waited for apart from any call.

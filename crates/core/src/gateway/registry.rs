@@ -224,7 +224,7 @@ impl AgentStore {
             id: id.clone(),
             name,
             created_ms: now_ms(),
-            sha256: hex(&hashed),
+            sha256: hex::encode(hashed),
         };
         let mut next = state.file.clone();
         next.agents.push(stored.clone());
@@ -354,18 +354,9 @@ fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 fn parse_hex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 
@@ -373,7 +364,7 @@ fn parse_hex(text: &str) -> Option<[u8; 32]> {
 fn fresh_id() -> Result<String, AgentError> {
     let mut bytes = [0u8; 8];
     getrandom::fill(&mut bytes).map_err(|e| AgentError::Random(e.to_string()))?;
-    Ok(hex(&bytes))
+    Ok(hex::encode(bytes))
 }
 
 fn now_ms() -> u64 {
@@ -425,7 +416,7 @@ mod tests {
             !text.contains(&cursor_token) && !text.contains(&code_token),
             "{text}"
         );
-        assert!(text.contains(&hex(&digest(&cursor_token))), "{text}");
+        assert!(text.contains(&hex::encode(digest(&cursor_token))), "{text}");
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600

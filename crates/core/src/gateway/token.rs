@@ -10,7 +10,7 @@ use crate::private_fs;
 pub fn fresh() -> std::io::Result<String> {
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| std::io::Error::other(e.to_string()))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex::encode(bytes))
 }
 
 /// Reads the token at `path`, creating it (0600, atomically) if missing or empty. A file that

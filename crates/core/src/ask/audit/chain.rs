@@ -36,6 +36,15 @@ impl Head {
             hash: hash(line),
         }
     }
+
+    /// The head once `line`, linked after this head (`link`), is the last line: what
+    /// [`Head::after`] reads back from it, without parsing it.
+    pub fn then(&self, line: &[u8]) -> Head {
+        Head {
+            seq: self.seq.saturating_add(1),
+            hash: hash(line),
+        }
+    }
 }
 
 /// The chain fields of a line as read back; the rest of the line is the record.
@@ -49,18 +58,9 @@ pub fn hash(line: &[u8]) -> Hash {
     Sha256::digest(line).into()
 }
 
-pub fn hex(hash: &Hash) -> String {
-    hash.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 pub fn parse_hex(text: &str) -> Option<Hash> {
-    if text.len() != 64 || !text.is_ascii() {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 
@@ -69,7 +69,12 @@ pub fn parse_hex(text: &str) -> Option<Hash> {
 /// `None` if `record` is not a JSON object's text.
 pub fn link(head: &Head, record: &[u8]) -> Option<Vec<u8>> {
     let rest = record.strip_prefix(b"{")?;
-    let mut line = format!("{{\"seq\":{},\"prev\":\"{}\"", head.seq, hex(&head.hash)).into_bytes();
+    let mut line = format!(
+        "{{\"seq\":{},\"prev\":\"{}\"",
+        head.seq,
+        hex::encode(head.hash)
+    )
+    .into_bytes();
     if rest != b"}" {
         line.push(b',');
     }
@@ -96,6 +101,11 @@ mod tests {
         assert_eq!(parse_hex(value["prev"].as_str().unwrap()), Some(head.hash));
         assert_eq!(Head::after(&line).seq, 8);
         assert_eq!(Head::after(&line).hash, hash(&line));
+        assert_eq!(
+            head.then(&line),
+            Head::after(&line),
+            "the writer's head is the reader's"
+        );
         assert_eq!(Head::after(br#"{"event":"old"}"#).seq, 0);
         assert!(link(&head, b"[1]").is_none());
         assert_eq!(parse_hex("zz"), None);

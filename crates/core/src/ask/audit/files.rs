@@ -114,7 +114,7 @@ impl Writer {
         let mut line = chain::link(&self.head, record).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, "a record is not an object")
         })?;
-        let next = Head::after(&line);
+        let next = self.head.then(&line);
         line.push(b'\n');
         if self.regular && self.len > 0 && self.len + line.len() as u64 > self.rotation.file_bytes {
             self.rotate()?;

@@ -3,6 +3,8 @@
 //! policy's decision, the question to the person when it asks, what the person chose to
 //! remember, and the approval that outlives the call when nobody answers in time.
 
+use std::borrow::Cow;
+
 use super::upstream::ToolFacts;
 use super::*;
 use crate::ask::kill_point::{self, Step};
@@ -42,7 +44,7 @@ impl Forwarder {
         up: &Arc<Upstream>,
         request: &CallToolRequest,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<(ToolFacts, Result<Option<AskedIn>, Refusal>), McpError> {
+    ) -> Result<(Arc<ToolFacts>, Result<Option<AskedIn>, Refusal>), McpError> {
         let tool = request.params.name.to_string();
         self.refuse_agent_input(
             "tools/call",
@@ -73,19 +75,14 @@ impl Forwarder {
             key: &tool,
             what: format!("this call to {tool}"),
             request: record,
-            definition: approval::definition(
-                &tool,
-                facts.title.as_deref(),
-                facts.description.as_deref(),
-                facts.annotations.as_ref(),
-                facts.input_schema.as_ref(),
-            ),
+            definition: Cow::Borrowed(&facts.definition),
+            digest: Cow::Borrowed(&facts.digest),
             arguments,
-            annotations: facts.annotations.clone(),
+            annotations: facts.annotations(),
             read: false,
             // A preview would run without the fields beyond the model, so it is not offered.
             previewable: (also_sent.is_none()
-                && crate::gateway::preview::takes_dry_run(facts.input_schema.as_ref()))
+                && crate::gateway::preview::takes_dry_run(facts.input_schema()))
             .then(|| request.clone()),
         };
         let decided = self.gate(up, ctx, gated).await;
@@ -116,11 +113,14 @@ impl Forwarder {
         target: &str,
         params: Value,
     ) -> Result<Option<AskedIn>, McpError> {
+        let definition = approval::definition(method, None, None, None, None);
+        let digest = approval::digest(&definition);
         let gated = Gated {
             key: method,
             what: format!("{method} of {target}"),
             request: json!({"method": method, "params": params}),
-            definition: approval::definition(method, None, None, None, None),
+            definition: Cow::Owned(definition),
+            digest: Cow::Owned(digest),
             arguments: params,
             annotations: None,
             read: true,
@@ -151,7 +151,7 @@ impl Forwarder {
         let who = Who::of(ctx);
         let audit = self.shared.broker.audit();
         let what = &gated.what;
-        let digest = approval::digest(&gated.definition);
+        let digest = &gated.digest;
         let now_ms = crate::gateway::Gateway::now_ms(&self.shared);
         let call = approval::Call {
             agent: &who.id,
@@ -166,7 +166,7 @@ impl Forwarder {
         let decision = if gated.read {
             policy::decide_read(config, &call, settings)
         } else {
-            policy::decide(config, &call, gated.annotations.as_ref(), settings)
+            policy::decide(config, &call, gated.annotations, settings)
         };
         match decision {
             Decision::Allow { why, remembered } => {
@@ -269,8 +269,8 @@ impl Forwarder {
                                 tool: gated.key.to_owned(),
                                 arguments,
                                 arguments_value: gated.arguments.clone(),
-                                definition: gated.definition.clone(),
-                                digest: digest.clone(),
+                                definition: gated.definition.clone().into_owned(),
+                                digest: digest.to_string(),
                                 created_ms: now_ms,
                                 expires_ms: now_ms
                                     .saturating_add(config.pending_expiry.as_millis() as u64),
@@ -444,13 +444,15 @@ struct Gated<'a> {
     key: &'a str,
     what: String,
     request: Value,
-    /// The tool's definition as the person sees it (a read's is just its method).
-    definition: Value,
+    /// The tool's definition as the person sees it (a read's is just its method), and its
+    /// digest.
+    definition: Cow<'a, Value>,
+    digest: Cow<'a, str>,
     /// What will be forwarded, for the decisions that cover some arguments only: a call's
     /// arguments, or `[arguments, fields]` when it carries fields beyond rmcp's model
     /// (`sent::judged`).
     arguments: Value,
-    annotations: Option<Value>,
+    annotations: Option<&'a Value>,
     read: bool,
     /// The call itself, when its tool takes a boolean `dryRun` (see `preview`).
     previewable: Option<CallToolRequest>,
@@ -488,7 +490,7 @@ impl Gated<'_> {
             tool: self.key.to_owned(),
             title,
             description,
-            annotations: self.annotations.clone(),
+            annotations: self.annotations.cloned(),
             arguments_text,
             also_sent_text,
             // What a remembered choice is checked against: the judged value itself.

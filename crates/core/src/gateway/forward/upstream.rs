@@ -81,7 +81,7 @@ pub(crate) struct Upstream {
     pub(super) session: u64,
     pub(super) last_used: AtomicU64,
     /// The tools as last listed: (title, description, annotations) by name, for the gate.
-    pub(super) tools: Mutex<Option<HashMap<String, ToolFacts>>>,
+    pub(super) tools: Mutex<Option<HashMap<String, Arc<ToolFacts>>>>,
     /// Asks the person for a new sign-in (see `Gateway::on_sign_in_needed`).
     pub(super) sign_in_needed: Option<super::super::SignInNeeded>,
     /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
@@ -120,12 +120,13 @@ impl Drop for Slot {
     }
 }
 
-#[derive(Clone, Default)]
+/// What the gate knows of one tool, made once per listing: its definition as the person sees
+/// it and that definition's digest (which remembered decisions are bound to) are the same for
+/// every call until the server lists the tool again.
 pub(super) struct ToolFacts {
-    pub(super) title: Option<String>,
-    pub(super) description: Option<String>,
-    pub(super) annotations: Option<Value>,
-    pub(super) input_schema: Option<Value>,
+    /// `approval::definition` of the tool: name, title, description, annotations, input schema.
+    pub(super) definition: Value,
+    pub(super) digest: String,
     /// The tool declares an output schema: a successful result must then carry structured
     /// content that fits it, which only the server can give.
     pub(super) has_output_schema: bool,
@@ -414,7 +415,7 @@ impl Upstream {
     }
 
     /// What the gate needs to know about `tool`, listing the tools if they were not yet.
-    pub(super) async fn tool_facts(&self, tool: &str) -> ToolFacts {
+    pub(super) async fn tool_facts(&self, tool: &str) -> Arc<ToolFacts> {
         if let Some(facts) = lock(&self.tools)
             .as_ref()
             .and_then(|t| t.get(tool).cloned())
@@ -424,9 +425,9 @@ impl Upstream {
         let listed =
             tokio::time::timeout(self.server.request_timeout, self.peer().list_all_tools()).await;
         if let Ok(Ok(tools)) = listed {
-            let facts: HashMap<String, ToolFacts> = tools
+            let facts: HashMap<String, Arc<ToolFacts>> = tools
                 .iter()
-                .map(|t| (t.name.to_string(), ToolFacts::of(t)))
+                .map(|t| (t.name.to_string(), Arc::new(ToolFacts::of(t))))
                 .collect();
             let found = facts.get(tool).cloned();
             *lock(&self.tools) = Some(facts);
@@ -435,7 +436,7 @@ impl Upstream {
             }
         }
         // Unknown to the list (or the list failed): no hints, so the gate asks.
-        ToolFacts::default()
+        Arc::new(ToolFacts::new(tool, None, None, None, None, false))
     }
 
     /// Keeps the gate's view current from a `tools/list` the agent made (one page).
@@ -443,23 +444,52 @@ impl Upstream {
         let mut cache = lock(&self.tools);
         let map = cache.get_or_insert_with(HashMap::new);
         for t in &listed.tools {
-            map.insert(t.name.to_string(), ToolFacts::of(t));
+            map.insert(t.name.to_string(), Arc::new(ToolFacts::of(t)));
         }
     }
 }
 
 impl ToolFacts {
     fn of(t: &Tool) -> Self {
+        let annotations = t
+            .annotations
+            .as_ref()
+            .and_then(|a| serde_json::to_value(a).ok());
+        ToolFacts::new(
+            &t.name,
+            t.title.as_deref(),
+            t.description.as_deref(),
+            annotations,
+            Some(Value::Object((*t.input_schema).clone())),
+            t.output_schema.is_some(),
+        )
+    }
+
+    fn new(
+        name: &str,
+        title: Option<&str>,
+        description: Option<&str>,
+        annotations: Option<Value>,
+        input_schema: Option<Value>,
+        has_output_schema: bool,
+    ) -> Self {
+        let definition =
+            crate::ask::approval::definition(name, title, description, annotations, input_schema);
         ToolFacts {
-            title: t.title.clone(),
-            description: t.description.as_ref().map(|d| d.to_string()),
-            annotations: t
-                .annotations
-                .as_ref()
-                .and_then(|a| serde_json::to_value(a).ok()),
-            input_schema: Some(Value::Object((*t.input_schema).clone())),
-            has_output_schema: t.output_schema.is_some(),
+            digest: crate::ask::approval::digest(&definition),
+            definition,
+            has_output_schema,
         }
+    }
+
+    /// The tool's annotations as listed (hints: the policy trusts them only for trusted
+    /// servers).
+    pub(super) fn annotations(&self) -> Option<&Value> {
+        self.definition.get("annotations").filter(|a| !a.is_null())
+    }
+
+    pub(super) fn input_schema(&self) -> Option<&Value> {
+        self.definition.get("inputSchema").filter(|s| !s.is_null())
     }
 }
 
