@@ -43,6 +43,8 @@ pub(super) struct Post<'a> {
     pub http: &'a reqwest::Client,
     pub raw: &'a RawRequests,
     pub uri: &'a str,
+    /// `uri` parsed already (reqwest would parse it again for every message).
+    pub parsed: Option<reqwest::Url>,
     pub session_id: Option<Arc<str>>,
     pub auth_token: Option<String>,
     pub custom_headers: Headers,
@@ -54,7 +56,11 @@ impl Post<'_> {
         self,
         message: &ClientJsonRpcMessage,
     ) -> HttpResult<StreamableHttpPostResponse> {
-        let mut request = self.http.post(self.uri).header(
+        let mut request = match self.parsed {
+            Some(url) => self.http.post(url),
+            None => self.http.post(self.uri),
+        }
+        .header(
             ACCEPT,
             format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
         );
@@ -617,6 +623,7 @@ mod tests {
                         http: &http,
                         raw: &raw,
                         uri: &uri,
+                        parsed: None,
                         session_id: session.clone(),
                         auth_token: Some("t".into()),
                         custom_headers: headers,
@@ -645,6 +652,7 @@ mod tests {
             http: &http,
             raw: &raw,
             uri: &format!("http://{addr}/json"),
+            parsed: None,
             session_id: None,
             auth_token: None,
             custom_headers: reserved,

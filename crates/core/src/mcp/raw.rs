@@ -369,11 +369,31 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
 pub struct TapHttpClient {
     inner: reqwest::Client,
     raw: Arc<RawRequests>,
+    last_uri: Arc<Mutex<Option<(Arc<str>, reqwest::Url)>>>,
 }
 
 impl TapHttpClient {
     pub fn new(inner: reqwest::Client, raw: Arc<RawRequests>) -> Self {
-        TapHttpClient { inner, raw }
+        TapHttpClient {
+            inner,
+            raw,
+            last_uri: Arc::default(),
+        }
+    }
+
+    /// `uri` parsed: rmcp hands the same URI over with every message of a session, and
+    /// parsing it each time was a per-call cost (BENCHMARKS.md, "Gateway"). `None` if it does
+    /// not parse (reqwest then reports why).
+    fn parsed(&self, uri: &Arc<str>) -> Option<reqwest::Url> {
+        let mut last = crate::lock(&self.last_uri);
+        if let Some((known, url)) = last.as_ref()
+            && **known == **uri
+        {
+            return Some(url.clone());
+        }
+        let url = reqwest::Url::parse(uri).ok()?;
+        *last = Some((uri.clone(), url.clone()));
+        Some(url)
     }
 
     /// `stream` as it was, each event shown to [`RawRequests`]; `origin` is our request whose
@@ -472,6 +492,7 @@ impl StreamableHttpClient for TapHttpClient {
         let post = Post {
             http: &self.inner,
             raw: &self.raw,
+            parsed: self.parsed(&uri),
             uri: &uri,
             session_id,
             auth_token: auth_header,
@@ -545,6 +566,25 @@ mod tests {
     use super::*;
     use serde_json::json;
     use tokio::io::AsyncReadExt;
+
+    #[test]
+    fn a_uri_is_parsed_once_and_another_uri_is_never_served_the_last_ones_url() {
+        let client = TapHttpClient::new(reqwest::Client::new(), RawRequests::new());
+        let first: Arc<str> = "http://127.0.0.1:7/mcp".into();
+        let url = client.parsed(&first).unwrap();
+        assert_eq!(url.as_str(), "http://127.0.0.1:7/mcp");
+        assert_eq!(client.parsed(&"http://127.0.0.1:7/mcp".into()), Some(url));
+        let other: Arc<str> = "https://example.com/other".into();
+        assert_eq!(
+            client.parsed(&other).unwrap().as_str(),
+            "https://example.com/other"
+        );
+        assert_eq!(client.parsed(&"not a url".into()), None);
+        assert_eq!(
+            client.parsed(&first).unwrap().as_str(),
+            "http://127.0.0.1:7/mcp"
+        );
+    }
 
     #[test]
     fn keeps_only_elicitations_by_id_and_gives_each_once() {
