@@ -80,7 +80,7 @@ pub(crate) struct Upstream {
     pub(super) tap: Arc<Tap>,
     pub(super) session: u64,
     pub(super) last_used: AtomicU64,
-    /// The tools as last listed: (title, description, annotations) by name, for the gate.
+    /// The tools as last listed, by name: what the gate knows of each (`ToolFacts`).
     pub(super) tools: Mutex<Option<HashMap<String, Arc<ToolFacts>>>>,
     /// Asks the person for a new sign-in (see `Gateway::on_sign_in_needed`).
     pub(super) sign_in_needed: Option<super::super::SignInNeeded>,
