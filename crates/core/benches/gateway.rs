@@ -794,7 +794,8 @@ async fn row_direct_stdio(calls: usize) -> Result<Measured, String> {
     measure(&Endpoint::Stdio, &sides, calls).await
 }
 
-async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, String> {
+/// The HTTP desk and the gateway in front of it (upstream `protocol`), and the gateway's endpoint.
+fn spawn_gateway_and_desk(protocol: &str) -> Result<(Proc, Proc, Endpoint), String> {
     let (desk, desk_url) = spawn_role("desk-http", &[])?;
     let (gateway, line) = spawn_role(
         "gateway",
@@ -803,13 +804,18 @@ async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, Strin
     let (url, token) = line
         .split_once(' ')
         .ok_or_else(|| format!("gateway said {line:?}"))?;
-    let sides = Sides {
-        middle: Some(gateway.pid()),
-        upstream: UpstreamPids::Fixed(desk.pid()),
-    };
     let endpoint = Endpoint::Http {
         url: url.to_owned(),
         token: Some(token.to_owned()),
+    };
+    Ok((gateway, desk, endpoint))
+}
+
+async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, String> {
+    let (gateway, desk, endpoint) = spawn_gateway_and_desk(protocol)?;
+    let sides = Sides {
+        middle: Some(gateway.pid()),
+        upstream: UpstreamPids::Fixed(desk.pid()),
     };
     let measured = measure(&endpoint, &sides, calls).await;
     drop(gateway);
@@ -1054,18 +1060,7 @@ struct SessionsMemory {
 }
 
 async fn row_sessions(protocol: &str) -> Result<SessionsMemory, String> {
-    let (desk, desk_url) = spawn_role("desk-http", &[])?;
-    let (gateway, line) = spawn_role(
-        "gateway",
-        &[(UPSTREAM_ENV, &desk_url), (PROTOCOL_ENV, protocol)],
-    )?;
-    let (url, token) = line
-        .split_once(' ')
-        .ok_or_else(|| format!("gateway said {line:?}"))?;
-    let endpoint = Endpoint::Http {
-        url: url.to_owned(),
-        token: Some(token.to_owned()),
-    };
+    let (gateway, desk, endpoint) = spawn_gateway_and_desk(protocol)?;
     let pid = gateway.pid();
     let rss = || rss_mib(pid).ok_or_else(|| "the gateway's VmRSS is unreadable".to_owned());
     let hold = std::env::var(HOLD_ENV)
