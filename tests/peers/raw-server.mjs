@@ -2,8 +2,9 @@
 // An MCP server written without any SDK, over stdio, whose answers carry fields no SDK models
 // (vendor keys on a tool, its result, a resource and a prompt). The gateway tests check that
 // agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
-// tools/list_changed notification before its result, and one (`params`) that answers with the
-// params of the call as they arrived.
+// tools/list_changed notification before its result, one (`params`) that answers with the
+// params of the call as they arrived, and one (`verbatim`) whose result is written by hand:
+// numbers, escapes, spacing and key order no JSON library would write (VERBATIM).
 //
 // With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
 // SSE), prints its URL on stdout, and drops what it would send outside an answer.
@@ -13,8 +14,11 @@ import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
 const http = process.argv.includes('--http');
-const out = (m) => { if (!http) process.stdout.write(JSON.stringify(m) + '\n'); };
+// A string is a message already written.
+const text = (m) => (typeof m === 'string' ? m : JSON.stringify(m));
+const out = (m) => { if (!http) process.stdout.write(text(m) + '\n'); };
 const vendor = { 'x-vendor': { kept: true, n: 7 } };
+const VERBATIM = String.raw`{"content": [{"type":"text","text":"caf\u00e9 \ud83d\ude00"}], "x-exact": {"big": 123456789012345678901234567890, "e": 1E2, "neg0": -0.0, "order": {"z": 1, "a": 2}}}`;
 const results = {
   initialize: (p) => ({
     protocolVersion: p.protocolVersion === '2025-06-18' ? '2025-06-18' : '2025-11-25',
@@ -32,6 +36,9 @@ const results = {
       inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
     }, {
       name: 'params', description: 'Answers with the params of the call as it received them',
+      inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
+    }, {
+      name: 'verbatim', description: 'Answers with a result written by hand',
       inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
     }],
   }),
@@ -74,6 +81,9 @@ function answer(m) {
   }
   if (m.id === undefined || !m.method) return undefined;
   if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait' && !http) return askAndWait(m);
+  if (m.method === 'tools/call' && m.params?.name === 'verbatim') {
+    return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${VERBATIM}}`;
+  }
   const make = results[m.method];
   if (make) return { jsonrpc: '2.0', id: m.id, result: make(m.params ?? {}) };
   return { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } };
@@ -91,7 +101,7 @@ if (http) {
       if (reply === undefined) { res.writeHead(202).end(); return; }
       const headers = { 'content-type': 'application/json' };
       if (m.method === 'initialize') headers['mcp-session-id'] = 'raw-session';
-      res.writeHead(200, headers).end(JSON.stringify(reply));
+      res.writeHead(200, headers).end(text(reply));
     });
   });
   server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${server.address().port}/mcp`));

@@ -59,6 +59,13 @@ const KEYS: &[&str] = &[
     "servers",
     "http_headers",
     "_meta",
+    "resultType",
+    "structuredContent",
+    "outputSchema",
+    "ttlMs",
+    "cacheScope",
+    "contents",
+    "prompts",
 ];
 
 /// String values the parsers compare against, and anything else.
@@ -82,6 +89,7 @@ const WORDS: &[&str] = &[
     "2.0",
     "https://example.com/",
     "javascript:alert(1)",
+    "complete",
     "",
 ];
 

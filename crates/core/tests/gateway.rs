@@ -798,6 +798,19 @@ impl RawAgent {
     }
 
     async fn post(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let body = self.post_text(id, method, params).await;
+        // Plain JSON, or the one `data:` line of an SSE answer.
+        let json = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find(|d| !d.trim().is_empty())
+            .unwrap_or(&body)
+            .to_owned();
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {body}"))
+    }
+
+    /// The answer's body as it came.
+    async fn post_text(&mut self, id: u64, method: &str, params: Value) -> String {
         let mut request = self
             .http
             .post(&self.url)
@@ -816,15 +829,7 @@ impl RawAgent {
         if let Some(session) = response.headers().get("mcp-session-id") {
             self.session = Some(session.to_str().unwrap().to_owned());
         }
-        let body = response.text().await.expect("body");
-        // Plain JSON, or the one `data:` line of an SSE answer.
-        let json = body
-            .lines()
-            .filter_map(|l| l.strip_prefix("data: "))
-            .find(|d| !d.trim().is_empty())
-            .unwrap_or(&body)
-            .to_owned();
-        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {body}"))
+        response.text().await.expect("body")
     }
 }
 
@@ -925,6 +930,20 @@ async fn answers_keep_what_rmcp_cannot_model(rig: &Rig) {
     assert_eq!(prompt["result"]["x-vendor"], vendor, "{prompt}");
     // Our mark never leaks.
     assert!(!called.to_string().contains("countersign"), "{called}");
+    // A result goes on as the bytes the server wrote: big and exponent numbers, escapes,
+    // spacing and key order that a parse and a rewrite would change.
+    let body = agent
+        .post_text(
+            8,
+            "tools/call",
+            json!({"name": "verbatim", "arguments": {}}),
+        )
+        .await;
+    let verbatim = r#"{"content": [{"type":"text","text":"caf\u00e9 \ud83d\ude00"}], "x-exact": {"big": 123456789012345678901234567890, "e": 1E2, "neg0": -0.0, "order": {"z": 1, "a": 2}}}"#;
+    assert_eq!(
+        body,
+        format!(r#"{{"jsonrpc":"2.0","id":8,"result":{verbatim}}}"#)
+    );
 }
 
 /// The other way: what an agent sends with a call beyond rmcp's model (a vendor's field, a

@@ -25,6 +25,7 @@ use axum::response::Response;
 use futures::StreamExt;
 use rmcp::model::RequestId;
 use rmcp::service::{RequestContext, RoleServer};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 /// A plain JSON response larger than this is refused rather than held in memory whole.
@@ -32,7 +33,10 @@ const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Raw results waiting for the responses of one HTTP request, by the agent's request id.
 #[derive(Clone, Default)]
-pub(crate) struct Kept(Arc<Mutex<Vec<(Value, Value)>>>);
+pub(crate) struct Kept(Arc<Mutex<Vec<KeptResult>>>);
+
+/// The agent's request id (as JSON), and the result kept for its response.
+type KeptResult = (Value, Box<RawValue>);
 
 impl Kept {
     /// The `Kept` of the HTTP exchange that carried request `ctx`, if it came through [`swap`].
@@ -43,13 +47,13 @@ impl Kept {
     }
 
     /// Has the response to request `ctx` carry `raw` instead of its typed result.
-    pub(crate) fn keep(ctx: &RequestContext<RoleServer>, raw: Value) {
+    pub(crate) fn keep(ctx: &RequestContext<RoleServer>, raw: Box<RawValue>) {
         if let Some(kept) = Self::of(ctx) {
             kept.insert(&ctx.id, raw);
         }
     }
 
-    fn insert(&self, id: &RequestId, raw: Value) {
+    fn insert(&self, id: &RequestId, raw: Box<RawValue>) {
         let id = serde_json::to_value(id).unwrap_or(Value::Null);
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|(k, _)| *k != id);
@@ -60,23 +64,39 @@ impl Kept {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
     }
 
-    fn take(&self, id: &Value) -> Option<Value> {
+    fn take(&self, id: &Value) -> Option<Box<RawValue>> {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let i = kept.iter().position(|(k, _)| k == id)?;
         Some(kept.swap_remove(i).1)
     }
 
     /// The raw result kept for request `id`, once (the lane answers with it itself).
-    pub(crate) fn take_for(&self, id: &RequestId) -> Option<Value> {
+    pub(crate) fn take_for(&self, id: &RequestId) -> Option<Box<RawValue>> {
         self.take(&serde_json::to_value(id).ok()?)
     }
 
     /// One JSON-RPC message (or batch) as text, with the results kept for it in place of
-    /// the typed ones; `None` when there is nothing to replace.
+    /// the typed ones; `None` when there is nothing to replace. A single message has only its
+    /// result replaced, the rest of it going on as written.
     fn swap_message(&self, text: &[u8]) -> Option<Vec<u8>> {
         if self.is_empty() {
             return None;
         }
+        let one = std::str::from_utf8(text).ok().and_then(Members::read);
+        if let Some(message) = one {
+            let id: Value = serde_json::from_str(message.get("id")?.get()).ok()?;
+            message.get("result")?;
+            let edits = Edits {
+                replace: Some(("result", self.take(&id)?)),
+                ..Edits::default()
+            };
+            return message.write(&edits).map(|m| m.get().as_bytes().to_vec());
+        }
+        self.swap_whole(text)
+    }
+
+    /// [`Self::swap_message`] for a batch, or a message with a key written twice: read whole.
+    fn swap_whole(&self, text: &[u8]) -> Option<Vec<u8>> {
         let mut message: Value = serde_json::from_slice(text).ok()?;
         let swapped = match &mut message {
             Value::Array(batch) => batch.iter_mut().fold(false, |s, m| self.swap_one(m) | s),
@@ -92,7 +112,10 @@ impl Kept {
         if message.get("result").is_none() {
             return false;
         }
-        match self.take(id) {
+        match self
+            .take(id)
+            .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        {
             Some(raw) => {
                 message["result"] = raw;
                 true
@@ -201,8 +224,94 @@ fn last_event_end(buf: &[u8]) -> Option<usize> {
 
 /// Adjusts a raw result to the agent's revision, as rmcp's server does for typed ones:
 /// 2026-07-28 agents expect cache hints on cacheable results; older agents must not see
-/// `resultType: "complete"` or non-object structured output.
-pub(crate) fn shape_result(raw: &mut Value, modern_agent: bool) {
+/// `resultType: "complete"` or non-object structured output. Only the top level is read, and
+/// only what changes is written anew: the rest goes on as the bytes it came in.
+pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawValue> {
+    let Some(members) = Members::read(raw.get()) else {
+        // Not an object with distinct keys: the whole reading decides, as it would.
+        return shape_whole(raw, modern_agent);
+    };
+    let result_type = members
+        .get("resultType")
+        .and_then(|t| serde_json::from_str::<std::borrow::Cow<str>>(t.get()).ok());
+    let mut edits = Edits::default();
+    if modern_agent {
+        let cacheable = [
+            "tools",
+            "prompts",
+            "resources",
+            "resourceTemplates",
+            "contents",
+        ]
+        .iter()
+        .any(|k| members.get(k).is_some());
+        if cacheable && result_type.is_none_or(|t| t == "complete") {
+            if members.get("ttlMs").is_none() {
+                edits.add.push(("ttlMs", json!(0)));
+            }
+            if members.get("cacheScope").is_none() {
+                edits.add.push(("cacheScope", json!("private")));
+            }
+        }
+    } else {
+        if result_type.is_some_and(|t| t == "complete") {
+            edits.drop.push("resultType");
+        }
+        if members
+            .get("structuredContent")
+            .is_some_and(|s| !s.get().starts_with('{'))
+        {
+            edits.drop.push("structuredContent");
+        }
+        if let Some(tools) = members.get("tools") {
+            let text = tools.get().as_bytes();
+            let may_hold = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
+            if may_hold(b"\"outputSchema\"") || may_hold(b"\\u") {
+                let mut tree: Value = serde_json::from_str(tools.get()).unwrap_or(Value::Null);
+                if strip_output_schemas(&mut tree) {
+                    edits.replace = serde_json::value::to_raw_value(&tree)
+                        .ok()
+                        .map(|tools| ("tools", tools));
+                }
+            }
+        }
+    }
+    if edits.is_empty() {
+        return raw;
+    }
+    members.write(&edits).unwrap_or(raw)
+}
+
+/// `raw` read whole, shaped, and written again.
+fn shape_whole(raw: Box<RawValue>, modern_agent: bool) -> Box<RawValue> {
+    let Ok(mut value) = serde_json::from_str::<Value>(raw.get()) else {
+        return raw;
+    };
+    shape_tree(&mut value, modern_agent);
+    serde_json::value::to_raw_value(&value).unwrap_or(raw)
+}
+
+/// Drops the output schemas older agents cannot take (any but an object's) from listed tools;
+/// whether any was dropped.
+fn strip_output_schemas(tools: &mut Value) -> bool {
+    let Value::Array(tools) = tools else {
+        return false;
+    };
+    let mut stripped = false;
+    for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
+        let non_object = tool
+            .get("outputSchema")
+            .is_some_and(|s| s.get("type").and_then(Value::as_str) != Some("object"));
+        if non_object {
+            tool.remove("outputSchema");
+            stripped = true;
+        }
+    }
+    stripped
+}
+
+/// [`shape_result`] on a result read whole.
+fn shape_tree(raw: &mut Value, modern_agent: bool) {
     let Some(obj) = raw.as_object_mut() else {
         return;
     };
@@ -232,20 +341,15 @@ pub(crate) fn shape_result(raw: &mut Value, modern_agent: bool) {
     if obj.get("structuredContent").is_some_and(|s| !s.is_object()) {
         obj.remove("structuredContent");
     }
-    if let Some(Value::Array(tools)) = obj.get_mut("tools") {
-        for tool in tools.iter_mut().filter_map(Value::as_object_mut) {
-            let non_object = tool
-                .get("outputSchema")
-                .is_some_and(|s| s.get("type").and_then(Value::as_str) != Some("object"));
-            if non_object {
-                tool.remove("outputSchema");
-            }
-        }
+    if let Some(tools) = obj.get_mut("tools") {
+        strip_output_schemas(tools);
     }
 }
 
 #[cfg(test)]
 mod fuzz;
+mod members;
+use members::{Edits, Members};
 
 #[cfg(test)]
 mod tests {
@@ -260,19 +364,22 @@ mod tests {
         let kept = Kept::default();
         kept.insert(
             &id(7),
-            json!({"tools": [{"name": "a", "x-vendor": {"k": 1}}]}),
+            raw(json!({"tools": [{"name": "a", "x-vendor": {"k": 1}}]})),
         );
         let typed = json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "a"}]}});
-        let swapped: Value =
-            serde_json::from_slice(&kept.swap_message(typed.to_string().as_bytes()).unwrap())
-                .unwrap();
+        let swapped = kept.swap_message(typed.to_string().as_bytes()).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&swapped).unwrap(),
+            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","x-vendor":{"k":1}}]}}"#
+        );
+        let swapped: Value = serde_json::from_slice(&swapped).unwrap();
         assert_eq!(swapped["id"], 7);
         assert_eq!(swapped["result"]["tools"][0]["x-vendor"]["k"], 1);
         // Taken once.
         assert!(kept.is_empty());
 
         for split in [1, 10, 40] {
-            kept.insert(&id(8), json!({"content": [], "x-extra": split}));
+            kept.insert(&id(8), raw(json!({"content": [], "x-extra": split})));
             let event = format!(
                 "id: 0\ndata: {}\n\n",
                 json!({"jsonrpc": "2.0", "id": 8, "result": {"content": []}})
@@ -293,7 +400,7 @@ mod tests {
     #[test]
     fn nothing_in_a_message_selects_a_kept_result_but_its_own_id() {
         let kept = Kept::default();
-        kept.insert(&id(1), json!({"secret": "agent A's tickets"}));
+        kept.insert(&id(1), raw(json!({"secret": "agent A's tickets"})));
         // Another id, a string id that spells the same number, an error, a notification, and
         // the old marker a server could forge: none of them gets the kept result.
         for other in [
@@ -327,29 +434,49 @@ mod tests {
         assert_eq!(&events.push(b"data: {", &kept)[..], b"data: {");
     }
 
+    fn raw(value: Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(&value).unwrap()
+    }
+
+    fn shaped(value: Value, modern: bool) -> Value {
+        serde_json::from_str(shape_result(raw(value), modern).get()).unwrap()
+    }
+
     #[test]
     fn legacy_agents_get_the_legacy_shape_and_modern_ones_cache_hints() {
-        let mut listed = json!({"tools": [
+        let listed = json!({"tools": [
             {"name": "a", "outputSchema": {"type": "array"}, "x-vendor": 1},
             {"name": "b", "outputSchema": {"type": "object"}}
         ], "resultType": "complete"});
-        shape_result(&mut listed, false);
         assert_eq!(
-            listed,
+            shaped(listed, false),
             json!({"tools": [{"name": "a", "x-vendor": 1}, {"name": "b", "outputSchema": {"type": "object"}}]})
         );
-        let mut called = json!({"content": [], "structuredContent": [1, 2]});
-        shape_result(&mut called, false);
-        assert_eq!(called, json!({"content": []}));
+        let called = json!({"content": [], "structuredContent": [1, 2]});
+        assert_eq!(shaped(called, false), json!({"content": []}));
+        let escaped = r#"{"content":[],"result\u0054ype":"compl\u0065te"}"#;
+        let escaped = shape_result(RawValue::from_string(escaped.into()).unwrap(), false);
+        assert_eq!(escaped.get(), r#"{"content":[]}"#);
 
-        let mut modern = json!({"tools": []});
-        shape_result(&mut modern, true);
         assert_eq!(
-            modern,
+            shaped(json!({"tools": []}), true),
             json!({"tools": [], "ttlMs": 0, "cacheScope": "private"})
         );
-        let mut kept = json!({"tools": [], "ttlMs": 5000, "cacheScope": "public"});
-        shape_result(&mut kept, true);
-        assert_eq!(kept["ttlMs"], 5000);
+        assert_eq!(
+            shaped(json!({"contents": null, "resultType": 7}), true),
+            json!({"contents": null, "resultType": 7, "ttlMs": 0, "cacheScope": "private"})
+        );
+        let kept = json!({"tools": [], "ttlMs": 5000, "cacheScope": "public"});
+        assert_eq!(shaped(kept, true)["ttlMs"], 5000);
+    }
+
+    #[test]
+    fn a_result_that_needs_no_shaping_goes_on_as_the_bytes_it_came_in() {
+        // Numbers, escapes, spacing and key order a tree would rewrite.
+        let sent = r#"{"content": [{"type":"text","text":"caf\u00e9"}], "n": 1e2, "big": 123456789012345678901234567890, "structuredContent": {"z":1,"a":-0.0}}"#;
+        for modern in [false, true] {
+            let out = shape_result(RawValue::from_string(sent.into()).unwrap(), modern);
+            assert_eq!(out.get(), sent, "modern: {modern}");
+        }
     }
 }

@@ -47,6 +47,7 @@ use rmcp::service::{
     Peer, PeerRequestOptions, RequestContext, RoleClient, RoleServer, RunningService,
 };
 use rmcp::{ErrorData as McpError, ServerHandler};
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -66,7 +67,7 @@ use crate::lock;
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
 use crate::mcp::handler::{Elicitor, Handler, client_config};
 use crate::mcp::input::{InputAnswers, answer_input_requests};
-use crate::mcp::raw::RawRequests;
+use crate::mcp::raw::{RawRequests, tree};
 use crate::mcp::tap::{Relay, Tap};
 
 /// Rounds of multi round-trip input one forwarded call may take.
@@ -301,6 +302,7 @@ impl Forwarder {
                 };
                 let (required, raw) = required;
                 let inputs = required.input_requests.unwrap_or_default();
+                let raw = raw.as_deref().and_then(tree);
                 let answered =
                     answer_input_requests(&up.elicitor, inputs, raw.as_ref(), &leaving.withdraw())
                         .await;
@@ -370,7 +372,7 @@ impl Forwarder {
             let answered = answer_input_requests(
                 &up.elicitor,
                 required.input_requests.unwrap_or_default(),
-                raw.as_ref(),
+                raw.as_deref().and_then(tree).as_ref(),
                 &leaving.withdraw(),
             )
             .await;
@@ -442,7 +444,9 @@ impl ServerHandler for Forwarder {
             && let Ok(mut raw) = serde_json::to_value(&result)
         {
             raw["capabilities"]["tasks"] = tasks;
-            super::faithful::Kept::keep(&ctx, raw);
+            if let Ok(raw) = serde_json::value::to_raw_value(&raw) {
+                super::faithful::Kept::keep(&ctx, raw);
+            }
         }
         Ok(result)
     }
@@ -737,12 +741,11 @@ fn unreachable_error(server: &str, reason: &str) -> McpError {
 
 /// Has the agent get `raw` (shaped for its revision) in place of the typed result of its
 /// request `ctx` (see `faithful`).
-fn keep_raw(ctx: &RequestContext<RoleServer>, raw: Option<Value>) {
-    if let Some(mut raw) = raw {
+fn keep_raw(ctx: &RequestContext<RoleServer>, raw: Option<Box<RawValue>>) {
+    if let Some(raw) = raw {
         let modern = ctx
             .protocol_version()
             .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-        shape_result(&mut raw, modern);
-        super::faithful::Kept::keep(ctx, raw);
+        super::faithful::Kept::keep(ctx, shape_result(raw, modern));
     }
 }

@@ -20,6 +20,7 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpResponseLimits,
 };
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, ReadBuf};
 
 use super::http_post::Post;
@@ -94,7 +95,8 @@ impl RawRequests {
     }
 
     /// Looks at one JSON-RPC message (or a batch) as text; keeps elicitation params, and
-    /// results when asked to.
+    /// results when asked to. What is kept stays bytes (`RawValue`): a result is usually
+    /// handed on whole, so building a tree of it was wasted work on every forwarded call.
     pub fn observe(&self, text: &[u8]) {
         let listed_tasks = self.results.is_some() && contains(text, TASK_SUPPORT);
         let wanted = contains(text, METHOD)
@@ -105,37 +107,48 @@ impl RawRequests {
         if !wanted {
             return;
         }
-        let Ok(value) = serde_json::from_slice::<Value>(text) else {
-            return;
-        };
         let size = text.len();
-        match value {
-            Value::Array(batch) => batch.into_iter().for_each(|m| self.keep(m, size)),
-            message => self.keep(message, size),
+        if text.trim_ascii_start().starts_with(b"[") {
+            let Ok(batch) = serde_json::from_slice::<Vec<&RawValue>>(text) else {
+                return;
+            };
+            for message in batch {
+                if let Ok(seen) = serde_json::from_str::<Seen>(message.get()) {
+                    self.keep(seen, size);
+                }
+            }
+        } else if let Ok(seen) = serde_json::from_slice::<Seen>(text) {
+            self.keep(seen, size);
         }
     }
 
-    fn keep(&self, message: Value, size: usize) {
-        let Value::Object(mut message) = message else {
-            return;
-        };
-        let Some(id) = message.get("id").and_then(request_id) else {
+    fn keep(&self, message: Seen, size: usize) {
+        let Some(id) = message.id.as_ref().and_then(request_id) else {
             return;
         };
         if let Some(results) = &self.results
-            && let Some(result) = message.remove("result")
+            && let Some(result) = message.result
         {
-            self.note_task_tools(&result);
-            self.note_server_tasks(&result);
-            if !self.only_input || result.get("inputRequests").is_some() || about_task(&result) {
+            let bytes = result.get().as_bytes();
+            // A tree only for the results that need one read: listings and handshakes.
+            if (may_hold(bytes, b"\"tools\"") || may_hold(bytes, b"\"protocolVersion\""))
+                && let Ok(value) = serde_json::from_str::<Value>(result.get())
+            {
+                self.note_task_tools(&value);
+                self.note_server_tasks(&value);
+            }
+            let wanted = !self.only_input
+                || serde_json::from_str::<Value>(result.get())
+                    .is_ok_and(|r| r.get("inputRequests").is_some() || about_task(&r));
+            if wanted {
                 remember(results, id, result, size);
             }
             return;
         }
-        if message.get("method").and_then(Value::as_str) != Some("elicitation/create") {
+        if message.method.as_deref() != Some("elicitation/create") {
             return;
         }
-        let params = message.remove("params").unwrap_or(Value::Null);
+        let params = message.params.unwrap_or_else(null);
         remember(&self.inner, id, params, size);
     }
 
@@ -194,11 +207,16 @@ impl RawRequests {
 
     /// The params of request `id` as received, once.
     pub fn take(&self, id: &RequestId) -> Option<Value> {
-        take(&self.inner, id)
+        tree(&take(&self.inner, id)?)
     }
 
     /// The raw result of the response to our request `id`, once.
     pub fn take_result(&self, id: &RequestId) -> Option<Value> {
+        tree(&self.take_result_bytes(id)?)
+    }
+
+    /// The same, as the bytes it came in: for handing on whole.
+    pub fn take_result_bytes(&self, id: &RequestId) -> Option<Box<RawValue>> {
         take(self.results.as_ref()?, id)
     }
 
@@ -247,7 +265,7 @@ struct Kept(Mutex<KeptValues>);
 
 #[derive(Default)]
 struct KeptValues {
-    map: HashMap<RequestId, (Value, usize)>,
+    map: HashMap<RequestId, (Box<RawValue>, usize)>,
     order: VecDeque<RequestId>,
     bytes: usize,
 }
@@ -260,7 +278,7 @@ fn request_id(id: &Value) -> Option<RequestId> {
     }
 }
 
-fn remember(kept: &Kept, id: RequestId, value: Value, size: usize) {
+fn remember(kept: &Kept, id: RequestId, value: Box<RawValue>, size: usize) {
     let mut kept = kept.0.lock().unwrap_or_else(|e| e.into_inner());
     match kept.map.insert(id.clone(), (value, size)) {
         Some((_, old)) => kept.bytes -= old,
@@ -277,7 +295,7 @@ fn remember(kept: &Kept, id: RequestId, value: Value, size: usize) {
     }
 }
 
-fn take(kept: &Kept, id: &RequestId) -> Option<Value> {
+fn take(kept: &Kept, id: &RequestId) -> Option<Box<RawValue>> {
     let mut kept = kept.0.lock().unwrap_or_else(|e| e.into_inner());
     let (value, size) = kept.map.remove(id)?;
     kept.bytes -= size;
@@ -298,6 +316,31 @@ fn about_task(result: &Value) -> bool {
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     memchr::memmem::find(haystack, needle).is_some()
+}
+
+/// Whether JSON text may hold `key` (quoted): it does, or something in it is written with a
+/// `\u` escape, which could spell the key another way.
+fn may_hold(json: &[u8], key: &[u8]) -> bool {
+    contains(json, key) || contains(json, b"\\u")
+}
+
+/// What is read of a server's message when something in it is kept: the rest stays bytes.
+#[derive(serde::Deserialize)]
+struct Seen<'a> {
+    id: Option<Value>,
+    #[serde(borrow)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    params: Option<Box<RawValue>>,
+    result: Option<Box<RawValue>>,
+}
+
+fn null() -> Box<RawValue> {
+    RawValue::from_string("null".to_owned()).expect("null is JSON")
+}
+
+/// Kept bytes read as a tree, for the few that are looked into.
+pub(crate) fn tree(raw: &RawValue) -> Option<Value> {
+    serde_json::from_str(raw.get()).ok()
 }
 
 /// Passes a child's stdout through unchanged, showing each line to [`RawRequests`].
@@ -363,13 +406,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
     }
 }
 
+/// A URI as rmcp gave it, and as reqwest reads it.
+type ParsedUri = (Arc<str>, reqwest::Url);
+
 /// rmcp's reqwest client for Streamable HTTP, showing every SSE event's data and every plain
 /// JSON answer to [`RawRequests`]. Server-to-client requests only ever arrive on SSE streams.
 #[derive(Clone)]
 pub struct TapHttpClient {
     inner: reqwest::Client,
     raw: Arc<RawRequests>,
-    last_uri: Arc<Mutex<Option<(Arc<str>, reqwest::Url)>>>,
+    last_uri: Arc<Mutex<Option<ParsedUri>>>,
 }
 
 impl TapHttpClient {

@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use rmcp::model::RequestId;
 use serde_json::json;
 
-use super::{Kept, SseEvents, shape_result};
-use crate::fuzzing::{chunked, corpus, json};
+use super::{Kept, SseEvents, shape_result, shape_tree};
+use crate::fuzzing::{chunked, corpus, json, key};
 
 /// An SSE body: events with `data:` lines holding messages (or anything), comments, blanks,
 /// CRLF and LF.
@@ -36,7 +36,10 @@ fn sse_body() -> impl Strategy<Value = Vec<u8>> {
 /// passes as it came, however it is cut: nothing is swapped into another request's response.
 fn sse_unchanged(body: &[u8], pieces: &[Vec<u8>]) -> Result<(), TestCaseError> {
     let kept = Kept::default();
-    kept.insert(&RequestId::Number(1_000_000), json!({"kept": true}));
+    kept.insert(
+        &RequestId::Number(1_000_000),
+        serde_json::value::to_raw_value(&json!({"kept": true})).unwrap(),
+    );
     let mut events = SseEvents::default();
     let mut out = Vec::new();
     for piece in pieces {
@@ -55,20 +58,105 @@ proptest! {
         sse_unchanged(&body, &pieces)?;
     }
 
-    /// Any bytes as a message, and any value as a result, for either kind of agent.
+    /// Any bytes as a message, with a result kept to swap in.
     #[test]
     fn fuzz_messages_and_results_are_read_without_a_panic(
         bytes in proptest::collection::vec(any::<u8>(), 0..128),
         message in json(),
-        mut result in json(),
-        modern in any::<bool>(),
     ) {
         let kept = Kept::default();
-        kept.insert(&RequestId::Number(0), json!({}));
+        kept.insert(&RequestId::Number(0), serde_json::value::to_raw_value(&json!({})).unwrap());
         let _ = kept.swap_message(&bytes);
         let _ = kept.swap_message(message.to_string().as_bytes());
-        shape_result(&mut result, modern);
     }
+
+    /// Shaping a result read only as far as it needs gives what shaping it whole gives: any
+    /// result, written compact, pretty, or with every key escaped.
+    #[test]
+    fn fuzz_shaping_the_bytes_is_shaping_the_tree(
+        result in prop_oneof![3 => result(), 1 => json()],
+        modern in any::<bool>(),
+        spelling in 0..3u8,
+    ) {
+        let mut tree = result.clone();
+        shape_tree(&mut tree, modern);
+        let text = match spelling {
+            0 => result.to_string(),
+            1 => serde_json::to_string_pretty(&result).unwrap(),
+            _ => escape_keys(&result),
+        };
+        let raw = serde_json::value::RawValue::from_string(text).unwrap();
+        let bytes: serde_json::Value = serde_json::from_str(shape_result(raw, modern).get()).unwrap();
+        prop_assert_eq!(bytes, tree);
+    }
+}
+
+proptest! {
+    /// Swapping a kept result into a message read only at its top level gives what swapping
+    /// it into the message read whole gives, for any message (or bytes).
+    #[test]
+    fn fuzz_swapping_into_the_bytes_is_swapping_into_the_tree(
+        message in prop_oneof![
+            (prop_oneof![Just(json!(0)), Just(json!(1)), Just(json!("0")), json()], json())
+                .prop_map(|(id, result)| json!({"jsonrpc": "2.0", "id": id, "result": result})),
+            json(),
+        ],
+        kept_result in json(),
+    ) {
+        let text = message.to_string();
+        let swap = |whole: bool| {
+            let kept = Kept::default();
+            kept.insert(&RequestId::Number(0), serde_json::value::to_raw_value(&kept_result).unwrap());
+            let out = if whole { kept.swap_whole(text.as_bytes()) } else { kept.swap_message(text.as_bytes()) };
+            out.map(|out| serde_json::from_slice::<serde_json::Value>(&out).unwrap())
+        };
+        prop_assert_eq!(swap(false), swap(true));
+    }
+}
+
+/// A result made of the keys shaping looks at, with the values it tells apart.
+fn result() -> impl Strategy<Value = serde_json::Value> {
+    const SHAPED: &[&str] = &[
+        "resultType",
+        "structuredContent",
+        "tools",
+        "prompts",
+        "resources",
+        "resourceTemplates",
+        "contents",
+        "ttlMs",
+        "cacheScope",
+    ];
+    let key = prop_oneof![
+        3 => proptest::sample::select(SHAPED).prop_map(str::to_owned),
+        1 => key(),
+    ];
+    let value = prop_oneof![
+        Just(json!("complete")),
+        Just(json!("input_required")),
+        Just(json!(null)),
+        Just(json!({"a": 1})),
+        Just(json!([{"name": "t", "outputSchema": {"type": "array"}}])),
+        Just(json!([{"name": "t", "outputSchema": {"type": "object"}}])),
+        json(),
+    ];
+    proptest::collection::vec((key, value), 0..6)
+        .prop_map(|pairs| serde_json::Value::Object(pairs.into_iter().collect()))
+}
+
+/// `value` as JSON text with the top-level keys written as `\\u` escapes.
+fn escape_keys(value: &serde_json::Value) -> String {
+    let Some(object) = value.as_object() else {
+        return value.to_string();
+    };
+    let members: Vec<String> = object
+        .iter()
+        .map(|(k, v)| {
+            let key: String = k.encode_utf16().map(|u| format!("\\u{u:04x}")).collect();
+            format!("\"{key}\":{v}")
+        })
+        .collect();
+    format!("{{{}}}", members.join(","))
 }
 
 /// The committed cases: SSE bodies as servers stream them, cut every 1, 2 and 5 bytes.

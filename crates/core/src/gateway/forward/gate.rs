@@ -159,7 +159,7 @@ impl Forwarder {
             tool: gated.key,
             arguments: &gated.arguments,
             session: up.session,
-            digest: &digest,
+            digest,
             now_ms,
         };
         let settings = &self.shared.settings;
@@ -209,7 +209,7 @@ impl Forwarder {
                 if !gated.read {
                     // The person may have answered this very call while it was pending.
                     if let Some(answered) = self
-                        .pending_answer(up, &who, &gated, &arguments, &digest, now_ms)
+                        .pending_answer(up, &who, &gated, &arguments, digest, now_ms)
                         .await?
                     {
                         return answered;
@@ -311,7 +311,7 @@ impl Forwarder {
                                 server: &config.name,
                                 tool: gated.key,
                                 definition: &gated.definition,
-                                digest: &digest,
+                                digest,
                             },
                             decision,
                             session,

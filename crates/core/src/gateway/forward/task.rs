@@ -41,8 +41,10 @@ pub(crate) fn offered(tasks: &Value) -> Option<Value> {
 }
 
 /// A result as the server sent it (as rmcp read it, when only rmcp saw it).
-fn as_sent((typed, raw): (ServerResult, Option<Value>)) -> Value {
-    raw.unwrap_or_else(|| serde_json::to_value(&typed).unwrap_or(Value::Null))
+fn as_sent((typed, raw): (ServerResult, Option<Box<serde_json::value::RawValue>>)) -> Value {
+    raw.as_deref()
+        .and_then(crate::mcp::raw::tree)
+        .unwrap_or_else(|| serde_json::to_value(&typed).unwrap_or(Value::Null))
 }
 
 impl Forwarder {
@@ -153,7 +155,7 @@ pub(super) async fn run_task(
     {
         crate::mcp::task::Created::Task { id, .. } => id,
         crate::mcp::task::Created::Result(result) => {
-            keep_raw(ctx, Some(result.clone()));
+            keep_raw(ctx, serde_json::value::to_raw_value(&result).ok());
             return serde_json::from_value(result).map_err(not_a_result);
         }
     };
@@ -180,7 +182,7 @@ pub(super) async fn run_task(
             return Err(error);
         }
     };
-    keep_raw(ctx, Some(result.clone()));
+    keep_raw(ctx, serde_json::value::to_raw_value(&result).ok());
     serde_json::from_value(result).map_err(not_a_result)
 }
 

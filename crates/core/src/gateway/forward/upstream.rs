@@ -273,7 +273,7 @@ impl Upstream {
         ctx: &RequestContext<RoleServer>,
         timeout: Duration,
         call: Option<u64>,
-    ) -> Result<(ServerResult, Option<Value>), McpError> {
+    ) -> Result<(ServerResult, Option<Box<RawValue>>), McpError> {
         self.last_used
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
@@ -325,13 +325,13 @@ impl Upstream {
                         Some("the agent cancelled the call".into()),
                     ))
                     .await;
-                let _ = self.raw.take_result(&id);
+                let _ = self.raw.take_result_bytes(&id);
                 Err(agent_cancelled())
             }
             Ok(result) => {
                 // Read beside rmcp before rmcp resolved the request, so it is here now.
-                let raw = self.raw.take_result(&id);
-                self.follow_task(step, &upstream_token, &result, raw.as_ref());
+                let raw = self.raw.take_result_bytes(&id);
+                self.follow_task(step, &upstream_token, &result, raw.as_deref());
                 if wants_progress {
                     self.relay.caught_up().await;
                 }
@@ -347,18 +347,19 @@ impl Upstream {
         step: Option<crate::mcp::task::Step>,
         upstream_token: &ProgressToken,
         result: &Result<ServerResult, rmcp::ServiceError>,
-        raw: Option<&Value>,
+        raw: Option<&RawValue>,
     ) {
         use crate::mcp::task::{Step, has_ended};
-        let typed;
+        if step.is_none() {
+            self.relay.forget_progress(upstream_token);
+            return;
+        }
         let answer = match (raw, result) {
-            (Some(raw), _) => Some(raw),
-            (None, Ok(result)) if step.is_some() => {
-                typed = serde_json::to_value(result).ok();
-                typed.as_ref()
-            }
+            (Some(raw), _) => serde_json::from_str::<Value>(raw.get()).ok(),
+            (None, Ok(result)) => serde_json::to_value(result).ok(),
             _ => None,
         };
+        let answer = answer.as_ref();
         let created = answer
             .and_then(|a| a.pointer("/task/taskId"))
             .and_then(Value::as_str);

@@ -56,7 +56,9 @@ struct CancelShape {
     request_id: Option<RequestId>,
 }
 
-/// What the lane may take of a message.
+/// What the lane may take of a message. Made once per request and moved once: boxing the
+/// larger variant would only add an allocation to every call.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum Message {
     /// A request the lane runs: `id` as read, and as the agent wrote it for the answer.
