@@ -1,7 +1,10 @@
 //! Faithful results: rmcp's typed model drops what it does not know (a tool's vendor fields,
 //! newer spec fields), but agents must get the server's own words.
 //!
-//! The upstream's raw result is read off the wire beside rmcp (`RawRequests::with_results`).
+//! The upstream's raw result is read off the wire beside rmcp (`RawRequests::with_results`)
+//! and kept as the bytes it came in: the agent gets those bytes, not a rewrite of them (numbers
+//! past 64 bits, escapes and key order stay as the server wrote them). Shaping for the agent's
+//! revision and swapping into rmcp's message read only the top level ([`members`]).
 //! [`swap`], a layer on the agent's HTTP requests, gives each request its own [`Kept`] (in
 //! the request's extensions, which rmcp hands the handler); the forwarder keeps the raw result
 //! there under the JSON-RPC id of the agent's request it answers, and the layer puts it in
