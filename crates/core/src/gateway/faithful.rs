@@ -225,6 +225,15 @@ fn last_event_end(buf: &[u8]) -> Option<usize> {
     lf.max(crlf)
 }
 
+/// The keys of results a 2026-07-28 agent may cache (listings and reads).
+const CACHEABLE: [&str; 5] = [
+    "tools",
+    "prompts",
+    "resources",
+    "resourceTemplates",
+    "contents",
+];
+
 /// Adjusts a raw result to the agent's revision, as rmcp's server does for typed ones:
 /// 2026-07-28 agents expect cache hints on cacheable results; older agents must not see
 /// `resultType: "complete"` or non-object structured output. Only the top level is read, and
@@ -239,15 +248,7 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
         .and_then(|t| serde_json::from_str::<std::borrow::Cow<str>>(t.get()).ok());
     let mut edits = Edits::default();
     if modern_agent {
-        let cacheable = [
-            "tools",
-            "prompts",
-            "resources",
-            "resourceTemplates",
-            "contents",
-        ]
-        .iter()
-        .any(|k| members.get(k).is_some());
+        let cacheable = CACHEABLE.iter().any(|k| members.get(k).is_some());
         if cacheable && result_type.is_none_or(|t| t == "complete") {
             if members.get("ttlMs").is_none() {
                 edits.add.push(("ttlMs", json!(0)));
@@ -319,15 +320,7 @@ fn shape_tree(raw: &mut Value, modern_agent: bool) {
         return;
     };
     if modern_agent {
-        let cacheable = [
-            "tools",
-            "prompts",
-            "resources",
-            "resourceTemplates",
-            "contents",
-        ]
-        .iter()
-        .any(|k| obj.contains_key(*k));
+        let cacheable = CACHEABLE.iter().any(|k| obj.contains_key(*k));
         let complete = obj
             .get("resultType")
             .and_then(Value::as_str)
@@ -471,6 +464,19 @@ mod tests {
         );
         let kept = json!({"tools": [], "ttlMs": 5000, "cacheScope": "public"});
         assert_eq!(shaped(kept, true)["ttlMs"], 5000);
+    }
+
+    #[test]
+    fn a_result_nested_past_any_readers_depth_is_shaped_without_harm() {
+        let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+        for (text, modern) in [
+            (format!(r#"{{"resultType":"complete","d":{deep}}}"#), false),
+            (format!(r#"{{"tools":{deep}}}"#), true),
+            (format!(r#"{{"tools":{deep},"x":"\u0041"}}"#), false),
+            (deep.clone(), false),
+        ] {
+            let _ = shape_result(RawValue::from_string(text).unwrap(), modern);
+        }
     }
 
     #[test]

@@ -730,6 +730,16 @@ mod tests {
         assert!(raw.take_result(&NumberOrString::Number(19)).is_some());
     }
 
+    #[test]
+    fn a_result_nested_past_any_readers_depth_is_kept_as_bytes_without_harm() {
+        let raw = RawRequests::with_results();
+        let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+        raw.observe(format!(r#"{{"id":1,"result":{{"content":[],"d":{deep}}}}}"#).as_bytes());
+        // Kept as it came, with no stack to overflow; a tree of it is refused, not built.
+        let kept = raw.take_result_bytes(&NumberOrString::Number(1)).unwrap();
+        assert!(tree(&kept).is_none());
+    }
+
     #[tokio::test]
     async fn the_stdout_tap_passes_bytes_through_and_sees_split_lines() {
         let raw = RawRequests::new();
