@@ -239,8 +239,10 @@ fn role_gateway() {
         let dir = std::env::temp_dir().join(format!("countersign-bench-gw-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("scratch dir");
         let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).expect("audit log"));
-        let mut config = GatewayConfig::default();
-        config.port = 0;
+        let config = GatewayConfig {
+            port: 0,
+            ..GatewayConfig::default()
+        };
         let gateway = Gateway::new(
             config,
             vec![server],
@@ -941,8 +943,7 @@ async fn bench(rows: &str, calls: usize) {
         "{cpus} CPUs; {calls} calls one at a time on one agent session, then {calls} calls from {CALLERS} agents at once (each its own session); {WARMUP_CALLS} warm-up calls before each"
     );
     println!(
-        "agents: rmcp {} Streamable HTTP clients (legacy initialize, 2025-11-25) in this process; every other side in its own process",
-        "3.11"
+        "agents: rmcp 3.11 Streamable HTTP clients (legacy initialize, 2025-11-25) in this process; every other side in its own process"
     );
     println!(
         "mcp-proxy and supergateway can only put a stdio server behind Streamable HTTP (neither forwards HTTP to HTTP), so they front the desk on stdio; row R is that desk over stdio directly"

@@ -297,8 +297,10 @@ fn agent_config(n: usize) -> ClientConfig {
 
 async fn gateway_sessions(dir: &std::path::Path, total: usize) {
     println!("\n3. {total} gateway agent sessions opened, used and closed, one after another");
-    let mut config = GatewayConfig::default();
-    config.port = 0;
+    let config = GatewayConfig {
+        port: 0,
+        ..GatewayConfig::default()
+    };
     let audit = AuditLog::open(dir.join("gateway-audit.jsonl")).expect("audit log");
     let gateway = Gateway::new(
         config,
