@@ -130,16 +130,16 @@ impl RawRequests {
             && let Some(result) = message.result
         {
             let bytes = result.get().as_bytes();
-            // A tree only for the results that need one read: listings and handshakes.
-            if (may_hold(bytes, b"\"tools\"") || may_hold(bytes, b"\"protocolVersion\""))
-                && let Ok(value) = serde_json::from_str::<Value>(result.get())
-            {
-                self.note_task_tools(&value);
-                self.note_server_tasks(&value);
+            // A tree, read once, only for the results that need one read: listings and
+            // handshakes, and for sessions keeping only some results, whether this is one.
+            let noted = may_hold(bytes, b"\"tools\"") || may_hold(bytes, b"\"protocolVersion\"");
+            let value = (noted || self.only_input).then(|| tree(&result)).flatten();
+            if noted && let Some(value) = &value {
+                self.note_task_tools(value);
+                self.note_server_tasks(value);
             }
             let wanted = !self.only_input
-                || serde_json::from_str::<Value>(result.get())
-                    .is_ok_and(|r| r.get("inputRequests").is_some() || about_task(&r));
+                || value.is_some_and(|r| r.get("inputRequests").is_some() || about_task(&r));
             if wanted {
                 remember(results, id, result, size);
             }
