@@ -3,7 +3,8 @@
 // (vendor keys on a tool, its result, a resource and a prompt). The gateway tests check that
 // agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
 // tools/list_changed notification before its result, one (`params`) that answers with the
-// params of the call as they arrived, and one (`verbatim`) whose result is written by hand:
+// params of the call as they arrived, one (`exit`, unlisted) that ends the process without
+// answering, and one (`verbatim`) whose result is written by hand:
 // numbers, escapes, spacing and key order no JSON library would write (VERBATIM).
 //
 // With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
@@ -81,6 +82,8 @@ function answer(m) {
   }
   if (m.id === undefined || !m.method) return undefined;
   if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait' && !http) return askAndWait(m);
+  // `exit` (not listed) ends the server without an answer.
+  if (m.method === 'tools/call' && m.params?.name === 'exit') process.exit(3);
   if (m.method === 'tools/call' && m.params?.name === 'verbatim') {
     return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${VERBATIM}}`;
   }

@@ -1021,6 +1021,53 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
     rig.gateway.shutdown().await;
 }
 
+/// A call to a stdio server is written on its wire by the gateway itself, beside rmcp's
+/// session (`mcp::direct`): the server sees the gateway's own request id and progress token,
+/// and its answer comes back as written. rmcp numbers its requests.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_to_a_stdio_server_goes_on_its_wire_beside_rmcps_session() {
+    let mut raw = raw_server();
+    raw.trusted = true; // `params` claims read-only: no approval in the way
+    let rig = rig("direct", vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    for (id, params) in [
+        (2, json!({"name": "params", "arguments": {"a": 1}})),
+        (
+            3,
+            json!({"name": "params", "arguments": {"a": 2}, "_meta": {"progressToken": 9}}),
+        ),
+    ] {
+        let answer = agent.post(id, "tools/call", params).await;
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"));
+        let got: Value = serde_json::from_str(text).unwrap();
+        let token = got["_meta"]["progressToken"].as_str().unwrap_or_default();
+        assert!(token.starts_with("countersign:"), "{got}");
+    }
+    rig.gateway.shutdown().await;
+}
+
+/// A stdio server that exits in the middle of a call fails that call at once: the agent is
+/// not left waiting out the request's timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_that_exits_mid_call_fails_the_call_at_once() {
+    let mut raw = raw_server();
+    raw.tool_policy = BTreeMap::from([("exit".to_owned(), ToolRule::Allow)]);
+    let rig = rig("direct-exit", vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(5),
+        agent.post(2, "tools/call", json!({"name": "exit", "arguments": {}})),
+    )
+    .await
+    .expect("the call failed at once");
+    assert!(answer["error"]["message"].is_string(), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    rig.gateway.shutdown().await;
+}
+
 /// A yes means exactly the call that runs: fields beyond rmcp's model, which go upstream
 /// too, are shown to the person with the arguments; a decision remembered for these exact
 /// arguments does not cover the same call with more, nor one remembered with more a call

@@ -9,15 +9,16 @@ use std::time::Duration;
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::AsyncRwTransport;
-use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStderr, ChildStdout, Command};
 
+use crate::mcp::direct::{ChannelWrite, StdinWriter};
 use crate::mcp::raw::{RawRequests, TapRead};
 
 /// How long a server gets to exit after its stdin closes, and again after SIGTERM.
 const GRACE: Duration = Duration::from_secs(2);
 
 pub struct ChildTransport {
-    io: AsyncRwTransport<RoleClient, TapRead<ChildStdout>, ChildStdin>,
+    io: AsyncRwTransport<RoleClient, TapRead<ChildStdout>, ChannelWrite>,
     child: Child,
     /// Also the process group id. Kept because `Child::id` forgets it once the child is reaped,
     /// and the group can outlive its leader.
@@ -25,7 +26,8 @@ pub struct ChildTransport {
 }
 
 impl ChildTransport {
-    /// Starts `command` in a process group of its own, stdio piped.
+    /// Starts `command` in a process group of its own, stdio piped. Its stdin is shared with
+    /// the gateway's own requests (`raw.direct`).
     pub fn spawn(
         mut command: Command,
         raw: Arc<RawRequests>,
@@ -43,7 +45,9 @@ impl ChildTransport {
         else {
             return Err(std::io::Error::other("the child's stdio was not piped"));
         };
-        let io = AsyncRwTransport::new_client(TapRead::new(stdout, raw), stdin);
+        let (writer, rmcp_side) = StdinWriter::spawn(stdin);
+        raw.direct.attach(writer);
+        let io = AsyncRwTransport::new_client(TapRead::new(stdout, raw), rmcp_side);
         let pid = child.id();
         Ok((ChildTransport { io, child, pid }, stderr))
     }

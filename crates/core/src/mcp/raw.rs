@@ -23,6 +23,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, ReadBuf};
 
+use super::direct::{Claim, Direct};
 use super::http_post::Post;
 use crate::lock;
 
@@ -33,8 +34,9 @@ const KEEP: usize = 256;
 /// `RawRequests`; past it the oldest are forgotten, so a server sending answers nobody
 /// asked for cannot make us hold more.
 const KEEP_BYTES: usize = 16 * 1024 * 1024;
-/// A line longer than this is not scanned (rmcp's own limits refuse such messages anyway).
-const MAX_LINE: usize = 4 * 1024 * 1024;
+/// A line longer than this is not scanned: rmcp drops a line past the same length
+/// (`DEFAULT_MAX_LINE_LENGTH`), so every line it reads is seen here whole.
+const MAX_LINE: usize = 16 * 1024 * 1024;
 const METHOD: &[u8] = b"elicitation/create";
 const RESULT: &[u8] = b"\"result\"";
 const INPUT_REQUESTS: &[u8] = b"inputRequests";
@@ -66,6 +68,8 @@ pub struct RawRequests {
     /// of our requests, as (the server's request id, ours), oldest first. The 2025 wire says
     /// nothing else of which call a server's request belongs to.
     origins: Option<Mutex<VecDeque<(RequestId, RequestId)>>>,
+    /// The gateway's own requests on a stdio server's wire, and their answers.
+    pub(crate) direct: Direct,
 }
 
 impl RawRequests {
@@ -129,15 +133,13 @@ impl RawRequests {
         if let Some(results) = &self.results
             && let Some(result) = message.result
         {
-            let bytes = result.get().as_bytes();
             // A tree, read once, only for the results that need one read: listings and
             // handshakes, and for sessions keeping only some results, whether this is one.
-            let noted = may_hold(bytes, b"\"tools\"") || may_hold(bytes, b"\"protocolVersion\"");
-            let value = (noted || self.only_input).then(|| tree(&result)).flatten();
-            if noted && let Some(value) = &value {
-                self.note_task_tools(value);
-                self.note_server_tasks(value);
-            }
+            let value = match self.note(&result) {
+                Some(value) => Some(value),
+                None if self.only_input => tree(&result),
+                None => None,
+            };
             let wanted = !self.only_input
                 || value.is_some_and(|r| r.get("inputRequests").is_some() || about_task(&r));
             if wanted {
@@ -150,6 +152,20 @@ impl RawRequests {
         }
         let params = message.params.unwrap_or_else(null);
         remember(&self.inner, id, params, size);
+    }
+
+    /// Notes what a result says that rmcp's types drop: the tools a listing says must run as
+    /// tasks, and a handshake's task capability. Also for answers that were not kept (the
+    /// gateway's own, `direct`). Returns the tree it read, if it read one.
+    pub(crate) fn note(&self, result: &RawValue) -> Option<Value> {
+        let bytes = result.get().as_bytes();
+        if !may_hold(bytes, b"\"tools\"") && !may_hold(bytes, b"\"protocolVersion\"") {
+            return None;
+        }
+        let value = tree(result)?;
+        self.note_task_tools(&value);
+        self.note_server_tasks(&value);
+        Some(value)
     }
 
     /// Remembers the tools a `tools/list` result says must run as tasks.
@@ -343,13 +359,28 @@ pub(crate) fn tree(raw: &RawValue) -> Option<Value> {
     serde_json::from_str(raw.get()).ok()
 }
 
-/// Passes a child's stdout through unchanged, showing each line to [`RawRequests`].
+/// Passes a child's stdout on to rmcp a whole line at a time, showing each line to
+/// [`RawRequests`]; a line answering one of the gateway's own requests (`direct`) goes to that
+/// request instead, once rmcp has read every line before it.
 pub struct TapRead<R> {
     inner: R,
     raw: Arc<RawRequests>,
     line: Vec<u8>,
     overlong: bool,
+    /// What has been read and not yet handed on, in the order it came.
+    ready: VecDeque<Ready>,
+    scratch: Box<[u8]>,
 }
+
+enum Ready {
+    /// Lines for rmcp, and how much of them it has taken.
+    Lines(Vec<u8>, usize),
+    /// An answer to a request of ours.
+    Answer(Option<tokio::sync::oneshot::Sender<Vec<u8>>>, Vec<u8>),
+}
+
+/// Bytes read from the child at a time.
+const SCRATCH: usize = 8 * 1024;
 
 impl<R> TapRead<R> {
     pub fn new(inner: R, raw: Arc<RawRequests>) -> Self {
@@ -358,6 +389,8 @@ impl<R> TapRead<R> {
             raw,
             line: Vec::new(),
             overlong: false,
+            ready: VecDeque::new(),
+            scratch: vec![0; SCRATCH].into_boxed_slice(),
         }
     }
 
@@ -371,21 +404,41 @@ impl<R> TapRead<R> {
             let chunk = &bytes[start..end];
             start = end;
             let complete = chunk.last() == Some(&b'\n');
-            if !self.overlong {
-                if self.line.len() + chunk.len() > MAX_LINE {
-                    self.overlong = true;
-                    self.line.clear();
-                } else {
-                    self.line.extend_from_slice(chunk);
-                }
+            if !self.overlong && self.line.len() + chunk.len() > MAX_LINE {
+                // Too long to be read here: it goes on to rmcp as it comes (which drops it).
+                self.overlong = true;
+                let held = std::mem::take(&mut self.line);
+                self.pass(&held);
+            }
+            if self.overlong {
+                self.pass(chunk);
+            } else {
+                self.line.extend_from_slice(chunk);
             }
             if complete {
                 if !self.overlong {
-                    self.raw.observe(&self.line);
+                    let line = std::mem::take(&mut self.line);
+                    match self.raw.direct.claim(&line) {
+                        Claim::Ours(to) => self.ready.push_back(Ready::Answer(to, line)),
+                        Claim::Not => {
+                            self.raw.observe(&line);
+                            self.pass(&line);
+                        }
+                    }
                 }
-                self.line.clear();
                 self.overlong = false;
             }
+        }
+    }
+
+    fn pass(&mut self, bytes: &[u8]) {
+        // Nothing handed on reads as the end to rmcp.
+        if bytes.is_empty() {
+            return;
+        }
+        match self.ready.back_mut() {
+            Some(Ready::Lines(lines, _)) => lines.extend_from_slice(bytes),
+            _ => self.ready.push_back(Ready::Lines(bytes.to_vec(), 0)),
         }
     }
 }
@@ -396,13 +449,45 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if let Poll::Ready(Ok(())) = &polled {
-            let fresh = buf.filled()[before..].to_vec();
-            self.scan(&fresh);
+        let this = &mut *self;
+        loop {
+            // rmcp's reader asks for more only once it has used up what it was given, so an
+            // answer at the front comes after everything before it has reached rmcp.
+            while let Some(Ready::Answer(..)) = this.ready.front() {
+                if let Some(Ready::Answer(to, line)) = this.ready.pop_front()
+                    && let Some(to) = to
+                {
+                    let _ = to.send(line);
+                }
+            }
+            if let Some(Ready::Lines(lines, taken)) = this.ready.front_mut() {
+                let n = buf.remaining().min(lines.len() - *taken);
+                buf.put_slice(&lines[*taken..*taken + n]);
+                *taken += n;
+                if *taken == lines.len() {
+                    this.ready.pop_front();
+                }
+                return Poll::Ready(Ok(()));
+            }
+            let mut scratch = std::mem::take(&mut this.scratch);
+            let mut read = ReadBuf::new(&mut scratch);
+            let polled = Pin::new(&mut this.inner).poll_read(cx, &mut read);
+            let filled = read.filled().len();
+            if let Poll::Ready(Ok(())) = polled
+                && filled > 0
+            {
+                this.scan(&scratch[..filled]);
+                this.scratch = scratch;
+                continue;
+            }
+            this.scratch = scratch;
+            // Pending, an error, or the end (a last line without its newline is dropped, as
+            // rmcp would drop it). At the end no answer can come.
+            if polled.is_ready() {
+                this.raw.direct.end();
+            }
+            return polled;
         }
-        polled
     }
 }
 
@@ -738,6 +823,37 @@ mod tests {
         // Kept as it came, with no stack to overflow; a tree of it is refused, not built.
         let kept = raw.take_result_bytes(&NumberOrString::Number(1)).unwrap();
         assert!(tree(&kept).is_none());
+    }
+
+    /// An answer to one of the gateway's own requests is taken out of what rmcp reads, and
+    /// handed over only once rmcp has read every line before it (the call's progress, which
+    /// must reach the agent first).
+    #[tokio::test]
+    async fn our_answer_leaves_the_stream_in_its_place() {
+        use tokio::io::AsyncBufReadExt;
+        let raw = RawRequests::with_results();
+        let mut waiting = raw.direct.open();
+        let NumberOrString::String(ours) = waiting.id.clone() else {
+            panic!()
+        };
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":"{ours}","result":{{"content":[]}}}}"#);
+        let after = r#"{"jsonrpc":"2.0","id":3,"result":{}}"#;
+        let wire = format!("{progress}\n{answer}\n{after}\n");
+        let mut lines =
+            tokio::io::BufReader::new(TapRead::new(wire.as_bytes(), raw.clone())).lines();
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), progress);
+        // rmcp has the progress line, but has not asked for more: the answer waits.
+        assert!(waiting.answer.try_recv().is_err());
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), after);
+        assert_eq!(
+            waiting.answer.try_recv().unwrap(),
+            format!("{answer}\n").into_bytes()
+        );
+        assert!(lines.next_line().await.unwrap().is_none());
+        // Not kept for rmcp's way either.
+        assert!(raw.take_result_bytes(&waiting.id).is_none());
+        assert!(raw.take_result_bytes(&NumberOrString::Number(3)).is_some());
     }
 
     #[tokio::test]

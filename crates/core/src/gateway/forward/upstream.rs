@@ -65,6 +65,16 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
     }
 }
 
+/// An upstream request's answer on its way: the typed result, and the server's own bytes of
+/// it when they were read.
+type Awaited<'a> = std::pin::Pin<
+    Box<
+        dyn Future<Output = Result<(ServerResult, Option<Box<RawValue>>), rmcp::ServiceError>>
+            + Send
+            + 'a,
+    >,
+>;
+
 /// One upstream session, owned by one agent session (or one pooled session-less agent).
 pub(crate) struct Upstream {
     pub(super) server: ServerConfig,
@@ -285,27 +295,26 @@ impl Upstream {
             .0
             .0
             .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
-        let mut options = PeerRequestOptions::no_options();
-        options.timeout = Some(timeout);
         let peer = self.peer().clone();
-        let handle = peer
-            .send_request_with_option(request, options)
-            .await
-            .map_err(|e| self.error(e))?;
-        let id = handle.id.clone();
+        let (id, upstream_token, awaited) = if self.goes_direct() {
+            self.send_direct(request, timeout).await
+        } else {
+            self.send_through_rmcp(request, timeout).await
+        }
+        .map_err(|e| self.error(e))?;
         if let Some(call) = call {
             self.relay.call_sent(call, &id);
         }
-        let upstream_token = handle.progress_token.clone();
         self.relay.route_progress(
             &upstream_token,
             agent_token.map(|token| (ProgressTo::of(ctx), token)),
         );
         let leaving = Leaving::of(ctx);
-        // Pinned out here so that losing the race below does not drop it: rmcp tells the
-        // server at once when an awaited response is dropped, and the server's withdrawal of
-        // its questions could then overtake the agent's (recorded as the server's, under load).
-        let mut awaited = Box::pin(handle.await_response());
+        // Pinned out here so that losing the race below does not drop it: dropping it tells
+        // the server at once (rmcp's way) or forgets the request (ours), and the server's
+        // withdrawal of its questions could then overtake the agent's (recorded as the
+        // server's, under load).
+        let mut awaited = awaited;
         let response = tokio::select! {
             r = &mut awaited => Ok(r),
             reason = leaving.left() => Err(reason),
@@ -329,15 +338,105 @@ impl Upstream {
                 Err(agent_cancelled())
             }
             Ok(result) => {
-                // Read beside rmcp before rmcp resolved the request, so it is here now.
-                let raw = self.raw.take_result_bytes(&id);
-                self.follow_task(step, &upstream_token, &result, raw.as_deref());
+                self.follow_task(step, &upstream_token, &result);
                 if wants_progress {
                     self.relay.caught_up().await;
                 }
-                result.map(|typed| (typed, raw)).map_err(|e| self.error(e))
+                result.map_err(|e| self.error(e))
             }
         }
+    }
+
+    /// Whether requests go on the wire from here rather than through rmcp's session
+    /// (`mcp::direct`): for a stdio server whose lifecycle has a handshake. From 2026-07-28
+    /// on, rmcp's session refuses a server's question unless it holds a request of its own in
+    /// flight for it to belong to (SEP-2260), and ours are not its own.
+    fn goes_direct(&self) -> bool {
+        self.raw.direct.is_open()
+            && self
+                .peer()
+                .peer_info()
+                .is_some_and(|info| info.protocol_version.has_initialize())
+    }
+
+    async fn send_through_rmcp(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(timeout);
+        let handle = self
+            .peer()
+            .send_request_with_option(request, options)
+            .await?;
+        let id = handle.id.clone();
+        let token = handle.progress_token.clone();
+        let raw = self.raw.clone();
+        let awaited = Box::pin(async move {
+            let id = handle.id.clone();
+            let typed = handle.await_response().await;
+            // Read beside rmcp before rmcp resolved the request, so it is here now.
+            let kept = raw.take_result_bytes(&id);
+            typed.map(|typed| (typed, kept))
+        });
+        Ok((id, token, awaited))
+    }
+
+    /// The request written on the server's stdin as one line; its answer comes back as the
+    /// line the server wrote.
+    async fn send_direct(
+        &self,
+        mut request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
+        let mut waiting = self.raw.direct.open();
+        let id = waiting.id.clone();
+        // As rmcp does, every request carries a progress token: here, its id.
+        let token = ProgressToken(id.clone());
+        request.get_meta_mut().set_progress_token(token.clone());
+        let message = rmcp::model::ClientJsonRpcMessage::request(request, id.clone());
+        let mut line =
+            serde_json::to_vec(&message).map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
+        line.push(b'\n');
+        self.raw
+            .direct
+            .write(line)
+            .await
+            .map_err(|_| rmcp::ServiceError::TransportClosed)?;
+        let peer = self.peer().clone();
+        let raw = &self.raw;
+        let closed = &self.closed;
+        let awaited = Box::pin(async move {
+            // The session closed without the server's stdout ending (we stopped it).
+            let answer = async {
+                tokio::select! {
+                    answer = &mut waiting.answer => answer.ok(),
+                    _ = closed.cancelled() => None,
+                }
+            };
+            match tokio::time::timeout(timeout, answer).await {
+                Ok(Some(line)) => {
+                    let answer = crate::mcp::direct::read_answer(&line);
+                    if let Ok((_, Some(result))) = &answer {
+                        raw.note(result);
+                    }
+                    answer
+                }
+                Ok(None) => Err(rmcp::ServiceError::TransportClosed),
+                Err(_) => {
+                    // As rmcp tells the server of a request it stopped waiting for.
+                    let _ = peer
+                        .notify_cancelled(CancelledNotificationParam::new(
+                            Some(waiting.id.clone()),
+                            Some("request timeout".into()),
+                        ))
+                        .await;
+                    Err(rmcp::ServiceError::Timeout { timeout })
+                }
+            }
+        });
+        Ok((id, token, awaited))
     }
 
     /// After an answer: the request's progress route goes, unless the request created a task,
@@ -346,18 +445,17 @@ impl Upstream {
         &self,
         step: Option<crate::mcp::task::Step>,
         upstream_token: &ProgressToken,
-        result: &Result<ServerResult, rmcp::ServiceError>,
-        raw: Option<&RawValue>,
+        result: &Result<(ServerResult, Option<Box<RawValue>>), rmcp::ServiceError>,
     ) {
         use crate::mcp::task::{Step, has_ended};
         if step.is_none() {
             self.relay.forget_progress(upstream_token);
             return;
         }
-        let answer = match (raw, result) {
-            (Some(raw), _) => serde_json::from_str::<Value>(raw.get()).ok(),
-            (None, Ok(result)) => serde_json::to_value(result).ok(),
-            _ => None,
+        let answer = match result {
+            Ok((_, Some(raw))) => serde_json::from_str::<Value>(raw.get()).ok(),
+            Ok((result, None)) => serde_json::to_value(result).ok(),
+            Err(_) => None,
         };
         let answer = answer.as_ref();
         let created = answer

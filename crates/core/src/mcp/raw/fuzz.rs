@@ -67,6 +67,21 @@ fn tap_same_however_cut(wire: &[u8], pieces: &[Vec<u8>]) -> Result<(), TestCaseE
         let id = NumberOrString::Number(id);
         prop_assert_eq!(cut.take(&id), whole.take(&id));
     }
+    // And rmcp is handed every whole line, byte for byte (a last one without its newline
+    // waits for the rest).
+    let passed: Vec<u8> = tap
+        .ready
+        .iter()
+        .flat_map(|r| match r {
+            super::Ready::Lines(lines, _) => lines.clone(),
+            super::Ready::Answer(..) => Vec::new(),
+        })
+        .collect();
+    let whole_lines = match wire.iter().rposition(|b| *b == b'\n') {
+        Some(end) => &wire[..=end],
+        None => &[][..],
+    };
+    prop_assert_eq!(passed, whole_lines.to_vec());
     Ok(())
 }
 

@@ -1,0 +1,458 @@
+//! Requests the gateway writes on a stdio server's wire itself, beside rmcp's client session,
+//! and their answers, taken off the wire before rmcp would parse them.
+//!
+//! Through rmcp's session a forwarded request is handed to its worker task and back, and its
+//! answer is parsed whole into rmcp's types (an untagged `JsonRpcMessage`: buffered, then tried
+//! variant by variant), only for the gateway to pass on the server's own bytes. Here the
+//! request is written as one line among rmcp's (`StdinWriter`), and the answer's line is
+//! handed over as it came, in its place in the stream (`raw::TapRead`): whatever the server
+//! wrote before it (progress for the call) has reached rmcp, and through it the agent, first.
+//!
+//! Our ids are strings with [`PREFIX`]; rmcp numbers its own, so the two never meet.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::task::{Context, Poll};
+
+use rmcp::model::{NumberOrString, RequestId};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::lock;
+
+/// How our request ids begin.
+pub(crate) const PREFIX: &str = "countersign:";
+
+/// Our requests awaiting their answers, and the way to the server's stdin.
+pub struct Direct {
+    writer: OnceLock<StdinWriter>,
+    /// `None` once the server's stdout has ended: no answer can come any more.
+    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Vec<u8>>>>>,
+    next: AtomicU64,
+}
+
+impl Default for Direct {
+    fn default() -> Self {
+        Direct {
+            writer: OnceLock::new(),
+            waiting: Mutex::new(Some(HashMap::new())),
+            next: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One request of ours, until it is answered or given up: dropping it forgets the request, so
+/// an answer that comes later is dropped, not kept.
+pub(crate) struct Waiting<'a> {
+    direct: &'a Direct,
+    number: u64,
+    pub(crate) id: RequestId,
+    pub(crate) answer: oneshot::Receiver<Vec<u8>>,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(waiting) = lock(&self.direct.waiting).as_mut() {
+            waiting.remove(&self.number);
+        }
+    }
+}
+
+/// What [`Direct::claim`] makes of a line.
+pub(crate) enum Claim {
+    /// Not an answer to a request of ours: rmcp's to read.
+    Not,
+    /// An answer to ours: hand it over (the request may have been given up meanwhile).
+    Ours(Option<oneshot::Sender<Vec<u8>>>),
+}
+
+impl Direct {
+    /// Whether requests can be written here (a stdio server whose stdin is ours).
+    pub(crate) fn is_open(&self) -> bool {
+        self.writer.get().is_some()
+    }
+
+    pub(crate) fn attach(&self, writer: StdinWriter) {
+        let _ = self.writer.set(writer);
+    }
+
+    /// A new request id, and where its answer will come.
+    pub(crate) fn open(&self) -> Waiting<'_> {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        // After the end, the sender is dropped at once: the request fails as it is made.
+        if let Some(waiting) = lock(&self.waiting).as_mut() {
+            waiting.insert(number, tx);
+        }
+        Waiting {
+            direct: self,
+            number,
+            id: NumberOrString::String(format!("{PREFIX}{number}").into()),
+            answer: rx,
+        }
+    }
+
+    /// Writes one whole line (a message and its `\n`) to the server's stdin, between rmcp's.
+    pub(crate) async fn write(&self, line: Vec<u8>) -> io::Result<()> {
+        match self.writer.get() {
+            Some(writer) => writer.write(line).await,
+            None => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// The server's stdout has ended: every request waiting fails now, and every later one
+    /// as it is made.
+    pub(crate) fn end(&self) {
+        lock(&self.waiting).take();
+    }
+
+    /// Whether `line`, one message from the server, answers one of our requests.
+    pub(crate) fn claim(&self, line: &[u8]) -> Claim {
+        if memchr::memmem::find(line, PREFIX.as_bytes()).is_none() {
+            return Claim::Not;
+        }
+        /// All that is read of such a line; the rest is skipped, not built.
+        #[derive(serde::Deserialize)]
+        struct Head<'a> {
+            id: Option<RequestId>,
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+        }
+        let Ok(Head {
+            id: Some(id),
+            method: None,
+        }) = serde_json::from_slice::<Head>(line)
+        else {
+            return Claim::Not;
+        };
+        let NumberOrString::String(id) = id else {
+            return Claim::Not;
+        };
+        match id.strip_prefix(PREFIX).map(str::parse::<u64>) {
+            Some(Ok(number)) => Claim::Ours(
+                lock(&self.waiting)
+                    .as_mut()
+                    .and_then(|waiting| waiting.remove(&number)),
+            ),
+            _ => Claim::Not,
+        }
+    }
+}
+
+/// The one writer of a child's stdin: rmcp's messages (through [`ChannelWrite`]) and ours go
+/// to it as whole lines, so they never interleave, and each is taken once it is written.
+#[derive(Clone)]
+pub(crate) struct StdinWriter {
+    tx: mpsc::UnboundedSender<Write>,
+}
+
+enum Write {
+    Line(Vec<u8>, oneshot::Sender<io::Result<()>>),
+    Close(oneshot::Sender<io::Result<()>>),
+}
+
+impl StdinWriter {
+    /// Starts the writing task; also returns rmcp's way in.
+    pub(crate) fn spawn(
+        stdin: impl AsyncWrite + Unpin + Send + 'static,
+    ) -> (StdinWriter, ChannelWrite) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(stdin, rx));
+        let writer = StdinWriter { tx };
+        let channel = ChannelWrite {
+            writer: writer.clone(),
+            buffer: Vec::new(),
+            taken: None,
+            closing: false,
+        };
+        (writer, channel)
+    }
+
+    /// Each writer waits for its line to be written before it sends another, so the queue
+    /// holds at most one line per writer: the pipe's backpressure still reaches them.
+    async fn write(&self, line: Vec<u8>) -> io::Result<()> {
+        let (done, taken) = oneshot::channel();
+        self.tx
+            .send(Write::Line(line, done))
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        taken
+            .await
+            .unwrap_or_else(|_| Err(io::ErrorKind::BrokenPipe.into()))
+    }
+}
+
+async fn write_lines(mut stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<Write>) {
+    while let Some(write) = rx.recv().await {
+        match write {
+            Write::Line(line, done) => {
+                let written = async {
+                    stdin.write_all(&line).await?;
+                    stdin.flush().await
+                }
+                .await;
+                let _ = done.send(written);
+            }
+            Write::Close(done) => {
+                let _ = done.send(stdin.shutdown().await);
+                // Dropping it closes the pipe: the server reads end of file.
+                return;
+            }
+        }
+    }
+}
+
+/// rmcp's side of [`StdinWriter`]: what rmcp's codec writes is gathered until it flushes
+/// (once per message), then written as one piece.
+pub(crate) struct ChannelWrite {
+    writer: StdinWriter,
+    buffer: Vec<u8>,
+    /// The piece sent to the writer, until it is written.
+    taken: Option<oneshot::Receiver<io::Result<()>>>,
+    closing: bool,
+}
+
+impl ChannelWrite {
+    fn poll_taken(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let Some(taken) = self.taken.as_mut() else {
+            return Poll::Ready(Ok(()));
+        };
+        let result = std::task::ready!(Pin::new(taken).poll(cx))
+            .unwrap_or_else(|_| Err(io::ErrorKind::BrokenPipe.into()));
+        self.taken = None;
+        Poll::Ready(result)
+    }
+
+    fn send(
+        &mut self,
+        write: impl FnOnce(oneshot::Sender<io::Result<()>>) -> Write,
+    ) -> io::Result<()> {
+        let (done, taken) = oneshot::channel();
+        self.writer
+            .tx
+            .send(write(done))
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        self.taken = Some(taken);
+        Ok(())
+    }
+}
+
+impl AsyncWrite for ChannelWrite {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        // A piece still on its way is waited for first: one at a time, as a pipe would.
+        std::task::ready!(self.poll_taken(cx))?;
+        self.buffer.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.taken.is_none() && !self.buffer.is_empty() {
+            let piece = std::mem::take(&mut self.buffer);
+            self.send(|done| Write::Line(piece, done))?;
+        }
+        self.poll_taken(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.closing {
+            std::task::ready!(self.as_mut().poll_flush(cx))?;
+            self.closing = true;
+            if self.send(Write::Close).is_err() {
+                // The writer is gone, and the pipe with it.
+                return Poll::Ready(Ok(()));
+            }
+        }
+        self.poll_taken(cx)
+    }
+}
+
+impl Drop for ChannelWrite {
+    /// rmcp's transport gone without closing: the pipe closes all the same (our requests
+    /// cannot outlive rmcp's session).
+    fn drop(&mut self) {
+        if !self.closing {
+            let _ = self.writer.tx.send(Write::Close(oneshot::channel().0));
+        }
+    }
+}
+
+/// An answer to one of our requests, from the line the server wrote: its typed result (what
+/// rmcp's session would have given) and the result's bytes as sent, or its error.
+pub(crate) fn read_answer(
+    line: &[u8],
+) -> Result<(rmcp::model::ServerResult, Option<Box<RawValue>>), rmcp::ServiceError> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        result: Option<Box<RawValue>>,
+        error: Option<rmcp::ErrorData>,
+    }
+    let answer = serde_json::from_slice::<Answer>(line)
+        .map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
+    match answer {
+        Answer {
+            result: Some(result),
+            ..
+        } => {
+            let typed = serde_json::from_str(result.get())
+                .map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
+            Ok((typed, Some(result)))
+        }
+        Answer {
+            error: Some(error), ..
+        } => Err(rmcp::ServiceError::McpError(error)),
+        _ => Err(rmcp::ServiceError::UnexpectedResponse),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncBufReadExt;
+
+    #[test]
+    fn only_an_answer_with_one_of_our_ids_is_ours() {
+        let direct = Direct::default();
+        let waiting = direct.open();
+        let id = match &waiting.id {
+            NumberOrString::String(id) => id.to_string(),
+            other => panic!("{other:?}"),
+        };
+        let not_ours = [
+            // A request of the server's, whatever id it picks.
+            format!(r#"{{"jsonrpc":"2.0","id":"{id}","method":"ping"}}"#),
+            // rmcp's numbers, and our prefix elsewhere in a message.
+            r#"{"jsonrpc":"2.0","id":0,"result":{"text":"countersign:0"}}"#.to_owned(),
+            format!(r#"{{"jsonrpc":"2.0","id":"{PREFIX}x","result":{{}}}}"#),
+            format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":"#),
+        ];
+        for line in not_ours {
+            assert!(
+                matches!(direct.claim(line.as_bytes()), Claim::Not),
+                "{line}"
+            );
+        }
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":{{}}}}"#);
+        assert!(matches!(
+            direct.claim(answer.as_bytes()),
+            Claim::Ours(Some(_))
+        ));
+        // Answered once: the same again is ours to drop, not rmcp's to read.
+        assert!(matches!(direct.claim(answer.as_bytes()), Claim::Ours(None)));
+    }
+
+    #[test]
+    fn a_request_given_up_is_forgotten() {
+        let direct = Direct::default();
+        let id = direct.open().id.clone();
+        assert!(lock(&direct.waiting).as_ref().unwrap().is_empty());
+        let NumberOrString::String(id) = id else {
+            panic!()
+        };
+        let late = format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":{{}}}}"#);
+        assert!(matches!(direct.claim(late.as_bytes()), Claim::Ours(None)));
+    }
+
+    #[test]
+    fn an_answer_reads_as_rmcp_would_give_it() {
+        let (typed, raw) = read_answer(br#"{"jsonrpc":"2.0","id":"countersign:1","result":{"content":[{"type":"text","text":"hi"}], "x": 1E2}}"#).unwrap();
+        assert!(
+            matches!(typed, rmcp::model::ServerResult::CallToolResult(_)),
+            "{typed:?}"
+        );
+        assert_eq!(
+            raw.unwrap().get(),
+            r#"{"content":[{"type":"text","text":"hi"}], "x": 1E2}"#
+        );
+        let error = read_answer(
+            br#"{"jsonrpc":"2.0","id":"countersign:1","error":{"code":-32601,"message":"no"}}"#,
+        );
+        assert!(matches!(error, Err(rmcp::ServiceError::McpError(e)) if e.message == "no"));
+        assert!(matches!(
+            read_answer(b"{}"),
+            Err(rmcp::ServiceError::UnexpectedResponse)
+        ));
+    }
+
+    #[tokio::test]
+    async fn once_the_server_is_gone_no_request_waits() {
+        let direct = Direct::default();
+        let mut before = direct.open();
+        direct.end();
+        assert!((&mut before.answer).await.is_err());
+        assert!((&mut direct.open().answer).await.is_err());
+    }
+
+    /// rmcp's messages (through its codec, a piece at a time) and ours, written at once from
+    /// many tasks, reach the pipe as whole lines.
+    #[tokio::test]
+    async fn lines_from_rmcp_and_from_us_never_interleave() {
+        use futures::SinkExt;
+        let (pipe, theirs) = tokio::io::duplex(64);
+        let (writer, rmcp_side) = StdinWriter::spawn(pipe);
+        let mut framed =
+            tokio_util::codec::FramedWrite::new(rmcp_side, tokio_util::codec::LinesCodec::new());
+        let long = "r".repeat(300);
+        let rmcp = tokio::spawn({
+            let long = long.clone();
+            async move {
+                for _ in 0..50 {
+                    framed.send(long.clone()).await.unwrap();
+                }
+                SinkExt::<String>::close(&mut framed).await.unwrap();
+            }
+        });
+        let ours: Vec<_> = (0..4)
+            .map(|_| {
+                let writer = writer.clone();
+                tokio::spawn(async move {
+                    for _ in 0..25 {
+                        writer
+                            .write(format!("{}\n", "d".repeat(200)).into_bytes())
+                            .await
+                            .unwrap();
+                    }
+                })
+            })
+            .collect();
+        let reading = tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(theirs).lines();
+            let mut seen = Vec::new();
+            while let Some(line) = lines.next_line().await.unwrap() {
+                seen.push(line);
+            }
+            seen
+        });
+        rmcp.await.unwrap();
+        for task in ours {
+            task.await.unwrap();
+        }
+        drop(writer);
+        let seen = reading.await.unwrap();
+        assert_eq!(seen.len(), 150);
+        for line in &seen {
+            assert!(*line == long || *line == "d".repeat(200), "{line}");
+        }
+    }
+
+    /// Closing rmcp's side closes the pipe, even while we hold a way to write.
+    #[tokio::test]
+    async fn closing_rmcps_side_closes_the_pipe() {
+        let (pipe, theirs) = tokio::io::duplex(64);
+        let (writer, mut rmcp_side) = StdinWriter::spawn(pipe);
+        rmcp_side.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut tokio::io::BufReader::new(theirs), &mut rest)
+            .await
+            .unwrap();
+        assert!(rest.is_empty());
+        assert!(writer.write(b"late\n".to_vec()).await.is_err());
+    }
+}
