@@ -13,6 +13,8 @@
 //! 2. Countersign: the agents talk to Countersign's gateway (with the bearer token), whose
 //!    upstream is that same HTTP desk; `toolPolicy: {"list_tickets": "allow"}` lets the calls
 //!    through unasked. The default upstream protocol (`auto`) and `"protocol": "legacy"`.
+//!    Row 2c: the same gateway with the desk as its stdio child instead, `"protocol":
+//!    "legacy"` (as most stdio servers speak today); row R below is its reference.
 //! 3. mcp-proxy (PyPI): it can only put a stdio server behind Streamable HTTP, so it fronts the
 //!    desk on stdio (one child for every agent).
 //! 4. supergateway (npm), `--stdio ... --outputTransport streamableHttp --stateful`: likewise
@@ -32,7 +34,7 @@
 //! Environment: `COUNTERSIGN_BENCH_MCP_PROXY` and `COUNTERSIGN_BENCH_SUPERGATEWAY` name the
 //! proxies' executables (default: where scripts/bench-gateway.sh installs them);
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
-//! countersign-legacy, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
+//! countersign-legacy, countersign-stdio-legacy, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
 //! ts-mcp-proxy, ts-supergateway, sessions, sessions-legacy);
 //! `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a single-threaded runtime (what
 //! fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS` changes the 10,000.
@@ -76,7 +78,7 @@ const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
 const HOLD_ENV: &str = "COUNTERSIGN_BENCH_HOLD_S";
 const CALLGRIND_ENV: &str = "COUNTERSIGN_BENCH_CALLGRIND";
-const ALL_ROWS: &str = "direct,countersign,countersign-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
+const ALL_ROWS: &str = "direct,countersign,countersign-legacy,countersign-stdio-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
 const CALLERS: usize = 16;
@@ -825,6 +827,32 @@ async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, Strin
     measured
 }
 
+/// The gateway with this binary as its stdio desk (upstream `protocol`), one child per agent
+/// session.
+async fn row_countersign_stdio(calls: usize, protocol: &str) -> Result<Measured, String> {
+    let (gateway, line) = spawn_role(
+        "gateway",
+        &[
+            (UPSTREAM_ENV, ts_agent::STDIO_UPSTREAM),
+            (PROTOCOL_ENV, protocol),
+        ],
+    )?;
+    let (url, token) = line
+        .split_once(' ')
+        .ok_or_else(|| format!("gateway said {line:?}"))?;
+    let endpoint = Endpoint::Http {
+        url: url.to_owned(),
+        token: Some(token.to_owned()),
+    };
+    let sides = Sides {
+        middle: Some(gateway.pid()),
+        upstream: UpstreamPids::ChildrenOf(gateway.pid()),
+    };
+    let measured = measure(&endpoint, &sides, calls).await;
+    drop(gateway);
+    measured
+}
+
 /// mcp-proxy on `port`, fronting this binary as the stdio desk (one child shared).
 fn mcp_proxy_command(program: &Path, port: u16) -> Result<Command, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
@@ -983,6 +1011,13 @@ async fn bench(rows: &str, calls: usize) {
         results.push(Row {
             label,
             outcome: row_countersign(calls, "legacy").await,
+        });
+    }
+    if wanted("countersign-stdio-legacy") {
+        let label = run("2c Countersign gateway -> desk (stdio, upstream protocol legacy)");
+        results.push(Row {
+            label,
+            outcome: row_countersign_stdio(calls, "legacy").await,
         });
     }
     if wanted("mcp-proxy") {
@@ -1271,6 +1306,7 @@ fn report(rows: &[Row]) {
     for (prefix, name) in [
         ("2 ", "Countersign, upstream auto (the default)"),
         ("2b", "Countersign, upstream legacy"),
+        ("2c", "Countersign, stdio upstream legacy"),
     ] {
         let (Some(c), Some(d)) = (found(prefix), direct) else {
             continue;

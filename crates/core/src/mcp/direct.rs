@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll};
 
-use rmcp::model::{NumberOrString, RequestId};
+use rmcp::model::{NumberOrString, RequestId, ServerResult};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -285,10 +285,12 @@ impl Drop for ChannelWrite {
 }
 
 /// An answer to one of our requests, from the line the server wrote: its typed result (what
-/// rmcp's session would have given) and the result's bytes as sent, or its error.
+/// rmcp's session would have given) and the result's bytes as sent, or its error. `call` says
+/// the request was a `tools/call`.
 pub(crate) fn read_answer(
     line: &[u8],
-) -> Result<(rmcp::model::ServerResult, Option<Box<RawValue>>), rmcp::ServiceError> {
+    call: bool,
+) -> Result<(ServerResult, Option<Box<RawValue>>), rmcp::ServiceError> {
     #[derive(serde::Deserialize)]
     struct Answer {
         result: Option<Box<RawValue>>,
@@ -301,8 +303,11 @@ pub(crate) fn read_answer(
             result: Some(result),
             ..
         } => {
-            let typed = serde_json::from_str(result.get())
-                .map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
+            let typed = match call.then(|| plain_call_result(&result)).flatten() {
+                Some(plain) => ServerResult::CallToolResult(plain),
+                None => serde_json::from_str(result.get())
+                    .map_err(|_| rmcp::ServiceError::UnexpectedResponse)?,
+            };
             Ok((typed, Some(result)))
         }
         Answer {
@@ -312,9 +317,34 @@ pub(crate) fn read_answer(
     }
 }
 
+/// A call's result with nothing but a tool result's members, read as one directly.
+/// `ServerResult` is untagged: rmcp buffers the whole result and tries each of its variants
+/// in turn, which was most of what reading an answer cost. For a result with only these
+/// members no variant before `CallToolResult` can match (none of them is made of these alone;
+/// `fuzz_a_plain_call_result_reads_as_rmcp_reads_it` holds rmcp to that), so the outcome is
+/// the same. Anything else, a vendor's key included, is read rmcp's way.
+fn plain_call_result(result: &RawValue) -> Option<rmcp::model::CallToolResult> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code, non_snake_case)]
+    struct Plain<'a> {
+        #[serde(borrow)]
+        content: Option<&'a RawValue>,
+        #[serde(borrow)]
+        structuredContent: Option<&'a RawValue>,
+        #[serde(borrow)]
+        isError: Option<&'a RawValue>,
+        #[serde(borrow, rename = "_meta")]
+        meta: Option<&'a RawValue>,
+    }
+    serde_json::from_str::<Plain>(result.get()).ok()?;
+    serde_json::from_str(result.get()).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
     use tokio::io::AsyncBufReadExt;
 
     #[test]
@@ -362,7 +392,7 @@ mod tests {
 
     #[test]
     fn an_answer_reads_as_rmcp_would_give_it() {
-        let (typed, raw) = read_answer(br#"{"jsonrpc":"2.0","id":"countersign:1","result":{"content":[{"type":"text","text":"hi"}], "x": 1E2}}"#).unwrap();
+        let (typed, raw) = read_answer(br#"{"jsonrpc":"2.0","id":"countersign:1","result":{"content":[{"type":"text","text":"hi"}], "x": 1E2}}"#, true).unwrap();
         assert!(
             matches!(typed, rmcp::model::ServerResult::CallToolResult(_)),
             "{typed:?}"
@@ -373,12 +403,80 @@ mod tests {
         );
         let error = read_answer(
             br#"{"jsonrpc":"2.0","id":"countersign:1","error":{"code":-32601,"message":"no"}}"#,
+            true,
         );
         assert!(matches!(error, Err(rmcp::ServiceError::McpError(e)) if e.message == "no"));
         assert!(matches!(
-            read_answer(b"{}"),
+            read_answer(b"{}", false),
             Err(rmcp::ServiceError::UnexpectedResponse)
         ));
+    }
+
+    /// What a call's answer reads as, read directly or rmcp's way, as the JSON of the result.
+    fn both_ways(result: &str) -> (Option<Value>, Option<Value>) {
+        let raw = RawValue::from_string(result.to_owned()).unwrap();
+        let direct = plain_call_result(&raw).map(|r| serde_json::to_value(r).unwrap());
+        let rmcp = match serde_json::from_str::<ServerResult>(result) {
+            Ok(ServerResult::CallToolResult(r)) => Some(serde_json::to_value(r).unwrap()),
+            _ => None,
+        };
+        (direct, rmcp)
+    }
+
+    #[test]
+    fn a_plain_call_result_reads_as_rmcp_reads_it() {
+        for result in [
+            r#"{"content":[{"type":"text","text":"hi"}]}"#,
+            r#"{"content":[],"structuredContent":{"a":[1,2]},"isError":false,"_meta":{"k":1}}"#,
+            r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"isError":true}"#,
+            r#"{"structuredContent":{"tickets":[]}}"#,
+        ] {
+            let (direct, rmcp) = both_ways(result);
+            assert!(direct.is_some(), "{result}");
+            assert_eq!(direct, rmcp, "{result}");
+        }
+        // Not read directly: rmcp's way decides.
+        for result in [
+            r#"{"content":[],"x-vendor":1}"#,
+            r#"{"content":[],"resultType":"complete"}"#,
+            r#"{"content":[],"content":[]}"#,
+            r#"{"task":{"taskId":"t"}}"#,
+            r#"[]"#,
+        ] {
+            assert!(both_ways(result).0.is_none(), "{result}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever values a result made of a tool result's members holds, reading it directly
+        /// gives what rmcp's untagged `ServerResult` gives, or nothing (rmcp's way then
+        /// decides). Fails if an rmcp upgrade makes another variant take such a result.
+        #[test]
+        fn fuzz_a_plain_call_result_reads_as_rmcp_reads_it(
+            members in proptest::collection::btree_map(
+                proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta"]),
+                crate::fuzzing::json(),
+                0..4,
+            ),
+            text in proptest::sample::select(vec!["text", "image", "resource_link", "audio"]),
+        ) {
+            let mut result = serde_json::Map::new();
+            for (key, value) in members {
+                // Most cases well-formed, so the direct reading is reached.
+                let value = match (key, &value) {
+                    ("content", Value::Array(_)) => value,
+                    ("content", _) => serde_json::json!([{"type": text, "text": "t", "uri": "u", "name": "n", "data": "AA==", "mimeType": "m"}]),
+                    ("isError", Value::Bool(_)) | ("isError", Value::Null) => value,
+                    _ => value,
+                };
+                result.insert(key.to_owned(), value);
+            }
+            let result = Value::Object(result).to_string();
+            let (direct, rmcp) = both_ways(&result);
+            if direct.is_some() {
+                proptest::prop_assert_eq!(direct, rmcp, "{}", result);
+            }
+        }
     }
 
     #[tokio::test]

@@ -390,6 +390,7 @@ impl Upstream {
         mut request: ClientRequest,
         timeout: Duration,
     ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
+        let call = matches!(request, ClientRequest::CallToolRequest(_));
         let mut waiting = self.raw.direct.open();
         let id = waiting.id.clone();
         // As rmcp does, every request carries a progress token: here, its id.
@@ -417,7 +418,7 @@ impl Upstream {
             };
             match tokio::time::timeout(timeout, answer).await {
                 Ok(Some(line)) => {
-                    let answer = crate::mcp::direct::read_answer(&line);
+                    let answer = crate::mcp::direct::read_answer(&line, call);
                     if let Ok((_, Some(result))) = &answer {
                         raw.note(result);
                     }
