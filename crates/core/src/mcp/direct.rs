@@ -32,7 +32,7 @@ pub(crate) const PREFIX: &str = "countersign:";
 pub struct Direct {
     writer: OnceLock<StdinWriter>,
     /// `None` once the server's stdout has ended: no answer can come any more.
-    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Vec<u8>>>>>,
+    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
     next: AtomicU64,
 }
 
@@ -52,7 +52,7 @@ pub(crate) struct Waiting<'a> {
     direct: &'a Direct,
     number: u64,
     pub(crate) id: RequestId,
-    pub(crate) answer: oneshot::Receiver<Vec<u8>>,
+    pub(crate) answer: oneshot::Receiver<Answer>,
 }
 
 impl Drop for Waiting<'_> {
@@ -68,7 +68,7 @@ pub(crate) enum Claim {
     /// Not an answer to a request of ours: rmcp's to read.
     Not,
     /// An answer to ours: hand it over (the request may have been given up meanwhile).
-    Ours(Option<oneshot::Sender<Vec<u8>>>),
+    Ours(Option<oneshot::Sender<Answer>>, Answer),
 }
 
 impl Direct {
@@ -122,15 +122,18 @@ impl Direct {
             id: Option<RequestId>,
             #[serde(borrow)]
             method: Option<std::borrow::Cow<'a, str>>,
+            result: Option<Box<RawValue>>,
+            error: Option<Box<RawValue>>,
         }
+        // A line that does not read (a key twice, say) is rmcp's, which drops it as it would
+        // drop an unreadable answer to its own request: the request then times out.
         let Ok(Head {
-            id: Some(id),
+            id: Some(NumberOrString::String(id)),
             method: None,
+            result,
+            error,
         }) = serde_json::from_slice::<Head>(line)
         else {
-            return Claim::Not;
-        };
-        let NumberOrString::String(id) = id else {
             return Claim::Not;
         };
         match id.strip_prefix(PREFIX).map(str::parse::<u64>) {
@@ -138,10 +141,18 @@ impl Direct {
                 lock(&self.waiting)
                     .as_mut()
                     .and_then(|waiting| waiting.remove(&number)),
+                Answer { result, error },
             ),
             _ => Claim::Not,
         }
     }
+}
+
+/// An answer to one of our requests, as far as it was read off the wire.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    result: Option<Box<RawValue>>,
+    error: Option<Box<RawValue>>,
 }
 
 /// The one writer of a child's stdin: rmcp's messages (through [`ChannelWrite`]) and ours go
@@ -284,20 +295,12 @@ impl Drop for ChannelWrite {
     }
 }
 
-/// An answer to one of our requests, from the line the server wrote: its typed result (what
-/// rmcp's session would have given) and the result's bytes as sent, or its error. `call` says
-/// the request was a `tools/call`.
+/// An answer to one of our requests: its typed result (what rmcp's session would have given)
+/// and the result's bytes as sent, or its error. `call` says the request was a `tools/call`.
 pub(crate) fn read_answer(
-    line: &[u8],
+    answer: Answer,
     call: bool,
 ) -> Result<(ServerResult, Option<Box<RawValue>>), rmcp::ServiceError> {
-    #[derive(serde::Deserialize)]
-    struct Answer {
-        result: Option<Box<RawValue>>,
-        error: Option<rmcp::ErrorData>,
-    }
-    let answer = serde_json::from_slice::<Answer>(line)
-        .map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
     match answer {
         Answer {
             result: Some(result),
@@ -312,7 +315,10 @@ pub(crate) fn read_answer(
         }
         Answer {
             error: Some(error), ..
-        } => Err(rmcp::ServiceError::McpError(error)),
+        } => match serde_json::from_str(error.get()) {
+            Ok(error) => Err(rmcp::ServiceError::McpError(error)),
+            Err(_) => Err(rmcp::ServiceError::UnexpectedResponse),
+        },
         _ => Err(rmcp::ServiceError::UnexpectedResponse),
     }
 }
@@ -372,10 +378,13 @@ mod tests {
         let answer = format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":{{}}}}"#);
         assert!(matches!(
             direct.claim(answer.as_bytes()),
-            Claim::Ours(Some(_))
+            Claim::Ours(Some(_), _)
         ));
         // Answered once: the same again is ours to drop, not rmcp's to read.
-        assert!(matches!(direct.claim(answer.as_bytes()), Claim::Ours(None)));
+        assert!(matches!(
+            direct.claim(answer.as_bytes()),
+            Claim::Ours(None, _)
+        ));
     }
 
     #[test]
@@ -387,12 +396,20 @@ mod tests {
             panic!()
         };
         let late = format!(r#"{{"jsonrpc":"2.0","id":"{id}","result":{{}}}}"#);
-        assert!(matches!(direct.claim(late.as_bytes()), Claim::Ours(None)));
+        assert!(matches!(
+            direct.claim(late.as_bytes()),
+            Claim::Ours(None, _)
+        ));
     }
 
     #[test]
     fn an_answer_reads_as_rmcp_would_give_it() {
-        let (typed, raw) = read_answer(br#"{"jsonrpc":"2.0","id":"countersign:1","result":{"content":[{"type":"text","text":"hi"}], "x": 1E2}}"#, true).unwrap();
+        let direct = Direct::default();
+        let read = |line: &[u8], call| match direct.claim(line) {
+            Claim::Ours(_, answer) => read_answer(answer, call),
+            Claim::Not => panic!("{}", String::from_utf8_lossy(line)),
+        };
+        let (typed, raw) = read(br#"{"jsonrpc":"2.0","id":"countersign:1","result":{"content":[{"type":"text","text":"hi"}], "x": 1E2}}"#, true).unwrap();
         assert!(
             matches!(typed, rmcp::model::ServerResult::CallToolResult(_)),
             "{typed:?}"
@@ -401,13 +418,13 @@ mod tests {
             raw.unwrap().get(),
             r#"{"content":[{"type":"text","text":"hi"}], "x": 1E2}"#
         );
-        let error = read_answer(
+        let error = read(
             br#"{"jsonrpc":"2.0","id":"countersign:1","error":{"code":-32601,"message":"no"}}"#,
             true,
         );
         assert!(matches!(error, Err(rmcp::ServiceError::McpError(e)) if e.message == "no"));
         assert!(matches!(
-            read_answer(b"{}", false),
+            read(br#"{"id":"countersign:1"}"#, false),
             Err(rmcp::ServiceError::UnexpectedResponse)
         ));
     }

@@ -23,7 +23,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::direct::{Claim, Direct};
+use super::direct::{Answer, Claim, Direct};
 use super::http_post::Post;
 use crate::lock;
 
@@ -376,7 +376,7 @@ enum Ready {
     /// Lines for rmcp, and how much of them it has taken.
     Lines(Vec<u8>, usize),
     /// An answer to a request of ours.
-    Answer(Option<tokio::sync::oneshot::Sender<Vec<u8>>>, Vec<u8>),
+    Answer(Option<tokio::sync::oneshot::Sender<Answer>>, Answer),
 }
 
 /// Bytes read from the child at a time.
@@ -419,7 +419,7 @@ impl<R> TapRead<R> {
                 if !self.overlong {
                     let line = std::mem::take(&mut self.line);
                     match self.raw.direct.claim(&line) {
-                        Claim::Ours(to) => self.ready.push_back(Ready::Answer(to, line)),
+                        Claim::Ours(to, answer) => self.ready.push_back(Ready::Answer(to, answer)),
                         Claim::Not => {
                             self.raw.observe(&line);
                             self.pass(&line);
@@ -454,10 +454,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
             // rmcp's reader asks for more only once it has used up what it was given, so an
             // answer at the front comes after everything before it has reached rmcp.
             while let Some(Ready::Answer(..)) = this.ready.front() {
-                if let Some(Ready::Answer(to, line)) = this.ready.pop_front()
+                if let Some(Ready::Answer(to, answer)) = this.ready.pop_front()
                     && let Some(to) = to
                 {
-                    let _ = to.send(line);
+                    let _ = to.send(answer);
                 }
             }
             if let Some(Ready::Lines(lines, taken)) = this.ready.front_mut() {
@@ -846,10 +846,9 @@ mod tests {
         // rmcp has the progress line, but has not asked for more: the answer waits.
         assert!(waiting.answer.try_recv().is_err());
         assert_eq!(lines.next_line().await.unwrap().unwrap(), after);
-        assert_eq!(
-            waiting.answer.try_recv().unwrap(),
-            format!("{answer}\n").into_bytes()
-        );
+        let (_, result) =
+            crate::mcp::direct::read_answer(waiting.answer.try_recv().unwrap(), true).unwrap();
+        assert_eq!(result.unwrap().get(), r#"{"content":[]}"#);
         assert!(lines.next_line().await.unwrap().is_none());
         // Not kept for rmcp's way either.
         assert!(raw.take_result_bytes(&waiting.id).is_none());

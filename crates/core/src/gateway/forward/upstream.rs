@@ -418,7 +418,7 @@ impl Upstream {
             };
             match tokio::time::timeout(timeout, answer).await {
                 Ok(Some(line)) => {
-                    let answer = crate::mcp::direct::read_answer(&line, call);
+                    let answer = crate::mcp::direct::read_answer(line, call);
                     if let Ok((_, Some(result))) = &answer {
                         raw.note(result);
                     }
