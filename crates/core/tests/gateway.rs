@@ -2956,18 +2956,24 @@ fn open_files() -> usize {
 
 /// A thousand agent sessions, each opened, used (a tool call, on the lane) and closed, four at a
 /// time, against a stdio server that gets a child process per session: afterwards the gateway
-/// holds no more tasks, file descriptors or child processes than after the first.
+/// holds no more tasks, file descriptors or child processes than after the first. Every other
+/// session's server speaks 2025-11-25, so its call goes on the wire beside rmcp's session
+/// (`mcp::direct`, with its stdin writer task), the rest 2026-07-28 through rmcp's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
     const SESSIONS: usize = 1_000;
     let binary = common::demo_server_binary();
     let mut desk = ServerConfig::stdio("desk", binary.to_str().unwrap(), &[]);
     desk.tool_policy = BTreeMap::from([("list_tickets".to_owned(), ToolRule::Allow)]);
-    let rig = rig("thousand", vec![desk]).await;
+    let mut legacy = desk.clone();
+    legacy.name = "desk-legacy".into();
+    legacy.protocol = ProtocolChoice::Legacy;
+    let rig = rig("thousand", vec![desk, legacy]).await;
     let session = |n: usize| {
         let rig = &rig;
         async move {
-            let agent = rig.agent("desk", &format!("agent-{n}"), false).await;
+            let server = if n % 2 == 0 { "desk" } else { "desk-legacy" };
+            let agent = rig.agent(server, &format!("agent-{n}"), false).await;
             let listed = call(&agent, "list_tickets", json!({})).await;
             assert_ne!(listed.is_error, Some(true), "{}", text(&listed));
             agent.cancel().await.expect("closed");
@@ -2993,13 +2999,15 @@ async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    // The first session makes what lives as long as the gateway (its HTTP client, say).
+    // The first session to each server makes what lives as long as the gateway (its HTTP
+    // client, say).
     session(0).await;
+    session(1).await;
     let baseline = settled((usize::MAX, usize::MAX, 0)).await;
-    assert_eq!(baseline.2, 0, "the first session's server is gone");
+    assert_eq!(baseline.2, 0, "the first sessions' servers are gone");
     let started = std::time::Instant::now();
     // Four at a time, as agents come and go together.
-    futures::StreamExt::for_each_concurrent(futures::stream::iter(1..SESSIONS), 4, session).await;
+    futures::StreamExt::for_each_concurrent(futures::stream::iter(2..SESSIONS), 4, session).await;
     let elapsed = started.elapsed();
     let after = settled(baseline).await;
     println!(
