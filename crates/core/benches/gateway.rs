@@ -798,12 +798,12 @@ async fn row_direct_stdio(calls: usize) -> Result<Measured, String> {
     measure(&Endpoint::Stdio, &sides, calls).await
 }
 
-/// The HTTP desk and the gateway in front of it (upstream `protocol`), and the gateway's endpoint.
-fn spawn_gateway_and_desk(protocol: &str) -> Result<(Proc, Proc, Endpoint), String> {
-    let (desk, desk_url) = spawn_role("desk-http", &[])?;
+/// The gateway in front of `upstream` (an HTTP desk's URL, or `stdio`), upstream `protocol`,
+/// and its endpoint.
+fn spawn_gateway(upstream: &str, protocol: &str) -> Result<(Proc, Endpoint), String> {
     let (gateway, line) = spawn_role(
         "gateway",
-        &[(UPSTREAM_ENV, &desk_url), (PROTOCOL_ENV, protocol)],
+        &[(UPSTREAM_ENV, upstream), (PROTOCOL_ENV, protocol)],
     )?;
     let (url, token) = line
         .split_once(' ')
@@ -812,6 +812,13 @@ fn spawn_gateway_and_desk(protocol: &str) -> Result<(Proc, Proc, Endpoint), Stri
         url: url.to_owned(),
         token: Some(token.to_owned()),
     };
+    Ok((gateway, endpoint))
+}
+
+/// The HTTP desk and the gateway in front of it (upstream `protocol`), and the gateway's endpoint.
+fn spawn_gateway_and_desk(protocol: &str) -> Result<(Proc, Proc, Endpoint), String> {
+    let (desk, desk_url) = spawn_role("desk-http", &[])?;
+    let (gateway, endpoint) = spawn_gateway(&desk_url, protocol)?;
     Ok((gateway, desk, endpoint))
 }
 
@@ -830,20 +837,7 @@ async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, Strin
 /// The gateway with this binary as its stdio desk (upstream `protocol`), one child per agent
 /// session.
 async fn row_countersign_stdio(calls: usize, protocol: &str) -> Result<Measured, String> {
-    let (gateway, line) = spawn_role(
-        "gateway",
-        &[
-            (UPSTREAM_ENV, ts_agent::STDIO_UPSTREAM),
-            (PROTOCOL_ENV, protocol),
-        ],
-    )?;
-    let (url, token) = line
-        .split_once(' ')
-        .ok_or_else(|| format!("gateway said {line:?}"))?;
-    let endpoint = Endpoint::Http {
-        url: url.to_owned(),
-        token: Some(token.to_owned()),
-    };
+    let (gateway, endpoint) = spawn_gateway(ts_agent::STDIO_UPSTREAM, protocol)?;
     let sides = Sides {
         middle: Some(gateway.pid()),
         upstream: UpstreamPids::ChildrenOf(gateway.pid()),

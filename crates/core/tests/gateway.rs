@@ -2972,7 +2972,11 @@ async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
     let session = |n: usize| {
         let rig = &rig;
         async move {
-            let server = if n % 2 == 0 { "desk" } else { "desk-legacy" };
+            let server = if n.is_multiple_of(2) {
+                "desk"
+            } else {
+                "desk-legacy"
+            };
             let agent = rig.agent(server, &format!("agent-{n}"), false).await;
             let listed = call(&agent, "list_tickets", json!({})).await;
             assert_ne!(listed.is_error, Some(true), "{}", text(&listed));
