@@ -4,7 +4,7 @@
 // agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
 // tools/list_changed notification before its result, one (`params`) that answers with the
 // params of the call as they arrived, one (`exit`, unlisted) that ends the process without
-// answering, and one (`verbatim`) whose result is written by hand:
+// answering, one (`deaf`, unlisted) that stops reading its stdin, and one (`verbatim`) whose result is written by hand:
 // numbers, escapes, spacing and key order no JSON library would write (VERBATIM).
 //
 // With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
@@ -15,6 +15,8 @@ import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
 const http = process.argv.includes('--http');
+// The reader of stdin (not over HTTP).
+let lines;
 // A string is a message already written.
 const text = (m) => (typeof m === 'string' ? m : JSON.stringify(m));
 const out = (m) => { if (!http) process.stdout.write(text(m) + '\n'); };
@@ -84,6 +86,13 @@ function answer(m) {
   if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait' && !http) return askAndWait(m);
   // `exit` (not listed) ends the server without an answer.
   if (m.method === 'tools/call' && m.params?.name === 'exit') process.exit(3);
+  // `deaf` (not listed) stops reading stdin, never answering: the pipe fills behind it.
+  // (A timer keeps the process alive, which a paused stdin alone would not.)
+  if (m.method === 'tools/call' && m.params?.name === 'deaf') {
+    lines?.pause();
+    setInterval(() => {}, 60_000);
+    return undefined;
+  }
   if (m.method === 'tools/call' && m.params?.name === 'verbatim') {
     return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${VERBATIM}}`;
   }
@@ -109,7 +118,8 @@ if (http) {
   });
   server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${server.address().port}/mcp`));
 } else {
-  createInterface({ input: process.stdin }).on('line', (line) => {
+  lines = createInterface({ input: process.stdin });
+  lines.on('line', (line) => {
     let m;
     try { m = JSON.parse(line); } catch { return; }
     const reply = answer(m);

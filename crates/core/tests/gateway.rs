@@ -1068,6 +1068,42 @@ async fn an_upstream_that_exits_mid_call_fails_the_call_at_once() {
     rig.gateway.shutdown().await;
 }
 
+/// A stdio server that stops reading its stdin fills the pipe, and then writing a request to
+/// it waits: that wait is part of the request's time, so the agent gets an answer (an error)
+/// when the time is up, not never.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_stops_reading_cannot_hold_a_call_past_its_time() {
+    let mut raw = raw_server();
+    raw.tool_policy = BTreeMap::from([
+        ("deaf".to_owned(), ToolRule::Allow),
+        ("echo".to_owned(), ToolRule::Allow),
+    ]);
+    raw.request_timeout = Duration::from_secs(1);
+    raw.answer_timeout = Duration::from_secs(1);
+    let rig = rig("direct-deaf", vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let deaf = agent
+        .post(2, "tools/call", json!({"name": "deaf", "arguments": {}}))
+        .await;
+    assert!(deaf["error"].is_object(), "{deaf}");
+    // Far more than a pipe and the server's own buffer hold.
+    let big = "x".repeat(1024 * 1024);
+    let started = std::time::Instant::now();
+    let answer = tokio::time::timeout(
+        Duration::from_secs(10),
+        agent.post(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"big": big}}),
+        ),
+    )
+    .await
+    .expect("the call ended when its time was up");
+    assert!(answer["error"].is_object(), "{answer}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    rig.gateway.shutdown().await;
+}
+
 /// A yes means exactly the call that runs: fields beyond rmcp's model, which go upstream
 /// too, are shown to the person with the arguments; a decision remembered for these exact
 /// arguments does not cover the same call with more, nor one remembered with more a call

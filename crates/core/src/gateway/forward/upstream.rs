@@ -65,6 +65,22 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
     }
 }
 
+/// Tells the server we no longer wait for request `id`, on the side: a server that stopped
+/// reading its stdin would hold the telling (and with it the call) as long as it likes, so it
+/// gets the request's own time at most.
+fn tell_cancelled(
+    peer: &Peer<RoleClient>,
+    id: &rmcp::model::RequestId,
+    reason: &str,
+    within: Duration,
+) {
+    let peer = peer.clone();
+    let params = CancelledNotificationParam::new(Some(id.clone()), Some(reason.to_owned()));
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(within, peer.notify_cancelled(params)).await;
+    });
+}
+
 /// An upstream request's answer on its way: the typed result, and the server's own bytes of
 /// it when they were read.
 type Awaited<'a> = std::pin::Pin<
@@ -328,12 +344,7 @@ impl Upstream {
                     self.relay.call_ended(call, Some(reason));
                 }
                 drop(awaited);
-                let _ = peer
-                    .notify_cancelled(CancelledNotificationParam::new(
-                        Some(id.clone()),
-                        Some("the agent cancelled the call".into()),
-                    ))
-                    .await;
+                tell_cancelled(&peer, &id, "the agent cancelled the call", timeout);
                 let _ = self.raw.take_result_bytes(&id);
                 Err(agent_cancelled())
             }
@@ -400,25 +411,23 @@ impl Upstream {
         let mut line =
             serde_json::to_vec(&message).map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
         line.push(b'\n');
-        self.raw
-            .direct
-            .write(line)
-            .await
-            .map_err(|_| rmcp::ServiceError::TransportClosed)?;
         let peer = self.peer().clone();
         let raw = &self.raw;
         let closed = &self.closed;
         let awaited = Box::pin(async move {
-            // The session closed without the server's stdout ending (we stopped it).
             let answer = async {
+                // Written within the request's time and the agent's patience: a server that
+                // stops reading its stdin fills the pipe, and the write then waits.
+                raw.direct.write(line).await.ok()?;
+                // The session closed without the server's stdout ending (we stopped it).
                 tokio::select! {
                     answer = &mut waiting.answer => answer.ok(),
                     _ = closed.cancelled() => None,
                 }
             };
             match tokio::time::timeout(timeout, answer).await {
-                Ok(Some(line)) => {
-                    let answer = crate::mcp::direct::read_answer(line, call);
+                Ok(Some(answer)) => {
+                    let answer = crate::mcp::direct::read_answer(answer, call);
                     if let Ok((_, Some(result))) = &answer {
                         raw.note(result);
                     }
@@ -427,12 +436,7 @@ impl Upstream {
                 Ok(None) => Err(rmcp::ServiceError::TransportClosed),
                 Err(_) => {
                     // As rmcp tells the server of a request it stopped waiting for.
-                    let _ = peer
-                        .notify_cancelled(CancelledNotificationParam::new(
-                            Some(waiting.id.clone()),
-                            Some("request timeout".into()),
-                        ))
-                        .await;
+                    tell_cancelled(&peer, &waiting.id, "request timeout", timeout);
                     Err(rmcp::ServiceError::Timeout { timeout })
                 }
             }
