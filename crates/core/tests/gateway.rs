@@ -3294,6 +3294,9 @@ async fn a_session_ends_when_its_agent_leaves_it_quiet_not_while_it_works() {
         vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
     )
     .await;
+    // Set once the reaper is asleep for a quarter of the default (as a loaded machine once
+    // had it): the new limit must wake it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     rig.gateway.set_session_idle(Duration::from_secs(2));
     let agent = rig.raw_agent("desk", "busy-agent").await;
     let list = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});

@@ -28,6 +28,9 @@ pub(crate) struct Lanes {
     /// would only count the requests it sees itself, and the lane takes most of them.
     managers: Mutex<HashMap<String, Weak<LocalSessionManager>>>,
     idle_ms: AtomicU64,
+    /// Wakes [`end_quiet_sessions`] when the limit changes: it may be sleeping for a quarter
+    /// of the old one.
+    idle_changed: tokio::sync::Notify,
 }
 
 impl Default for Lanes {
@@ -36,6 +39,7 @@ impl Default for Lanes {
             sessions: Mutex::default(),
             managers: Mutex::default(),
             idle_ms: AtomicU64::new(SESSION_IDLE.as_millis() as u64),
+            idle_changed: tokio::sync::Notify::new(),
         }
     }
 }
@@ -109,6 +113,8 @@ impl Lanes {
     pub(crate) fn set_session_idle(&self, idle: std::time::Duration) {
         self.idle_ms
             .store(idle.as_millis() as u64, Ordering::Relaxed);
+        // Stored for the task if it is not sleeping yet, so the change is never missed.
+        self.idle_changed.notify_one();
     }
 
     fn idle(&self) -> std::time::Duration {
@@ -180,6 +186,7 @@ pub(crate) async fn end_quiet_sessions(lanes: &Lanes, stop: CancellationToken) {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(period) => {}
+            () = lanes.idle_changed.notified() => continue,
         }
         for (manager, id) in lanes.take_quiet() {
             tracing::info!(session = %id, "gateway: an agent's session went quiet and ends");
