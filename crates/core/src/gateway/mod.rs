@@ -373,7 +373,11 @@ impl Gateway {
                     tracing::debug!(error = %e, "cannot set TCP_NODELAY");
                 }
             });
-            let served = axum::serve(listener, router)
+            // Served as a made service: axum's own way with a `Router` turns every route into
+            // its service again for each connection (`Router::with_state`, about a tenth of a
+            // forwarded call for agents that connect per request, as rmcp's do); here that is
+            // done once, and a connection costs a clone of one `Arc`.
+            let served = axum::serve(listener, router.with_state(()).into_make_service())
                 .with_graceful_shutdown(stop.cancelled_owned())
                 .await;
             if let Err(e) = served {
