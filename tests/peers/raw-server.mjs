@@ -4,8 +4,10 @@
 // agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
 // tools/list_changed notification before its result, one (`params`) that answers with the
 // params of the call as they arrived, one (`exit`, unlisted) that ends the process without
-// answering, one (`deaf`, unlisted) that stops reading its stdin, and one (`verbatim`) whose result is written by hand:
-// numbers, escapes, spacing and key order no JSON library would write (VERBATIM).
+// answering, one (`deaf`, unlisted) that stops reading its stdin, one (`newer`, unlisted) whose
+// result holds a content block of a kind no SDK models (NEWER), and one (`verbatim`) whose
+// result is written by hand: numbers, escapes, spacing and key order no JSON library would
+// write (VERBATIM).
 //
 // With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
 // SSE), prints its URL on stdout, and drops what it would send outside an answer.
@@ -22,6 +24,7 @@ const text = (m) => (typeof m === 'string' ? m : JSON.stringify(m));
 const out = (m) => { if (!http) process.stdout.write(text(m) + '\n'); };
 const vendor = { 'x-vendor': { kept: true, n: 7 } };
 const VERBATIM = String.raw`{"content": [{"type":"text","text":"caf\u00e9 \ud83d\ude00"}], "x-exact": {"big": 123456789012345678901234567890, "e": 1E2, "neg0": -0.0, "order": {"z": 1, "a": 2}}}`;
+const NEWER = String.raw`{"content": [{"type":"hologram","frames":[1, 2.50]}], "isError": false}`;
 const results = {
   initialize: (p) => ({
     protocolVersion: p.protocolVersion === '2025-06-18' ? '2025-06-18' : '2025-11-25',
@@ -95,6 +98,9 @@ function answer(m) {
   }
   if (m.method === 'tools/call' && m.params?.name === 'verbatim') {
     return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${VERBATIM}}`;
+  }
+  if (m.method === 'tools/call' && m.params?.name === 'newer') {
+    return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${NEWER}}`;
   }
   const make = results[m.method];
   if (make) return { jsonrpc: '2.0', id: m.id, result: make(m.params ?? {}) };

@@ -1048,6 +1048,25 @@ async fn a_call_to_a_stdio_server_goes_on_its_wire_beside_rmcps_session() {
     rig.gateway.shutdown().await;
 }
 
+/// A call's result of only a tool result's members reaches an agent on the lane as the server
+/// wrote it, never read into rmcp's model on the way: a content block of a kind rmcp does not
+/// know (a newer revision's, say) arrives, where reading it typed made the call an error.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plain_call_result_reaches_the_agent_unread() {
+    let mut raw = raw_server();
+    raw.tool_policy = BTreeMap::from([("newer".to_owned(), ToolRule::Allow)]);
+    let rig = rig("direct-unread", vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let body = agent
+        .post_text(2, "tools/call", json!({"name": "newer", "arguments": {}}))
+        .await;
+    assert_eq!(
+        body,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"content": [{"type":"hologram","frames":[1, 2.50]}], "isError": false}}"#
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A stdio server that exits in the middle of a call fails that call at once: the agent is
 /// not left waiting out the request's timeout.
 #[tokio::test(flavor = "multi_thread")]

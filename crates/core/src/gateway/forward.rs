@@ -65,6 +65,7 @@ use crate::ask::{AskKind, CancelReason, Outcome, Withdrawal};
 use crate::config::ServerConfig;
 use crate::lock;
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
+use crate::mcp::direct::Upstreamed;
 use crate::mcp::handler::{Elicitor, Handler, client_config};
 use crate::mcp::input::{InputAnswers, answer_input_requests};
 use crate::mcp::raw::{RawRequests, tree};
@@ -222,20 +223,24 @@ impl Forwarder {
         }
     }
 
-    /// Forwards an approved call, answering multi round-trip input on the desktop.
+    /// Forwards an approved call, answering multi round-trip input on the desktop. With
+    /// `as_sent`, a result that is only a tool result's members is kept for the agent as the
+    /// bytes it came in and not read into its typed form: the lane answers with those bytes,
+    /// and a byte relay passes on what the server wrote, well-formed or not, as the server's.
     async fn forward_call(
         &self,
         up: &Upstream,
         mut request: CallToolRequest,
         ctx: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+        as_sent: bool,
+    ) -> Result<CallAnswer, McpError> {
         let call = up.relay.call_started(ProgressTo::lane(ctx));
         let leaving = Leaving::of(ctx);
         let timeout = up.server.request_timeout + up.server.answer_timeout;
         if up.raw.requires_task(&request.params.name) {
             let result = task::run_task(up, request.params, ctx, call, timeout).await;
             up.relay.call_ended(call, leaving.reason());
-            return result;
+            return result.map(CallAnswer::Typed);
         }
         let result = async {
             let mut url_rounds = 0;
@@ -243,7 +248,7 @@ impl Forwarder {
             let mut delivering: Option<InputAnswers> = None;
             for _round in 0..MAX_INPUT_ROUNDS {
                 let sent = up
-                    .send(
+                    .send_as_sent(
                         super::sent::upstream_call(&request, super::sent::Unmodeled::of(ctx)),
                         ctx,
                         timeout,
@@ -284,14 +289,21 @@ impl Forwarder {
                     }
                     continue;
                 }
-                let required = match sent? {
+                let answer = match sent? {
+                    Upstreamed::PlainCall(plain) if as_sent => {
+                        keep_raw(ctx, Some(plain));
+                        return Ok(CallAnswer::Kept);
+                    }
+                    answer => answer.typed().map_err(|e| up.error(e))?,
+                };
+                let required = match answer {
                     (ServerResult::CallToolResult(result), raw) => {
                         keep_raw(ctx, raw);
-                        return Ok(result);
+                        return Ok(CallAnswer::Typed(result));
                     }
                     (ServerResult::InputRequiredResult(required), raw) => (required, raw),
                     (ServerResult::EmptyResult(_), _) => {
-                        return Ok(CallToolResult::success(vec![]));
+                        return Ok(CallAnswer::Typed(CallToolResult::success(vec![])));
                     }
                     _ => {
                         return Err(McpError::internal_error(
@@ -465,9 +477,13 @@ impl ServerHandler for Forwarder {
         request: CallToolRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.gate_and_call(CallToolRequest::new(request), ctx)
-            .await
-            .map(CallToolResponse::Complete)
+        match self
+            .gate_and_call(CallToolRequest::new(request), ctx, false)
+            .await?
+        {
+            CallAnswer::Typed(result) => Ok(CallToolResponse::Complete(result)),
+            CallAnswer::Kept => Err(CallAnswer::lost()),
+        }
     }
 
     async fn list_tools(
@@ -737,6 +753,21 @@ fn upstream_error(server: &ServerConfig, e: rmcp::ServiceError) -> McpError {
 
 fn unreachable_error(server: &str, reason: &str) -> McpError {
     McpError::internal_error(format!("Countersign cannot reach {server}: {reason}"), None)
+}
+
+/// What a forwarded call gives the agent.
+pub(crate) enum CallAnswer {
+    Typed(CallToolResult),
+    /// The server's result, kept for the agent as the bytes it came in (`faithful::Kept`) and
+    /// not read further; only the lane, which answers with those bytes, asks for this.
+    Kept,
+}
+
+impl CallAnswer {
+    /// A kept result that is no longer there: an error, never an answer made up in its place.
+    pub(crate) fn lost() -> McpError {
+        McpError::internal_error("the server's result was lost on its way to the agent", None)
+    }
 }
 
 /// Has the agent get `raw` (shaped for its revision) in place of the typed result of its

@@ -32,7 +32,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, CallToolResult, GetMeta, RequestId};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, GetMeta, RequestId};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::Endpoint;
-use super::forward::{Forwarder, ProgressTo};
+use super::forward::{CallAnswer, Forwarder, ProgressTo};
 
 mod read;
 mod sessions;
@@ -185,12 +185,13 @@ enum Work {
     },
 }
 
-/// An answer: the typed result of a plain call or another request (unless the server's own
-/// was kept), or one as the server sent it. Made once per request and moved once: boxing the
-/// larger variant would only add an allocation to every call.
+/// An answer: a call's (its result kept as the server sent it, or typed), the typed result of
+/// another request (unless the server's own was kept), or one as the server sent it. Made once
+/// per request and moved once: boxing the larger variant would only add an allocation to every
+/// call.
 #[allow(clippy::large_enum_variant)]
 enum Answered {
-    Typed(CallToolResult),
+    Call(CallAnswer),
     Other(rmcp::model::ServerResult),
     AsSent(Value),
 }
@@ -232,10 +233,12 @@ async fn run(
                     if let Some(meta) = params.meta.take() {
                         ctx.meta = meta;
                     }
+                    // The lane answers with the server's kept bytes: the call's result need
+                    // not be read into its typed form.
                     forwarder
-                        .gate_and_call(CallToolRequest::new(params), ctx)
+                        .gate_and_call(CallToolRequest::new(params), ctx, true)
                         .await
-                        .map(Answered::Typed)
+                        .map(Answered::Call)
                 }
                 Work::TaskCall(mut params, task) => {
                     if let Some(meta) = params.meta.take() {
@@ -354,9 +357,10 @@ fn answer(
     raw: Option<Box<RawValue>>,
 ) -> serde_json::Result<Vec<u8>> {
     match result {
-        Ok(Ok(Answered::Typed(result))) => match raw {
-            Some(raw) => reply(raw_id, "result", &raw),
-            None => reply(raw_id, "result", &result),
+        Ok(Ok(Answered::Call(answer))) => match (raw, answer) {
+            (Some(raw), _) => reply(raw_id, "result", &raw),
+            (None, CallAnswer::Typed(result)) => reply(raw_id, "result", &result),
+            (None, CallAnswer::Kept) => reply(raw_id, "error", &CallAnswer::lost()),
         },
         Ok(Ok(Answered::Other(result))) => match raw {
             Some(raw) => reply(raw_id, "result", &raw),
@@ -404,5 +408,22 @@ mod tests {
         );
         let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(parsed["id"], "xA");
+    }
+
+    /// A call whose result was kept as sent is answered with those bytes; were they gone, the
+    /// agent gets an error, not a result made up in their place.
+    #[test]
+    fn a_kept_result_is_the_answer_and_without_it_an_error() {
+        let id: Box<RawValue> = serde_json::from_str("7").unwrap();
+        let kept: Box<RawValue> = serde_json::from_str(r#"{"content": []}"#).unwrap();
+        let body = answer(&id, Ok(Ok(Answered::Call(CallAnswer::Kept))), Some(kept)).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&body).unwrap(),
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content": []}}"#
+        );
+        let body = answer(&id, Ok(Ok(Answered::Call(CallAnswer::Kept))), None).unwrap();
+        let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert!(parsed.get("result").is_none(), "{parsed}");
+        assert_eq!(parsed["error"]["code"], -32603, "{parsed}");
     }
 }

@@ -846,9 +846,9 @@ mod tests {
         // rmcp has the progress line, but has not asked for more: the answer waits.
         assert!(waiting.answer.try_recv().is_err());
         assert_eq!(lines.next_line().await.unwrap().unwrap(), after);
-        let (_, result) =
+        let result =
             crate::mcp::direct::read_answer(waiting.answer.try_recv().unwrap(), true).unwrap();
-        assert_eq!(result.unwrap().get(), r#"{"content":[]}"#);
+        assert_eq!(result.raw().unwrap().get(), r#"{"content":[]}"#);
         assert!(lines.next_line().await.unwrap().is_none());
         // Not kept for rmcp's way either.
         assert!(raw.take_result_bytes(&waiting.id).is_none());

@@ -16,25 +16,26 @@ impl Forwarder {
         &self,
         request: CallToolRequest,
         ctx: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+        as_sent: bool,
+    ) -> Result<CallAnswer, McpError> {
         let up = self.upstream(&ctx).await?;
         let (facts, gated) = self.gate_call(&up, &request, &ctx).await?;
         match gated {
             Ok(asked) => {
-                let result = self.forward_call(&up, request, &ctx).await;
+                let result = self.forward_call(&up, request, &ctx, as_sent).await;
                 if result.is_ok() {
                     self.carried_out(asked);
                 }
                 result
             }
-            Err(Refusal::Denied(words)) => Ok(denied(words)),
+            Err(Refusal::Denied(words)) => Ok(CallAnswer::Typed(denied(words))),
             Err(Refusal::AgentLeft) => Err(agent_cancelled()),
-            Err(Refusal::Pending { id }) => Ok(pending_result(
+            Err(Refusal::Pending { id }) => Ok(CallAnswer::Typed(pending_result(
                 &id,
                 request.params.name.as_ref(),
                 &self.server,
                 facts.has_output_schema,
-            )),
+            ))),
         }
     }
 

@@ -3,6 +3,7 @@
 //! needs to know about its tools and the notifications it relays back to the agent.
 
 use super::*;
+use crate::mcp::direct::Upstreamed;
 
 /// A pooled upstream of a 2026-07-28 agent unused this long is closed.
 const IDLE: Duration = Duration::from_secs(10 * 60);
@@ -81,15 +82,9 @@ fn tell_cancelled(
     });
 }
 
-/// An upstream request's answer on its way: the typed result, and the server's own bytes of
-/// it when they were read.
-type Awaited<'a> = std::pin::Pin<
-    Box<
-        dyn Future<Output = Result<(ServerResult, Option<Box<RawValue>>), rmcp::ServiceError>>
-            + Send
-            + 'a,
-    >,
->;
+/// An upstream request's answer on its way.
+type Awaited<'a> =
+    std::pin::Pin<Box<dyn Future<Output = Result<Upstreamed, rmcp::ServiceError>> + Send + 'a>>;
 
 /// One upstream session, owned by one agent session (or one pooled session-less agent).
 pub(crate) struct Upstream {
@@ -292,14 +287,29 @@ impl Upstream {
     }
 
     /// Sends one request upstream on behalf of the agent's request `ctx`: its progress is
-    /// routed back, its cancellation cancels the upstream request.
+    /// routed back, its cancellation cancels the upstream request. The answer's typed result,
+    /// and its bytes as sent when they were read.
     pub(super) async fn send(
+        &self,
+        request: ClientRequest,
+        ctx: &RequestContext<RoleServer>,
+        timeout: Duration,
+        call: Option<u64>,
+    ) -> Result<(ServerResult, Option<Box<RawValue>>), McpError> {
+        self.send_as_sent(request, ctx, timeout, call)
+            .await?
+            .typed()
+            .map_err(|e| self.error(e))
+    }
+
+    /// As [`Upstream::send`], where a plain call result need not be read into its typed form.
+    pub(super) async fn send_as_sent(
         &self,
         mut request: ClientRequest,
         ctx: &RequestContext<RoleServer>,
         timeout: Duration,
         call: Option<u64>,
-    ) -> Result<(ServerResult, Option<Box<RawValue>>), McpError> {
+    ) -> Result<Upstreamed, McpError> {
         self.last_used
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
@@ -389,7 +399,7 @@ impl Upstream {
             let typed = handle.await_response().await;
             // Read beside rmcp before rmcp resolved the request, so it is here now.
             let kept = raw.take_result_bytes(&id);
-            typed.map(|typed| (typed, kept))
+            typed.map(|typed| Upstreamed::Typed(typed, kept))
         });
         Ok((id, token, awaited))
     }
@@ -428,7 +438,7 @@ impl Upstream {
             match tokio::time::timeout(timeout, answer).await {
                 Ok(Some(answer)) => {
                     let answer = crate::mcp::direct::read_answer(answer, call);
-                    if let Ok((_, Some(result))) = &answer {
+                    if let Some(result) = answer.as_ref().ok().and_then(Upstreamed::raw) {
                         raw.note(result);
                     }
                     answer
@@ -450,7 +460,7 @@ impl Upstream {
         &self,
         step: Option<crate::mcp::task::Step>,
         upstream_token: &ProgressToken,
-        result: &Result<(ServerResult, Option<Box<RawValue>>), rmcp::ServiceError>,
+        result: &Result<Upstreamed, rmcp::ServiceError>,
     ) {
         use crate::mcp::task::{Step, has_ended};
         if step.is_none() {
@@ -458,8 +468,10 @@ impl Upstream {
             return;
         }
         let answer = match result {
-            Ok((_, Some(raw))) => serde_json::from_str::<Value>(raw.get()).ok(),
-            Ok((result, None)) => serde_json::to_value(result).ok(),
+            Ok(Upstreamed::Typed(result, None)) => serde_json::to_value(result).ok(),
+            Ok(answer) => answer
+                .raw()
+                .and_then(|raw| serde_json::from_str::<Value>(raw.get()).ok()),
             Err(_) => None,
         };
         let answer = answer.as_ref();
@@ -481,7 +493,7 @@ impl Upstream {
     }
 
     /// A failed request, in words for the agent; a refused sign-in also goes to the person.
-    fn error(&self, e: rmcp::ServiceError) -> McpError {
+    pub(super) fn error(&self, e: rmcp::ServiceError) -> McpError {
         if let Some(header) = e.auth_challenge() {
             if let Some(hook) = &self.sign_in_needed {
                 hook(&self.server.name, header);
