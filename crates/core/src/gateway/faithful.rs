@@ -286,6 +286,19 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
     members.write(&edits).unwrap_or(raw)
 }
 
+/// [`shape_result`] for a tool call's result made only of a tool result's members
+/// (`mcp::direct`), which needs no reading at all unless its structured content might not be
+/// an object: none of those members is cacheable, and an older agent's only edit can be that.
+/// A key spelled with escapes could hide the member, so any escape sends it the whole way.
+pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawValue> {
+    let text = raw.get().as_bytes();
+    let may_hold = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
+    if modern_agent || !(may_hold(b"\"structuredContent\"") || may_hold(b"\\u")) {
+        return raw;
+    }
+    shape_result(raw, modern_agent)
+}
+
 /// `raw` read whole, shaped, and written again.
 fn shape_whole(raw: Box<RawValue>, modern_agent: bool) -> Box<RawValue> {
     let Ok(mut value) = serde_json::from_str::<Value>(raw.get()) else {

@@ -291,7 +291,10 @@ impl Forwarder {
                 }
                 let answer = match sent? {
                     Upstreamed::PlainCall(plain) if as_sent => {
-                        keep_raw(ctx, Some(plain));
+                        super::faithful::Kept::keep(
+                            ctx,
+                            super::faithful::shape_plain_call_result(plain, modern_agent(ctx)),
+                        );
                         return Ok(CallAnswer::Kept);
                     }
                     answer => answer.typed().map_err(|e| up.error(e))?,
@@ -774,9 +777,12 @@ impl CallAnswer {
 /// request `ctx` (see `faithful`).
 fn keep_raw(ctx: &RequestContext<RoleServer>, raw: Option<Box<RawValue>>) {
     if let Some(raw) = raw {
-        let modern = ctx
-            .protocol_version()
-            .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
-        super::faithful::Kept::keep(ctx, shape_result(raw, modern));
+        super::faithful::Kept::keep(ctx, shape_result(raw, modern_agent(ctx)));
     }
+}
+
+/// The agent of request `ctx` speaks 2026-07-28 or later.
+fn modern_agent(ctx: &RequestContext<RoleServer>) -> bool {
+    ctx.protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
 }

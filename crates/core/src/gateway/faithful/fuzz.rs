@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use rmcp::model::RequestId;
 use serde_json::json;
 
-use super::{Kept, SseEvents, shape_result, shape_tree};
+use super::{Kept, SseEvents, shape_plain_call_result, shape_result, shape_tree};
 use crate::fuzzing::{chunked, corpus, json, key};
 
 /// An SSE body: events with `data:` lines holding messages (or anything), comments, blanks,
@@ -88,6 +88,31 @@ proptest! {
         let raw = serde_json::value::RawValue::from_string(text).unwrap();
         let bytes: serde_json::Value = serde_json::from_str(shape_result(raw, modern).get()).unwrap();
         prop_assert_eq!(bytes, tree);
+    }
+
+    /// A call's result made only of a tool result's members, shaped without being read, comes
+    /// out as the same bytes as shaped the whole way: compact, pretty, or every key escaped.
+    #[test]
+    fn fuzz_a_plain_call_result_is_shaped_as_any_result(
+        members in proptest::collection::btree_map(
+            proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta"]),
+            prop_oneof![Just(json!({"a": 1})), Just(json!([1])), Just(json!("s")), json()],
+            0..4,
+        ),
+        modern in any::<bool>(),
+        spelling in 0..3u8,
+    ) {
+        let result = serde_json::Value::Object(
+            members.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        );
+        let text = match spelling {
+            0 => result.to_string(),
+            1 => serde_json::to_string_pretty(&result).unwrap(),
+            _ => escape_keys(&result),
+        };
+        let raw = || serde_json::value::RawValue::from_string(text.clone()).unwrap();
+        let (plain, whole) = (shape_plain_call_result(raw(), modern), shape_result(raw(), modern));
+        prop_assert_eq!(plain.get(), whole.get());
     }
 }
 
