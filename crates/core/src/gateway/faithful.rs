@@ -287,13 +287,33 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
 }
 
 /// [`shape_result`] for a tool call's result made only of a tool result's members
-/// (`mcp::direct`), which needs no reading at all unless its structured content might not be
-/// an object: none of those members is cacheable, and an older agent's only edit can be that.
-/// A key spelled with escapes could hide the member, so any escape sends it the whole way.
+/// (`mcp::direct`), read no further than it must be: none of those members is cacheable, and
+/// an older agent's only edit can be structured content that is not an object. So unless a
+/// `"structuredContent"` key at any depth holds something other than an object, nothing is
+/// edited. The text is JSON, so that string token can only be a string (a key when a colon
+/// follows); and only a `\u` escape can spell the key otherwise, so any such escape sends the
+/// result the whole way.
 pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawValue> {
+    const KEY: &[u8] = b"\"structuredContent\"";
     let text = raw.get().as_bytes();
-    let may_hold = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
-    if modern_agent || !(may_hold(b"\"structuredContent\"") || may_hold(b"\\u")) {
+    if modern_agent {
+        return raw;
+    }
+    let after_space = |from: usize| {
+        text[from..]
+            .iter()
+            .position(|b| !b" \t\r\n".contains(b))
+            .map(|at| from + at)
+    };
+    let objects_only = memchr::memmem::find_iter(text, KEY).all(|at| {
+        match after_space(at + KEY.len()) {
+            Some(colon) if text[colon] == b':' => {
+                after_space(colon + 1).is_some_and(|value| text[value] == b'{')
+            }
+            _ => true, // a string value, not a key
+        }
+    });
+    if objects_only && memchr::memmem::find(text, b"\\u").is_none() {
         return raw;
     }
     shape_result(raw, modern_agent)

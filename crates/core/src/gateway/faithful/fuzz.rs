@@ -96,7 +96,13 @@ proptest! {
     fn fuzz_a_plain_call_result_is_shaped_as_any_result(
         members in proptest::collection::btree_map(
             proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta"]),
-            prop_oneof![Just(json!({"a": 1})), Just(json!([1])), Just(json!("s")), json()],
+            prop_oneof![
+                Just(json!({"a": 1})),
+                Just(json!([1])),
+                Just(json!("structuredContent")),
+                Just(json!([{"structuredContent": 1}, {"structuredContent": {}}])),
+                json(),
+            ],
             0..4,
         ),
         modern in any::<bool>(),
