@@ -3686,6 +3686,59 @@ async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progre
     }
 }
 
+/// A call that asks for progress but whose answer comes first is answered in JSON, as rmcp's
+/// own server answers (one write; an agent that opens a connection per call, as rmcp's do, reads
+/// no stream). One that takes longer gets its stream after the first keep-alive interval, with
+/// the keep-alive on it, so an agent that went away is still noticed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_asking_for_progress_is_answered_in_json_when_its_answer_comes_first() {
+    let mut raw = raw_server();
+    raw.tool_policy = BTreeMap::from([
+        ("echo".to_owned(), ToolRule::Allow),
+        ("ask_and_wait".to_owned(), ToolRule::Allow),
+    ]);
+    let rig = rig("lane-json-first", vec![raw]).await;
+    let agent = rig.raw_agent("raw", "lane-agent").await;
+    let (status, kind, body) = agent
+        .exchange(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"n": 1}, "_meta": {"progressToken": "p2"}}}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(kind.starts_with("application/json"), "{kind}: {body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["result"]["x-vendor"]["n"], 7, "{answer}");
+
+    // The server asks the person and waits: nothing for the agent, and no answer yet.
+    let started = std::time::Instant::now();
+    let waiting = tokio::time::timeout(
+        Duration::from_secs(15),
+        agent.send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "ask_and_wait", "_meta": {"progressToken": "p3"}}})),
+    )
+    .await
+    .expect("the stream starts without the answer");
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        waiting.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut body = waiting.bytes_stream();
+    let first = tokio::time::timeout(Duration::from_secs(8), futures::StreamExt::next(&mut body))
+        .await
+        .expect("a keep-alive")
+        .unwrap()
+        .unwrap();
+    assert_eq!(&first[..], b":\n\n");
+    rig.gateway.shutdown().await;
+}
+
 /// An agent's other requests on its session take the lane too: each is answered in JSON with
 /// the server's result as sent and the agent's id as the agent wrote it (rmcp's session wrote
 /// back its own reading of the id), and one asking for progress on a stream of its own.

@@ -100,12 +100,15 @@ pub(crate) async fn serve(
     };
     match read(&bytes) {
         Some(Message::Run { id, raw_id, work }) => {
-            // A sampling request during the call goes on the call's stream.
+            // A call that asks for progress is answered in JSON if its answer comes first, as
+            // rmcp's own server answers; a sampling request during the call goes on the call's
+            // stream, which such an agent gets at once.
+            let json_first = !samples && matches!(work, Work::CallOnStream(_));
             let work = match work {
                 Work::Call(params) if samples => Work::CallOnStream(params),
                 work => work,
             };
-            run(session, forwarder, parts, id, raw_id, work).await
+            run(session, forwarder, parts, id, raw_id, work, json_first).await
         }
         // Another agent holding this session's id answers and cancels nothing of it.
         Some(Message::Answer(..) | Message::Cancelled(_)) if !forwarder.is_owners(&parts) => {
@@ -198,7 +201,10 @@ enum Answered {
 
 /// Runs the request as rmcp would (in a task of its own, so an agent that goes away does not
 /// cut it off mid-way: it learns of that through `gone`, as on rmcp's way) and answers in JSON,
-/// or on a stream when the call asked for progress.
+/// or on a stream when the call asked for progress. With `json_first`, a stream is started only
+/// when something comes for it before the answer, or the answer takes longer than
+/// [`KEEP_ALIVE`]: a call answered at once is answered in JSON (one write, and an answer any
+/// agent reads without SSE), as rmcp's server answers with JSON responses on.
 async fn run(
     session: Arc<Session>,
     forwarder: Forwarder,
@@ -206,6 +212,7 @@ async fn run(
     id: RequestId,
     raw_id: Box<RawValue>,
     work: Work,
+    json_first: bool,
 ) -> Response {
     let abandoned = super::gone::on_drop(&parts);
     let ct = CancellationToken::new();
@@ -225,7 +232,7 @@ async fn run(
     // mark, `gone`, and where the faithful result is kept.
     let kept = parts.extensions.get::<super::faithful::Kept>().cloned();
     ctx.extensions.insert(parts);
-    let running = tokio::spawn({
+    let mut running = tokio::spawn({
         let id = id.clone();
         async move {
             let result = match work {
@@ -265,21 +272,41 @@ async fn run(
             result
         }
     });
-    let Some(progress) = progress else {
+    let Some(mut progress) = progress else {
         let result = running.await;
         abandoned.answered();
-        return match answer(&raw_id, result, kept.and_then(|kept| kept.take_for(&id))) {
-            Ok(body) => (
-                [(header::CONTENT_TYPE, "application/json")],
-                Body::from(body),
-            )
-                .into_response(),
-            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-        };
+        return in_json(&raw_id, result, kept.and_then(|kept| kept.take_for(&id)));
     };
+    let mut first = None;
+    if json_first {
+        tokio::select! {
+            biased;
+            // (Closed once the call is over: then its answer is here too.)
+            Some(event) = progress.recv() => first = Some(event),
+            result = &mut running => {
+                abandoned.answered();
+                let raw = kept.as_ref().and_then(|kept| kept.take_for(&id));
+                // The answer waited for the progress before it (`caught_up`): had any come,
+                // it would be queued here now, and go first.
+                let mut events = Vec::new();
+                while let Ok(event) = progress.try_recv() {
+                    events.extend_from_slice(&event);
+                }
+                if events.is_empty() {
+                    return in_json(&raw_id, result, raw);
+                }
+                push_answer(&mut events, &raw_id, result, raw);
+                return on_stream(Body::from(events));
+            }
+            // The stream starts with a keep-alive, which tells at once whether the agent is
+            // still there.
+            () = tokio::time::sleep(KEEP_ALIVE) => first = Some(Bytes::from_static(b":\n\n")),
+        }
+    }
     // From here the body is the request's: `gone` watches it as it does rmcp's streams.
     abandoned.answered();
     let stream = Streamed {
+        first,
         progress,
         running,
         kept,
@@ -288,15 +315,55 @@ async fn run(
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
         done: false,
     };
-    let body = futures::stream::unfold(stream, Streamed::next);
+    on_stream(Body::from_stream(futures::stream::unfold(
+        stream,
+        Streamed::next,
+    )))
+}
+
+/// The answer to `raw_id` as a JSON body.
+fn in_json(
+    raw_id: &RawValue,
+    result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
+    raw: Option<Box<RawValue>>,
+) -> Response {
+    match answer(raw_id, result, raw) {
+        Ok(body) => (
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::from(body),
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// `body` as an SSE stream.
+fn on_stream(body: Body) -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/event-stream"),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Body::from_stream(body),
+        body,
     )
         .into_response()
+}
+
+/// The answer to `raw_id` as an SSE event, after `events`.
+fn push_answer(
+    events: &mut Vec<u8>,
+    raw_id: &RawValue,
+    result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
+    raw: Option<Box<RawValue>>,
+) {
+    match answer(raw_id, result, raw) {
+        Ok(body) => {
+            events.extend_from_slice(b"event: message\ndata: ");
+            events.extend(body);
+            events.extend_from_slice(b"\n\n");
+        }
+        Err(e) => tracing::warn!(error = %e, "gateway: an answer that cannot be written"),
+    }
 }
 
 /// As rmcp's own streams: a comment this often, so a write to an agent that went away fails
@@ -306,6 +373,8 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 /// A call answered on a stream: its progress and the server's requests as they come, then its
 /// answer.
 struct Streamed {
+    /// What came for the stream while the answer was awaited for JSON.
+    first: Option<Bytes>,
     progress: mpsc::UnboundedReceiver<Bytes>,
     running: tokio::task::JoinHandle<Result<Answered, rmcp::ErrorData>>,
     kept: Option<super::faithful::Kept>,
@@ -320,6 +389,9 @@ impl Streamed {
         if self.done {
             return None;
         }
+        if let Some(first) = self.first.take() {
+            return Some((Ok(first), self));
+        }
         let event = tokio::select! {
             biased;
             Some(event) = self.progress.recv() => event.to_vec(),
@@ -331,14 +403,7 @@ impl Streamed {
                     events.extend_from_slice(&event);
                 }
                 let raw = self.kept.as_ref().and_then(|kept| kept.take_for(&self.id));
-                match answer(&self.raw_id, result, raw) {
-                    Ok(body) => {
-                        events.extend_from_slice(b"event: message\ndata: ");
-                        events.extend(body);
-                        events.extend_from_slice(b"\n\n");
-                    }
-                    Err(e) => tracing::warn!(error = %e, "gateway: an answer that cannot be written"),
-                }
+                push_answer(&mut events, &self.raw_id, result, raw);
                 self.done = true;
                 events
             }
