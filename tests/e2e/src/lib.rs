@@ -65,6 +65,39 @@ impl App {
         Self::launch(dir, env).await
     }
 
+    /// Like `start_with_config`, with the gateway on a port of its own (not the default 47717,
+    /// which a developer's running app may hold); returns once the gateway listens there. A
+    /// port free when picked can be taken before the app binds it (another test's child, say):
+    /// the app then says it cannot listen, and it is started again on another.
+    pub async fn start_with_gateway(
+        test: &str,
+        mut config: Value,
+        env: &[(&str, &Path)],
+    ) -> (App, u16) {
+        for _ in 0..3 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            config["gateway"]["port"] = json!(port);
+            let app = Self::start_with_config(test, config.clone(), env).await;
+            let mut taken = false;
+            eventually("the gateway listens", async || {
+                let log = app.log();
+                taken = log.contains(&format!("cannot listen on 127.0.0.1:{port}"));
+                taken
+                    || (log.contains("gateway listening")
+                        && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok())
+            })
+            .await;
+            if !taken {
+                return (app, port);
+            }
+        }
+        panic!("port after port was taken before the app bound it");
+    }
+
     /// Quits the app like a logout (SIGTERM; it saves its window state and answers open
     /// questions) and starts it again on the same files.
     pub async fn restart(self) -> App {

@@ -573,19 +573,13 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
     let _server = server;
     let (browser, opened) = countersign_e2e::redirect_following_opener(&dir);
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let app = App::start_with_config(
+    let (app, port) = App::start_with_gateway(
         "oauth",
         json!({
             "mcpServers": {"notes": {
                 "type": "http", "url": format!("{base}/mcp"), "protocol": "legacy",
                 "toolPolicy": {"whoami": "allow"}
             }},
-            "gateway": {"port": port},
         }),
         &[("COUNTERSIGN_OPENER", &browser)],
     )

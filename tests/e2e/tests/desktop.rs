@@ -781,17 +781,8 @@ async fn e2e_many_questions_are_a_queue_with_the_buttons_in_view_and_decline_all
 #[tokio::test]
 async fn e2e_pausing_from_the_tray_shows_on_the_connect_page_and_in_the_menu() {
     let host = desktop_double(&scratch("pause-tray-host"), "tray", &["--tray", "{log}"]);
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let app = App::start_with_config(
-        "pause-tray",
-        json!({"mcpServers": ts_server(), "gateway": {"port": port}}),
-        &[],
-    )
-    .await;
+    let (app, _) =
+        App::start_with_gateway("pause-tray", json!({"mcpServers": ts_server()}), &[]).await;
     app.find("#app[data-ready]").await;
     eventually("the tray item registers", async || {
         !logged(&host.log).is_empty()

@@ -361,13 +361,8 @@ async fn e2e_the_app_killed_between_an_allow_and_the_forwarded_call() {
     let _ = std::fs::remove_dir_all(&scratch);
     std::fs::create_dir_all(&scratch).unwrap();
     let server_log = scratch.join("server.log");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let script = repo().join("tests/peers/fault-server.mjs");
-    let app = App::start_with_config(
+    let (app, port) = App::start_with_gateway(
         "kill-gate",
         json!({
             "mcpServers": {"faulty": {
@@ -376,7 +371,6 @@ async fn e2e_the_app_killed_between_an_allow_and_the_forwarded_call() {
                 "env": {"FAULT_SERVER_LOG": server_log},
                 "protocol": "legacy",
             }},
-            "gateway": {"port": port},
         }),
         &[(KILL_AT, Path::new("after-record"))],
     )

@@ -21,35 +21,18 @@ struct Gateway {
     token: String,
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The app with the demo desk (untrusted, so every call asks) and its gateway on a port of its
 /// own (not the default 47717, which a developer's running app may hold); returns once the
 /// gateway listens, its token is written and the page is ready.
 async fn start(test: &str) -> Gateway {
-    let port = free_port();
-    let app = App::start_with_config(
+    let (app, port) = App::start_with_gateway(
         test,
-        json!({
-            "mcpServers": {"demo": {"command": demo_server()}},
-            "gateway": {"port": port},
-        }),
+        json!({"mcpServers": {"demo": {"command": demo_server()}}}),
         &[],
     )
     .await;
     // XDG_DATA_HOME is the test's own (see App::launch), so the token is there.
     let token_file = app.dir.join("data/countersign/gateway-token");
-    eventually("the gateway listens", async || {
-        app.log().contains("gateway listening")
-            && std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    })
-    .await;
     eventually("the token file is written", async || {
         std::fs::read_to_string(&token_file).is_ok_and(|t| !t.trim().is_empty())
     })
