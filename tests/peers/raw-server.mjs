@@ -10,18 +10,29 @@
 // write (VERBATIM).
 //
 // With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
-// SSE), prints its URL on stdout, and drops what it would send outside an answer.
+// SSE), prints its URL on stdout, and drops what it would send outside an answer; a GET opens
+// a standalone stream that stays quiet. With `--sse` as well, every request is answered on an
+// SSE stream that carries first what it sends outside an answer (`chatty`'s notifications,
+// `ask_and_wait`'s question). Over HTTP, a tool `id` answers with the request's id as it
+// arrived, and `forget` ends the session: the next request that names it gets 404 until the
+// client opens another.
 
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
-const http = process.argv.includes('--http');
+const sse = process.argv.includes('--sse');
+const http = sse || process.argv.includes('--http');
 // The reader of stdin (not over HTTP).
 let lines;
 // A string is a message already written.
 const text = (m) => (typeof m === 'string' ? m : JSON.stringify(m));
-const out = (m) => { if (!http) process.stdout.write(text(m) + '\n'); };
+// Over SSE, the response stream of the request being answered.
+let stream = null;
+const out = (m) => {
+  if (!http) process.stdout.write(text(m) + '\n');
+  else if (stream) stream.write(`data: ${text(m)}\n\n`);
+};
 const vendor = { 'x-vendor': { kept: true, n: 7 } };
 const VERBATIM = String.raw`{"content": [{"type":"text","text":"caf\u00e9 \ud83d\ude00"}], "x-exact": {"big": 123456789012345678901234567890, "e": 1E2, "neg0": -0.0, "order": {"z": 1, "a": 2}}}`;
 const NEWER = String.raw`{"content": [{"type":"hologram","frames":[1, 2.50]}], "isError": false}`;
@@ -46,7 +57,12 @@ const results = {
     }, {
       name: 'verbatim', description: 'Answers with a result written by hand',
       inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
-    }],
+    }, ...(http ? [{
+      name: 'id', description: 'Answers with the id of the request as it arrived',
+      inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
+    }, {
+      name: 'forget', description: 'Ends the session', inputSchema: { type: 'object' },
+    }] : [])],
   }),
   'tools/call': (p) => {
     if (p.name === 'chatty') {
@@ -86,7 +102,14 @@ function answer(m) {
     return undefined;
   }
   if (m.id === undefined || !m.method) return undefined;
-  if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait' && !http) return askAndWait(m);
+  if (m.method === 'tools/call' && m.params?.name === 'ask_and_wait' && (sse || !http)) return askAndWait(m);
+  if (m.method === 'tools/call' && m.params?.name === 'id' && http) {
+    return { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(m.id) }] } };
+  }
+  if (m.method === 'tools/call' && m.params?.name === 'forget' && http) {
+    session = null;
+    return { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'forgotten' }] } };
+  }
   // `exit` (not listed) ends the server without an answer.
   if (m.method === 'tools/call' && m.params?.name === 'exit') process.exit(3);
   // `deaf` (not listed) stops reading stdin, never answering: the pipe fills behind it.
@@ -107,19 +130,49 @@ function answer(m) {
   return { jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } };
 }
 
+// The session the client holds (over HTTP), and how many it was given.
+let session = null;
+let sessions = 0;
+// Over SSE, the open response streams of `ask_and_wait` calls, by request id.
+const held = new Map();
+
 if (http) {
   const server = createServer((req, res) => {
+    const named = req.headers['mcp-session-id'];
+    if (named !== undefined && named !== session) { res.writeHead(404).end(); return; }
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(': open\n\n');
+      return;
+    }
     if (req.method !== 'POST') { res.writeHead(405).end(); return; }
     let body = '';
     req.on('data', (c) => { body += c; });
     req.on('end', () => {
       let m;
       try { m = JSON.parse(body); } catch { res.writeHead(400).end(); return; }
+      const headers = {};
+      if (m.method === 'initialize') {
+        session = `raw-session-${++sessions}`;
+        headers['mcp-session-id'] = session;
+      }
+      const requestId = m.params?.requestId;
+      if (sse && m.id !== undefined && m.method) {
+        res.writeHead(200, { ...headers, 'content-type': 'text/event-stream' });
+        stream = res;
+        const reply = answer(m);
+        stream = null;
+        if (reply !== undefined) res.end(`data: ${text(reply)}\n\n`);
+        else held.set(m.id, res);
+        return;
+      }
       const reply = answer(m);
+      if (m.method === 'notifications/cancelled' && held.has(requestId)) {
+        held.get(requestId).end();
+        held.delete(requestId);
+      }
       if (reply === undefined) { res.writeHead(202).end(); return; }
-      const headers = { 'content-type': 'application/json' };
-      if (m.method === 'initialize') headers['mcp-session-id'] = 'raw-session';
-      res.writeHead(200, headers).end(text(reply));
+      res.writeHead(200, { ...headers, 'content-type': 'application/json' }).end(text(reply));
     });
   });
   server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${server.address().port}/mcp`));

@@ -7,7 +7,7 @@ pub(crate) mod child;
 pub(crate) mod connect;
 pub mod direct;
 pub mod handler;
-mod http_post;
+pub(crate) mod http_post;
 pub(crate) mod input;
 pub mod oauth;
 pub(crate) mod origins;

@@ -896,6 +896,47 @@ async fn fields_rmcp_cannot_model_reach_the_agent_from_a_plain_json_http_upstrea
     rig.gateway.shutdown().await;
 }
 
+/// A call to an HTTP upstream on the 2025 lifecycle is posted by the gateway itself, in the
+/// session rmcp's client opened (the server sees the gateway's own request id). When the
+/// server ends that session, the call goes rmcp's way, which opens a new one, and the next
+/// call is the gateway's again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_to_an_http_upstream_is_posted_by_the_gateway_and_outlives_the_session_ending() {
+    for mode in ["--http", "--sse"] {
+        let (_server, url) = common::node_peer_at_url("raw-server.mjs", &[mode], &[]).await;
+        let mut raw = raw_http(&url);
+        raw.tool_policy = BTreeMap::from([
+            ("id".to_owned(), ToolRule::Allow),
+            ("forget".to_owned(), ToolRule::Allow),
+        ]);
+        let rig = rig(&format!("posted{mode}"), vec![raw]).await;
+        let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+        let mut call = async |id: u64, tool: &str| -> String {
+            let answer = agent
+                .post(id, "tools/call", json!({"name": tool, "arguments": {}}))
+                .await;
+            answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{mode} {tool}: {answer}"))
+                .to_owned()
+        };
+        let ours = |seen: &str| seen.starts_with("\"countersign:");
+        let first = call(2, "id").await;
+        assert!(ours(&first), "{mode}: the server saw {first}");
+        assert_eq!(call(3, "forget").await, "forgotten");
+        // The session is gone: answered all the same, in a new one.
+        let after = call(4, "id").await;
+        assert!(
+            serde_json::from_str::<Value>(&after).is_ok_and(|id| id.is_number() || id.is_string()),
+            "{mode}: {after}"
+        );
+        let next = call(5, "id").await;
+        assert!(ours(&next), "{mode}: the server saw {next}");
+        assert_ne!(first, next, "{mode}");
+        rig.gateway.shutdown().await;
+    }
+}
+
 /// A raw agent on the `raw` server gets its vendor fields in every kind of answer.
 async fn answers_keep_what_rmcp_cannot_model(rig: &Rig) {
     let (mut agent, init) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
@@ -1239,9 +1280,27 @@ impl rmcp::ClientHandler for Listening {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn progress_logging_and_list_changes_reach_the_agent() {
-    let mut raw = raw_server();
+    notifications_reach_the_agent("notifications", raw_server()).await;
+}
+
+/// The same from an HTTP upstream that sends them on the call's response stream, which the
+/// gateway reads itself (the call is posted by it, not by rmcp's session).
+#[tokio::test(flavor = "multi_thread")]
+async fn progress_logging_and_list_changes_on_a_calls_http_stream_reach_the_agent() {
+    let (_server, url) = common::node_peer_at_url("raw-server.mjs", &["--sse"], &[]).await;
+    notifications_reach_the_agent("notifications-sse", raw_http(&url)).await;
+}
+
+/// The raw server over Streamable HTTP at `url`, on the 2025 lifecycle.
+fn raw_http(url: &str) -> ServerConfig {
+    let mut raw = common::with_test_timeouts(ServerConfig::http("raw", url));
+    raw.protocol = ProtocolChoice::Legacy;
+    raw
+}
+
+async fn notifications_reach_the_agent(test: &str, mut raw: ServerConfig) {
     raw.tool_policy = BTreeMap::from([("chatty".to_owned(), ToolRule::Allow)]);
-    let rig = rig("notifications", vec![raw]).await;
+    let rig = rig(test, vec![raw]).await;
     let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
     let mut info = ClientConfig::default();
     info.client_info.name = "listener".into();
@@ -1282,11 +1341,30 @@ async fn the_upstream_server_sees_the_agents_cancellation() {
     let dir = scratch("upstream-cancel-log");
     let log = dir.join("raw-server.log");
     let mut raw = raw_server();
-    raw.tool_policy = BTreeMap::from([("ask_and_wait".to_owned(), ToolRule::Allow)]);
     if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut raw.transport {
         env.insert("RAW_SERVER_LOG".into(), log.display().to_string());
     }
-    let mut rig = rig("upstream-cancel", vec![raw]).await;
+    upstream_sees_the_agents_cancellation("upstream-cancel", raw, &log).await;
+}
+
+/// The same where the server asks on the response stream of a call the gateway posted
+/// itself: the question reaches the person as the call's, and goes with the call.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_upstream_server_sees_the_agents_cancellation_of_a_call_it_asked_on_over_http() {
+    let dir = scratch("upstream-cancel-log-sse");
+    let log = dir.join("raw-server.log");
+    let (_server, url) =
+        common::node_peer_at_url("raw-server.mjs", &["--sse"], &[("RAW_SERVER_LOG", &log)]).await;
+    upstream_sees_the_agents_cancellation("upstream-cancel-sse", raw_http(&url), &log).await;
+}
+
+async fn upstream_sees_the_agents_cancellation(
+    test: &str,
+    mut raw: ServerConfig,
+    log: &std::path::Path,
+) {
+    raw.tool_policy = BTreeMap::from([("ask_and_wait".to_owned(), ToolRule::Allow)]);
+    let mut rig = rig(test, vec![raw]).await;
     let agent = rig.agent("raw", "test-agent", false).await;
     let handle = agent
         .peer()
@@ -1311,7 +1389,7 @@ async fn the_upstream_server_sees_the_agents_cancellation() {
     );
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let seen = std::fs::read_to_string(&log).unwrap_or_default();
+        let seen = std::fs::read_to_string(log).unwrap_or_default();
         if seen.starts_with("cancelled ") {
             break;
         }

@@ -136,7 +136,7 @@ pub(crate) async fn open_client(
                     .await
                 }
                 None => {
-                    let client = TapHttpClient::new(http, raw);
+                    let client = TapHttpClient::new(http, raw).with_direct_way();
                     let transport = Tapped {
                         inner: StreamableHttpClientTransport::with_client(client, transport_config),
                         tap,

@@ -25,6 +25,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::lock;
 
+mod http;
+pub(crate) use http::{HttpWay, PostedWith};
+
 /// How our request ids begin.
 pub(crate) const PREFIX: &str = "countersign:";
 
@@ -34,6 +37,8 @@ pub struct Direct {
     /// `None` once the server's stdout has ended: no answer can come any more.
     waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Answer>>>>,
     next: AtomicU64,
+    /// For a Streamable HTTP server: the session to post ours in (`http`).
+    pub(crate) http: HttpWay,
 }
 
 impl Default for Direct {
@@ -42,6 +47,7 @@ impl Default for Direct {
             writer: OnceLock::new(),
             waiting: Mutex::new(Some(HashMap::new())),
             next: AtomicU64::new(0),
+            http: HttpWay::default(),
         }
     }
 }

@@ -51,11 +51,65 @@ pub(super) struct Post<'a> {
     pub limits: StreamableHttpResponseLimits,
 }
 
+/// What a POST got back, the JSON body still as sent. Made once per POST and taken apart at
+/// once, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Posted {
+    Accepted,
+    /// A JSON body with a success status.
+    Json(Vec<u8>, Option<String>),
+    Sse(SseEvents, Option<String>),
+    /// The answer the status and body come to without being read as a success: a JSON-RPC
+    /// error under a failure status, or a refused `server/discover`.
+    Answered(StreamableHttpPostResponse),
+}
+
+pub(crate) type SseEvents = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>;
+
 impl Post<'_> {
     pub(super) async fn send(
         self,
         message: &ClientJsonRpcMessage,
     ) -> HttpResult<StreamableHttpPostResponse> {
+        let body = Bytes::from(serde_json::to_vec(message)?);
+        // Only a request waits for an answer; a notification's or response's POST needs none.
+        let awaits_no_response = !matches!(message, ClientJsonRpcMessage::Request(_));
+        let raw = self.raw;
+        match self
+            .exchange(body, !awaits_no_response, Some(message))
+            .await?
+        {
+            Posted::Accepted => Ok(StreamableHttpPostResponse::Accepted),
+            Posted::Sse(events, session_id) => {
+                Ok(StreamableHttpPostResponse::Sse(events, session_id))
+            }
+            Posted::Answered(answer) => Ok(answer),
+            Posted::Json(body, session_id) => {
+                // The one difference from rmcp: the answer as sent, before the typed parse.
+                raw.observe(&body);
+                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session_id)),
+                    Err(_) if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
+                    Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
+                        format!(
+                            "could not parse JSON response as ServerJsonRpcMessage: {e}: {}",
+                            preview(&body)
+                        ),
+                    ))),
+                }
+            }
+        }
+    }
+
+    /// POSTs one message's bytes. `awaits_response` says it is a request; `sent` is the message
+    /// when a refused `server/discover` may need answering under its id.
+    pub(crate) async fn exchange(
+        self,
+        body: Bytes,
+        awaits_response: bool,
+        sent: Option<&ClientJsonRpcMessage>,
+    ) -> HttpResult<Posted> {
+        let awaits_no_response = !awaits_response;
         let mut request = match self.parsed {
             Some(url) => self.http.post(url),
             None => self.http.post(self.uri),
@@ -82,7 +136,6 @@ impl Post<'_> {
         if let Some(session) = &self.session_id {
             request = request.header(HEADER_SESSION_ID, session.as_ref());
         }
-        let body = serde_json::to_vec(message)?;
         let response = request
             .header(CONTENT_TYPE, JSON_MIME_TYPE)
             .body(body)
@@ -107,7 +160,7 @@ impl Post<'_> {
             });
         }
         if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
-            return Ok(StreamableHttpPostResponse::Accepted);
+            return Ok(Posted::Accepted);
         }
         if status == StatusCode::NOT_FOUND && session_was_attached {
             return Err(StreamableHttpError::SessionExpired);
@@ -133,10 +186,8 @@ impl Post<'_> {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         let content_length = response.content_length();
-        // Only a request waits for an answer; a notification's or response's POST needs none.
-        let awaits_no_response = !matches!(message, ClientJsonRpcMessage::Request(_));
         if status.is_success() && content_length == Some(0) && awaits_no_response {
-            return Ok(StreamableHttpPostResponse::Accepted);
+            return Ok(Posted::Accepted);
         }
         if !status.is_success() {
             let auth_failure = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
@@ -155,11 +206,13 @@ impl Post<'_> {
                         {
                             // A discover rejection goes back under the request's own id.
                             if let Some(answer) =
-                                legacy_discover(message, session_was_attached, status, &text)
+                                legacy_discover(sent, session_was_attached, status, &text)
                             {
-                                return Ok(answer);
+                                return Ok(Posted::Answered(answer));
                             }
-                            return Ok(StreamableHttpPostResponse::Json(error, session_id));
+                            return Ok(Posted::Answered(StreamableHttpPostResponse::Json(
+                                error, session_id,
+                            )));
                         }
                         truncate(&text, self.limits.max_error_response_size).into_owned()
                     }
@@ -174,8 +227,8 @@ impl Post<'_> {
             } else {
                 read_prefix(response.bytes_stream(), self.limits.max_error_response_size).await
             };
-            if let Some(answer) = legacy_discover(message, session_was_attached, status, &body) {
-                return Ok(answer);
+            if let Some(answer) = legacy_discover(sent, session_was_attached, status, &body) {
+                return Ok(Posted::Answered(answer));
             }
             if let Some(error) = status_error {
                 return Err(error.into());
@@ -187,7 +240,7 @@ impl Post<'_> {
         match content_type.as_deref() {
             Some(ct) if media_type_is(ct, EVENT_STREAM_MIME_TYPE) => {
                 let events = bounded_sse(response.bytes_stream(), self.limits.max_sse_event_size);
-                Ok(StreamableHttpPostResponse::Sse(events, session_id))
+                Ok(Posted::Sse(events, session_id))
             }
             Some(ct) if media_type_is(ct, JSON_MIME_TYPE) => {
                 let body = read_bounded(
@@ -196,21 +249,10 @@ impl Post<'_> {
                     self.limits.max_json_response_size,
                 )
                 .await?;
-                // The one difference from rmcp: the answer as sent, before the typed parse.
-                self.raw.observe(&body);
-                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
-                    Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, session_id)),
-                    Err(_) if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
-                    Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(
-                        format!(
-                            "could not parse JSON response as ServerJsonRpcMessage: {e}: {}",
-                            preview(&body)
-                        ),
-                    ))),
-                }
+                Ok(Posted::Json(body, session_id))
             }
             // Some servers answer `notifications/initialized` with 200 and no type.
-            _ if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
+            _ if awaits_no_response => Ok(Posted::Accepted),
             _ => Err(StreamableHttpError::UnexpectedContentType(content_type)),
         }
     }
@@ -233,7 +275,7 @@ fn status_error(status: StatusCode, headers: &HeaderMap) -> Option<HttpStatusErr
 /// with a 4xx is answered as a JSON-RPC error under the request's id, so the client falls back
 /// to `initialize` instead of dropping an answer it cannot correlate.
 fn legacy_discover(
-    message: &ClientJsonRpcMessage,
+    message: Option<&ClientJsonRpcMessage>,
     session_was_attached: bool,
     status: StatusCode,
     body: &str,
@@ -244,7 +286,7 @@ fn legacy_discover(
     {
         return None;
     }
-    let ClientJsonRpcMessage::Request(request) = message else {
+    let Some(ClientJsonRpcMessage::Request(request)) = message else {
         return None;
     };
     if !matches!(request.request, ClientRequest::DiscoverRequest(_)) {

@@ -23,7 +23,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::direct::{Answer, Claim, Direct};
+use super::direct::{Answer, Claim, Direct, HttpWay, PostedWith};
 use super::http_post::Post;
 use crate::lock;
 
@@ -238,7 +238,7 @@ impl RawRequests {
 
     /// Notes that `event`, if it is one of the server's requests a handler takes, came on the
     /// response stream of our request `origin`: it belongs to that request.
-    fn note_origin(&self, event: &[u8], origin: &RequestId) {
+    pub(crate) fn note_origin(&self, event: &[u8], origin: &RequestId) {
         let Some(origins) = &self.origins else {
             return;
         };
@@ -512,6 +512,26 @@ impl TapHttpClient {
         }
     }
 
+    /// Lets the gateway post its requests in this session itself (`direct::HttpWay`): for a
+    /// session whose credentials are fixed (not refreshed by a sign-in's client).
+    pub fn with_direct_way(self) -> Self {
+        self.raw.direct.http.enable();
+        self
+    }
+
+    /// rmcp's standalone stream, with what the gateway hands rmcp put in, each event shown.
+    fn standalone(
+        &self,
+        stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
+    ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
+        let stream = if self.raw.direct.http.is_enabled() {
+            HttpWay::with_ours(self.raw.clone(), stream)
+        } else {
+            stream
+        };
+        self.tap_stream(stream, None)
+    }
+
     /// `uri` parsed: rmcp hands the same URI over with every message of a session, and
     /// parsing it each time was a per-call cost (BENCHMARKS.md, "Gateway"). `None` if it does
     /// not parse (reqwest then reports why).
@@ -536,15 +556,24 @@ impl TapHttpClient {
     ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
         let raw = self.raw.clone();
         stream
-            .inspect(move |event| {
-                if let Ok(event) = event
+            .filter_map(move |event| {
+                if let Ok(event) = &event
                     && let Some(data) = &event.data
                 {
+                    // An answer to a request the gateway posted itself (`direct::HttpWay`)
+                    // that came on one of rmcp's streams is ours, not rmcp's.
+                    if let Claim::Ours(to, answer) = raw.direct.claim(data.as_bytes()) {
+                        if let Some(to) = to {
+                            let _ = to.send(answer);
+                        }
+                        return futures::future::ready(None);
+                    }
                     raw.observe(data.as_bytes());
                     if let Some(origin) = &origin {
                         raw.note_origin(data.as_bytes(), origin);
                     }
                 }
+                futures::future::ready(Some(event))
             })
             .boxed()
     }
@@ -620,10 +649,20 @@ impl StreamableHttpClient for TapHttpClient {
         custom_headers: Headers,
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse> {
+        let parsed = self.parsed(&uri);
+        self.raw.direct.http.saw_post(|| PostedWith {
+            http: self.inner.clone(),
+            uri: uri.clone(),
+            url: parsed.clone(),
+            session_id: session_id.clone(),
+            auth: auth_header.clone(),
+            headers: custom_headers.clone(),
+            limits,
+        });
         let post = Post {
             http: &self.inner,
             raw: &self.raw,
-            parsed: self.parsed(&uri),
+            parsed,
             uri: &uri,
             session_id,
             auth_token: auth_header,
@@ -662,7 +701,7 @@ impl StreamableHttpClient for TapHttpClient {
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await?;
-        Ok(self.tap_stream(stream, None))
+        Ok(self.standalone(stream))
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -685,7 +724,7 @@ impl StreamableHttpClient for TapHttpClient {
                 max_sse_event_size,
             )
             .await?;
-        Ok(self.tap_stream(stream, None))
+        Ok(self.standalone(stream))
     }
 }
 

@@ -3,7 +3,7 @@
 //! needs to know about its tools and the notifications it relays back to the agent.
 
 use super::*;
-use crate::mcp::direct::Upstreamed;
+use crate::mcp::direct::{Answer, Upstreamed, Waiting};
 
 /// A pooled upstream of a 2026-07-28 agent unused this long is closed.
 const IDLE: Duration = Duration::from_secs(10 * 60);
@@ -85,6 +85,51 @@ fn tell_cancelled(
 /// An upstream request's answer on its way.
 type Awaited<'a> =
     std::pin::Pin<Box<dyn Future<Output = Result<Upstreamed, rmcp::ServiceError>> + Send + 'a>>;
+
+/// How a request reaches the server (see [`Upstream::way`]).
+enum Way {
+    Rmcp,
+    Stdin,
+    Post,
+}
+
+/// What a request we posted came to.
+enum Got {
+    Answer(Answer),
+    Failed(rmcp::ServiceError),
+    /// The server no longer knows rmcp's session: nothing was done.
+    SessionEnded,
+}
+
+/// Times a response stream of ours is picked up again after it broke off before its answer.
+const MAX_RESUMES: u32 = 3;
+/// The longest wait a server may ask for before a stream is picked up again.
+const MAX_RETRY_WAIT_MS: u64 = 5_000;
+
+/// A failed POST of ours, as rmcp's session reports its own.
+fn transport_error(
+    e: rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>,
+) -> rmcp::ServiceError {
+    rmcp::ServiceError::TransportSend(rmcp::transport::DynamicTransportError::new::<
+        rmcp::transport::StreamableHttpClientTransport<crate::mcp::raw::TapHttpClient>,
+        RoleClient,
+    >(e))
+}
+
+/// A progress notification, read; only such a message is read at all.
+fn progress_of(data: &str) -> Option<ServerNotification> {
+    if !data.contains("notifications/progress") {
+        return None;
+    }
+    match serde_json::from_str(data).ok()? {
+        rmcp::model::ServerJsonRpcMessage::Notification(n)
+            if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
+        {
+            Some(n.notification)
+        }
+        _ => None,
+    }
+}
 
 /// One upstream session, owned by one agent session (or one pooled session-less agent).
 pub(crate) struct Upstream {
@@ -322,19 +367,20 @@ impl Upstream {
             .0
             .retain(|k, _| !k.starts_with("io.modelcontextprotocol/"));
         let peer = self.peer().clone();
-        let (id, upstream_token, awaited) = if self.goes_direct() {
-            self.send_direct(request, timeout).await
-        } else {
-            self.send_through_rmcp(request, timeout).await
+        let progress_to = agent_token.map(|token| (ProgressTo::of(ctx), token));
+        let (id, upstream_token, awaited) = match self.way() {
+            Way::Stdin => self.send_direct(request, timeout).await,
+            Way::Post => {
+                self.send_posted(request, timeout, call, progress_to.clone())
+                    .await
+            }
+            Way::Rmcp => self.send_through_rmcp(request, timeout).await,
         }
         .map_err(|e| self.error(e))?;
         if let Some(call) = call {
             self.relay.call_sent(call, &id);
         }
-        self.relay.route_progress(
-            &upstream_token,
-            agent_token.map(|token| (ProgressTo::of(ctx), token)),
-        );
+        self.relay.route_progress(&upstream_token, progress_to);
         let leaving = Leaving::of(ctx);
         // Pinned out here so that losing the race below does not drop it: dropping it tells
         // the server at once (rmcp's way) or forgets the request (ours), and the server's
@@ -369,15 +415,49 @@ impl Upstream {
     }
 
     /// Whether requests go on the wire from here rather than through rmcp's session
-    /// (`mcp::direct`): for a stdio server whose lifecycle has a handshake. From 2026-07-28
-    /// on, rmcp's session refuses a server's question unless it holds a request of its own in
-    /// flight for it to belong to (SEP-2260), and ours are not its own.
-    fn goes_direct(&self) -> bool {
-        self.raw.direct.is_open()
-            && self
-                .peer()
-                .peer_info()
-                .is_some_and(|info| info.protocol_version.has_initialize())
+    /// (`mcp::direct`): for a server whose lifecycle has a handshake, on its stdin, or posted
+    /// in rmcp's HTTP session. From 2026-07-28 on, rmcp's session refuses a server's question
+    /// unless it holds a request of its own in flight for it to belong to (SEP-2260), and ours
+    /// are not its own.
+    fn way(&self) -> Way {
+        let handshake = self
+            .peer()
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize());
+        if !handshake {
+            Way::Rmcp
+        } else if self.raw.direct.is_open() {
+            Way::Stdin
+        } else if self.raw.direct.http.is_open() {
+            Way::Post
+        } else {
+            Way::Rmcp
+        }
+    }
+
+    /// The request as it goes on the wire under an id of ours (and, as rmcp does, with that
+    /// id as its progress token).
+    fn as_ours(
+        &self,
+        mut request: ClientRequest,
+    ) -> Result<(Waiting<'_>, ProgressToken, Vec<u8>), rmcp::ServiceError> {
+        let waiting = self.raw.direct.open();
+        let id = waiting.id.clone();
+        let token = ProgressToken(id.clone());
+        request.get_meta_mut().set_progress_token(token.clone());
+        let message = rmcp::model::ClientJsonRpcMessage::request(request, id);
+        let bytes =
+            serde_json::to_vec(&message).map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
+        Ok((waiting, token, bytes))
+    }
+
+    /// An answer of ours, read; what it says of the server's tools is noted.
+    fn read_ours(&self, answer: Answer, call: bool) -> Result<Upstreamed, rmcp::ServiceError> {
+        let answer = crate::mcp::direct::read_answer(answer, call);
+        if let Some(result) = answer.as_ref().ok().and_then(Upstreamed::raw) {
+            self.raw.note(result);
+        }
+        answer
     }
 
     async fn send_through_rmcp(
@@ -408,18 +488,12 @@ impl Upstream {
     /// line the server wrote.
     async fn send_direct(
         &self,
-        mut request: ClientRequest,
+        request: ClientRequest,
         timeout: Duration,
     ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
         let call = matches!(request, ClientRequest::CallToolRequest(_));
-        let mut waiting = self.raw.direct.open();
+        let (mut waiting, token, mut line) = self.as_ours(request)?;
         let id = waiting.id.clone();
-        // As rmcp does, every request carries a progress token: here, its id.
-        let token = ProgressToken(id.clone());
-        request.get_meta_mut().set_progress_token(token.clone());
-        let message = rmcp::model::ClientJsonRpcMessage::request(request, id.clone());
-        let mut line =
-            serde_json::to_vec(&message).map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
         line.push(b'\n');
         let peer = self.peer().clone();
         let raw = &self.raw;
@@ -436,13 +510,7 @@ impl Upstream {
                 }
             };
             match tokio::time::timeout(timeout, answer).await {
-                Ok(Some(answer)) => {
-                    let answer = crate::mcp::direct::read_answer(answer, call);
-                    if let Some(result) = answer.as_ref().ok().and_then(Upstreamed::raw) {
-                        raw.note(result);
-                    }
-                    answer
-                }
+                Ok(Some(answer)) => self.read_ours(answer, call),
                 Ok(None) => Err(rmcp::ServiceError::TransportClosed),
                 Err(_) => {
                     // As rmcp tells the server of a request it stopped waiting for.
@@ -452,6 +520,138 @@ impl Upstream {
             }
         });
         Ok((id, token, awaited))
+    }
+
+    /// The request posted in rmcp's HTTP session by us (`mcp::direct::HttpWay`); its answer
+    /// is read off the response as sent. Should the server have ended the session, it goes
+    /// rmcp's way instead, which opens a new one.
+    async fn send_posted(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+        call: Option<u64>,
+        progress_to: Option<(ProgressTo, ProgressToken)>,
+    ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
+        let is_call = matches!(request, ClientRequest::CallToolRequest(_));
+        let (mut waiting, token, body) = self.as_ours(request)?;
+        let id = waiting.id.clone();
+        let body = bytes::Bytes::from(body);
+        let peer = self.peer().clone();
+        let awaited = Box::pin(async move {
+            let posted = tokio::time::timeout(timeout, self.post(body.clone(), &mut waiting));
+            match posted.await {
+                Ok(Got::Answer(answer)) => self.read_ours(answer, is_call),
+                Ok(Got::Failed(e)) => Err(e),
+                Ok(Got::SessionEnded) => {
+                    drop(waiting);
+                    let request = match serde_json::from_slice(&body) {
+                        Ok(rmcp::model::ClientJsonRpcMessage::Request(request)) => request.request,
+                        _ => return Err(rmcp::ServiceError::UnexpectedResponse),
+                    };
+                    let (id, token, theirs) = self.send_through_rmcp(request, timeout).await?;
+                    if let Some(call) = call {
+                        self.relay.call_sent(call, &id);
+                    }
+                    self.relay.route_progress(&token, progress_to);
+                    let answer = theirs.await;
+                    self.relay.forget_progress(&token);
+                    answer
+                }
+                Err(_) => {
+                    tell_cancelled(&peer, &waiting.id, "request timeout", timeout);
+                    Err(rmcp::ServiceError::Timeout { timeout })
+                }
+            }
+        });
+        Ok((id, token, awaited))
+    }
+
+    async fn post(&self, body: bytes::Bytes, waiting: &mut Waiting<'_>) -> Got {
+        use crate::mcp::direct::Claim;
+        use crate::mcp::http_post::Posted;
+        use rmcp::model::ServerJsonRpcMessage;
+        use rmcp::transport::streamable_http_client::{
+            StreamableHttpError, StreamableHttpPostResponse,
+        };
+        let raw = &self.raw;
+        let posted = match raw.direct.http.post(raw, body).await {
+            Ok(posted) => posted,
+            Err(StreamableHttpError::SessionExpired) => {
+                raw.direct.http.close();
+                return Got::SessionEnded;
+            }
+            Err(e) => return Got::Failed(transport_error(e)),
+        };
+        match posted {
+            Posted::Json(body, _) => match raw.direct.claim(&body) {
+                Claim::Ours(_, answer) => Got::Answer(answer),
+                Claim::Not => Got::Failed(rmcp::ServiceError::UnexpectedResponse),
+            },
+            Posted::Answered(StreamableHttpPostResponse::Json(
+                ServerJsonRpcMessage::Error(error),
+                _,
+            )) => Got::Failed(rmcp::ServiceError::McpError(error.error)),
+            Posted::Answered(_) => Got::Failed(rmcp::ServiceError::UnexpectedResponse),
+            // Taken without an answer: it comes on rmcp's stream, where it is claimed.
+            Posted::Accepted => self.answered_elsewhere(waiting).await,
+            Posted::Sse(events, _) => self.read_events(events, waiting).await,
+        }
+    }
+
+    async fn answered_elsewhere(&self, waiting: &mut Waiting<'_>) -> Got {
+        tokio::select! {
+            answer = &mut waiting.answer => match answer {
+                Ok(answer) => Got::Answer(answer),
+                Err(_) => Got::Failed(rmcp::ServiceError::TransportClosed),
+            },
+            _ = self.closed.cancelled() => Got::Failed(rmcp::ServiceError::TransportClosed),
+        }
+    }
+
+    /// The response stream of a request of ours, to its answer. Progress goes to the agent
+    /// from here, before the answer; the server's requests and other notifications go to
+    /// rmcp's session, tied to this request.
+    async fn read_events(
+        &self,
+        mut events: crate::mcp::http_post::SseEvents,
+        waiting: &mut Waiting<'_>,
+    ) -> Got {
+        use crate::mcp::direct::Claim;
+        use futures::StreamExt;
+        let raw = &self.raw;
+        let mut last_event_id = None;
+        let mut retry = None;
+        let mut resumed = 0;
+        loop {
+            while let Some(Ok(mut event)) = events.next().await {
+                // The ids are this stream's: rmcp's stream has its own to resume from.
+                if let Some(id) = event.id.take() {
+                    last_event_id = Some(id);
+                }
+                retry = event.retry.take().or(retry);
+                let Some(data) = &event.data else { continue };
+                if let Claim::Ours(_, answer) = raw.direct.claim(data.as_bytes()) {
+                    return Got::Answer(answer);
+                }
+                if let Some(progress) = progress_of(data) {
+                    self.relay.notify(&progress);
+                    continue;
+                }
+                raw.note_origin(data.as_bytes(), &waiting.id);
+                raw.direct.http.hand_to_rmcp(event);
+            }
+            // Broken off before the answer: picked up where it was, as rmcp would, a few times.
+            let Some(from) = last_event_id.clone().filter(|_| resumed < MAX_RESUMES) else {
+                return Got::Failed(rmcp::ServiceError::TransportClosed);
+            };
+            resumed += 1;
+            let wait = retry.unwrap_or(0).min(MAX_RETRY_WAIT_MS);
+            tokio::time::sleep(Duration::from_millis(wait)).await;
+            match raw.direct.http.resume(from).await {
+                Ok(more) => events = more,
+                Err(e) => return Got::Failed(transport_error(e)),
+            }
+        }
     }
 
     /// After an answer: the request's progress route goes, unless the request created a task,

@@ -1,0 +1,223 @@
+//! The direct way to a Streamable HTTP server (2025-11-25 and before): the gateway POSTs its
+//! requests itself, in the session rmcp's client opened (its session id, its protocol
+//! header, its headers and credentials, as rmcp last posted with them), and reads the answer
+//! off the response as sent. Through rmcp's session a forwarded call was handed to its worker
+//! task and back, its answer parsed whole into rmcp's types and serialized again.
+//!
+//! What else the server sends on such a response (its own requests, notifications other than
+//! progress) goes on to rmcp's session through the standalone stream rmcp reads
+//! (`TapHttpClient::get_stream`), so the person's answers, the server's withdrawals and the
+//! audit take rmcp's way as before. The way is open only while rmcp holds that stream.
+
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::Stream;
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpResponseLimits,
+};
+use sse_stream::Sse;
+use tokio::sync::mpsc;
+
+use crate::lock;
+use crate::mcp::http_post::{Post, Posted, SseEvents};
+use crate::mcp::raw::RawRequests;
+
+type Headers = std::collections::HashMap<http::HeaderName, http::HeaderValue>;
+type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
+
+/// Events kept for rmcp's stream while it has none open (between its reconnections), at most.
+const HELD: usize = 64;
+
+#[derive(Default)]
+pub(crate) struct HttpWay {
+    /// Only for sessions whose credentials do not change under us (not OAuth's, which
+    /// rmcp's auth client refreshes as it posts).
+    enabled: AtomicBool,
+    posted: Mutex<Option<Arc<PostedWith>>>,
+    /// Into the standalone stream rmcp reads, while it reads one.
+    events: Mutex<Events>,
+}
+
+#[derive(Default)]
+struct Events {
+    into: Option<mpsc::UnboundedSender<Sse>>,
+    /// What came while rmcp had no stream open: it goes first on the next.
+    held: std::collections::VecDeque<Sse>,
+}
+
+/// What rmcp's session last posted with.
+#[derive(Clone)]
+pub(crate) struct PostedWith {
+    pub(crate) http: reqwest::Client,
+    pub(crate) uri: Arc<str>,
+    pub(crate) url: Option<reqwest::Url>,
+    pub(crate) session_id: Option<Arc<str>>,
+    pub(crate) auth: Option<String>,
+    pub(crate) headers: Headers,
+    pub(crate) limits: StreamableHttpResponseLimits,
+}
+
+impl PostedWith {
+    fn same_session(&self, other: &PostedWith) -> bool {
+        self.uri == other.uri
+            && self.session_id == other.session_id
+            && self.auth == other.auth
+            && self.headers == other.headers
+    }
+}
+
+impl HttpWay {
+    pub(crate) fn enable(&self) {
+        self.enabled.store(true, Ordering::Relaxed);
+    }
+
+    pub(crate) fn is_enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Whether requests can be posted from here: a session rmcp has posted in, and a stream
+    /// of rmcp's to hand the server's other messages to.
+    pub(crate) fn is_open(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+            && lock(&self.posted).is_some()
+            && lock(&self.events)
+                .into
+                .as_ref()
+                .is_some_and(|into| !into.is_closed())
+    }
+
+    /// rmcp's session posted with these: ours go the same way.
+    pub(crate) fn saw_post(&self, with: impl FnOnce() -> PostedWith) {
+        if !self.enabled.load(Ordering::Relaxed) {
+            return;
+        }
+        let with = with();
+        // A session is posted in without a session id only before its handshake.
+        if with.session_id.is_none() {
+            return;
+        }
+        let mut posted = lock(&self.posted);
+        if posted.as_ref().is_none_or(|p| !p.same_session(&with)) {
+            *posted = Some(Arc::new(with));
+        }
+    }
+
+    /// The server ended the session: ours go rmcp's way until it has opened another.
+    pub(crate) fn close(&self) {
+        lock(&self.posted).take();
+    }
+
+    /// POSTs one request of ours (its bytes as they go on the wire).
+    pub(crate) async fn post(&self, raw: &RawRequests, body: Bytes) -> HttpResult<Posted> {
+        let Some(with) = lock(&self.posted).clone() else {
+            return Err(StreamableHttpError::TransportChannelClosed);
+        };
+        Post {
+            http: &with.http,
+            raw,
+            uri: &with.uri,
+            parsed: with.url.clone(),
+            session_id: with.session_id.clone(),
+            auth_token: with.auth.clone(),
+            custom_headers: with.headers.clone(),
+            limits: with.limits,
+        }
+        .exchange(body, true, None)
+        .await
+    }
+
+    /// Picks up the response stream of one of our requests where it broke off (the server
+    /// closed it to be polled, SEP-1699), as rmcp resumes its own.
+    pub(crate) async fn resume(&self, last_event_id: String) -> HttpResult<SseEvents> {
+        let Some(with) = lock(&self.posted).clone() else {
+            return Err(StreamableHttpError::TransportChannelClosed);
+        };
+        with.http
+            .get_stream_with_max_sse_event_size(
+                with.uri.clone(),
+                with.session_id.clone(),
+                Some(last_event_id),
+                with.auth.clone(),
+                with.headers.clone(),
+                with.limits.max_sse_event_size,
+            )
+            .await
+    }
+
+    /// Hands one event of the server's to rmcp's session, as if it came on rmcp's stream.
+    pub(crate) fn hand_to_rmcp(&self, event: Sse) {
+        let mut events = lock(&self.events);
+        let event = match &events.into {
+            Some(into) => match into.send(event) {
+                Ok(()) => return,
+                Err(mpsc::error::SendError(event)) => event,
+            },
+            None => event,
+        };
+        if events.held.len() >= HELD {
+            tracing::warn!("a server's message for a session with no stream open was dropped");
+            events.held.pop_front();
+        }
+        events.held.push_back(event);
+    }
+
+    /// rmcp's standalone stream, with what we hand it put in between the server's events.
+    pub(crate) fn with_ours(raw: Arc<RawRequests>, theirs: SseEvents) -> SseEvents {
+        let (into, ours) = mpsc::unbounded_channel();
+        {
+            let mut events = lock(&raw.direct.http.events);
+            for event in std::mem::take(&mut events.held) {
+                let _ = into.send(event);
+            }
+            events.into = Some(into.clone());
+        }
+        Box::pin(WithOurs {
+            ours,
+            theirs,
+            into,
+            raw,
+        })
+    }
+}
+
+struct WithOurs {
+    ours: mpsc::UnboundedReceiver<Sse>,
+    theirs: SseEvents,
+    /// Ours, to know it again when this stream goes.
+    into: mpsc::UnboundedSender<Sse>,
+    raw: Arc<RawRequests>,
+}
+
+impl Stream for WithOurs {
+    type Item = Result<Sse, SseError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Poll::Ready(Some(event)) = self.ours.poll_recv(cx) {
+            return Poll::Ready(Some(Ok(event)));
+        }
+        // The server's stream ending ends this one: rmcp reconnects, and gets a new one.
+        self.theirs.as_mut().poll_next(cx)
+    }
+}
+
+impl Drop for WithOurs {
+    fn drop(&mut self) {
+        let mut events = lock(&self.raw.direct.http.events);
+        if events
+            .into
+            .as_ref()
+            .is_some_and(|into| into.same_channel(&self.into))
+        {
+            events.into = None;
+        }
+        // What rmcp did not read yet goes first on its next stream.
+        self.ours.close();
+        while let Ok(event) = self.ours.try_recv() {
+            events.held.push_back(event);
+        }
+    }
+}
