@@ -638,7 +638,7 @@ impl Upstream {
                     continue;
                 }
                 raw.note_origin(data.as_bytes(), &waiting.id);
-                raw.direct.http.hand_to_rmcp(event);
+                raw.direct.http.hand_to_rmcp(event).await;
             }
             // Broken off before the answer: picked up where it was, as rmcp would, a few times.
             let Some(from) = last_event_id.clone().filter(|_| resumed < MAX_RESUMES) else {

@@ -31,6 +31,8 @@ type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
 /// Events kept for rmcp's stream while it has none open (between its reconnections), at most.
 const HELD: usize = 64;
+/// Events of ours handed to rmcp's stream and not read by rmcp yet, at most.
+const PASSING: usize = 16;
 
 #[derive(Default)]
 pub(crate) struct HttpWay {
@@ -44,7 +46,7 @@ pub(crate) struct HttpWay {
 
 #[derive(Default)]
 struct Events {
-    into: Option<mpsc::UnboundedSender<Sse>>,
+    into: Option<mpsc::Sender<Sse>>,
     /// What came while rmcp had no stream open: it goes first on the next.
     held: std::collections::VecDeque<Sse>,
 }
@@ -148,34 +150,31 @@ impl HttpWay {
             .await
     }
 
-    /// Hands one event of the server's to rmcp's session, as if it came on rmcp's stream.
-    pub(crate) fn hand_to_rmcp(&self, event: Sse) {
-        let mut events = lock(&self.events);
-        let event = match &events.into {
-            Some(into) => match into.send(event) {
+    /// Hands one event of the server's to rmcp's session, as if it came on rmcp's stream. It
+    /// waits while rmcp has [`PASSING`] of ours unread, so a server flooding a response stream
+    /// is slowed to rmcp's pace rather than held in memory.
+    pub(crate) async fn hand_to_rmcp(&self, event: Sse) {
+        let into = lock(&self.events).into.clone();
+        let event = match into {
+            Some(into) => match into.send(event).await {
                 Ok(()) => return,
                 Err(mpsc::error::SendError(event)) => event,
             },
             None => event,
         };
-        if events.held.len() >= HELD {
-            tracing::warn!("a server's message for a session with no stream open was dropped");
-            events.held.pop_front();
-        }
-        events.held.push_back(event);
+        hold(&mut lock(&self.events).held, event);
     }
 
     /// rmcp's standalone stream, with what we hand it put in between the server's events.
     pub(crate) fn with_ours(raw: Arc<RawRequests>, theirs: SseEvents) -> SseEvents {
-        let (into, ours) = mpsc::unbounded_channel();
-        {
+        let (into, ours) = mpsc::channel(PASSING);
+        let held = {
             let mut events = lock(&raw.direct.http.events);
-            for event in std::mem::take(&mut events.held) {
-                let _ = into.send(event);
-            }
             events.into = Some(into.clone());
-        }
+            std::mem::take(&mut events.held)
+        };
         Box::pin(WithOurs {
+            held,
             ours,
             theirs,
             into,
@@ -185,10 +184,12 @@ impl HttpWay {
 }
 
 struct WithOurs {
-    ours: mpsc::UnboundedReceiver<Sse>,
+    /// What came while rmcp had no stream open, first.
+    held: std::collections::VecDeque<Sse>,
+    ours: mpsc::Receiver<Sse>,
     theirs: SseEvents,
     /// Ours, to know it again when this stream goes.
-    into: mpsc::UnboundedSender<Sse>,
+    into: mpsc::Sender<Sse>,
     raw: Arc<RawRequests>,
 }
 
@@ -196,6 +197,9 @@ impl Stream for WithOurs {
     type Item = Result<Sse, SseError>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(event) = self.held.pop_front() {
+            return Poll::Ready(Some(Ok(event)));
+        }
         if let Poll::Ready(Some(event)) = self.ours.poll_recv(cx) {
             return Poll::Ready(Some(Ok(event)));
         }
@@ -216,8 +220,85 @@ impl Drop for WithOurs {
         }
         // What rmcp did not read yet goes first on its next stream.
         self.ours.close();
-        while let Ok(event) = self.ours.try_recv() {
-            events.held.push_back(event);
+        for event in std::mem::take(&mut self.held) {
+            hold(&mut events.held, event);
         }
+        while let Ok(event) = self.ours.try_recv() {
+            hold(&mut events.held, event);
+        }
+    }
+}
+
+fn hold(held: &mut std::collections::VecDeque<Sse>, event: Sse) {
+    if held.len() >= HELD {
+        tracing::warn!("a server's message for a session with no stream open was dropped");
+        held.pop_front();
+    }
+    held.push_back(event);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::StreamExt;
+
+    fn event(n: usize) -> Sse {
+        Sse {
+            data: Some(n.to_string()),
+            ..Default::default()
+        }
+    }
+
+    async fn read_all(stream: SseEvents) -> Vec<String> {
+        stream
+            .map(|e| e.expect("an event").data.expect("data"))
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn what_comes_while_rmcp_has_no_stream_goes_first_on_its_next_within_bounds() {
+        let raw = RawRequests::with_results();
+        raw.direct.http.enable();
+        for n in 0..HELD + 5 {
+            raw.direct.http.hand_to_rmcp(event(n)).await;
+        }
+        let theirs = futures::stream::iter([Ok(event(1000))]).boxed();
+        let got = read_all(HttpWay::with_ours(raw.clone(), theirs)).await;
+        // The oldest past the bound are gone; the rest come in order, before the server's.
+        let expected: Vec<String> = (5..HELD + 5).chain([1000]).map(|n| n.to_string()).collect();
+        assert_eq!(got, expected);
+        assert!(lock(&raw.direct.http.events).held.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_flood_waits_for_rmcp_to_read_and_what_it_left_unread_is_kept_for_its_next_stream() {
+        let raw = RawRequests::with_results();
+        raw.direct.http.enable();
+        // A server stream that stays open, so only ours come.
+        let theirs = futures::stream::pending().boxed();
+        let stream = HttpWay::with_ours(raw.clone(), theirs);
+        for n in 0..PASSING {
+            raw.direct.http.hand_to_rmcp(event(n)).await;
+        }
+        let one_more = raw.direct.http.hand_to_rmcp(event(PASSING));
+        assert!(
+            tokio::time::timeout(std::time::Duration::from_millis(100), one_more)
+                .await
+                .is_err(),
+            "past the bound, handing waits for rmcp to read"
+        );
+        let mut stream = stream;
+        assert_eq!(stream.next().await.unwrap().unwrap().data.unwrap(), "0");
+        drop(stream);
+        // rmcp's stream went with events unread: they are the next one's first.
+        let held: Vec<_> = lock(&raw.direct.http.events)
+            .held
+            .iter()
+            .map(|e| e.data.clone().unwrap())
+            .collect();
+        let expected: Vec<String> = (1..PASSING).map(|n| n.to_string()).collect();
+        assert_eq!(held, expected);
+        assert!(lock(&raw.direct.http.events).into.is_none());
     }
 }
