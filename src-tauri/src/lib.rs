@@ -348,10 +348,8 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
         // process, most of the app's memory) is made again when the person opens it, and the
         // page draws every open question from the backend. Without a tray, closing quits, as
         // the UI says.
-        WindowEvent::CloseRequested { .. } => {
-            if tray_shown(window.app_handle()) {
-                tracing::info!("window closed to the tray");
-            }
+        WindowEvent::CloseRequested { .. } if tray_shown(window.app_handle()) => {
+            tracing::info!("window closed to the tray");
         }
         WindowEvent::Destroyed => {
             if let Some(desktop) = window.try_state::<Desktop>() {

@@ -13,8 +13,9 @@
 //! offers sampling, is answered on a stream of its own instead (`stream`): the progress as it
 //! comes, the server's sampling requests during the call (which rmcp's session put on the
 //! agent's own GET stream), then the result. (A call that asks for progress is still answered
-//! in JSON when its answer comes before anything for the stream, as rmcp's own server does.) The agent's answers to those requests come back
-//! as POSTs, which the lane hands to the request that waits for them.
+//! in JSON when its answer comes before anything for the stream, as rmcp's own server does.)
+//! The agent's answers to those requests come back as POSTs, which the lane hands to the
+//! request that waits for them.
 //!
 //! The agent's other requests on a known session take this way too (`OTHER_METHODS`), read as
 //! rmcp reads them and run through rmcp's own dispatch on the same `Forwarder`; the answer

@@ -1,5 +1,6 @@
 //! Requests the gateway writes on a stdio server's wire itself, beside rmcp's client session,
-//! and their answers, taken off the wire before rmcp would parse them.
+//! and their answers, taken off the wire before rmcp would parse them. The same for a
+//! Streamable HTTP server is in `http`: posted in rmcp's session, answered off the response.
 //!
 //! Through rmcp's session a forwarded request is handed to its worker task and back, and its
 //! answer is parsed whole into rmcp's types (an untagged `JsonRpcMessage`: buffered, then tried
@@ -31,7 +32,7 @@ pub(crate) use http::{HttpWay, PostedWith};
 /// How our request ids begin.
 pub(crate) const PREFIX: &str = "countersign:";
 
-/// Our requests awaiting their answers, and the way to the server's stdin.
+/// Our requests awaiting their answers, and the way to the server's stdin or its endpoint.
 pub struct Direct {
     writer: OnceLock<StdinWriter>,
     /// `None` once the server's stdout has ended: no answer can come any more.
