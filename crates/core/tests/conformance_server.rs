@@ -244,3 +244,65 @@ async fn every_server_scenario_that_passes_directly_passes_through_the_gateway()
     gateway.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A call whose response stream the server closes before its answer (SEP-1699: the client
+/// picks the stream up again with `Last-Event-ID`, after the `retry` the server gave) is
+/// answered through the gateway, which posts such a call itself and picks its stream up as
+/// rmcp picks up its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_stream_the_server_closes_early_is_picked_up_and_answered_through_the_gateway()
+{
+    use countersign_core::config::ToolRule;
+    use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
+    use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let (_server, server_url) =
+        start("conformance-everything-server.ts", &[], &[("PORT", "0")]).await;
+    let dir = std::env::temp_dir().join(format!("cs-conformance-resume-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let mut server = common::with_test_timeouts(ServerConfig::http("everything", &server_url));
+    server.tool_policy = BTreeMap::from([("test_reconnection".to_owned(), ToolRule::Allow)]);
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![server],
+        broker,
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = gateway.serve(listener);
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/everything"));
+    config.auth_header = Some(gateway.token().to_owned());
+    let mut client = ClientConfig::default();
+    client.protocol_version = ProtocolVersion::V_2025_11_25;
+    let agent = serve_client_with_lifecycle(
+        client,
+        StreamableHttpClientTransport::from_config(config),
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("handshake");
+    let result = tokio::time::timeout(
+        common::WAIT,
+        agent
+            .peer()
+            .call_tool(CallToolRequestParams::new("test_reconnection")),
+    )
+    .await
+    .expect("answered in time")
+    .expect("answered");
+    let text = serde_json::to_string(&result.content).unwrap();
+    assert!(
+        text.contains("Reconnection test completed successfully"),
+        "{text}"
+    );
+    let _ = agent.cancel().await;
+    gateway.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
