@@ -76,6 +76,33 @@ async fn start(script: &str, args: &[&str], envs: &[(&str, &str)]) -> (Child, St
     (child, url)
 }
 
+/// An empty directory of this test run's for `test`.
+fn scratch(test: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("cs-conformance-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A gateway to `server` on a port of its own; its address for the server's agents.
+async fn gateway_to(
+    server: ServerConfig,
+    broker: Broker,
+    dir: &std::path::Path,
+) -> (Gateway, String) {
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![server],
+        broker,
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = gateway.serve(listener);
+    (gateway, format!("http://{addr}/mcp/everything"))
+}
+
 /// Runs every server scenario against `url`; returns each scenario's name with whether it
 /// passed, and the suite's whole output.
 async fn run_suite(url: &str) -> (BTreeMap<String, bool>, String) {
@@ -165,25 +192,11 @@ async fn every_server_scenario_that_passes_directly_passes_through_the_gateway()
         "every scenario passes directly: {direct_text}"
     );
 
-    let dir = std::env::temp_dir().join(format!("cs-conformance-server-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("server");
     let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
     let person = tokio::spawn(test_person(broker.clone()));
-    let gateway = Gateway::new(
-        GatewayConfig::default(),
-        vec![common::with_test_timeouts(ServerConfig::http(
-            "everything",
-            &server_url,
-        ))],
-        broker,
-        SettingsStore::default(),
-        dir.join("gateway-token"),
-    )
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = gateway.serve(listener);
-    let target = format!("http://{addr}/mcp/everything");
+    let server = common::with_test_timeouts(ServerConfig::http("everything", &server_url));
+    let (gateway, target) = gateway_to(server, broker, &dir).await;
     let (_shim, shim_url) = start(
         "token-shim.mjs",
         &["--target", &target, "--token", gateway.token()],
@@ -260,24 +273,12 @@ async fn a_call_whose_stream_the_server_closes_early_is_picked_up_and_answered_t
 
     let (_server, server_url) =
         start("conformance-everything-server.ts", &[], &[("PORT", "0")]).await;
-    let dir = std::env::temp_dir().join(format!("cs-conformance-resume-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch("resume");
     let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
     let mut server = common::with_test_timeouts(ServerConfig::http("everything", &server_url));
     server.tool_policy = BTreeMap::from([("test_reconnection".to_owned(), ToolRule::Allow)]);
-    let gateway = Gateway::new(
-        GatewayConfig::default(),
-        vec![server],
-        broker,
-        SettingsStore::default(),
-        dir.join("gateway-token"),
-    )
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = gateway.serve(listener);
-    let mut config =
-        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/everything"));
+    let (gateway, target) = gateway_to(server, broker, &dir).await;
+    let mut config = StreamableHttpClientTransportConfig::with_uri(target);
     config.auth_header = Some(gateway.token().to_owned());
     let mut client = ClientConfig::default();
     client.protocol_version = ProtocolVersion::V_2025_11_25;
