@@ -15,7 +15,8 @@
 // SSE stream that carries first what it sends outside an answer (`chatty`'s notifications,
 // `ask_and_wait`'s question). Over HTTP, a tool `id` answers with the request's id as it
 // arrived, and `forget` ends the session: the next request that names it gets 404 until the
-// client opens another.
+// client opens another. Over SSE, `elsewhere` answers on the standalone stream while the
+// call's own response stream stays open and quiet.
 
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -62,6 +63,9 @@ const results = {
       inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
     }, {
       name: 'forget', description: 'Ends the session', inputSchema: { type: 'object' },
+    }, {
+      name: 'elsewhere', description: 'Answers on the standalone stream (over SSE)',
+      inputSchema: { type: 'object' }, annotations: { readOnlyHint: true },
     }] : [])],
   }),
   'tools/call': (p) => {
@@ -106,6 +110,11 @@ function answer(m) {
   if (m.method === 'tools/call' && m.params?.name === 'id' && http) {
     return { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: JSON.stringify(m.id) }] } };
   }
+  if (m.method === 'tools/call' && m.params?.name === 'elsewhere' && sse) {
+    const reply = { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'answered elsewhere' }] } };
+    for (const open of standalone) open.write(`data: ${text(reply)}\n\n`);
+    return undefined;
+  }
   if (m.method === 'tools/call' && m.params?.name === 'forget' && http) {
     session = null;
     return { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'forgotten' }] } };
@@ -133,8 +142,10 @@ function answer(m) {
 // The session the client holds (over HTTP), and how many it was given.
 let session = null;
 let sessions = 0;
-// Over SSE, the open response streams of `ask_and_wait` calls, by request id.
+// Over SSE, the open response streams of `ask_and_wait` and `elsewhere` calls, by request id.
 const held = new Map();
+// The open standalone (GET) streams.
+const standalone = new Set();
 
 if (http) {
   const server = createServer((req, res) => {
@@ -143,6 +154,8 @@ if (http) {
     if (req.method === 'GET') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(': open\n\n');
+      standalone.add(res);
+      res.on('close', () => standalone.delete(res));
       return;
     }
     if (req.method !== 'POST') { res.writeHead(405).end(); return; }
@@ -159,6 +172,7 @@ if (http) {
       const requestId = m.params?.requestId;
       if (sse && m.id !== undefined && m.method) {
         res.writeHead(200, { ...headers, 'content-type': 'text/event-stream' });
+        res.flushHeaders();
         stream = res;
         const reply = answer(m);
         stream = null;

@@ -937,6 +937,32 @@ async fn a_call_to_an_http_upstream_is_posted_by_the_gateway_and_outlives_the_se
     }
 }
 
+/// An answer the server sends on its standalone stream, while the call's own response stream
+/// stays open and quiet, still answers the call the gateway posted.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_answer_on_the_servers_standalone_stream_answers_the_posted_call() {
+    let (_server, url) = common::node_peer_at_url("raw-server.mjs", &["--sse"], &[]).await;
+    let mut raw = raw_http(&url);
+    raw.tool_policy = BTreeMap::from([("elsewhere".to_owned(), ToolRule::Allow)]);
+    let rig = rig("elsewhere", vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let answer = tokio::time::timeout(
+        WAIT,
+        agent.post(
+            2,
+            "tools/call",
+            json!({"name": "elsewhere", "arguments": {}}),
+        ),
+    )
+    .await
+    .expect("answered in time");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "answered elsewhere",
+        "{answer}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A raw agent on the `raw` server gets its vendor fields in every kind of answer.
 async fn answers_keep_what_rmcp_cannot_model(rig: &Rig) {
     let (mut agent, init) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;

@@ -623,7 +623,20 @@ impl Upstream {
         let mut retry = None;
         let mut resumed = 0;
         loop {
-            while let Some(Ok(mut event)) = events.next().await {
+            loop {
+                // The answer may also come on one of rmcp's streams, where it is claimed.
+                let next = tokio::select! {
+                    biased;
+                    event = events.next() => event,
+                    answer = &mut waiting.answer => return match answer {
+                        Ok(answer) => Got::Answer(answer),
+                        Err(_) => Got::Failed(rmcp::ServiceError::TransportClosed),
+                    },
+                    _ = self.closed.cancelled() => {
+                        return Got::Failed(rmcp::ServiceError::TransportClosed);
+                    }
+                };
+                let Some(Ok(mut event)) = next else { break };
                 // The ids are this stream's: rmcp's stream has its own to resume from.
                 if let Some(id) = event.id.take() {
                     last_event_id = Some(id);
