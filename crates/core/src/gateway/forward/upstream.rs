@@ -5,6 +5,8 @@
 use super::*;
 use crate::mcp::direct::{Answer, Upstreamed, Waiting};
 
+mod posted;
+
 /// A pooled upstream of a 2026-07-28 agent unused this long is closed.
 const IDLE: Duration = Duration::from_secs(10 * 60);
 /// Upstream sessions (for stdio servers, child processes) open at once per server, across
@@ -91,44 +93,6 @@ enum Way {
     Rmcp,
     Stdin,
     Post,
-}
-
-/// What a request we posted came to.
-enum Got {
-    Answer(Answer),
-    Failed(rmcp::ServiceError),
-    /// The server no longer knows rmcp's session: nothing was done.
-    SessionEnded,
-}
-
-/// Times a response stream of ours is picked up again after it broke off before its answer.
-const MAX_RESUMES: u32 = 3;
-/// The longest wait a server may ask for before a stream is picked up again.
-const MAX_RETRY_WAIT_MS: u64 = 5_000;
-
-/// A failed POST of ours, as rmcp's session reports its own.
-fn transport_error(
-    e: rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>,
-) -> rmcp::ServiceError {
-    rmcp::ServiceError::TransportSend(rmcp::transport::DynamicTransportError::new::<
-        rmcp::transport::StreamableHttpClientTransport<crate::mcp::raw::TapHttpClient>,
-        RoleClient,
-    >(e))
-}
-
-/// A progress notification, read; only such a message is read at all.
-fn progress_of(data: &str) -> Option<ServerNotification> {
-    if !data.contains("notifications/progress") {
-        return None;
-    }
-    match serde_json::from_str(data).ok()? {
-        rmcp::model::ServerJsonRpcMessage::Notification(n)
-            if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
-        {
-            Some(n.notification)
-        }
-        _ => None,
-    }
 }
 
 /// One upstream session, owned by one agent session (or one pooled session-less agent).
@@ -520,151 +484,6 @@ impl Upstream {
             }
         });
         Ok((id, token, awaited))
-    }
-
-    /// The request posted in rmcp's HTTP session by us (`mcp::direct::HttpWay`); its answer
-    /// is read off the response as sent. Should the server have ended the session, it goes
-    /// rmcp's way instead, which opens a new one.
-    async fn send_posted(
-        &self,
-        request: ClientRequest,
-        timeout: Duration,
-        call: Option<u64>,
-        progress_to: Option<(ProgressTo, ProgressToken)>,
-    ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
-        let is_call = matches!(request, ClientRequest::CallToolRequest(_));
-        let (mut waiting, token, body) = self.as_ours(request)?;
-        let id = waiting.id.clone();
-        let body = bytes::Bytes::from(body);
-        let peer = self.peer().clone();
-        let awaited = Box::pin(async move {
-            let posted = tokio::time::timeout(timeout, self.post(body.clone(), &mut waiting));
-            match posted.await {
-                Ok(Got::Answer(answer)) => self.read_ours(answer, is_call),
-                Ok(Got::Failed(e)) => Err(e),
-                Ok(Got::SessionEnded) => {
-                    drop(waiting);
-                    let request = match serde_json::from_slice(&body) {
-                        Ok(rmcp::model::ClientJsonRpcMessage::Request(request)) => request.request,
-                        _ => return Err(rmcp::ServiceError::UnexpectedResponse),
-                    };
-                    let (id, token, theirs) = self.send_through_rmcp(request, timeout).await?;
-                    if let Some(call) = call {
-                        self.relay.call_sent(call, &id);
-                    }
-                    self.relay.route_progress(&token, progress_to);
-                    let answer = theirs.await;
-                    self.relay.forget_progress(&token);
-                    answer
-                }
-                Err(_) => {
-                    tell_cancelled(&peer, &waiting.id, "request timeout", timeout);
-                    Err(rmcp::ServiceError::Timeout { timeout })
-                }
-            }
-        });
-        Ok((id, token, awaited))
-    }
-
-    async fn post(&self, body: bytes::Bytes, waiting: &mut Waiting<'_>) -> Got {
-        use crate::mcp::direct::Claim;
-        use crate::mcp::http_post::Posted;
-        use rmcp::model::ServerJsonRpcMessage;
-        use rmcp::transport::streamable_http_client::{
-            StreamableHttpError, StreamableHttpPostResponse,
-        };
-        let raw = &self.raw;
-        let posted = match raw.direct.http.post(raw, body).await {
-            Ok(posted) => posted,
-            Err(StreamableHttpError::SessionExpired) => {
-                raw.direct.http.close();
-                return Got::SessionEnded;
-            }
-            Err(e) => return Got::Failed(transport_error(e)),
-        };
-        match posted {
-            Posted::Json(body, _) => match raw.direct.claim(&body) {
-                Claim::Ours(_, answer) => Got::Answer(answer),
-                Claim::Not => Got::Failed(rmcp::ServiceError::UnexpectedResponse),
-            },
-            Posted::Answered(StreamableHttpPostResponse::Json(
-                ServerJsonRpcMessage::Error(error),
-                _,
-            )) => Got::Failed(rmcp::ServiceError::McpError(error.error)),
-            Posted::Answered(_) => Got::Failed(rmcp::ServiceError::UnexpectedResponse),
-            // Taken without an answer: it comes on rmcp's stream, where it is claimed.
-            Posted::Accepted => self.answered_elsewhere(waiting).await,
-            Posted::Sse(events, _) => self.read_events(events, waiting).await,
-        }
-    }
-
-    async fn answered_elsewhere(&self, waiting: &mut Waiting<'_>) -> Got {
-        tokio::select! {
-            answer = &mut waiting.answer => match answer {
-                Ok(answer) => Got::Answer(answer),
-                Err(_) => Got::Failed(rmcp::ServiceError::TransportClosed),
-            },
-            _ = self.closed.cancelled() => Got::Failed(rmcp::ServiceError::TransportClosed),
-        }
-    }
-
-    /// The response stream of a request of ours, to its answer. Progress goes to the agent
-    /// from here, before the answer; the server's requests and other notifications go to
-    /// rmcp's session, tied to this request.
-    async fn read_events(
-        &self,
-        mut events: crate::mcp::http_post::SseEvents,
-        waiting: &mut Waiting<'_>,
-    ) -> Got {
-        use crate::mcp::direct::Claim;
-        use futures::StreamExt;
-        let raw = &self.raw;
-        let mut last_event_id = None;
-        let mut retry = None;
-        let mut resumed = 0;
-        loop {
-            loop {
-                // The answer may also come on one of rmcp's streams, where it is claimed.
-                let next = tokio::select! {
-                    biased;
-                    event = events.next() => event,
-                    answer = &mut waiting.answer => return match answer {
-                        Ok(answer) => Got::Answer(answer),
-                        Err(_) => Got::Failed(rmcp::ServiceError::TransportClosed),
-                    },
-                    _ = self.closed.cancelled() => {
-                        return Got::Failed(rmcp::ServiceError::TransportClosed);
-                    }
-                };
-                let Some(Ok(mut event)) = next else { break };
-                // The ids are this stream's: rmcp's stream has its own to resume from.
-                if let Some(id) = event.id.take() {
-                    last_event_id = Some(id);
-                }
-                retry = event.retry.take().or(retry);
-                let Some(data) = &event.data else { continue };
-                if let Claim::Ours(_, answer) = raw.direct.claim(data.as_bytes()) {
-                    return Got::Answer(answer);
-                }
-                if let Some(progress) = progress_of(data) {
-                    self.relay.notify(&progress);
-                    continue;
-                }
-                raw.note_origin(data.as_bytes(), &waiting.id);
-                raw.direct.http.hand_to_rmcp(event).await;
-            }
-            // Broken off before the answer: picked up where it was, as rmcp would, a few times.
-            let Some(from) = last_event_id.clone().filter(|_| resumed < MAX_RESUMES) else {
-                return Got::Failed(rmcp::ServiceError::TransportClosed);
-            };
-            resumed += 1;
-            let wait = retry.unwrap_or(0).min(MAX_RETRY_WAIT_MS);
-            tokio::time::sleep(Duration::from_millis(wait)).await;
-            match raw.direct.http.resume(from).await {
-                Ok(more) => events = more,
-                Err(e) => return Got::Failed(transport_error(e)),
-            }
-        }
     }
 
     /// After an answer: the request's progress route goes, unless the request created a task,
