@@ -1071,6 +1071,34 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
         );
         assert_ne!(got["_meta"]["progressToken"], "mine", "{got}");
     }
+    // rmcp's way (the lane leaves a request with the 2026 revision's headers to rmcp, which
+    // ignores them on a 2025-11-25 session): the same.
+    let response = agent
+        .http
+        .post(&agent.url)
+        .header("authorization", format!("Bearer {}", agent.token))
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", agent.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-method", "tools/call")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
+                "params": {"name": "params", "arguments": {"c": 3}, "x-vendor": vendor}})
+            .to_string(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let body = response.text().await.unwrap();
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .find(|d| !d.trim().is_empty())
+        .unwrap_or(&body);
+    let got = received(&serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}")));
+    assert_eq!(got["x-vendor"], vendor, "{got}");
+    assert_eq!(got["arguments"], json!({"c": 3}));
     // A call with nothing beyond the model goes as before.
     let answer = agent
         .post(5, "tools/call", json!({"name": "params", "arguments": {}}))

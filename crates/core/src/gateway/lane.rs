@@ -41,8 +41,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::Endpoint;
 use super::forward::{CallAnswer, Forwarder, ProgressTo};
+use super::{Endpoint, sent};
 
 mod read;
 mod sessions;
@@ -63,7 +63,7 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 pub(crate) async fn serve(
     lanes: &Lanes,
     server: &str,
-    mut request: Request,
+    request: Request,
     endpoint: Endpoint,
 ) -> Response {
     if request.method() != Method::POST {
@@ -73,6 +73,10 @@ pub(crate) async fn serve(
         return endpoint.handle(request).await.into_response();
     }
     let Some(session_id) = header_str(request.headers(), SESSION_HEADER).map(str::to_owned) else {
+        let mut request = match sent::read(request).await {
+            Ok(request) => request,
+            Err(refused) => return refused,
+        };
         // Perhaps an `initialize`: its Forwarder leaves its handle, and the answer names the
         // session it made.
         let opening = Opening::default();
@@ -88,12 +92,12 @@ pub(crate) async fn serve(
         return response;
     };
     let Some((session, forwarder)) = lanes.find(server, &session_id) else {
-        return endpoint.handle(request).await.into_response();
+        return to_rmcp(request, endpoint).await;
     };
     let Some(samples) = plain_headers(request.headers(), &session.peer) else {
-        return endpoint.handle(request).await.into_response();
+        return to_rmcp(request, endpoint).await;
     };
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(bytes) => bytes,
         Err(_) => {
@@ -101,7 +105,15 @@ pub(crate) async fn serve(
         }
     };
     match read(&bytes) {
-        Some(Message::Run { id, raw_id, work }) => {
+        Some(Message::Run {
+            id,
+            raw_id,
+            work,
+            unmodeled,
+        }) => {
+            if let Some(unmodeled) = unmodeled {
+                parts.extensions.insert(unmodeled);
+            }
             // A call that asks for progress is answered in JSON if its answer comes first, as
             // rmcp's own server answers; a sampling request during the call goes on the call's
             // stream, which such an agent gets at once.
@@ -137,9 +149,19 @@ pub(crate) async fn serve(
     }
 }
 
-async fn pass_on(parts: http::request::Parts, bytes: Bytes, endpoint: Endpoint) -> Response {
+/// rmcp's way for a POST read here: what it carries beyond rmcp's model is noted first.
+async fn pass_on(mut parts: http::request::Parts, bytes: Bytes, endpoint: Endpoint) -> Response {
+    sent::mark(&mut parts, &bytes);
     let request = Request::from_parts(parts, Body::from(bytes));
     endpoint.handle(request).await.into_response()
+}
+
+/// rmcp's way for a POST not read yet.
+async fn to_rmcp(request: Request, endpoint: Endpoint) -> Response {
+    match sent::read(request).await {
+        Ok(request) => endpoint.handle(request).await.into_response(),
+        Err(refused) => refused,
+    }
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,

@@ -498,7 +498,6 @@ impl Gateway {
                 let shared = self.shared.clone();
                 move |request: Request| async move { no_such_server(&shared, &request) }
             })
-            .layer(axum::middleware::from_fn(sent::read))
             .layer(axum::middleware::from_fn(faithful::swap))
             .layer(axum::middleware::from_fn(gone::watch))
             // Outermost: nothing runs for a request that fails the guard.

@@ -2,10 +2,11 @@
 //! does not know (a vendor's, a newer revision's), but the upstream must get them as the agent
 //! sent them.
 //!
-//! [`read`], a layer on the agent's HTTP requests, reads a POSTed `tools/call`'s params far
-//! enough to find keys rmcp does not model, parses only those, and keeps them in the request's
-//! extensions under the request's id; the forwarder adds them to the call it sends upstream
-//! ([`upstream_call`]). Everything else is the gate's and the gateway's: the tool's name and
+//! The lane, which reads an agent's call anyway, finds the keys rmcp does not model in the
+//! params it has read ([`beyond_the_model`]); for a POST that goes rmcp's way, [`read`] (or
+//! [`mark`], when the body is already in hand) reads that far itself. Only those keys' values
+//! are parsed, and kept in the request's extensions under the request's id; the forwarder adds
+//! them to the call it sends upstream ([`upstream_call`]). Everything else is the gate's and the gateway's: the tool's name and
 //! arguments as the gate judged them, `_meta` (the progress token and lifecycle keys are the
 //! gateway's own upstream), the multi round-trip fields the gateway fills in, and `task`.
 
@@ -15,7 +16,6 @@ use std::collections::HashMap;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use rmcp::model::{CallToolRequest, ClientRequest, CustomRequest, RequestId};
 use rmcp::service::{RequestContext, RoleServer};
@@ -54,23 +54,32 @@ impl Unmodeled {
             .filter(|u| u.id == ctx.id)
             .map(|u| &u.fields)
     }
+
+    #[cfg(test)]
+    pub(crate) fn fields(&self) -> &Map<String, Value> {
+        &self.fields
+    }
 }
 
-/// The layer: a POSTed `tools/call` with fields rmcp does not model carries them on.
-pub(crate) async fn read(request: Request, next: Next) -> Response {
+/// A POST for rmcp's way, its body read: a `tools/call` with fields rmcp does not model
+/// carries them on. A body over the cap is refused here.
+pub(crate) async fn read(request: Request) -> Result<Request, Response> {
     if request.method() != Method::POST {
-        return next.run(request).await;
+        return Ok(request);
     }
     let (mut parts, body) = request.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(bytes) => bytes,
-        Err(_) => return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response(),
-    };
-    if let Some(unmodeled) = unmodeled(&bytes) {
+    let bytes = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .map_err(|_| (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response())?;
+    mark(&mut parts, &bytes);
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The same, for a request whose body is in hand.
+pub(crate) fn mark(parts: &mut http::request::Parts, bytes: &[u8]) {
+    if let Some(unmodeled) = unmodeled(bytes) {
         parts.extensions.insert(unmodeled);
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
 }
 
 #[derive(Deserialize)]
@@ -83,6 +92,9 @@ struct Envelope<'a> {
     params: Option<&'a RawValue>,
 }
 
+/// A call's params, member by member, unread.
+pub(crate) type Members<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
+
 /// A `tools/call`'s fields beyond rmcp's model; `None` for anything else (a batch, another
 /// method, a call with none).
 fn unmodeled(bytes: &[u8]) -> Option<Unmodeled> {
@@ -92,13 +104,16 @@ fn unmodeled(bytes: &[u8]) -> Option<Unmodeled> {
         return None;
     }
     let id: RequestId = serde_json::from_str(envelope.id?.get()).ok()?;
-    let params: HashMap<Cow<str>, &RawValue> = serde_json::from_str(envelope.params?.get()).ok()?;
-    let fields: Map<String, Value> = params
-        .into_iter()
+    let members: Members = serde_json::from_str(envelope.params?.get()).ok()?;
+    beyond_the_model(id, &members)
+}
+
+/// The fields of call `id`'s params (`members`) that rmcp does not model, if any.
+pub(crate) fn beyond_the_model(id: RequestId, members: &Members) -> Option<Unmodeled> {
+    let fields: Map<String, Value> = members
+        .iter()
         .filter(|(key, _)| !OWNED.contains(&key.as_ref()))
-        .filter_map(|(key, value)| {
-            Some((key.into_owned(), serde_json::from_str(value.get()).ok()?))
-        })
+        .filter_map(|(key, value)| Some((key.to_string(), serde_json::from_str(value.get()).ok()?)))
         .collect();
     (!fields.is_empty()).then_some(Unmodeled { id, fields })
 }

@@ -11,6 +11,7 @@ use serde_json::value::RawValue;
 use super::Work;
 use super::stream::{ASKED_PREFIX, AgentAnswer};
 use crate::gateway::forward::task;
+use crate::gateway::sent::{Members, Unmodeled, beyond_the_model};
 
 /// What the lane reads of a JSON-RPC message: no more than it needs, borrowed.
 #[derive(Deserialize)]
@@ -24,15 +25,6 @@ struct Envelope<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow)]
     error: Option<&'a RawValue>,
-}
-
-/// The parts of `tools/call` params that send a call rmcp's way, or make it a task.
-#[derive(Deserialize)]
-struct CallShape<'a> {
-    #[serde(rename = "_meta", borrow)]
-    meta: Option<&'a RawValue>,
-    #[serde(borrow)]
-    task: Option<&'a RawValue>,
 }
 
 /// The keys of a call's `_meta`.
@@ -61,11 +53,13 @@ struct CancelShape {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(super) enum Message {
-    /// A request the lane runs: `id` as read, and as the agent wrote it for the answer.
+    /// A request the lane runs: `id` as read, and as the agent wrote it for the answer; for a
+    /// call, the fields it carries beyond rmcp's model.
     Run {
         id: RequestId,
         raw_id: Box<RawValue>,
         work: Work,
+        unmodeled: Option<Unmodeled>,
     },
     /// The agent cancels this request (the lane's, if it is in flight there).
     Cancelled(RequestId),
@@ -83,8 +77,10 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
         "tools/call" => {
             let raw_id = envelope.id?;
             let params = envelope.params?;
-            let shape: CallShape = serde_json::from_str(params.get()).ok()?;
-            let meta = match shape.meta {
+            // Member by member, once: what keeps a call off the lane, makes it a task or goes
+            // upstream beside rmcp's model is read from here.
+            let members: Members = serde_json::from_str(params.get()).ok()?;
+            let meta = match members.get("_meta") {
                 Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
                 None => MetaShape::new(),
             };
@@ -93,11 +89,12 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
             }
             let progress = asks_progress(&meta);
             let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
-            let task = shape
-                .task
+            let task = members
+                .get("task")
                 .map(|t| serde_json::from_str::<Value>(t.get()))
                 .transpose()
                 .ok()?;
+            let unmodeled = beyond_the_model(id.clone(), &members);
             let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
             let work = match task {
                 Some(task) => Work::TaskCall(params, task),
@@ -108,6 +105,7 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
                 id,
                 raw_id: raw_id.to_owned(),
                 work,
+                unmodeled,
             })
         }
         method if envelope.id.is_some() && task::METHODS.contains(&method) => {
@@ -123,6 +121,7 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
                 id,
                 raw_id: raw_id.to_owned(),
                 work: Work::Task(method, params),
+                unmodeled: None,
             })
         }
         "notifications/cancelled" if envelope.id.is_none() => {
@@ -154,6 +153,7 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
                     request: request.request,
                     streamed,
                 },
+                unmodeled: None,
             })
         }
         _ => None,
@@ -258,6 +258,7 @@ mod tests {
             id,
             raw_id,
             work: Work::Call(params),
+            unmodeled: None,
         }) = call
         else {
             panic!("{call:?}")
@@ -266,6 +267,20 @@ mod tests {
         assert_eq!(raw_id.get(), "\"a-1\"");
         assert_eq!(params.name, "echo");
         assert!(params.meta.is_some(), "the call's _meta goes with it");
+        // What it carries beyond rmcp's model is read in the same pass, for the upstream.
+        let more = read_json(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {}, "x-vendor": [1, 2.50]}}));
+        let Some(Message::Run {
+            unmodeled: Some(unmodeled),
+            ..
+        }) = more
+        else {
+            panic!("{more:?}")
+        };
+        assert_eq!(
+            serde_json::Value::Object(unmodeled.fields().clone()),
+            json!({"x-vendor": [1, 2.5]})
+        );
 
         for not_ours in [
             // 2026 metadata and other methods are rmcp's.
