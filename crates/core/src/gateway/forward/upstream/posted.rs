@@ -164,7 +164,11 @@ impl Upstream {
                     last_event_id = Some(id);
                 }
                 retry = event.retry.take().or(retry);
-                let Some(data) = &event.data else { continue };
+                // A priming event (SEP-1699: an id and no message, which rmcp's servers start
+                // every stream with) has nothing for anyone; rmcp skips it too.
+                let Some(data) = event.data.as_deref().filter(|d| !d.trim().is_empty()) else {
+                    continue;
+                };
                 if let Claim::Ours(_, answer) = raw.direct.claim(data.as_bytes()) {
                     return Got::Answer(answer);
                 }
