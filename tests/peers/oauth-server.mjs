@@ -10,15 +10,19 @@
 //   OAUTH_EXPIRES_IN=2               access tokens live 2 s (default 3600)
 //   OAUTH_SERVER_LOG=/path           one JSON line per event: registration, authorization,
 //                                    token grant, and each MCP request with the token it carried
+//   OAUTH_SESSIONS=1                 keep sessions (`Mcp-Session-Id`) and serve a quiet standalone
+//                                    stream (GET) to a client holding a good token (else GET is 405)
 //
 // Tools: `whoami` (scope notes:read) answers with the token's scopes; `write_note` needs
-// notes:write too. `POST /revoke-all` revokes every token (a test's lever).
+// notes:write too. `POST /revoke-all` revokes every token, `POST /revoke-access` every access
+// token (the tests' levers).
 
 import { createServer } from 'node:http';
 import { appendFileSync } from 'node:fs';
 import { createHash, randomBytes } from 'node:crypto';
 
 const expiresIn = Number(process.env.OAUTH_EXPIRES_IN || 3600);
+const keepsSessions = process.env.OAUTH_SESSIONS === '1';
 const log = (m) => {
   if (process.env.OAUTH_SERVER_LOG) appendFileSync(process.env.OAUTH_SERVER_LOG, JSON.stringify(m) + '\n');
 };
@@ -53,7 +57,7 @@ async function mcp(req, res) {
   const text = await body(req);
   let m;
   try { m = JSON.parse(text); } catch { return json(res, 400, { error: 'parse' }); }
-  log({ event: 'mcp', method: m.method, token: token || null });
+  log({ event: 'mcp', method: m.method, id: m.id ?? null, token: token || null });
   if (!granted || granted.expiresAt < Date.now()) {
     return json(res, 401, { error: 'invalid_token' }, { 'www-authenticate': challenge(', error="invalid_token"') });
   }
@@ -61,11 +65,15 @@ async function mcp(req, res) {
   const reply = (result) => json(res, 200, { jsonrpc: '2.0', id: m.id, result });
   switch (m.method) {
     case 'initialize':
-      return reply({
-        protocolVersion: '2025-11-25',
-        capabilities: { tools: {} },
-        serverInfo: { name: 'oauth-notes', version: '1.0.0' },
-      });
+      return json(res, 200, {
+        jsonrpc: '2.0',
+        id: m.id,
+        result: {
+          protocolVersion: '2025-11-25',
+          capabilities: { tools: {} },
+          serverInfo: { name: 'oauth-notes', version: '1.0.0' },
+        },
+      }, keepsSessions ? { 'mcp-session-id': `notes-session-${next++}` } : {});
     case 'ping':
       return reply({});
     case 'tools/list':
@@ -94,7 +102,26 @@ const server = createServer(async (req, res) => {
     res.writeHead(204);
     return res.end();
   }
-  if (req.method === 'GET' && url.pathname === '/mcp') { res.writeHead(405); return res.end(); }
+  // Only the access tokens stop working (a provider that revokes them early); refreshing works.
+  if (req.method === 'POST' && url.pathname === '/revoke-access') {
+    tokens.clear();
+    log({ event: 'revoked-access' });
+    res.writeHead(204);
+    return res.end();
+  }
+  if (req.method === 'GET' && url.pathname === '/mcp') {
+    if (!keepsSessions) { res.writeHead(405); return res.end(); }
+    const auth = req.headers.authorization || '';
+    const granted = tokens.get(auth.startsWith('Bearer ') ? auth.slice(7) : '');
+    if (!granted || granted.expiresAt < Date.now()) {
+      return json(res, 401, { error: 'invalid_token' }, { 'www-authenticate': challenge(', error="invalid_token"') });
+    }
+    log({ event: 'stream' });
+    // Quiet: held open until the client goes.
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    res.flushHeaders();
+    return;
+  }
   if (req.method === 'DELETE' && url.pathname === '/mcp') { res.writeHead(200); return res.end(); }
   if (req.method === 'GET' && url.pathname === '/.well-known/oauth-protected-resource/mcp') {
     return json(res, 200, {

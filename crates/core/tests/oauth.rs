@@ -41,10 +41,20 @@ struct NotesServer {
 
 impl NotesServer {
     async fn start(test: &str, expires_in: u64) -> NotesServer {
+        Self::launch(test, expires_in, false).await
+    }
+
+    /// The same server keeping sessions, with a standalone stream (GET) for a good token.
+    async fn start_keeping_sessions(test: &str, expires_in: u64) -> NotesServer {
+        Self::launch(test, expires_in, true).await
+    }
+
+    async fn launch(test: &str, expires_in: u64, sessions: bool) -> NotesServer {
         let log = scratch(test).join("oauth-server.jsonl");
         let mut child = tokio::process::Command::new(common::node())
             .arg(common::peer_path("oauth-server.mjs"))
             .env("OAUTH_EXPIRES_IN", expires_in.to_string())
+            .env("OAUTH_SESSIONS", if sessions { "1" } else { "0" })
             .env("OAUTH_SERVER_LOG", &log)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -461,6 +471,175 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
         settled(&sessions).await,
         SessionState::SignInRequired { .. }
     ));
+    let _ = client.cancel().await;
+    sessions.shutdown().await;
+}
+
+/// A signed-in server's calls are posted by the gateway itself, each with the sign-in's token
+/// as it is then: refreshed once it is about to expire; when the server refuses it anyway
+/// (revoked early), the call goes rmcp's way, whose sign-in client refreshes it, and the next
+/// is posted by the gateway again; after the person signs out, no call carries the old token.
+/// The agent never sees a token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_token_as_it_is_then()
+{
+    let lifetime = Duration::from_secs(4);
+    let server = NotesServer::start_keeping_sessions("gateway-direct", lifetime.as_secs()).await;
+    let dir = scratch("gateway-direct-rig");
+    let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+    let _person = person(&broker, true);
+    let sessions = sessions(&broker);
+    let mut config = server.config();
+    config.tool_policy.insert("whoami".into(), ToolRule::Allow);
+    sessions.start(vec![config.clone()]).await;
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    sessions.sign_in("notes").await.unwrap();
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![config],
+        broker.clone(),
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    gateway.set_auth(sessions.auth().clone());
+    let told = sessions.clone();
+    gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
+        told.needs_sign_in(server, header)
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr: SocketAddr = gateway.serve(listener);
+    let streams_before = server
+        .events()
+        .iter()
+        .filter(|e| e["event"] == "stream")
+        .count();
+    let mut transport =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/notes"));
+    transport.auth_header = Some(gateway.token().to_owned());
+    let mut info = ClientConfig::default();
+    info.protocol_version = ProtocolVersion::V_2025_11_25;
+    let client = serve_client_with_lifecycle(
+        info,
+        StreamableHttpClientTransport::from_config(transport),
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+    .expect("agent connects");
+    // The gateway's upstream session has its standalone stream (where the direct way hands
+    // rmcp what is not the call's).
+    tokio::time::timeout(WAIT, async {
+        while server
+            .events()
+            .iter()
+            .filter(|e| e["event"] == "stream")
+            .count()
+            <= streams_before
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the upstream session opens its stream");
+    let call = || async {
+        let result = tokio::time::timeout(
+            WAIT,
+            client
+                .peer()
+                .call_tool(CallToolRequestParams::new("whoami")),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        serde_json::to_string(&result).unwrap()
+    };
+    // The server's tools/call requests: (posted by the gateway itself, token).
+    let calls = || -> Vec<(bool, String)> {
+        server
+            .events()
+            .iter()
+            .filter(|e| e["event"] == "mcp" && e["method"] == "tools/call")
+            .map(|e| {
+                let ours = e["id"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("countersign:"));
+                (ours, e["token"].as_str().unwrap_or_default().to_owned())
+            })
+            .collect()
+    };
+
+    assert!(call().await.contains("scopes: notes:read"));
+    let first = calls();
+    let (ours, first_token) = first.last().cloned().unwrap();
+    assert!(ours, "the gateway posted the call itself: {first:?}");
+
+    // Expired: our post takes the sign-in's refreshed token.
+    tokio::time::sleep(lifetime + Duration::from_millis(500)).await;
+    let refreshes = server.grants("refresh_token");
+    let answer = call().await;
+    assert!(answer.contains("scopes: notes:read"), "{answer}");
+    let (ours, second_token) = calls().last().cloned().unwrap();
+    assert!(ours, "posted by the gateway");
+    assert_ne!(second_token, first_token, "with a refreshed token");
+    assert!(server.grants("refresh_token") > refreshes, "refreshed");
+
+    // Refused early (the provider revoked the access tokens): rmcp's way refreshes.
+    reqwest::Client::new()
+        .post(format!("{}/revoke-access", server.base))
+        .send()
+        .await
+        .unwrap();
+    let before = calls().len();
+    let answer = call().await;
+    assert!(answer.contains("scopes: notes:read"), "{answer}");
+    let after = calls()[before..].to_vec();
+    assert!(
+        after
+            .first()
+            .is_some_and(|(ours, token)| *ours && *token == second_token),
+        "the gateway posted it first: {after:?}"
+    );
+    let (_, third_token) = after.last().cloned().unwrap();
+    assert!(
+        after.last().is_some_and(|(ours, _)| !ours) && third_token != second_token,
+        "refused, it went rmcp's way with a new token: {after:?}"
+    );
+    assert!(call().await.contains("scopes: notes:read"));
+    let (ours, token) = calls().last().cloned().unwrap();
+    assert!(ours, "posted by the gateway again");
+    assert_eq!(token, third_token, "with the token rmcp's way got");
+    for token in server.issued_tokens() {
+        assert!(!answer.contains(&token), "the agent saw {token}");
+    }
+
+    // The person signs out: the next call carries no token of the sign-in's, and the agent is
+    // told in words while the desktop asks the person to sign in again.
+    sessions.sign_out("notes").await.unwrap();
+    let before = calls().len();
+    let refused = tokio::time::timeout(
+        WAIT,
+        client
+            .peer()
+            .call_tool(CallToolRequestParams::new("whoami")),
+    )
+    .await
+    .unwrap()
+    .expect_err("signed out");
+    assert!(
+        refused
+            .to_string()
+            .contains("asks them on the desktop to sign in again"),
+        "{refused}"
+    );
+    let issued = server.issued_tokens();
+    let after = calls()[before..].to_vec();
+    assert!(
+        after.iter().all(|(_, token)| !issued.contains(token)),
+        "a call after the sign-out carried its token: {after:?}"
+    );
     let _ = client.cancel().await;
     sessions.shutdown().await;
 }

@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::lock;
 
 mod http;
-pub(crate) use http::{HttpWay, PostedWith};
+pub(crate) use http::{HttpWay, PostedWith, SignIn};
 
 /// How our request ids begin.
 pub(crate) const PREFIX: &str = "countersign:";

@@ -96,7 +96,10 @@ impl Auth {
     ) -> Result<AuthClient<TapHttpClient>, String> {
         let server = self.server(name, url).await?;
         let mut client = server.client.clone();
-        client.http_client = TapHttpClient::new(http.clone(), raw);
+        // The gateway posts calls itself with this sign-in's token as it is at each post.
+        client.http_client = TapHttpClient::new(http.clone(), raw)
+            .with_direct_way()
+            .signed_in_by(client.auth_manager.clone());
         Ok(client)
     }
 

@@ -512,10 +512,16 @@ impl TapHttpClient {
         }
     }
 
-    /// Lets the gateway post its requests in this session itself (`direct::HttpWay`): for a
-    /// session whose credentials are fixed (not refreshed by a sign-in's client).
+    /// Lets the gateway post its requests in this session itself (`direct::HttpWay`), with
+    /// the credentials rmcp's session last posted with.
     pub fn with_direct_way(self) -> Self {
         self.raw.direct.http.enable();
+        self
+    }
+
+    /// The session is signed in with `sign_in`, whose token the gateway's own posts carry.
+    pub(crate) fn signed_in_by(self, sign_in: super::direct::SignIn) -> Self {
+        self.raw.direct.http.sign_in_from(sign_in);
         self
     }
 

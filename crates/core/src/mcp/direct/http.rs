@@ -27,6 +27,8 @@ use crate::mcp::http_post::{Post, Posted, SseEvents};
 use crate::mcp::raw::RawRequests;
 
 type Headers = std::collections::HashMap<http::HeaderName, http::HeaderValue>;
+/// A server's sign-in, shared with rmcp's auth client (and swapped inside on sign-out).
+pub(crate) type SignIn = Arc<tokio::sync::Mutex<rmcp::transport::auth::AuthorizationManager>>;
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
 /// Events kept for rmcp's stream while it has none open (between its reconnections), at most.
@@ -36,9 +38,12 @@ const PASSING: usize = 16;
 
 #[derive(Default)]
 pub(crate) struct HttpWay {
-    /// Only for sessions whose credentials do not change under us (not OAuth's, which
-    /// rmcp's auth client refreshes as it posts).
+    /// Set for the gateway's upstream sessions (`TapHttpClient::with_direct_way`). A server
+    /// that refuses a signed-in session's token (revoked, short of a scope) sends the call
+    /// rmcp's way, whose auth client refreshes it or asks the person.
     enabled: AtomicBool,
+    /// A signed-in session's sign-in: its token is taken from there at each post.
+    signed_in: Mutex<Option<SignIn>>,
     posted: Mutex<Option<Arc<PostedWith>>>,
     /// Into the standalone stream rmcp reads, while it reads one.
     events: Mutex<Events>,
@@ -75,6 +80,26 @@ impl PostedWith {
 impl HttpWay {
     pub(crate) fn enable(&self) {
         self.enabled.store(true, Ordering::Relaxed);
+    }
+
+    /// The session is signed in with `sign_in`: each post carries its token as it is then
+    /// (refreshed when about to expire; none once the person signed out, and then the request
+    /// goes rmcp's way, which asks for a new sign-in), never a copy of an older one.
+    pub(crate) fn sign_in_from(&self, sign_in: SignIn) {
+        *lock(&self.signed_in) = Some(sign_in);
+    }
+
+    /// The token a post of ours carries.
+    async fn token(&self, with: &PostedWith) -> HttpResult<Option<String>> {
+        let Some(sign_in) = lock(&self.signed_in).clone() else {
+            return Ok(with.auth.clone());
+        };
+        let token = sign_in.lock().await.get_access_token().await;
+        token.map(Some).map_err(|e| {
+            StreamableHttpError::AuthRequired(
+                rmcp::transport::streamable_http_client::AuthRequiredError::new(e.to_string()),
+            )
+        })
     }
 
     pub(crate) fn is_enabled(&self) -> bool {
@@ -118,13 +143,14 @@ impl HttpWay {
         let Some(with) = lock(&self.posted).clone() else {
             return Err(StreamableHttpError::TransportChannelClosed);
         };
+        let auth_token = self.token(&with).await?;
         Post {
             http: &with.http,
             raw,
             uri: &with.uri,
             parsed: with.url.clone(),
             session_id: with.session_id.clone(),
-            auth_token: with.auth.clone(),
+            auth_token,
             custom_headers: with.headers.clone(),
             limits: with.limits,
         }
@@ -138,12 +164,13 @@ impl HttpWay {
         let Some(with) = lock(&self.posted).clone() else {
             return Err(StreamableHttpError::TransportChannelClosed);
         };
+        let auth_token = self.token(&with).await?;
         with.http
             .get_stream_with_max_sse_event_size(
                 with.uri.clone(),
                 with.session_id.clone(),
                 Some(last_event_id),
-                with.auth.clone(),
+                auth_token,
                 with.headers.clone(),
                 with.limits.max_sse_event_size,
             )

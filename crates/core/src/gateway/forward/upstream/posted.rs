@@ -1,7 +1,7 @@
 //! A request of the gateway's posted to a Streamable HTTP server in rmcp's session
 //! (`mcp::direct::HttpWay`), and its response read to the answer: progress to the agent,
 //! the server's other messages to rmcp's session, a broken-off stream picked up again, and a
-//! session the server ended sent rmcp's way.
+//! session the server ended or credentials it refused sent rmcp's way.
 
 use super::*;
 
@@ -9,8 +9,10 @@ use super::*;
 enum Got {
     Answer(Answer),
     Failed(rmcp::ServiceError),
-    /// The server no longer knows rmcp's session: nothing was done.
-    SessionEnded,
+    /// The server no longer knows rmcp's session, or refused the credentials rmcp last posted
+    /// with (expired, revoked, short of a scope): nothing was done, and rmcp's way (which
+    /// opens a new session, refreshes the token or asks the person) is the one to take.
+    RmcpsWay,
 }
 
 /// Times a response stream of ours is picked up again after it broke off before its answer.
@@ -64,7 +66,7 @@ impl Upstream {
             match posted.await {
                 Ok(Got::Answer(answer)) => self.read_ours(answer, is_call),
                 Ok(Got::Failed(e)) => Err(e),
-                Ok(Got::SessionEnded) => {
+                Ok(Got::RmcpsWay) => {
                     drop(waiting);
                     let request = match serde_json::from_slice(&body) {
                         Ok(rmcp::model::ClientJsonRpcMessage::Request(request)) => request.request,
@@ -100,7 +102,13 @@ impl Upstream {
             Ok(posted) => posted,
             Err(StreamableHttpError::SessionExpired) => {
                 raw.direct.http.close();
-                return Got::SessionEnded;
+                return Got::RmcpsWay;
+            }
+            // The way stays open: once rmcp's way has a new token, the sign-in holds it for ours.
+            Err(
+                StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_),
+            ) => {
+                return Got::RmcpsWay;
             }
             Err(e) => return Got::Failed(transport_error(e)),
         };
