@@ -1,7 +1,8 @@
 //! The direct way to a Streamable HTTP server (2025-11-25 and before): the gateway POSTs its
 //! requests itself, in the session rmcp's client opened (its session id, its protocol
-//! header, its headers and credentials, as rmcp last posted with them), and reads the answer
-//! off the response as sent. Through rmcp's session a forwarded call was handed to its worker
+//! header, its headers and credentials, as rmcp last posted with them; a signed-in session's
+//! token as its sign-in holds it at each post), and reads the answer off the response as
+//! sent. Through rmcp's session a forwarded call was handed to its worker
 //! task and back, its answer parsed whole into rmcp's types and serialized again.
 //!
 //! What else the server sends on such a response (its own requests, notifications other than
