@@ -51,10 +51,10 @@ fn files_containing(dir: &Path, needle: &[u8]) -> Vec<String> {
     found
 }
 
-#[tokio::test]
-async fn tokens_live_in_the_secret_service_and_nowhere_on_disk() {
-    let home = std::env::temp_dir().join(format!("cs-secret-service-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&home);
+/// A session bus of its own and GNOME Keyring on it, keyrings in `home`; the bus's address
+/// once the keyring answers as a Secret Service with a default collection, or why not (the
+/// daemon's own words).
+async fn keyring_up(home: &Path) -> Result<(Killed, Killed, String), String> {
     let runtime = home.join("run");
     std::fs::create_dir_all(&runtime).unwrap();
     std::fs::set_permissions(
@@ -73,19 +73,20 @@ async fn tokens_live_in_the_secret_service_and_nowhere_on_disk() {
     std::io::BufReader::new(bus.stdout.take().unwrap())
         .read_line(&mut address)
         .unwrap();
-    let _bus = Killed(bus);
+    let bus = Killed(bus);
     let address = address.trim().to_owned();
     assert!(!address.is_empty(), "the bus printed no address");
 
+    let said = home.join("keyring.log");
     let mut keyring = Command::new(program("gnome-keyring-daemon"))
         .args(["--foreground", "--unlock", "--components=secrets"])
         .env("DBUS_SESSION_BUS_ADDRESS", &address)
-        .env("HOME", &home)
+        .env("HOME", home)
         .env("XDG_DATA_HOME", home.join("data"))
         .env("XDG_RUNTIME_DIR", &runtime)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&said).unwrap())
         .spawn()
         .expect("start gnome-keyring-daemon");
     // The login keyring's password, then end of input.
@@ -95,18 +96,44 @@ async fn tokens_live_in_the_secret_service_and_nowhere_on_disk() {
         .unwrap()
         .write_all(b"test-password")
         .unwrap();
-    let _keyring = Killed(keyring);
+    let keyring = Killed(keyring);
 
     // This test's process talks to the test's bus (this file holds no other test).
     unsafe { std::env::set_var("DBUS_SESSION_BUS_ADDRESS", &address) };
-    // The keyring takes its time to start on a loaded machine (a full test run beside a
-    // build): waited for up to 30 s, not a fixed count of tries.
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut vault = Vault::detect().await;
-    while vault.kind() != VaultKind::SecretService && std::time::Instant::now() < deadline {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while std::time::Instant::now() < deadline {
+        if Vault::detect().await.kind() == VaultKind::SecretService {
+            return Ok((bus, keyring, address));
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
-        vault = Vault::detect().await;
     }
+    Err(std::fs::read_to_string(&said).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn tokens_live_in_the_secret_service_and_nowhere_on_disk() {
+    let home = std::env::temp_dir().join(format!("cs-secret-service-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&home);
+    // The keyring is the test's ground, not what it tests: one that does not come up (it
+    // failed so twice in full test runs, never alone) is started again, afresh, twice
+    // at most; what it said each time is in the failure.
+    let mut said = Vec::new();
+    let mut up = None;
+    for attempt in 0..3 {
+        let _ = std::fs::remove_dir_all(&home);
+        std::fs::create_dir_all(&home).unwrap();
+        match keyring_up(&home).await {
+            Ok(running) => {
+                up = Some(running);
+                break;
+            }
+            Err(why) => said.push(format!("attempt {attempt}: {why}")),
+        }
+    }
+    let Some((_bus, _keyring, _address)) = up else {
+        panic!("the keyring never answered: {said:?}");
+    };
+    let vault = Vault::detect().await;
     assert_eq!(
         vault.kind(),
         VaultKind::SecretService,
