@@ -778,6 +778,17 @@ impl RawAgent {
         (agent, init)
     }
 
+    /// A POST on the session, with the headers of a 2025-11-25 agent.
+    fn on_session(&self) -> reqwest::RequestBuilder {
+        self.http
+            .post(&self.url)
+            .header("authorization", format!("Bearer {}", self.token))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", self.session.clone().expect("a session"))
+            .header("mcp-protocol-version", "2025-11-25")
+    }
+
     /// The session's own stream (GET), each JSON-RPC message on it as it arrives.
     async fn listen(&self) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
         let response = self
@@ -1074,13 +1085,7 @@ async fn fields_rmcp_cannot_model_reach_the_upstream_as_the_agent_sent_them() {
     // rmcp's way (the lane leaves a request with the 2026 revision's headers to rmcp, which
     // ignores them on a 2025-11-25 session): the same.
     let response = agent
-        .http
-        .post(&agent.url)
-        .header("authorization", format!("Bearer {}", agent.token))
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-session-id", agent.session.clone().unwrap())
-        .header("mcp-protocol-version", "2025-11-25")
+        .on_session()
         .header("mcp-method", "tools/call")
         .body(
             json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call",
@@ -1486,13 +1491,7 @@ async fn agent_goes_away_during_approval(test: &str, meta: Value) {
     // The call's response stream opens, the approval is asked, and the agent vanishes
     // without a word (its connection closes).
     let call = agent
-        .http
-        .post(&agent.url)
-        .header("authorization", format!("Bearer {}", agent.token))
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-session-id", agent.session.clone().unwrap())
-        .header("mcp-protocol-version", "2025-11-25")
+        .on_session()
         .body(
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "delete_ticket", "arguments": {"id": "t1"}, "_meta": meta}})
@@ -3749,17 +3748,7 @@ impl RawAgent {
 
     /// Posts a message written out as `text`.
     async fn send_text(&self, text: String) -> reqwest::Response {
-        self.http
-            .post(&self.url)
-            .header("authorization", format!("Bearer {}", self.token))
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-session-id", self.session.clone().unwrap())
-            .header("mcp-protocol-version", "2025-11-25")
-            .body(text)
-            .send()
-            .await
-            .expect("posted")
+        self.on_session().body(text).send().await.expect("posted")
     }
 }
 

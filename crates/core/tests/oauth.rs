@@ -194,6 +194,76 @@ async fn whoami(sessions: &SessionManager, tool: &str) -> Result<String, Session
     Ok(serde_json::to_string(&result.content).unwrap())
 }
 
+/// A gateway serving `config` with the person's sign-ins (`sessions`), on a port of its own.
+async fn gateway_for(
+    config: ServerConfig,
+    broker: &Broker,
+    sessions: &SessionManager,
+    dir: &std::path::Path,
+) -> (Gateway, SocketAddr) {
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![config],
+        broker.clone(),
+        SettingsStore::default(),
+        dir.join("gateway-token"),
+    )
+    .unwrap();
+    gateway.set_auth(sessions.auth().clone());
+    let told = sessions.clone();
+    gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
+        told.needs_sign_in(server, header)
+    }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = gateway.serve(listener);
+    (gateway, addr)
+}
+
+/// An rmcp agent holding `token`, through the gateway at `addr` to the notes server.
+async fn agent(
+    addr: SocketAddr,
+    token: String,
+) -> Result<
+    rmcp::service::RunningService<rmcp::RoleClient, ClientConfig>,
+    rmcp::service::ClientInitializeError,
+> {
+    let mut transport =
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/notes"));
+    transport.auth_header = Some(token);
+    let mut info = ClientConfig::default();
+    info.protocol_version = ProtocolVersion::V_2025_11_25;
+    serve_client_with_lifecycle(
+        info,
+        StreamableHttpClientTransport::from_config(transport),
+        ClientLifecycleMode::Initialize,
+    )
+    .await
+}
+
+/// The agent's `whoami` through the gateway, answered: the answer as JSON.
+async fn answered(agent: &rmcp::service::Peer<rmcp::RoleClient>) -> String {
+    let result = tokio::time::timeout(WAIT, agent.call_tool(CallToolRequestParams::new("whoami")))
+        .await
+        .unwrap()
+        .unwrap();
+    serde_json::to_string(&result).unwrap()
+}
+
+/// The agent's `whoami` through the gateway ends in words (`why` it must): the person is asked
+/// on the desktop to sign in again.
+async fn refused_for_sign_in(agent: &rmcp::service::Peer<rmcp::RoleClient>, why: &str) {
+    let refused = tokio::time::timeout(WAIT, agent.call_tool(CallToolRequestParams::new("whoami")))
+        .await
+        .unwrap()
+        .expect_err(why);
+    assert!(
+        refused
+            .to_string()
+            .contains("asks them on the desktop to sign in again"),
+        "{refused}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn signing_in_through_a_url_question_then_refresh_step_up_and_sign_out() {
     let server = NotesServer::start("flow", 3).await;
@@ -356,35 +426,9 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
     let mut config = server.config();
     config.tool_policy.insert("whoami".into(), ToolRule::Allow);
     sessions.start(vec![config.clone()]).await;
-    let gateway = Gateway::new(
-        GatewayConfig::default(),
-        vec![config],
-        broker.clone(),
-        SettingsStore::default(),
-        dir.join("gateway-token"),
-    )
-    .unwrap();
-    gateway.set_auth(sessions.auth().clone());
-    let told = sessions.clone();
-    gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
-        told.needs_sign_in(server, header)
-    }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = gateway.serve(listener);
+    let (gateway, addr) = gateway_for(config, &broker, &sessions, &dir).await;
 
-    let agent = |token: String| async move {
-        let mut transport =
-            StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/notes"));
-        transport.auth_header = Some(token);
-        let mut info = ClientConfig::default();
-        info.protocol_version = ProtocolVersion::V_2025_11_25;
-        serve_client_with_lifecycle(
-            info,
-            StreamableHttpClientTransport::from_config(transport),
-            ClientLifecycleMode::Initialize,
-        )
-        .await
-    };
+    let agent = |token: String| agent(addr, token);
 
     // Before the person signed in: the agent is told where to sign in, in words.
     let before = agent(gateway.token().to_owned()).await;
@@ -410,16 +454,7 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
     let client = agent(gateway.token().to_owned())
         .await
         .expect("agent connects");
-    let result = tokio::time::timeout(
-        WAIT,
-        client
-            .peer()
-            .call_tool(CallToolRequestParams::new("whoami")),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let text = serde_json::to_string(&result).unwrap();
+    let text = answered(client.peer()).await;
     assert!(text.contains("scopes: notes:read"), "{text}");
     for token in server.issued_tokens() {
         assert!(!text.contains(&token), "the agent saw {token}");
@@ -452,21 +487,7 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
         .send()
         .await
         .unwrap();
-    let refused = tokio::time::timeout(
-        WAIT,
-        client
-            .peer()
-            .call_tool(CallToolRequestParams::new("whoami")),
-    )
-    .await
-    .unwrap()
-    .expect_err("the sign-in was revoked");
-    assert!(
-        refused
-            .to_string()
-            .contains("asks them on the desktop to sign in again"),
-        "{refused}"
-    );
+    refused_for_sign_in(client.peer(), "the sign-in was revoked").await;
     assert!(matches!(
         settled(&sessions).await,
         SessionState::SignInRequired { .. }
@@ -497,38 +518,15 @@ async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_to
         SessionState::SignInRequired { .. }
     ));
     sessions.sign_in("notes").await.unwrap();
-    let gateway = Gateway::new(
-        GatewayConfig::default(),
-        vec![config],
-        broker.clone(),
-        SettingsStore::default(),
-        dir.join("gateway-token"),
-    )
-    .unwrap();
-    gateway.set_auth(sessions.auth().clone());
-    let told = sessions.clone();
-    gateway.on_sign_in_needed(std::sync::Arc::new(move |server: &str, header: &str| {
-        told.needs_sign_in(server, header)
-    }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr: SocketAddr = gateway.serve(listener);
+    let (gateway, addr) = gateway_for(config, &broker, &sessions, &dir).await;
     let streams_before = server
         .events()
         .iter()
         .filter(|e| e["event"] == "stream")
         .count();
-    let mut transport =
-        StreamableHttpClientTransportConfig::with_uri(format!("http://{addr}/mcp/notes"));
-    transport.auth_header = Some(gateway.token().to_owned());
-    let mut info = ClientConfig::default();
-    info.protocol_version = ProtocolVersion::V_2025_11_25;
-    let client = serve_client_with_lifecycle(
-        info,
-        StreamableHttpClientTransport::from_config(transport),
-        ClientLifecycleMode::Initialize,
-    )
-    .await
-    .expect("agent connects");
+    let client = agent(addr, gateway.token().to_owned())
+        .await
+        .expect("agent connects");
     // The gateway's upstream session has its standalone stream (where the direct way hands
     // rmcp what is not the call's).
     tokio::time::timeout(WAIT, async {
@@ -544,18 +542,7 @@ async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_to
     })
     .await
     .expect("the upstream session opens its stream");
-    let call = || async {
-        let result = tokio::time::timeout(
-            WAIT,
-            client
-                .peer()
-                .call_tool(CallToolRequestParams::new("whoami")),
-        )
-        .await
-        .unwrap()
-        .unwrap();
-        serde_json::to_string(&result).unwrap()
-    };
+    let call = || answered(client.peer());
     // The server's tools/call requests: (posted by the gateway itself, token).
     let calls = || -> Vec<(bool, String)> {
         server
@@ -619,21 +606,7 @@ async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_to
     // told in words while the desktop asks the person to sign in again.
     sessions.sign_out("notes").await.unwrap();
     let before = calls().len();
-    let refused = tokio::time::timeout(
-        WAIT,
-        client
-            .peer()
-            .call_tool(CallToolRequestParams::new("whoami")),
-    )
-    .await
-    .unwrap()
-    .expect_err("signed out");
-    assert!(
-        refused
-            .to_string()
-            .contains("asks them on the desktop to sign in again"),
-        "{refused}"
-    );
+    refused_for_sign_in(client.peer(), "signed out").await;
     let issued = server.issued_tokens();
     let after = calls()[before..].to_vec();
     assert!(
