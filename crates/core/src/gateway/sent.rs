@@ -6,9 +6,10 @@
 //! params it has read ([`beyond_the_model`]); for a POST that goes rmcp's way, [`read`] (or
 //! [`mark`], when the body is already in hand) reads that far itself. Only those keys' values
 //! are parsed, and kept in the request's extensions under the request's id; the forwarder adds
-//! them to the call it sends upstream ([`upstream_call`]). Everything else is the gate's and the gateway's: the tool's name and
-//! arguments as the gate judged them, `_meta` (the progress token and lifecycle keys are the
-//! gateway's own upstream), the multi round-trip fields the gateway fills in, and `task`.
+//! them to the call it sends upstream ([`upstream_call`]). Everything else is the gate's and
+//! the gateway's: the tool's name and arguments as the gate judged them, `_meta` (the progress
+//! token and lifecycle keys are the gateway's own upstream), the multi round-trip fields the
+//! gateway fills in, and `task`.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
