@@ -123,10 +123,14 @@ impl HttpWay {
         if !self.enabled.load(Ordering::Relaxed) {
             return;
         }
-        let with = with();
+        let mut with = with();
         // A session is posted in without a session id only before its handshake.
         if with.session_id.is_none() {
             return;
+        }
+        // A signed-in session's token is read from its sign-in at each post: no copy is kept.
+        if lock(&self.signed_in).is_some() {
+            with.auth = None;
         }
         let mut posted = lock(&self.posted);
         if posted.as_ref().is_none_or(|p| !p.same_session(&with)) {
