@@ -10,10 +10,18 @@
 //   with_sampling  a form and a sampling request in one result
 //
 // and the same beyond tools: prompts/get `greeting` asks for a name first, resources/read
-// `note://private` asks for a confirmation first.
+// `note://private` asks for a confirmation first. Two tools ask the way a 2026-07-28 server
+// still may, with a request of its own while the call is in flight (SEP-2260):
+//
+//   asks_by_request      sends elicitation/create and answers with the reply it got
+//   asks_then_withdraws  sends elicitation/create, withdraws it (notifications/cancelled)
+//                        300 ms later, and answers `withdrawn`
+//
+// As rmcp's servers do, it refuses a request (but server/discover) whose _meta lacks the
+// 2026-07-28 lifecycle keys: the protocol version and the client's capabilities.
 //
 // Every tools/call it receives is appended to $MRTR_LOG (one JSON line), so a test can see
-// exactly which answers reached it.
+// exactly which answers reached it; with $MRTR_WIRE, every line it reads is appended there.
 
 import { appendFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
@@ -33,8 +41,20 @@ const ask = (inputRequests, requestState) => ({
 });
 const done = (text) => ({ content: [{ type: 'text', text }] });
 
-const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling']
+const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling',
+  'asks_by_request', 'asks_then_withdraws']
   .map((name) => ({ name, inputSchema: { type: 'object' } }));
+
+// The replies awaited to this server's own requests, by id.
+const awaiting = new Map();
+let asked = 0;
+const askByRequest = (message) => {
+  const id = `q${++asked}`;
+  out({ jsonrpc: '2.0', id, method: 'elicitation/create',
+    params: { mode: 'form', message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } } });
+  return { id, reply: new Promise((resolve) => awaiting.set(id, resolve)) };
+};
+const LIFECYCLE = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientCapabilities'];
 
 function call(p) {
   const answers = p.inputResponses ?? {};
@@ -73,10 +93,20 @@ function call(p) {
 }
 
 createInterface({ input: process.stdin }).on('line', (line) => {
+  if (process.env.MRTR_WIRE) appendFileSync(process.env.MRTR_WIRE, line + '\n');
   let m;
   try { m = JSON.parse(line); } catch { return; }
+  if (m.id !== undefined && !m.method && awaiting.has(m.id)) {
+    awaiting.get(m.id)(m);
+    awaiting.delete(m.id);
+    return;
+  }
   if (m.id === undefined || !m.method) return;
   const p = m.params ?? {};
+  const missing = LIFECYCLE.filter((k) => p._meta?.[k] === undefined);
+  if (m.method !== 'server/discover' && missing.length) {
+    return out({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `request _meta is missing ${missing.join(', ')}` } });
+  }
   switch (m.method) {
     case 'server/discover':
       return out({ jsonrpc: '2.0', id: m.id, result: {
@@ -89,6 +119,21 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', tools } });
     case 'tools/call': {
       log(p);
+      if (p.name === 'asks_by_request') {
+        const { reply } = askByRequest('Your name?');
+        reply.then((r) => out({ jsonrpc: '2.0', id: m.id,
+          result: { resultType: 'complete', ...done(`by request ${JSON.stringify(r.result ?? { error: r.error })}`) } }));
+        return;
+      }
+      if (p.name === 'asks_then_withdraws') {
+        const { id } = askByRequest('Soon withdrawn');
+        setTimeout(() => {
+          awaiting.delete(id);
+          out({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'no longer needed' } });
+          out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', ...done('withdrawn') } });
+        }, 300);
+        return;
+      }
       const result = call(p);
       if (!result) return out({ jsonrpc: '2.0', id: m.id, error: { code: -32602, message: `no tool ${p.name}` } });
       return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', ...result } });

@@ -3142,9 +3142,10 @@ fn open_files() -> usize {
 
 /// A thousand agent sessions, each opened, used (a tool call, on the lane) and closed, four at a
 /// time, against a stdio server that gets a child process per session: afterwards the gateway
-/// holds no more tasks, file descriptors or child processes than after the first. Every other
-/// session's server speaks 2025-11-25, so its call goes on the wire beside rmcp's session
-/// (`mcp::direct`, with its stdin writer task), the rest 2026-07-28 through rmcp's.
+/// holds no more tasks, file descriptors or child processes than after the first. Each call goes
+/// on the wire beside rmcp's session (`mcp::direct`, with its stdin writer task); every other
+/// session's server speaks 2025-11-25, the rest 2026-07-28, whose sessions also hold the task
+/// that answers the server's own questions.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_agent_sessions_leave_no_task_descriptor_or_child_behind() {
     const SESSIONS: usize = 1_000;
@@ -3578,6 +3579,110 @@ async fn an_mrtr_pattern_schema_is_refused_as_sent_for_an_agent() {
     assert!(ended.to_string().contains("pattern"), "{ended}");
     assert!(rig.broker.pending().is_empty(), "nothing was shown");
     let _ = agent.cancel().await;
+}
+
+/// A 2026-07-28 server over stdio that asks with a request of its own while a call is in flight
+/// (SEP-2260), where the gateway writes its calls on the server's stdin beside rmcp's session
+/// (`mcp::direct`), which holds no request of its own then and would refuse the question: the
+/// question reaches the person and their answer the server, on record as delivered; another that
+/// the server withdraws is torn down as the server's. On the wire, the calls were the gateway's
+/// own and carried the 2026-07-28 lifecycle keys (the server refuses a request without them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
+    let script = common::peer_path("mrtr-server.mjs");
+    let wire = std::env::temp_dir().join(format!("cs-mrtr-wire-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&wire);
+    let mut mrtr = common::with_test_timeouts(ServerConfig::stdio(
+        "mrtr",
+        common::node(),
+        &[script.as_str()],
+    ));
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut mrtr.transport {
+        env.insert("MRTR_WIRE".into(), wire.display().to_string());
+    }
+    for tool in ["asks_by_request", "asks_then_withdraws"] {
+        mrtr.tool_policy.insert(tool.into(), ToolRule::Allow);
+    }
+    let mut rig = rig("mrtr-by-request", vec![mrtr]).await;
+    let agent = rig.agent("mrtr", "plain-agent", false).await;
+
+    let asking = spawn_call(&agent, "asks_by_request", json!({}));
+    let question = rig.next_ask().await;
+    assert!(
+        matches!(question.kind, AskKind::Form { .. }),
+        "{question:?}"
+    );
+    assert_eq!(question.asker.server, "mrtr");
+    rig.broker
+        .answer(
+            question.id,
+            Answer::Accept {
+                content: json!({"name": "Ada"}).as_object().cloned(),
+            },
+        )
+        .unwrap();
+    let answered = tokio::time::timeout(WAIT, asking)
+        .await
+        .expect("in time")
+        .unwrap()
+        .expect("answered");
+    assert_eq!(
+        text(&answered),
+        r#"by request {"action":"accept","content":{"name":"Ada"}}"#
+    );
+    assert!(
+        delivered(&rig).contains(&question.id),
+        "{:?}",
+        rig.records()
+    );
+
+    let withdrawing = spawn_call(&agent, "asks_then_withdraws", json!({}));
+    let question = rig.next_ask().await;
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, question.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Server
+        }
+    );
+    let withdrawn = tokio::time::timeout(WAIT, withdrawing)
+        .await
+        .expect("in time")
+        .unwrap()
+        .expect("answered");
+    assert_eq!(text(&withdrawn), "withdrawn");
+
+    let read: Vec<Value> = std::fs::read_to_string(&wire)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let calls: Vec<&Value> = read
+        .iter()
+        .filter(|m| m["method"] == "tools/call")
+        .collect();
+    assert_eq!(calls.len(), 2, "{read:?}");
+    for call in calls {
+        assert!(
+            call["id"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("countersign:")),
+            "not the gateway's own: {call}"
+        );
+        let meta = &call["params"]["_meta"];
+        assert_eq!(
+            meta["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        assert_eq!(
+            meta["io.modelcontextprotocol/clientInfo"]["name"],
+            "countersign"
+        );
+        assert!(meta["io.modelcontextprotocol/clientCapabilities"]["elicitation"].is_object());
+    }
+    let _ = agent.cancel().await;
+    let _ = std::fs::remove_file(&wire);
 }
 
 /// `prompts/get` and `resources/read` that need the person first (multi round-trip requests):

@@ -10,6 +10,13 @@
 //! wrote before it (progress for the call) has reached rmcp, and through it the agent, first.
 //!
 //! Our ids are strings with [`PREFIX`]; rmcp numbers its own, so the two never meet.
+//!
+//! From 2026-07-28 on, rmcp's session refuses a server's question (elicitation, sampling,
+//! roots) unless it holds a request of its own in flight for the question to belong to
+//! (SEP-2260), and over stdio nothing on the wire says which request that is. While requests
+//! of ours are in flight, such a question is ours: taken off the wire here in its place
+//! (`Direct::question`) and answered by whoever took the session's questions
+//! (`Direct::take_questions`), on the same stdin.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -19,7 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::task::{Context, Poll};
 
-use rmcp::model::{NumberOrString, RequestId, ServerResult};
+use rmcp::model::{
+    JsonRpcMessage, JsonRpcRequest, NumberOrString, RequestId, ServerJsonRpcMessage, ServerRequest,
+    ServerResult,
+};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -40,7 +50,16 @@ pub struct Direct {
     next: AtomicU64,
     /// For a Streamable HTTP server: the session to post ours in (`http`).
     pub(crate) http: HttpWay,
+    /// Who answers a server's questions that belong to requests of ours (see the module).
+    questions: OnceLock<TakeQuestion>,
 }
+
+/// Takes one server question off the wire, in its place in the stream: what it does at once
+/// happens before rmcp reads the next message (a cancellation of that question, say).
+pub(crate) type TakeQuestion = Box<dyn Fn(RequestId, ServerRequest) + Send + Sync>;
+
+/// A server's requests that must belong to a request of the client's in flight (SEP-2260).
+const RESTRICTED: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
 
 impl Default for Direct {
     fn default() -> Self {
@@ -49,6 +68,7 @@ impl Default for Direct {
             waiting: Mutex::new(Some(HashMap::new())),
             next: AtomicU64::new(0),
             http: HttpWay::default(),
+            questions: OnceLock::new(),
         }
     }
 }
@@ -116,6 +136,48 @@ impl Direct {
     /// as it is made.
     pub(crate) fn end(&self) {
         lock(&self.waiting).take();
+    }
+
+    /// From now on, the server's questions asked while requests of ours are in flight go to
+    /// `take` rather than to rmcp (see the module). Set once per session.
+    pub(crate) fn take_questions(&self, take: TakeQuestion) {
+        let _ = self.questions.set(take);
+    }
+
+    /// Whether `line`, one message from the server, is a question of the kind that must belong
+    /// to a request in flight, asked while ours are: then it is ours to answer.
+    pub(crate) fn question(&self, line: &[u8]) -> Option<(RequestId, ServerRequest)> {
+        self.questions.get()?;
+        if !RESTRICTED
+            .iter()
+            .any(|method| memchr::memmem::find(line, method.as_bytes()).is_some())
+        {
+            return None;
+        }
+        if lock(&self.waiting).as_ref().is_none_or(HashMap::is_empty) {
+            return None;
+        }
+        // Read as rmcp would read it; a line it could not read stays rmcp's to refuse.
+        let Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. })) =
+            serde_json::from_slice::<ServerJsonRpcMessage>(line)
+        else {
+            return None;
+        };
+        let restricted = match &request {
+            ServerRequest::ElicitRequest(_)
+            | ServerRequest::CreateMessageRequest(_)
+            | ServerRequest::ListRootsRequest(_) => true,
+            ServerRequest::CustomRequest(custom) => RESTRICTED.contains(&custom.method.as_str()),
+            _ => false,
+        };
+        restricted.then_some((id, request))
+    }
+
+    /// Hands a question taken off the wire to whoever takes them.
+    pub(crate) fn ask(&self, id: RequestId, request: ServerRequest) {
+        if let Some(take) = self.questions.get() {
+            take(id, request);
+        }
     }
 
     /// Whether `line`, one message from the server, answers one of our requests.

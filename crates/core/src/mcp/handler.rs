@@ -37,6 +37,15 @@ pub(super) const ELICITATION_CREATE: &str = "elicitation/create";
 /// them to do (2025-11-25); rmcp does not model it.
 pub(super) const ELICITATION_COMPLETE: &str = "notifications/elicitation/complete";
 
+/// Whether a server's request asks the person (typed by rmcp, or raw where its model fell short).
+pub(crate) fn is_elicitation(request: &rmcp::model::ServerRequest) -> bool {
+    match request {
+        rmcp::model::ServerRequest::ElicitRequest(_) => true,
+        rmcp::model::ServerRequest::CustomRequest(custom) => custom.method == ELICITATION_CREATE,
+        _ => false,
+    }
+}
+
 /// What Countersign tells servers about itself.
 pub fn client_config(protocol_version: ProtocolVersion) -> ClientConfig {
     let mut capabilities = ClientCapabilities::default();

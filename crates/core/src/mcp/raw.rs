@@ -377,6 +377,9 @@ enum Ready {
     Lines(Vec<u8>, usize),
     /// An answer to a request of ours.
     Answer(Option<tokio::sync::oneshot::Sender<Answer>>, Answer),
+    /// A server's question that belongs to a request of ours (`Direct::question`); rare, so
+    /// boxed rather than widening every line's entry.
+    Question(Box<(RequestId, rmcp::model::ServerRequest)>),
 }
 
 /// Bytes read from the child at a time.
@@ -421,8 +424,14 @@ impl<R> TapRead<R> {
                     match self.raw.direct.claim(&line) {
                         Claim::Ours(to, answer) => self.ready.push_back(Ready::Answer(to, answer)),
                         Claim::Not => {
+                            // Its params as sent are kept for whoever answers it.
                             self.raw.observe(&line);
-                            self.pass(&line);
+                            match self.raw.direct.question(&line) {
+                                Some(question) => {
+                                    self.ready.push_back(Ready::Question(Box::new(question)))
+                                }
+                                None => self.pass(&line),
+                            }
                         }
                     }
                 }
@@ -452,12 +461,18 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
         let this = &mut *self;
         loop {
             // rmcp's reader asks for more only once it has used up what it was given, so an
-            // answer at the front comes after everything before it has reached rmcp.
-            while let Some(Ready::Answer(..)) = this.ready.front() {
-                if let Some(Ready::Answer(to, answer)) = this.ready.pop_front()
-                    && let Some(to) = to
-                {
-                    let _ = to.send(answer);
+            // answer or a question at the front comes after everything before it has reached
+            // rmcp, and before anything after it does.
+            while let Some(Ready::Answer(..) | Ready::Question(_)) = this.ready.front() {
+                match this.ready.pop_front() {
+                    Some(Ready::Answer(Some(to), answer)) => {
+                        let _ = to.send(answer);
+                    }
+                    Some(Ready::Question(question)) => {
+                        let (id, request) = *question;
+                        this.raw.direct.ask(id, request)
+                    }
+                    _ => {}
                 }
             }
             if let Some(Ready::Lines(lines, taken)) = this.ready.front_mut() {
@@ -898,6 +913,49 @@ mod tests {
         // Not kept for rmcp's way either.
         assert!(raw.take_result_bytes(&waiting.id).is_none());
         assert!(raw.take_result_bytes(&NumberOrString::Number(3)).is_some());
+    }
+
+    /// A server's question is taken only while a request of ours is in flight, and only of the
+    /// kinds that must belong to one; it is handed over in its place: after what came before it
+    /// has reached rmcp, before what comes after it (its own withdrawal, say) does. Its params
+    /// as sent are kept for whoever answers it.
+    #[tokio::test]
+    async fn a_question_while_ours_are_in_flight_is_taken_in_its_place() {
+        use tokio::io::AsyncBufReadExt;
+        let raw = RawRequests::with_results();
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let into = taken.clone();
+        raw.direct
+            .take_questions(Box::new(move |id, _| lock(&into).push(id)));
+        let elicit = r#"{"jsonrpc":"2.0","id":"q1","method":"elicitation/create","params":{"mode":"form","message":"hi","requestedSchema":{"type":"object","properties":{}}}}"#;
+        let ping = r#"{"jsonrpc":"2.0","id":"p1","method":"ping"}"#;
+        let progress = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+        let cancel =
+            r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"q1"}}"#;
+
+        // None of ours in flight: rmcp's to judge.
+        assert!(raw.direct.question(elicit.as_bytes()).is_none());
+
+        let _ours = raw.direct.open();
+        let roots = r#"{"jsonrpc":"2.0","id":"r1","method":"roots/list"}"#;
+        assert!(raw.direct.question(roots.as_bytes()).is_some());
+        assert!(raw.direct.question(ping.as_bytes()).is_none());
+        let wire = format!("{progress}\n{elicit}\n{cancel}\n{ping}\n");
+        let mut lines =
+            tokio::io::BufReader::new(TapRead::new(wire.as_bytes(), raw.clone())).lines();
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), progress);
+        assert!(
+            lock(&taken).is_empty(),
+            "handed over before rmcp read what came first"
+        );
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), cancel);
+        assert_eq!(*lock(&taken), [NumberOrString::String("q1".into())]);
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), ping);
+        assert!(lines.next_line().await.unwrap().is_none());
+        assert_eq!(
+            raw.take(&NumberOrString::String("q1".into())).unwrap()["message"],
+            "hi"
+        );
     }
 
     #[tokio::test]

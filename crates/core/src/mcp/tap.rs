@@ -9,13 +9,13 @@ use std::sync::{Arc, Mutex};
 // Roots are deprecated by SEP-2577 (2026-07-28), but 2025-11-25 servers still ask for them.
 #[allow(deprecated)]
 use rmcp::model::ListRootsResult;
-use rmcp::model::{JsonRpcMessage, RequestId, ServerNotification, ServerRequest};
+use rmcp::model::{JsonRpcMessage, RequestId, ServerNotification};
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::handler::{ELICITATION_COMPLETE, ELICITATION_CREATE};
+use super::handler::ELICITATION_COMPLETE;
 use super::origins::CallOrigins;
 use crate::ask::broker::Broker;
 use crate::ask::kill_point::{self, Step};
@@ -252,7 +252,8 @@ impl Tap {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn request_seen(&self, id: &RequestId) {
+    /// A server's question `id` came: a cancellation of it from now on is seen.
+    pub(crate) fn request_seen(&self, id: &RequestId) {
         self.slots().insert(id.clone(), Slot::Open(None));
     }
 
@@ -312,10 +313,31 @@ impl Tap {
             JsonRpcMessage::Error(error) => error.id.as_ref()?,
             _ => return None,
         };
+        self.answer_to(id)
+    }
+
+    /// The ask whose answer goes out under `id` now, if any.
+    pub(crate) fn answer_to(&self, id: &RequestId) -> Option<AskId> {
         self.answering
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(id)
+    }
+
+    /// The answer to question `id` was written to the server by other means than rmcp's
+    /// transport (`mcp::direct`): its ask, if it had one, is on record as delivered.
+    pub(crate) fn answer_written(&self, ask: Option<AskId>) {
+        if let Some(ask) = ask {
+            Tap::delivered(self.broker.audit(), ask);
+        }
+    }
+
+    /// The answer to `ask` was taken by the transport: written to the server's stdin, or
+    /// accepted by its endpoint. The log now says the answer reached the server.
+    pub(crate) fn delivered(audit: &crate::ask::audit::AuditLog, ask: AskId) {
+        kill_point::reached(Step::AfterSend);
+        let _ = audit.record_delivered(ask);
+        kill_point::reached(Step::AfterDelivered);
     }
 }
 
@@ -342,12 +364,8 @@ where
         let sending = self.inner.send(item);
         async move {
             let sent = sending.await;
-            // Taken by the transport: written to the server's stdin, or accepted by its
-            // endpoint. The log now says the answer reached the server.
             if let (Ok(()), Some((ask, audit))) = (&sent, answer) {
-                kill_point::reached(Step::AfterSend);
-                let _ = audit.record_delivered(ask);
-                kill_point::reached(Step::AfterDelivered);
+                Tap::delivered(&audit, ask);
             }
             sent
         }
@@ -362,13 +380,11 @@ where
                 None => tap.closed.cancel(),
                 // Only questions are tracked (and untracked when answered); a slot per ping
                 // would grow for the life of the session.
-                Some(JsonRpcMessage::Request(request)) => match &request.request {
-                    ServerRequest::ElicitRequest(_) => tap.request_seen(&request.id),
-                    ServerRequest::CustomRequest(custom) if custom.method == ELICITATION_CREATE => {
-                        tap.request_seen(&request.id)
+                Some(JsonRpcMessage::Request(request)) => {
+                    if super::handler::is_elicitation(&request.request) {
+                        tap.request_seen(&request.id);
                     }
-                    _ => {}
-                },
+                }
                 Some(JsonRpcMessage::Notification(n)) => match &n.notification {
                     ServerNotification::CancelledNotification(c) => {
                         if let Some(id) = &c.params.request_id {

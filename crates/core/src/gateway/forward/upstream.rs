@@ -245,6 +245,9 @@ impl Upstream {
             Arc::downgrade(&upstream),
             notifications,
         ));
+        if !upstream.has_handshake() && upstream.raw.direct.is_open() {
+            upstream.take_questions();
+        }
         // A dead upstream takes its questions with it, at once, and the agent's session ends:
         // so do the decisions the person made for that session.
         let broker = shared.broker.clone();
@@ -379,23 +382,83 @@ impl Upstream {
     }
 
     /// Whether requests go on the wire from here rather than through rmcp's session
-    /// (`mcp::direct`): for a server whose lifecycle has a handshake, on its stdin, or posted
-    /// in rmcp's HTTP session. From 2026-07-28 on, rmcp's session refuses a server's question
-    /// unless it holds a request of its own in flight for it to belong to (SEP-2260), and ours
-    /// are not its own.
+    /// (`mcp::direct`): on a stdio server's stdin, or posted in rmcp's HTTP session for a
+    /// server whose lifecycle has a handshake. From 2026-07-28 on, rmcp's session refuses a
+    /// server's question unless it holds a request of its own in flight for it to belong to
+    /// (SEP-2260), and ours are not its own: over stdio the questions asked while ours are in
+    /// flight are taken off the wire and answered here ([`Upstream::take_questions`]); over
+    /// HTTP that is still to be built.
     fn way(&self) -> Way {
-        let handshake = self
-            .peer()
-            .peer_info()
-            .is_some_and(|info| info.protocol_version.has_initialize());
-        if !handshake {
-            Way::Rmcp
-        } else if self.raw.direct.is_open() {
+        if self.raw.direct.is_open() {
             Way::Stdin
-        } else if self.raw.direct.http.is_open() {
+        } else if self.has_handshake() && self.raw.direct.http.is_open() {
             Way::Post
         } else {
             Way::Rmcp
+        }
+    }
+
+    /// Whether the server's lifecycle began with `initialize` (before 2026-07-28): without
+    /// it, every request carries who is asking in its `_meta`.
+    fn has_handshake(&self) -> bool {
+        self.peer()
+            .peer_info()
+            .is_none_or(|info| info.protocol_version.has_initialize())
+    }
+
+    /// The server's questions asked while requests of ours are in flight are answered here,
+    /// by the session's own handler, on the same stdin (see `mcp::direct`). Each is seen by
+    /// the tap as it comes off the wire, so the server's withdrawal of it, which can only come
+    /// later on the wire, finds it.
+    fn take_questions(self: &Arc<Self>) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let tap = self.tap.clone();
+        self.raw.direct.take_questions(Box::new(move |id, request| {
+            // As `Tapped` does: only questions, which are untracked once answered.
+            if crate::mcp::handler::is_elicitation(&request) {
+                tap.request_seen(&id);
+            }
+            let _ = tx.send((id, request));
+        }));
+        // Holds the upstream only while a question is answered: the sender lives in its raw
+        // tap, so this ends with it.
+        let upstream = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some((id, request)) = rx.recv().await {
+                let Some(up) = upstream.upgrade() else {
+                    return;
+                };
+                tokio::spawn(async move { up.answer_question(id, request).await });
+            }
+        });
+    }
+
+    /// One question taken off the wire, answered as rmcp's session would have answered it.
+    async fn answer_question(
+        &self,
+        id: rmcp::model::RequestId,
+        mut request: rmcp::model::ServerRequest,
+    ) {
+        use rmcp::Service;
+        let mut context = RequestContext::new(id.clone(), self.peer().clone());
+        std::mem::swap(&mut context.meta, request.get_meta_mut());
+        context.ct = self.closed.child_token();
+        let answered = tokio::select! {
+            answered = self.service.service().handle_request(request, context) => answered,
+            // The session's end withdraws every question it asked (see `connect`).
+            _ = self.closed.cancelled() => return,
+        };
+        let message = match answered {
+            Ok(result) => rmcp::model::ClientJsonRpcMessage::response(result, id.clone()),
+            Err(error) => rmcp::model::ClientJsonRpcMessage::error(error, Some(id.clone())),
+        };
+        let ask = self.tap.answer_to(&id);
+        let Ok(mut line) = serde_json::to_vec(&message) else {
+            return;
+        };
+        line.push(b'\n');
+        if self.raw.direct.write(line).await.is_ok() {
+            self.tap.answer_written(ask);
         }
     }
 
@@ -408,7 +471,17 @@ impl Upstream {
         let waiting = self.raw.direct.open();
         let id = waiting.id.clone();
         let token = ProgressToken(id.clone());
-        request.get_meta_mut().set_progress_token(token.clone());
+        let meta = request.get_meta_mut();
+        if let Some(info) = self.peer().peer_info()
+            && !info.protocol_version.has_initialize()
+        {
+            // As rmcp's session says it on each of its own requests (2026-07-28).
+            let config = &self.service.service().config;
+            meta.set_protocol_version(info.protocol_version.clone());
+            meta.set_client_info(config.client_info.clone());
+            meta.set_client_capabilities(config.capabilities.clone());
+        }
+        meta.set_progress_token(token.clone());
         let message = rmcp::model::ClientJsonRpcMessage::request(request, id);
         let bytes =
             serde_json::to_vec(&message).map_err(|_| rmcp::ServiceError::UnexpectedResponse)?;
