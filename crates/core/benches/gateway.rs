@@ -14,7 +14,8 @@
 //!    upstream is that same HTTP desk; `toolPolicy: {"list_tickets": "allow"}` lets the calls
 //!    through unasked. The default upstream protocol (`auto`) and `"protocol": "legacy"`.
 //!    Row 2c: the same gateway with the desk as its stdio child instead, `"protocol":
-//!    "legacy"` (as most stdio servers speak today); row R below is its reference.
+//!    "legacy"` (as most stdio servers speak today); row R below is its reference. Row 2d:
+//!    that stdio desk on `auto` (2026-07-28).
 //! 3. mcp-proxy (PyPI): it can only put a stdio server behind Streamable HTTP, so it fronts the
 //!    desk on stdio (one child for every agent).
 //! 4. supergateway (npm), `--stdio ... --outputTransport streamableHttp --stateful`: likewise
@@ -34,7 +35,7 @@
 //! Environment: `COUNTERSIGN_BENCH_MCP_PROXY` and `COUNTERSIGN_BENCH_SUPERGATEWAY` name the
 //! proxies' executables (default: where scripts/bench-gateway.sh installs them);
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
-//! countersign-legacy, countersign-stdio-legacy, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
+//! countersign-legacy, countersign-stdio-legacy, countersign-stdio, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
 //! ts-mcp-proxy, ts-supergateway, sessions, sessions-legacy);
 //! `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a single-threaded runtime (what
 //! fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS` changes the 10,000.
@@ -78,7 +79,7 @@ const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
 const HOLD_ENV: &str = "COUNTERSIGN_BENCH_HOLD_S";
 const CALLGRIND_ENV: &str = "COUNTERSIGN_BENCH_CALLGRIND";
-const ALL_ROWS: &str = "direct,countersign,countersign-legacy,countersign-stdio-legacy,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
+const ALL_ROWS: &str = "direct,countersign,countersign-legacy,countersign-stdio-legacy,countersign-stdio,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
 const CALLERS: usize = 16;
@@ -1014,6 +1015,13 @@ async fn bench(rows: &str, calls: usize) {
             outcome: row_countersign_stdio(calls, "legacy").await,
         });
     }
+    if wanted("countersign-stdio") {
+        let label = run("2d Countersign gateway -> desk (stdio, upstream protocol auto)");
+        results.push(Row {
+            label,
+            outcome: row_countersign_stdio(calls, "auto").await,
+        });
+    }
     if wanted("mcp-proxy") {
         let label = run("3  mcp-proxy -> desk (stdio, one child shared)");
         let outcome = match &mcp_proxy {
@@ -1301,6 +1309,7 @@ fn report(rows: &[Row]) {
         ("2 ", "Countersign, upstream auto (the default)"),
         ("2b", "Countersign, upstream legacy"),
         ("2c", "Countersign, stdio upstream legacy"),
+        ("2d", "Countersign, stdio upstream auto"),
     ] {
         let (Some(c), Some(d)) = (found(prefix), direct) else {
             continue;

@@ -286,9 +286,10 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
     members.write(&edits).unwrap_or(raw)
 }
 
-/// [`shape_result`] for a tool call's result made only of a tool result's members
-/// (`mcp::direct`), read no further than it must be: none of those members is cacheable, and
-/// an older agent's only edit can be structured content that is not an object. So unless a
+/// [`shape_result`] for a tool call's result made only of a tool result's members and perhaps
+/// `resultType: "complete"` (`mcp::direct`), read no further than it must be: none of those
+/// members is cacheable, and an older agent's only edits can be that `resultType`, which sends
+/// the result the whole way, and structured content that is not an object. So unless a
 /// `"structuredContent"` key at any depth holds something other than an object, nothing is
 /// edited. The text is JSON, so that string token can only be a string (a key when a colon
 /// follows); and only a `\u` escape can spell the key otherwise, so any such escape sends the
@@ -298,6 +299,9 @@ pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) ->
     let text = raw.get().as_bytes();
     if modern_agent {
         return raw;
+    }
+    if memchr::memmem::find(text, b"\"resultType\"").is_some() {
+        return shape_result(raw, modern_agent);
     }
     let after_space = |from: usize| {
         text[from..]

@@ -434,8 +434,9 @@ pub(crate) fn read_answer(answer: Answer, call: bool) -> Result<Upstreamed, rmcp
 /// reading an answer cost. For a result with only these members no variant before
 /// `CallToolResult` can match (none of them is made of these alone;
 /// `fuzz_a_plain_call_result_reads_as_rmcp_reads_it` holds rmcp to that), so reading it as a
-/// `CallToolResult` gives what rmcp gives. Anything else, a vendor's key included, is read
-/// rmcp's way.
+/// `CallToolResult` gives what rmcp gives. A 2026-07-28 server's `resultType` counts among them
+/// when it says `"complete"` as plainly as that. Anything else, a vendor's key included, is
+/// read rmcp's way.
 fn is_plain_call_result(result: &RawValue) -> bool {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -449,8 +450,11 @@ fn is_plain_call_result(result: &RawValue) -> bool {
         isError: Option<&'a RawValue>,
         #[serde(borrow, rename = "_meta")]
         meta: Option<&'a RawValue>,
+        #[serde(borrow)]
+        resultType: Option<&'a RawValue>,
     }
-    serde_json::from_str::<Plain>(result.get()).is_ok()
+    serde_json::from_str::<Plain>(result.get())
+        .is_ok_and(|plain| plain.resultType.is_none_or(|t| t.get() == r#""complete""#))
 }
 
 #[cfg(test)]
@@ -567,6 +571,7 @@ mod tests {
             r#"{"content":[],"structuredContent":{"a":[1,2]},"isError":false,"_meta":{"k":1}}"#,
             r#"{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}],"isError":true}"#,
             r#"{"structuredContent":{"tickets":[]}}"#,
+            r#"{"content":[],"resultType":"complete"}"#,
         ] {
             let (direct, rmcp) = both_ways(result);
             assert!(rmcp.is_ok(), "{result}");
@@ -575,7 +580,8 @@ mod tests {
         // Not read directly: rmcp's way decides.
         for result in [
             r#"{"content":[],"x-vendor":1}"#,
-            r#"{"content":[],"resultType":"complete"}"#,
+            r#"{"content":[],"resultType":"input_required"}"#,
+            r#"{"content":[],"resultType":"\u0063omplete"}"#,
             r#"{"content":[],"content":[]}"#,
             r#"{"task":{"taskId":"t"}}"#,
             r#"[]"#,
@@ -591,9 +597,9 @@ mod tests {
         #[test]
         fn fuzz_a_plain_call_result_reads_as_rmcp_reads_it(
             members in proptest::collection::btree_map(
-                proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta"]),
+                proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta", "resultType"]),
                 crate::fuzzing::json(),
-                0..4,
+                0..5,
             ),
             text in proptest::sample::select(vec!["text", "image", "resource_link", "audio"]),
         ) {
@@ -604,6 +610,7 @@ mod tests {
                     ("content", Value::Array(_)) => value,
                     ("content", _) => serde_json::json!([{"type": text, "text": "t", "uri": "u", "name": "n", "data": "AA==", "mimeType": "m"}]),
                     ("isError", Value::Bool(_)) | ("isError", Value::Null) => value,
+                    ("resultType", _) => Value::from("complete"),
                     _ => value,
                 };
                 result.insert(key.to_owned(), value);

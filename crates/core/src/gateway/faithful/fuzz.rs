@@ -95,15 +95,16 @@ proptest! {
     #[test]
     fn fuzz_a_plain_call_result_is_shaped_as_any_result(
         members in proptest::collection::btree_map(
-            proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta"]),
+            proptest::sample::select(vec!["content", "structuredContent", "isError", "_meta", "resultType"]),
             prop_oneof![
+                Just(json!("complete")),
                 Just(json!({"a": 1})),
                 Just(json!([1])),
                 Just(json!("structuredContent")),
                 Just(json!([{"structuredContent": 1}, {"structuredContent": {}}])),
                 json(),
             ],
-            0..4,
+            0..5,
         ),
         modern in any::<bool>(),
         spelling in 0..3u8,
