@@ -68,6 +68,23 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
     }
 }
 
+/// The lifecycle keys rmcp's session puts in each of its own requests' `_meta` to a server
+/// without a handshake (2026-07-28), for ours to say the same.
+fn lifecycle_meta(
+    service: &RunningService<RoleClient, Handler>,
+) -> Option<serde_json::Map<String, Value>> {
+    let info = service.peer().peer_info()?;
+    if info.protocol_version.has_initialize() {
+        return None;
+    }
+    let config = &service.service().config;
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    meta.set_protocol_version(info.protocol_version.clone());
+    meta.set_client_info(config.client_info.clone());
+    meta.set_client_capabilities(config.capabilities.clone());
+    Some(meta.0.0)
+}
+
 /// Tells the server we no longer wait for request `id`, on the side: a server that stopped
 /// reading its stdin would hold the telling (and with it the call) as long as it likes, so it
 /// gets the request's own time at most.
@@ -114,6 +131,9 @@ pub(crate) struct Upstream {
     pub(super) tools: Mutex<Option<HashMap<String, Arc<ToolFacts>>>>,
     /// Asks the person for a new sign-in (see `Gateway::on_sign_in_needed`).
     pub(super) sign_in_needed: Option<super::super::SignInNeeded>,
+    /// What each request of ours says in `_meta` of who asks (2026-07-28: the revision, our
+    /// name and capabilities), made once; `None` for a server whose lifecycle has a handshake.
+    lifecycle: Option<serde_json::Map<String, Value>>,
     /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
     _slot: Slot,
 }
@@ -218,7 +238,9 @@ impl Upstream {
                 )
             }
         })?;
+        let lifecycle = lifecycle_meta(&service);
         let upstream = Arc::new(Upstream {
+            lifecycle,
             server: server.clone(),
             service,
             raw,
@@ -472,14 +494,8 @@ impl Upstream {
         let id = waiting.id.clone();
         let token = ProgressToken(id.clone());
         let meta = request.get_meta_mut();
-        if let Some(info) = self.peer().peer_info()
-            && !info.protocol_version.has_initialize()
-        {
-            // As rmcp's session says it on each of its own requests (2026-07-28).
-            let config = &self.service.service().config;
-            meta.set_protocol_version(info.protocol_version.clone());
-            meta.set_client_info(config.client_info.clone());
-            meta.set_client_capabilities(config.capabilities.clone());
+        if let Some(lifecycle) = &self.lifecycle {
+            meta.0.0.extend(lifecycle.clone());
         }
         meta.set_progress_token(token.clone());
         let message = rmcp::model::ClientJsonRpcMessage::request(request, id);
