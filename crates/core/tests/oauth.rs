@@ -499,8 +499,9 @@ async fn an_agent_through_the_gateway_uses_the_persons_sign_in_and_never_sees_it
 /// A signed-in server's calls are posted by the gateway itself, each with the sign-in's token
 /// as it is then: refreshed once it is about to expire; when the server refuses it anyway
 /// (revoked early), the call goes rmcp's way, whose sign-in client refreshes it, and the next
-/// is posted by the gateway again; after the person signs out, no call carries the old token.
-/// The agent never sees a token.
+/// is posted by the gateway again; short of a scope, the person is asked to sign in with more,
+/// and the gateway then posts with the stepped-up token; after the person signs out, no call
+/// carries the old token. The agent never sees a token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_token_as_it_is_then()
 {
@@ -511,7 +512,9 @@ async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_to
     let _person = person(&broker, true);
     let sessions = sessions(&broker);
     let mut config = server.config();
-    config.tool_policy.insert("whoami".into(), ToolRule::Allow);
+    for tool in ["whoami", "write_note"] {
+        config.tool_policy.insert(tool.into(), ToolRule::Allow);
+    }
     sessions.start(vec![config.clone()]).await;
     assert!(matches!(
         settled(&sessions).await,
@@ -601,6 +604,43 @@ async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_to
     for token in server.issued_tokens() {
         assert!(!answer.contains(&token), "the agent saw {token}");
     }
+
+    // Short of a scope (403 `insufficient_scope`): the gateway's post is refused and the call
+    // ends in words at once, while the desktop asks the person to sign in with more (no second
+    // post: no refresh grants a scope). Once they have, the gateway posts the call itself, with
+    // the stepped-up token.
+    let write = || {
+        tokio::time::timeout(
+            WAIT,
+            client
+                .peer()
+                .call_tool(CallToolRequestParams::new("write_note")),
+        )
+    };
+    let before = calls().len();
+    let short = write().await.unwrap().expect_err("short of a scope");
+    assert!(
+        short
+            .to_string()
+            .contains("asks them on the desktop to sign in again"),
+        "{short}"
+    );
+    let after = calls()[before..].to_vec();
+    assert!(
+        matches!(after.as_slice(), [(true, _)]),
+        "posted once, by the gateway: {after:?}"
+    );
+    assert!(matches!(
+        settled(&sessions).await,
+        SessionState::SignInRequired { .. }
+    ));
+    sessions.sign_in("notes").await.expect("stepped up");
+    sessions.wait_ready("notes", WAIT).await;
+    let wrote = serde_json::to_string(&write().await.unwrap().expect("written")).unwrap();
+    assert!(wrote.contains("notes:write"), "{wrote}");
+    let (ours, stepped_up) = calls().last().cloned().unwrap();
+    assert!(ours, "posted by the gateway");
+    assert_ne!(stepped_up, third_token, "with the stepped-up token");
 
     // The person signs out: the next call carries no token of the sign-in's, and the agent is
     // told in words while the desktop asks the person to sign in again.

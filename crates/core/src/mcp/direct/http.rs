@@ -40,8 +40,9 @@ const PASSING: usize = 16;
 #[derive(Default)]
 pub(crate) struct HttpWay {
     /// Set for the gateway's upstream sessions (`TapHttpClient::with_direct_way`). A server
-    /// that refuses a signed-in session's token (revoked, short of a scope) sends the call
-    /// rmcp's way, whose auth client refreshes it or asks the person.
+    /// that refuses a signed-in session's token (revoked) sends the call rmcp's way, whose
+    /// auth client refreshes it or asks the person; one short of a scope ends the call asking
+    /// the person for more.
     enabled: AtomicBool,
     /// A signed-in session's sign-in: its token is taken from there at each post.
     signed_in: Mutex<Option<SignIn>>,

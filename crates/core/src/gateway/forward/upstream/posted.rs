@@ -1,7 +1,8 @@
 //! A request of the gateway's posted to a Streamable HTTP server in rmcp's session
 //! (`mcp::direct::HttpWay`), and its response read to the answer: progress to the agent,
 //! the server's other messages to rmcp's session, a broken-off stream picked up again, and a
-//! session the server ended or credentials it refused sent rmcp's way.
+//! session the server ended or a token it refused sent rmcp's way (but for want of a scope,
+//! which only the person can grant).
 
 use super::*;
 
@@ -9,9 +10,9 @@ use super::*;
 enum Got {
     Answer(Answer),
     Failed(rmcp::ServiceError),
-    /// The server no longer knows rmcp's session, or refused the credentials rmcp last posted
-    /// with (expired, revoked, short of a scope): nothing was done, and rmcp's way (which
-    /// opens a new session, refreshes the token or asks the person) is the one to take.
+    /// The server no longer knows rmcp's session, or refused the sign-in's token (expired,
+    /// revoked): nothing was done, and rmcp's way (which opens a new session, refreshes the
+    /// token or asks the person) is the one to take.
     RmcpsWay,
 }
 
@@ -105,10 +106,11 @@ impl Upstream {
                 return Got::RmcpsWay;
             }
             // The way stays open: once rmcp's way has a new token, the sign-in holds it for ours.
-            Err(
-                StreamableHttpError::AuthRequired(_) | StreamableHttpError::InsufficientScope(_),
-            ) => {
-                return Got::RmcpsWay;
+            Err(StreamableHttpError::AuthRequired(_)) => return Got::RmcpsWay,
+            // Short of a scope, no refresh helps (rmcp's way would post the same token again to
+            // the same refusal): only the person can grant more, and the error asks them.
+            Err(e @ StreamableHttpError::InsufficientScope(_)) => {
+                return Got::Failed(transport_error(e));
             }
             Err(e) => return Got::Failed(transport_error(e)),
         };
