@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // An MCP server written without any SDK, over stdio, whose answers carry fields no SDK models
 // (vendor keys on a tool, its result, a resource and a prompt). The gateway tests check that
-// agents receive them unchanged, a tool (`chatty`) that sends progress, a log line and a
+// agents receive them unchanged, a tool (`chatty`) that sends progress (with a vendor key), a log line and a
 // tools/list_changed notification before its result, one (`params`) that answers with the
 // params of the call as they arrived, one (`exit`, unlisted) that ends the process without
 // answering, one (`deaf`, unlisted) that stops reading its stdin, one (`newer`, unlisted) whose
@@ -73,7 +73,7 @@ const results = {
       // Progress for this call, a log line, and a changed tool list, before the result.
       const token = p._meta?.progressToken;
       if (token !== undefined) {
-        out({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2, message: 'half way' } });
+        out({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2, message: 'half way', 'x-vendor': { kept: true } } });
       }
       out({ jsonrpc: '2.0', method: 'notifications/message', params: { level: 'info', logger: 'raw', data: 'chatty ran' } });
       out({ jsonrpc: '2.0', method: 'notifications/tools/list_changed' });

@@ -3858,14 +3858,21 @@ impl RawAgent {
 }
 
 /// A plain tool call on a 2025-11-25 session takes the lane: one JSON answer with the
-/// server's own fields; a call that asks for progress gets a stream, with the progress ahead
-/// of the result (it travels through the relaying task; the result waits), as does any call
-/// of an agent that offers sampling.
+/// server's own fields; a call that asks for progress gets a stream, with the progress as the
+/// server sent it but for the token, ahead of the result (it travels through the relaying
+/// task; the result waits), as does any call of an agent that offers sampling.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progress_on_its_stream() {
-    let mut raw = raw_server();
+    // The server on stdio, and over Streamable HTTP answering on SSE streams.
+    let (_sse, url) = common::node_peer_at_url("raw-server.mjs", &["--sse"], &[]).await;
+    for (label, raw) in [("stdio", raw_server()), ("sse", raw_http(&url))] {
+        answered_on_the_lane(label, raw).await;
+    }
+}
+
+async fn answered_on_the_lane(label: &str, mut raw: ServerConfig) {
     raw.tool_policy = BTreeMap::from([("chatty".to_owned(), ToolRule::Allow)]);
-    let rig = rig("lane-json", vec![raw]).await;
+    let rig = rig(&format!("lane-json-{label}"), vec![raw]).await;
     let agent = rig.raw_agent("raw", "lane-agent").await;
     let (status, kind, body) = agent
         .exchange(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -3898,9 +3905,22 @@ async fn a_plain_call_on_a_session_is_answered_in_json_and_one_asking_for_progre
             .await;
         assert!(kind.starts_with("text/event-stream"), "{kind}: {body}");
         let progress = body.find("notifications/progress").expect(&body);
-        let result = body.find("\"x-vendor\"").expect(&body);
+        let result = body.rfind("\"x-vendor\"").expect(&body);
         assert!(progress < result, "{body}");
-        assert!(body.contains("\"p3\""), "the agent's own token: {body}");
+        // The progress as the server sent it (a vendor key, the number as written), under
+        // the agent's own token.
+        let params = body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .find(|d| d.contains("notifications/progress"))
+            .and_then(|d| d.split_once(r#""params":"#))
+            .map(|(_, params)| params)
+            .expect(&body);
+        assert_eq!(
+            params,
+            r#"{"progressToken":"p3","progress":1,"total":2,"message":"half way","x-vendor":{"kept":true}}}"#,
+            "{body}"
+        );
         let answer: Value = body
             .lines()
             .filter_map(|l| l.strip_prefix("data: "))

@@ -323,6 +323,21 @@ pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) ->
     shape_result(raw, modern_agent)
 }
 
+/// `object` with its member `key` (which it has) set to `value`, every other member as the
+/// bytes it came in; `None` when it is not an object with distinct keys, or has no `key`.
+pub(crate) fn with_member(
+    object: &RawValue,
+    key: &'static str,
+    value: Box<RawValue>,
+) -> Option<Box<RawValue>> {
+    let members = Members::read(object.get())?;
+    members.get(key)?;
+    members.write(&Edits {
+        replace: Some((key, value)),
+        ..Edits::default()
+    })
+}
+
 /// `raw` read whole, shaped, and written again.
 fn shape_whole(raw: Box<RawValue>, modern_agent: bool) -> Box<RawValue> {
     let Ok(mut value) = serde_json::from_str::<Value>(raw.get()) else {

@@ -9,7 +9,10 @@
 //! handed over as it came, in its place in the stream (`raw::TapRead`): whatever the server
 //! wrote before it (progress for the call) has reached rmcp, and through it the agent, first.
 //!
-//! Our ids are strings with [`PREFIX`]; rmcp numbers its own, so the two never meet.
+//! Our ids are strings with [`PREFIX`]; rmcp numbers its own, so the two never meet. The
+//! server's progress is taken off the wire too (`Direct::take_progress`), so it reaches the
+//! agent as the server wrote it but for the token, not read into rmcp's model and written
+//! again (which turned `1` into `1.0` and dropped what the model lacks).
 //!
 //! From 2026-07-28 on, rmcp's session refuses a server's question (elicitation, sampling,
 //! roots) unless it holds a request of its own in flight for the question to belong to
@@ -52,11 +55,17 @@ pub struct Direct {
     pub(crate) http: HttpWay,
     /// Who answers a server's questions that belong to requests of ours (see the module).
     questions: OnceLock<TakeQuestion>,
+    /// Where progress for requests of ours goes as sent, rather than through rmcp's session.
+    progress: OnceLock<TakeProgress>,
 }
 
 /// Takes one server question off the wire, in its place in the stream: what it does at once
 /// happens before rmcp reads the next message (a cancellation of that question, say).
 pub(crate) type TakeQuestion = Box<dyn Fn(RequestId, ServerRequest) + Send + Sync>;
+
+/// Takes a server's progress notification off the wire (the message as sent), in its place in
+/// the stream; false when the message is not one after all (then it is rmcp's).
+pub(crate) type TakeProgress = Box<dyn Fn(&[u8]) -> bool + Send + Sync>;
 
 /// A server's requests that must belong to a request of the client's in flight (SEP-2260).
 const RESTRICTED: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
@@ -69,6 +78,7 @@ impl Default for Direct {
             next: AtomicU64::new(0),
             http: HttpWay::default(),
             questions: OnceLock::new(),
+            progress: OnceLock::new(),
         }
     }
 }
@@ -94,6 +104,8 @@ impl Drop for Waiting<'_> {
 pub(crate) enum Claim {
     /// Not an answer to a request of ours: rmcp's to read.
     Not,
+    /// A progress notification that names our id (as its token), to be taken as sent.
+    Progress,
     /// An answer to ours: hand it over (the request may have been given up meanwhile).
     Ours(Option<oneshot::Sender<Answer>>, Answer),
 }
@@ -173,6 +185,20 @@ impl Direct {
         restricted.then_some((id, request))
     }
 
+    /// From now on, the server's progress goes to `take` as the server wrote it rather than to
+    /// rmcp, which would read it into its model (dropping what it does not know) for it to be
+    /// written again: over stdio progress for requests of ours (whose token is the request's
+    /// id), over HTTP all of it (`TapHttpClient`). Set once per session.
+    pub(crate) fn take_progress(&self, take: TakeProgress) {
+        let _ = self.progress.set(take);
+    }
+
+    /// Hands `message` to whoever takes progress, if it is progress and someone does: whether
+    /// it was taken.
+    pub(crate) fn progress(&self, message: &[u8]) -> bool {
+        self.progress.get().is_some_and(|take| take(message))
+    }
+
     /// Hands a question taken off the wire to whoever takes them.
     pub(crate) fn ask(&self, id: RequestId, request: ServerRequest) {
         if let Some(take) = self.questions.get() {
@@ -180,7 +206,8 @@ impl Direct {
         }
     }
 
-    /// Whether `line`, one message from the server, answers one of our requests.
+    /// Whether `line`, one message from the server, answers one of our requests (or is
+    /// progress for one, where progress is taken).
     pub(crate) fn claim(&self, line: &[u8]) -> Claim {
         if memchr::memmem::find(line, PREFIX.as_bytes()).is_none() {
             return Claim::Not;
@@ -196,14 +223,21 @@ impl Direct {
         }
         // A line that does not read (a key twice, say) is rmcp's, which drops it as it would
         // drop an unreadable answer to its own request: the request then times out.
-        let Ok(Head {
-            id: Some(NumberOrString::String(id)),
-            method: None,
-            result,
-            error,
-        }) = serde_json::from_slice::<Head>(line)
-        else {
-            return Claim::Not;
+        let (id, result, error) = match serde_json::from_slice::<Head>(line) {
+            Ok(Head {
+                id: Some(NumberOrString::String(id)),
+                method: None,
+                result,
+                error,
+            }) => (id, result, error),
+            Ok(Head {
+                id: None,
+                method: Some(method),
+                ..
+            }) if method == "notifications/progress" && self.progress.get().is_some() => {
+                return Claim::Progress;
+            }
+            _ => return Claim::Not,
         };
         match id.strip_prefix(PREFIX).map(str::parse::<u64>) {
             Some(Ok(number)) => Claim::Ours(
@@ -517,7 +551,7 @@ mod tests {
         let direct = Direct::default();
         let read = |line: &[u8], call| match direct.claim(line) {
             Claim::Ours(_, answer) => read_answer(answer, call),
-            Claim::Not => panic!("{}", String::from_utf8_lossy(line)),
+            Claim::Not | Claim::Progress => panic!("{}", String::from_utf8_lossy(line)),
         };
         let plain = br#"{"jsonrpc":"2.0","id":"countersign:1","result":{"content":[]}}"#;
         assert!(

@@ -377,6 +377,8 @@ enum Ready {
     Lines(Vec<u8>, usize),
     /// An answer to a request of ours.
     Answer(Option<tokio::sync::oneshot::Sender<Answer>>, Answer),
+    /// Progress for a request of ours, as the server wrote it (`Direct::take_progress`).
+    Progress(Vec<u8>),
     /// A server's question that belongs to a request of ours (`Direct::question`); rare, so
     /// boxed rather than widening every line's entry.
     Question(Box<(RequestId, rmcp::model::ServerRequest)>),
@@ -423,6 +425,7 @@ impl<R> TapRead<R> {
                     let line = std::mem::take(&mut self.line);
                     match self.raw.direct.claim(&line) {
                         Claim::Ours(to, answer) => self.ready.push_back(Ready::Answer(to, answer)),
+                        Claim::Progress => self.ready.push_back(Ready::Progress(line)),
                         Claim::Not => {
                             // Its params as sent are kept for whoever answers it.
                             self.raw.observe(&line);
@@ -463,10 +466,15 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
             // rmcp's reader asks for more only once it has used up what it was given, so an
             // answer or a question at the front comes after everything before it has reached
             // rmcp, and before anything after it does.
-            while let Some(Ready::Answer(..) | Ready::Question(_)) = this.ready.front() {
+            while let Some(Ready::Answer(..) | Ready::Progress(_) | Ready::Question(_)) =
+                this.ready.front()
+            {
                 match this.ready.pop_front() {
                     Some(Ready::Answer(Some(to), answer)) => {
                         let _ = to.send(answer);
+                    }
+                    Some(Ready::Progress(line)) => {
+                        this.raw.direct.progress(&line);
                     }
                     Some(Ready::Question(question)) => {
                         let (id, request) = *question;
@@ -581,6 +589,12 @@ impl TapHttpClient {
                 if let Ok(event) = &event
                     && let Some(data) = &event.data
                 {
+                    // Progress goes to the agent as sent, where the gateway takes it.
+                    if data.contains("notifications/progress")
+                        && raw.direct.progress(data.as_bytes())
+                    {
+                        return futures::future::ready(None);
+                    }
                     // An answer to a request the gateway posted itself (`direct::HttpWay`)
                     // that came on one of rmcp's streams is ours, not rmcp's.
                     if let Claim::Ours(to, answer) = raw.direct.claim(data.as_bytes()) {
@@ -956,6 +970,41 @@ mod tests {
             raw.take(&NumberOrString::String("q1".into())).unwrap()["message"],
             "hi"
         );
+    }
+
+    /// Progress for a request of ours is taken as the server wrote it, in its place: after the
+    /// lines before it reached rmcp, before our answer is handed over (the agent gets the
+    /// progress first). Progress for rmcp's own requests stays rmcp's.
+    #[tokio::test]
+    async fn progress_for_ours_is_taken_as_sent_in_its_place() {
+        use tokio::io::AsyncBufReadExt;
+        let raw = RawRequests::with_results();
+        let taken = Arc::new(Mutex::new(Vec::new()));
+        let into = taken.clone();
+        raw.direct.take_progress(Box::new(move |message| {
+            lock(&into).push(String::from_utf8_lossy(message).into_owned());
+            true
+        }));
+        let mut waiting = raw.direct.open();
+        let NumberOrString::String(ours) = waiting.id.clone() else {
+            panic!()
+        };
+        let log = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}"#;
+        let progress = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"{ours}","progress":1,"x-vendor":true}}}}"#
+        );
+        let theirs = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":3,"progress":1}}"#;
+        let answer = format!(r#"{{"jsonrpc":"2.0","id":"{ours}","result":{{"content":[]}}}}"#);
+        let wire = format!("{log}\n{progress}\n{theirs}\n{answer}\n");
+        let mut lines =
+            tokio::io::BufReader::new(TapRead::new(wire.as_bytes(), raw.clone())).lines();
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), log);
+        assert!(lock(&taken).is_empty(), "taken before rmcp read what came first");
+        assert_eq!(lines.next_line().await.unwrap().unwrap(), theirs);
+        assert_eq!(*lock(&taken), [progress + "\n"]);
+        assert!(waiting.answer.try_recv().is_err(), "the answer waits its turn");
+        assert!(lines.next_line().await.unwrap().is_none());
+        assert!(waiting.answer.try_recv().is_ok());
     }
 
     #[tokio::test]

@@ -11,8 +11,16 @@ use crate::gateway::lane::LaneStream;
 use crate::mcp::origins::CallOrigins;
 
 /// A notification on its way to the agent: to the request it belongs to (progress), or to the
-/// agent's session.
-pub(super) type Outgoing = (Option<ProgressTo>, ServerNotification);
+/// agent's session; a progress notification's params also as the server sent them (under the
+/// agent's token), where they were read off the wire.
+pub(super) type Outgoing = (
+    Option<ProgressTo>,
+    ServerNotification,
+    Option<Box<RawValue>>,
+);
+
+/// A progress notification, and its params as sent when they were read off the wire.
+type Progress = (ProgressNotification, Option<Box<RawValue>>);
 
 /// Where a request's progress goes: through the agent's peer (rmcp puts it on the request's
 /// stream), or onto the stream the lane answers that request with (in the request's context).
@@ -83,7 +91,7 @@ const TASK_ROUTES: usize = 64;
 #[derive(Default)]
 struct ProgressRoutes {
     routes: HashMap<ProgressToken, (ProgressTo, ProgressToken)>,
-    unclaimed: VecDeque<ProgressNotification>,
+    unclaimed: VecDeque<Progress>,
     /// Routes that outlived their call, by the task the call created, oldest first.
     tasks: VecDeque<(String, ProgressToken)>,
 }
@@ -117,11 +125,11 @@ impl AgentRelay {
         let mut progress = lock(&self.progress);
         let (early, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut progress.unclaimed)
             .into_iter()
-            .partition(|n| &n.params.progress_token == upstream);
+            .partition(|(n, _)| &n.params.progress_token == upstream);
         progress.unclaimed = rest;
         let Some((to, token)) = to else { return };
-        for n in early {
-            self.queue(to_agent(n, &to, &token));
+        for (n, sent) in early {
+            self.queue(to_agent(n, sent, &to, &token));
         }
         progress.routes.insert(upstream.clone(), (to, token));
     }
@@ -202,27 +210,62 @@ impl AgentRelay {
     }
 }
 
+impl AgentRelay {
+    /// A progress notification `message` as the server wrote it (one JSON-RPC message), read
+    /// off the wire by the gateway rather than by rmcp: it reaches the agent as sent but for
+    /// the token. False when `message` is not a progress notification (nothing was done).
+    pub(super) fn progress_sent(&self, message: &[u8]) -> bool {
+        #[derive(serde::Deserialize)]
+        struct Sent<'a> {
+            #[serde(borrow)]
+            method: std::borrow::Cow<'a, str>,
+            #[serde(borrow)]
+            params: Option<&'a RawValue>,
+            id: Option<serde::de::IgnoredAny>,
+        }
+        let Ok(Sent {
+            method,
+            params: Some(params),
+            id: None,
+        }) = serde_json::from_slice::<Sent>(message)
+        else {
+            return false;
+        };
+        if method != "notifications/progress" {
+            return false;
+        }
+        // Read as rmcp reads it, which drops what does not read.
+        if let Ok(typed) = serde_json::from_str(params.get()) {
+            self.progress(ProgressNotification::new(typed), Some(params.to_owned()));
+        }
+        true
+    }
+
+    /// Progress is routed now, while the call is surely still in flight: the server sends it
+    /// before its result, and the route goes when the result is in.
+    fn progress(&self, n: ProgressNotification, sent: Option<Box<RawValue>>) {
+        let mut progress = lock(&self.progress);
+        let outgoing = match progress.routes.get(&n.params.progress_token) {
+            Some((to, token)) => to_agent(n, sent, to, token),
+            None => {
+                if progress.unclaimed.len() >= UNCLAIMED_PROGRESS {
+                    progress.unclaimed.pop_front();
+                }
+                progress.unclaimed.push_back((n, sent));
+                return;
+            }
+        };
+        drop(progress);
+        self.queue(outgoing);
+    }
+}
+
 impl Relay for AgentRelay {
     fn notify(&self, notification: &ServerNotification) {
-        // Progress is routed now, while the call is surely still in flight: the server sends
-        // it before its result, and the route goes when the result is in.
-        let outgoing = match notification {
-            ServerNotification::ProgressNotification(n) => {
-                let mut progress = lock(&self.progress);
-                match progress.routes.get(&n.params.progress_token) {
-                    Some((to, token)) => to_agent(n.clone(), to, token),
-                    None => {
-                        if progress.unclaimed.len() >= UNCLAIMED_PROGRESS {
-                            progress.unclaimed.pop_front();
-                        }
-                        progress.unclaimed.push_back(n.clone());
-                        return;
-                    }
-                }
-            }
-            other => (None, other.clone()),
-        };
-        self.queue(outgoing);
+        match notification {
+            ServerNotification::ProgressNotification(n) => self.progress(n.clone(), None),
+            other => self.queue((None, other.clone(), None)),
+        }
     }
 
     #[allow(deprecated)]
@@ -362,11 +405,23 @@ async fn sample_on(
 }
 
 /// The upstream's progress as the agent's: under the token the agent chose, to its request.
-fn to_agent(mut n: ProgressNotification, to: &ProgressTo, token: &ProgressToken) -> Outgoing {
+/// Its params as sent keep every other member as the bytes they came in; params whose members
+/// do not read one by one go as rmcp read them.
+fn to_agent(
+    mut n: ProgressNotification,
+    sent: Option<Box<RawValue>>,
+    to: &ProgressTo,
+    token: &ProgressToken,
+) -> Outgoing {
+    let sent = sent.and_then(|params| {
+        let token = serde_json::value::to_raw_value(token).ok()?;
+        crate::gateway::faithful::with_member(&params, "progressToken", token)
+    });
     n.params.progress_token = token.clone();
     (
         Some(to.clone()),
         ServerNotification::ProgressNotification(n),
+        sent,
     )
 }
 

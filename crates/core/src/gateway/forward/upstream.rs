@@ -267,7 +267,13 @@ impl Upstream {
             Arc::downgrade(&upstream),
             notifications,
         ));
-        if !upstream.has_handshake() && upstream.raw.direct.is_open() {
+        // The server's progress reaches the agent as sent (see `mcp::direct`).
+        let relay = upstream.relay.clone();
+        upstream
+            .raw
+            .direct
+            .take_progress(Box::new(move |message| relay.progress_sent(message)));
+        if upstream.raw.direct.is_open() && !upstream.has_handshake() {
             upstream.take_questions();
         }
         // A dead upstream takes its questions with it, at once, and the agent's session ends:
@@ -741,7 +747,7 @@ async fn relay_notifications(
     upstream: std::sync::Weak<Upstream>,
     mut notifications: mpsc::UnboundedReceiver<Outgoing>,
 ) {
-    while let Some((to, notification)) = notifications.recv().await {
+    while let Some((to, notification, sent)) = notifications.recv().await {
         let Some(up) = upstream.upgrade() else {
             return;
         };
@@ -755,7 +761,10 @@ async fn relay_notifications(
             Some(ProgressTo::Peer(peer)) => {
                 let _ = peer.send_notification(notification).await;
             }
-            Some(ProgressTo::Lane(stream)) => stream.notify(&notification),
+            Some(ProgressTo::Lane(stream)) => match sent {
+                Some(params) => stream.notify_progress(&params),
+                None => stream.notify(&notification),
+            },
             None => {}
         }
         up.relay.passed.send_modify(|n| *n += 1);

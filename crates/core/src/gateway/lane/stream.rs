@@ -64,6 +64,25 @@ impl LaneStream {
         }
     }
 
+    /// A progress notification whose params are as the server sent them (under the agent's
+    /// token).
+    pub(crate) fn notify_progress(&self, params: &serde_json::value::RawValue) {
+        #[derive(serde::Serialize)]
+        struct Progress<'a> {
+            jsonrpc: &'static str,
+            method: &'static str,
+            params: &'a serde_json::value::RawValue,
+        }
+        let message = Progress {
+            jsonrpc: "2.0",
+            method: "notifications/progress",
+            params,
+        };
+        if let Some(event) = event(&message) {
+            let _ = self.events.send(event);
+        }
+    }
+
     /// Sends the agent request `method` on this stream and waits for the agent's answer (its
     /// result, or its own error); [`StreamEnded`] when the stream ends first (the call
     /// answered, or the agent gone). Given up (dropped) before the answer, the agent is told the

@@ -75,7 +75,9 @@ fn tap_same_however_cut(wire: &[u8], pieces: &[Vec<u8>]) -> Result<(), TestCaseE
         .flat_map(|r| match r {
             super::Ready::Lines(lines, _) => lines.clone(),
             // No questions are taken here: nobody takes this tap's.
-            super::Ready::Answer(..) | super::Ready::Question(_) => Vec::new(),
+            super::Ready::Answer(..) | super::Ready::Progress(_) | super::Ready::Question(_) => {
+                Vec::new()
+            }
         })
         .collect();
     let whole_lines = match wire.iter().rposition(|b| *b == b'\n') {

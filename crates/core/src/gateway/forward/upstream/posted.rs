@@ -31,21 +31,6 @@ fn transport_error(
     >(e))
 }
 
-/// A progress notification, read; only such a message is read at all.
-fn progress_of(data: &str) -> Option<ServerNotification> {
-    if !data.contains("notifications/progress") {
-        return None;
-    }
-    match serde_json::from_str(data).ok()? {
-        rmcp::model::ServerJsonRpcMessage::Notification(n)
-            if matches!(n.notification, ServerNotification::ProgressNotification(_)) =>
-        {
-            Some(n.notification)
-        }
-        _ => None,
-    }
-}
-
 impl Upstream {
     /// The request posted in rmcp's HTTP session by us (`mcp::direct::HttpWay`); its answer
     /// is read off the response as sent. Should the server have ended the session, it goes
@@ -117,7 +102,7 @@ impl Upstream {
         match posted {
             Posted::Json(body, _) => match raw.direct.claim(&body) {
                 Claim::Ours(_, answer) => Got::Answer(answer),
-                Claim::Not => Got::Failed(rmcp::ServiceError::UnexpectedResponse),
+                Claim::Not | Claim::Progress => Got::Failed(rmcp::ServiceError::UnexpectedResponse),
             },
             Posted::Answered(StreamableHttpPostResponse::Json(
                 ServerJsonRpcMessage::Error(error),
@@ -182,8 +167,10 @@ impl Upstream {
                 if let Claim::Ours(_, answer) = raw.direct.claim(data.as_bytes()) {
                     return Got::Answer(answer);
                 }
-                if let Some(progress) = progress_of(data) {
-                    self.relay.notify(&progress);
+                // Progress goes to the agent as the server sent it (but for the token).
+                if data.contains("notifications/progress")
+                    && self.relay.progress_sent(data.as_bytes())
+                {
                     continue;
                 }
                 raw.note_origin(data.as_bytes(), &waiting.id);
