@@ -211,6 +211,18 @@ fn text(result: &CallToolResult) -> String {
         .join("\n")
 }
 
+/// The person submits `content` (a JSON object) for ask `id`.
+fn accept(rig: &Rig, id: u64, content: Value) {
+    rig.broker
+        .answer(
+            id,
+            Answer::Accept {
+                content: content.as_object().cloned(),
+            },
+        )
+        .unwrap();
+}
+
 fn confirm() -> Answer {
     let mut content = Map::new();
     content.insert("confirm".into(), json!(true));
@@ -704,14 +716,7 @@ async fn server_everythings_question_reaches_the_person_for_an_agent_that_cannot
         "titledMultipleSelectEnum": ["fish-1"],
         "legacyTitledEnum": "pet-1",
     });
-    rig.broker
-        .answer(
-            ask.id,
-            Answer::Accept {
-                content: content.as_object().cloned(),
-            },
-        )
-        .unwrap();
+    accept(&rig, ask.id, content);
     let result = tokio::time::timeout(WAIT, asking)
         .await
         .expect("in time")
@@ -3613,14 +3618,7 @@ async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
         "{question:?}"
     );
     assert_eq!(question.asker.server, "mrtr");
-    rig.broker
-        .answer(
-            question.id,
-            Answer::Accept {
-                content: json!({"name": "Ada"}).as_object().cloned(),
-            },
-        )
-        .unwrap();
+    accept(&rig, question.id, json!({"name": "Ada"}));
     let answered = tokio::time::timeout(WAIT, asking)
         .await
         .expect("in time")
@@ -3706,14 +3704,7 @@ async fn prompts_and_resources_that_ask_first_reach_the_agent() {
         peer.get_prompt(params).await
     });
     let ask = rig.next_ask().await;
-    rig.broker
-        .answer(
-            ask.id,
-            Answer::Accept {
-                content: json!({"name": "Ada"}).as_object().cloned(),
-            },
-        )
-        .unwrap();
+    accept(&rig, ask.id, json!({"name": "Ada"}));
     let prompt = tokio::time::timeout(WAIT, prompt)
         .await
         .unwrap()
@@ -3734,14 +3725,7 @@ async fn prompts_and_resources_that_ask_first_reach_the_agent() {
         .await
     });
     let ask = rig.next_ask().await;
-    rig.broker
-        .answer(
-            ask.id,
-            Answer::Accept {
-                content: json!({"sure": true}).as_object().cloned(),
-            },
-        )
-        .unwrap();
+    accept(&rig, ask.id, json!({"sure": true}));
     let read = tokio::time::timeout(WAIT, read)
         .await
         .unwrap()
