@@ -14,6 +14,7 @@
 // still may, with a request of its own while the call is in flight (SEP-2260):
 //
 //   asks_by_request      sends elicitation/create and answers with the reply it got
+//   asks_roots           sends roots/list and answers with the reply it got
 //   asks_then_withdraws  sends elicitation/create, withdraws it (notifications/cancelled)
 //                        300 ms later, and answers `withdrawn`
 //
@@ -42,18 +43,21 @@ const ask = (inputRequests, requestState) => ({
 const done = (text) => ({ content: [{ type: 'text', text }] });
 
 const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling',
-  'asks_by_request', 'asks_then_withdraws']
+  'asks_by_request', 'asks_then_withdraws', 'asks_roots']
   .map((name) => ({ name, inputSchema: { type: 'object' } }));
 
 // The replies awaited to this server's own requests, by id.
 const awaiting = new Map();
 let asked = 0;
-const askByRequest = (message) => {
+const request = (method, params) => {
   const id = `q${++asked}`;
-  out({ jsonrpc: '2.0', id, method: 'elicitation/create',
-    params: { mode: 'form', message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } } });
+  out({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
   return { id, reply: new Promise((resolve) => awaiting.set(id, resolve)) };
 };
+const askByRequest = (message) => request('elicitation/create',
+  { mode: 'form', message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } });
+const answerWith = (id, label, reply) => reply.then((r) => out({ jsonrpc: '2.0', id,
+  result: { resultType: 'complete', ...done(`${label} ${JSON.stringify(r.result ?? { error: r.error })}`) } }));
 const LIFECYCLE = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientCapabilities'];
 
 function call(p) {
@@ -119,12 +123,8 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', tools } });
     case 'tools/call': {
       log(p);
-      if (p.name === 'asks_by_request') {
-        const { reply } = askByRequest('Your name?');
-        reply.then((r) => out({ jsonrpc: '2.0', id: m.id,
-          result: { resultType: 'complete', ...done(`by request ${JSON.stringify(r.result ?? { error: r.error })}`) } }));
-        return;
-      }
+      if (p.name === 'asks_by_request') return answerWith(m.id, 'by request', askByRequest('Your name?').reply);
+      if (p.name === 'asks_roots') return answerWith(m.id, 'roots', request('roots/list').reply);
       if (p.name === 'asks_then_withdraws') {
         const { id } = askByRequest('Soon withdrawn');
         setTimeout(() => {

@@ -3590,8 +3590,9 @@ async fn an_mrtr_pattern_schema_is_refused_as_sent_for_an_agent() {
 /// (SEP-2260), where the gateway writes its calls on the server's stdin beside rmcp's session
 /// (`mcp::direct`), which holds no request of its own then and would refuse the question: the
 /// question reaches the person and their answer the server, on record as delivered; another that
-/// the server withdraws is torn down as the server's. On the wire, the calls were the gateway's
-/// own and carried the 2026-07-28 lifecycle keys (the server refuses a request without them).
+/// the server withdraws is torn down as the server's, and its `roots/list` gets the session's
+/// answer. On the wire, the calls were the gateway's own and carried the 2026-07-28 lifecycle
+/// keys (the server refuses a request without them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
     let script = common::peer_path("mrtr-server.mjs");
@@ -3605,7 +3606,7 @@ async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
     if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut mrtr.transport {
         env.insert("MRTR_WIRE".into(), wire.display().to_string());
     }
-    for tool in ["asks_by_request", "asks_then_withdraws"] {
+    for tool in ["asks_by_request", "asks_then_withdraws", "asks_roots"] {
         mrtr.tool_policy.insert(tool.into(), ToolRule::Allow);
     }
     let mut rig = rig("mrtr-by-request", vec![mrtr]).await;
@@ -3651,6 +3652,15 @@ async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
         .expect("answered");
     assert_eq!(text(&withdrawn), "withdrawn");
 
+    // Not only questions for the person: the server's `roots/list` gets the session's own
+    // answer (this agent offers no roots), not rmcp's refusal for want of a request of its own.
+    let roots = call(&agent, "asks_roots", json!({})).await;
+    assert!(
+        text(&roots).contains("Countersign offers no roots"),
+        "{}",
+        text(&roots)
+    );
+
     let read: Vec<Value> = std::fs::read_to_string(&wire)
         .unwrap()
         .lines()
@@ -3660,7 +3670,7 @@ async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
         .iter()
         .filter(|m| m["method"] == "tools/call")
         .collect();
-    assert_eq!(calls.len(), 2, "{read:?}");
+    assert_eq!(calls.len(), 3, "{read:?}");
     for call in calls {
         assert!(
             call["id"]
