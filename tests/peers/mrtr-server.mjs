@@ -21,13 +21,21 @@
 // As rmcp's servers do, it refuses a request (but server/discover) whose _meta lacks the
 // 2026-07-28 lifecycle keys: the protocol version and the client's capabilities.
 //
+// With `--http` it serves the same over Streamable HTTP as 2026-07-28 has it: no sessions
+// and no standalone stream (a GET is refused), each request answered on an SSE stream of its
+// own that carries the server's requests and notifications for it, and the client's replies
+// to those POSTed back. It refuses, as rmcp's servers do, a request whose SEP-2243 headers
+// do not match its body: `Mcp-Method`, `Mcp-Name` for a tools/call, and `Mcp-Param-Region`
+// for the `regional` tool, whose `region` argument its schema marks with `x-mcp-header`.
+//
 // Every tools/call it receives is appended to $MRTR_LOG (one JSON line), so a test can see
-// exactly which answers reached it; with $MRTR_WIRE, every line it reads is appended there.
+// exactly which answers reached it; with $MRTR_WIRE, every message it reads is appended there.
 
 import { appendFileSync } from 'node:fs';
+import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
-const out = (m) => process.stdout.write(JSON.stringify(m) + '\n');
+const stdout = (m) => process.stdout.write(JSON.stringify(m) + '\n');
 const log = (m) => {
   if (process.env.MRTR_LOG) appendFileSync(process.env.MRTR_LOG, JSON.stringify(m) + '\n');
 };
@@ -44,19 +52,21 @@ const done = (text) => ({ content: [{ type: 'text', text }] });
 
 const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling',
   'asks_by_request', 'asks_then_withdraws', 'asks_roots']
-  .map((name) => ({ name, inputSchema: { type: 'object' } }));
+  .map((name) => ({ name, inputSchema: { type: 'object' } }))
+  .concat([{ name: 'regional', inputSchema: { type: 'object', properties: {
+    region: { type: 'string', 'x-mcp-header': 'Region' } } } }]);
 
 // The replies awaited to this server's own requests, by id.
 const awaiting = new Map();
 let asked = 0;
-const request = (method, params) => {
+const request = (out, method, params) => {
   const id = `q${++asked}`;
   out({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
   return { id, reply: new Promise((resolve) => awaiting.set(id, resolve)) };
 };
-const askByRequest = (message) => request('elicitation/create',
+const askByRequest = (out, message) => request(out, 'elicitation/create',
   { mode: 'form', message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } });
-const answerWith = (id, label, reply) => reply.then((r) => out({ jsonrpc: '2.0', id,
+const answerWith = (out, id, label, reply) => reply.then((r) => out({ jsonrpc: '2.0', id,
   result: { resultType: 'complete', ...done(`${label} ${JSON.stringify(r.result ?? { error: r.error })}`) } }));
 const LIFECYCLE = ['io.modelcontextprotocol/protocolVersion', 'io.modelcontextprotocol/clientCapabilities'];
 
@@ -91,21 +101,23 @@ function call(p) {
         ok: form('Fine?', { ok: { type: 'boolean' } }),
         llm: { method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 10 } },
       });
+    case 'regional':
+      return done(`region ${p.arguments?.region}`);
     default:
       return null;
   }
 }
 
-createInterface({ input: process.stdin }).on('line', (line) => {
-  if (process.env.MRTR_WIRE) appendFileSync(process.env.MRTR_WIRE, line + '\n');
-  let m;
-  try { m = JSON.parse(line); } catch { return; }
+// One message from the client; `out` writes to wherever its answer goes (stdout, or the SSE
+// stream of the POST that carried it). Whether it was a reply to one of ours.
+function handle(m, out) {
+  if (process.env.MRTR_WIRE) appendFileSync(process.env.MRTR_WIRE, JSON.stringify(m) + '\n');
   if (m.id !== undefined && !m.method && awaiting.has(m.id)) {
     awaiting.get(m.id)(m);
     awaiting.delete(m.id);
-    return;
+    return true;
   }
-  if (m.id === undefined || !m.method) return;
+  if (m.id === undefined || !m.method) return false;
   const p = m.params ?? {};
   const missing = LIFECYCLE.filter((k) => p._meta?.[k] === undefined);
   if (m.method !== 'server/discover' && missing.length) {
@@ -123,10 +135,10 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', tools } });
     case 'tools/call': {
       log(p);
-      if (p.name === 'asks_by_request') return answerWith(m.id, 'by request', askByRequest('Your name?').reply);
-      if (p.name === 'asks_roots') return answerWith(m.id, 'roots', request('roots/list').reply);
+      if (p.name === 'asks_by_request') return answerWith(out, m.id, 'by request', askByRequest(out, 'Your name?').reply);
+      if (p.name === 'asks_roots') return answerWith(out, m.id, 'roots', request(out, 'roots/list').reply);
       if (p.name === 'asks_then_withdraws') {
-        const { id } = askByRequest('Soon withdrawn');
+        const { id } = askByRequest(out, 'Soon withdrawn');
         setTimeout(() => {
           awaiting.delete(id);
           out({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: id, reason: 'no longer needed' } });
@@ -161,4 +173,68 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     default:
       return out({ jsonrpc: '2.0', id: m.id, error: { code: -32601, message: `no ${m.method}` } });
   }
-});
+}
+
+// A header as sent, `=?base64?...?=` unwrapped (SEP-2243).
+const headerValue = (req, name) => {
+  const v = req.headers[name];
+  const wrapped = typeof v === 'string' && v.match(/^=\?base64\?(.*)\?=$/);
+  return wrapped ? Buffer.from(wrapped[1], 'base64').toString('utf8') : v;
+};
+
+// Why a request's SEP-2243 headers do not match its body, if they do not.
+function headerMismatch(req, m) {
+  if (m.method !== 'server/discover' && req.headers['mcp-protocol-version'] !== '2026-07-28') {
+    return `MCP-Protocol-Version is ${req.headers['mcp-protocol-version']}`;
+  }
+  if (headerValue(req, 'mcp-method') !== m.method) return `Mcp-Method is ${req.headers['mcp-method']}`;
+  if (m.method !== 'tools/call') return null;
+  if (headerValue(req, 'mcp-name') !== m.params?.name) return `Mcp-Name is ${req.headers['mcp-name']}`;
+  if (m.params?.name === 'regional' && headerValue(req, 'mcp-param-region') !== m.params?.arguments?.region) {
+    return `Mcp-Param-Region is ${req.headers['mcp-param-region']}`;
+  }
+  return null;
+}
+
+if (process.argv.includes('--http')) {
+  const server = createServer((req, res) => {
+    if (req.method !== 'POST') {
+      res.writeHead(405, { allow: 'POST' }).end();
+      return;
+    }
+    let body = '';
+    req.on('data', (chunk) => { body += chunk; });
+    req.on('end', () => {
+      let m;
+      try { m = JSON.parse(body); } catch {
+        res.writeHead(400).end();
+        return;
+      }
+      if (m.id === undefined || !m.method) {
+        handle(m, () => {});
+        res.writeHead(202).end();
+        return;
+      }
+      const wrong = headerMismatch(req, m);
+      if (wrong) {
+        res.writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ jsonrpc: '2.0', id: m.id, error: { code: -32020, message: wrong } }));
+        return;
+      }
+      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      // The stream ends with the request's answer.
+      handle(m, (message) => {
+        if (res.writableEnded) return;
+        res.write(`event: message\ndata: ${JSON.stringify(message)}\n\n`);
+        if (message.id === m.id && !message.method) res.end();
+      });
+    });
+  });
+  server.listen(0, '127.0.0.1', () => console.log(`http://127.0.0.1:${server.address().port}/mcp`));
+} else {
+  createInterface({ input: process.stdin }).on('line', (line) => {
+    let m;
+    try { m = JSON.parse(line); } catch { return; }
+    handle(m, stdout);
+  });
+}

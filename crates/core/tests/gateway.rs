@@ -3586,30 +3586,48 @@ async fn an_mrtr_pattern_schema_is_refused_as_sent_for_an_agent() {
     let _ = agent.cancel().await;
 }
 
-/// A 2026-07-28 server over stdio that asks with a request of its own while a call is in flight
-/// (SEP-2260), where the gateway writes its calls on the server's stdin beside rmcp's session
-/// (`mcp::direct`), which holds no request of its own then and would refuse the question: the
-/// question reaches the person and their answer the server, on record as delivered; another that
-/// the server withdraws is torn down as the server's, and its `roots/list` gets the session's
-/// answer. On the wire, the calls were the gateway's own and carried the 2026-07-28 lifecycle
-/// keys (the server refuses a request without them).
+/// A 2026-07-28 server that asks with a request of its own while a call is in flight
+/// (SEP-2260), where the gateway sends its calls beside rmcp's session (`mcp::direct`: on the
+/// server's stdin, or POSTed to a server with no sessions and no standalone stream), which
+/// holds no request of its own then and would refuse the question: the question reaches the
+/// person and their answer the server, on record as delivered; another that the server
+/// withdraws is torn down as the server's, and its `roots/list` gets the session's answer. On
+/// the wire, the calls were the gateway's own and carried the 2026-07-28 lifecycle keys (the
+/// server refuses a request without them) and, over HTTP, SEP-2243's headers (likewise).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
-    let script = common::peer_path("mrtr-server.mjs");
-    let wire = std::env::temp_dir().join(format!("cs-mrtr-wire-{}.jsonl", std::process::id()));
-    let _ = std::fs::remove_file(&wire);
-    let mut mrtr = common::with_test_timeouts(ServerConfig::stdio(
-        "mrtr",
-        common::node(),
-        &[script.as_str()],
-    ));
-    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut mrtr.transport {
-        env.insert("MRTR_WIRE".into(), wire.display().to_string());
+async fn a_2026_servers_own_questions_during_a_call_reach_the_person() {
+    for http in [false, true] {
+        own_questions_during_a_call_reach_the_person(http).await;
     }
-    for tool in ["asks_by_request", "asks_then_withdraws", "asks_roots"] {
+}
+
+async fn own_questions_during_a_call_reach_the_person(http: bool) {
+    let script = common::peer_path("mrtr-server.mjs");
+    let wire =
+        std::env::temp_dir().join(format!("cs-mrtr-wire-{}-{http}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&wire);
+    let (_server, mut mrtr) = if http {
+        let (server, url) =
+            common::node_peer_at_url("mrtr-server.mjs", &["--http"], &[("MRTR_WIRE", &wire)]).await;
+        (Some(server), ServerConfig::http("mrtr", &url))
+    } else {
+        let mut config = ServerConfig::stdio("mrtr", common::node(), &[script.as_str()]);
+        if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut config.transport
+        {
+            env.insert("MRTR_WIRE".into(), wire.display().to_string());
+        }
+        (None, config)
+    };
+    mrtr = common::with_test_timeouts(mrtr);
+    for tool in [
+        "asks_by_request",
+        "asks_then_withdraws",
+        "asks_roots",
+        "regional",
+    ] {
         mrtr.tool_policy.insert(tool.into(), ToolRule::Allow);
     }
-    let mut rig = rig("mrtr-by-request", vec![mrtr]).await;
+    let mut rig = rig(&format!("mrtr-by-request-{http}"), vec![mrtr]).await;
     let agent = rig.agent("mrtr", "plain-agent", false).await;
 
     let asking = spawn_call(&agent, "asks_by_request", json!({}));
@@ -3661,6 +3679,13 @@ async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
         text(&roots)
     );
 
+    // An argument the tool's schema marks for a header travels in it too (over HTTP the
+    // server refuses the call otherwise), wrapped where it cannot travel bare.
+    for region in ["eu-west", " Zürich\r\nX: 1"] {
+        let regional = call(&agent, "regional", json!({ "region": region })).await;
+        assert_eq!(text(&regional), format!("region {region}"), "http: {http}");
+    }
+
     let read: Vec<Value> = std::fs::read_to_string(&wire)
         .unwrap()
         .lines()
@@ -3670,7 +3695,7 @@ async fn a_2026_stdio_servers_own_questions_during_a_call_reach_the_person() {
         .iter()
         .filter(|m| m["method"] == "tools/call")
         .collect();
-    assert_eq!(calls.len(), 3, "{read:?}");
+    assert_eq!(calls.len(), 5, "{read:?}");
     for call in calls {
         assert!(
             call["id"]

@@ -39,7 +39,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::lock;
 
+mod headers;
 mod http;
+pub(crate) use headers::{ParamHeaders, standard as standard_headers};
 pub(crate) use http::{HttpWay, PostedWith, SignIn};
 
 /// How our request ids begin.

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use futures::StreamExt;
-use rmcp::model::{ClientJsonRpcMessage, NumberOrString, RequestId};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, NumberOrString, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
     StreamableHttpResponseLimits,
@@ -23,7 +23,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, ReadBuf};
 
-use super::direct::{Answer, Claim, Direct, HttpWay, PostedWith};
+use super::direct::{Answer, Claim, Direct, PostedWith};
 use super::http_post::Post;
 use crate::lock;
 
@@ -548,16 +548,11 @@ impl TapHttpClient {
         self
     }
 
-    /// rmcp's standalone stream, with what the gateway hands rmcp put in, each event shown.
+    /// rmcp's standalone stream, each event shown.
     fn standalone(
         &self,
         stream: futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>,
     ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
-        let stream = if self.raw.direct.http.is_enabled() {
-            HttpWay::with_ours(self.raw.clone(), stream)
-        } else {
-            stream
-        };
         self.tap_stream(stream, None)
     }
 
@@ -706,7 +701,19 @@ impl StreamableHttpClient for TapHttpClient {
         };
         let response = post.send(&message).await?;
         let origin = match &message {
-            ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+            ClientJsonRpcMessage::Request(request) => {
+                if matches!(
+                    request.request,
+                    ClientRequest::InitializeRequest(_) | ClientRequest::DiscoverRequest(_)
+                ) {
+                    self.raw.direct.http.saw_lifecycle(match &response {
+                        StreamableHttpPostResponse::Json(_, session)
+                        | StreamableHttpPostResponse::Sse(_, session) => session.as_deref(),
+                        _ => None,
+                    });
+                }
+                Some(request.id.clone())
+            }
             _ => None,
         };
         Ok(self.tap_response(response, origin))
@@ -999,10 +1006,16 @@ mod tests {
         let mut lines =
             tokio::io::BufReader::new(TapRead::new(wire.as_bytes(), raw.clone())).lines();
         assert_eq!(lines.next_line().await.unwrap().unwrap(), log);
-        assert!(lock(&taken).is_empty(), "taken before rmcp read what came first");
+        assert!(
+            lock(&taken).is_empty(),
+            "taken before rmcp read what came first"
+        );
         assert_eq!(lines.next_line().await.unwrap().unwrap(), theirs);
         assert_eq!(*lock(&taken), [progress + "\n"]);
-        assert!(waiting.answer.try_recv().is_err(), "the answer waits its turn");
+        assert!(
+            waiting.answer.try_recv().is_err(),
+            "the answer waits its turn"
+        );
         assert!(lines.next_line().await.unwrap().is_none());
         assert!(waiting.answer.try_recv().is_ok());
     }

@@ -253,6 +253,29 @@ impl Tap {
     }
 
     /// A server's question `id` came: a cancellation of it from now on is seen.
+    /// A notification from the server: a withdrawal or a completion is the tap's, the rest
+    /// goes to the agent (or, for the app's own calls, progress to the call).
+    pub(crate) fn notified(&self, notification: &ServerNotification) {
+        match notification {
+            ServerNotification::CancelledNotification(c) => {
+                if let Some(id) = &c.params.request_id {
+                    self.server_cancelled(id);
+                }
+            }
+            ServerNotification::CustomNotification(c) if c.method == ELICITATION_COMPLETE => {
+                self.completed(c.params.as_ref());
+            }
+            ServerNotification::ProgressNotification(p) if self.relay.is_none() => {
+                self.progressed(&p.params);
+            }
+            other => {
+                if let Some(relay) = &self.relay {
+                    relay.notify(other);
+                }
+            }
+        }
+    }
+
     pub(crate) fn request_seen(&self, id: &RequestId) {
         self.slots().insert(id.clone(), Slot::Open(None));
     }
@@ -385,26 +408,7 @@ where
                         tap.request_seen(&request.id);
                     }
                 }
-                Some(JsonRpcMessage::Notification(n)) => match &n.notification {
-                    ServerNotification::CancelledNotification(c) => {
-                        if let Some(id) = &c.params.request_id {
-                            tap.server_cancelled(id);
-                        }
-                    }
-                    ServerNotification::CustomNotification(c)
-                        if c.method == ELICITATION_COMPLETE =>
-                    {
-                        tap.completed(c.params.as_ref());
-                    }
-                    ServerNotification::ProgressNotification(p) if tap.relay.is_none() => {
-                        tap.progressed(&p.params);
-                    }
-                    other => {
-                        if let Some(relay) = &tap.relay {
-                            relay.notify(other);
-                        }
-                    }
-                },
+                Some(JsonRpcMessage::Notification(n)) => tap.notified(&n.notification),
                 Some(_) => {}
             }
             message

@@ -180,6 +180,8 @@ pub(super) struct ToolFacts {
     /// The tool declares an output schema: a successful result must then carry structured
     /// content that fits it, which only the server can give.
     pub(super) has_output_schema: bool,
+    /// The arguments a 2026-07-28 server asks to see as headers on each call (SEP-2243).
+    pub(super) param_headers: crate::mcp::direct::ParamHeaders,
 }
 
 impl Upstream {
@@ -273,7 +275,9 @@ impl Upstream {
             .raw
             .direct
             .take_progress(Box::new(move |message| relay.progress_sent(message)));
-        if upstream.raw.direct.is_open() && !upstream.has_handshake() {
+        if upstream.raw.direct.http.is_enabled()
+            || (upstream.raw.direct.is_open() && !upstream.has_handshake())
+        {
             upstream.take_questions();
         }
         // A dead upstream takes its questions with it, at once, and the agent's session ends:
@@ -410,16 +414,15 @@ impl Upstream {
     }
 
     /// Whether requests go on the wire from here rather than through rmcp's session
-    /// (`mcp::direct`): on a stdio server's stdin, or posted in rmcp's HTTP session for a
-    /// server whose lifecycle has a handshake. From 2026-07-28 on, rmcp's session refuses a
-    /// server's question unless it holds a request of its own in flight for it to belong to
-    /// (SEP-2260), and ours are not its own: over stdio the questions asked while ours are in
-    /// flight are taken off the wire and answered here ([`Upstream::take_questions`]); over
-    /// HTTP that is still to be built.
+    /// (`mcp::direct`): on a stdio server's stdin, or posted in rmcp's HTTP session. From
+    /// 2026-07-28 on, rmcp's session refuses a server's question unless it holds a request of
+    /// its own in flight for it to belong to (SEP-2260), and ours are not its own: the
+    /// questions that belong to ours (over stdio, asked while ours are in flight; over HTTP,
+    /// on the response stream of one of ours) are answered here ([`Upstream::take_questions`]).
     fn way(&self) -> Way {
         if self.raw.direct.is_open() {
             Way::Stdin
-        } else if self.has_handshake() && self.raw.direct.http.is_open() {
+        } else if self.raw.direct.http.is_open() {
             Way::Post
         } else {
             Way::Rmcp
@@ -434,10 +437,11 @@ impl Upstream {
             .is_none_or(|info| info.protocol_version.has_initialize())
     }
 
-    /// The server's questions asked while requests of ours are in flight are answered here,
-    /// by the session's own handler, on the same stdin (see `mcp::direct`). Each is seen by
-    /// the tap as it comes off the wire, so the server's withdrawal of it, which can only come
-    /// later on the wire, finds it.
+    /// The server's questions that belong to requests of ours are answered here, by the
+    /// session's own handler: over stdio those asked while ours are in flight, answered on the
+    /// same stdin; over HTTP those on the response stream of one of ours, answered with a POST
+    /// (see `mcp::direct`). Each is seen by the tap as it comes off the wire, so the server's
+    /// withdrawal of it, which can only come later on the wire, finds it.
     fn take_questions(self: &Arc<Self>) {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let tap = self.tap.clone();
@@ -484,8 +488,17 @@ impl Upstream {
         let Ok(mut line) = serde_json::to_vec(&message) else {
             return;
         };
-        line.push(b'\n');
-        if self.raw.direct.write(line).await.is_ok() {
+        let written = if self.raw.direct.is_open() {
+            line.push(b'\n');
+            self.raw.direct.write(line).await.is_ok()
+        } else {
+            let posted = self.raw.direct.http.answer(&self.raw, line.into()).await;
+            if let Err(e) = &posted {
+                tracing::warn!(server = %self.server.name, error = %e, "an answer to the server's question was not taken");
+            }
+            posted.is_ok()
+        };
+        if written {
             self.tap.answer_written(ask);
         }
     }
@@ -716,12 +729,17 @@ impl ToolFacts {
         input_schema: Option<Value>,
         has_output_schema: bool,
     ) -> Self {
+        let param_headers = input_schema
+            .as_ref()
+            .map(crate::mcp::direct::ParamHeaders::of)
+            .unwrap_or_default();
         let definition =
             crate::ask::approval::definition(name, title, description, annotations, input_schema);
         ToolFacts {
             digest: crate::ask::approval::digest(&definition),
             definition,
             has_output_schema,
+            param_headers,
         }
     }
 

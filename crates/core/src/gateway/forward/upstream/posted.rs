@@ -43,12 +43,28 @@ impl Upstream {
         progress_to: Option<(ProgressTo, ProgressToken)>,
     ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
         let is_call = matches!(request, ClientRequest::CallToolRequest(_));
+        // A 2026-07-28 server (no handshake) reads SEP-2243's headers: the tool's annotations
+        // are those the gate read from its listing.
+        let tool = match &request {
+            ClientRequest::CallToolRequest(call) if self.lifecycle.is_some() => lock(&self.tools)
+                .as_ref()
+                .and_then(|tools| tools.get(call.params.name.as_ref()).cloned()),
+            _ => None,
+        };
         let (mut waiting, token, body) = self.as_ours(request)?;
+        let per_request = match self.lifecycle {
+            Some(_) => crate::mcp::direct::standard_headers(
+                &body,
+                tool.as_ref().map(|facts| &facts.param_headers),
+            ),
+            None => Vec::new(),
+        };
         let id = waiting.id.clone();
         let body = bytes::Bytes::from(body);
         let peer = self.peer().clone();
         let awaited = Box::pin(async move {
-            let posted = tokio::time::timeout(timeout, self.post(body.clone(), &mut waiting));
+            let posted =
+                tokio::time::timeout(timeout, self.post(body.clone(), per_request, &mut waiting));
             match posted.await {
                 Ok(Got::Answer(answer)) => self.read_ours(answer, is_call),
                 Ok(Got::Failed(e)) => Err(e),
@@ -76,7 +92,12 @@ impl Upstream {
         Ok((id, token, awaited))
     }
 
-    async fn post(&self, body: bytes::Bytes, waiting: &mut Waiting<'_>) -> Got {
+    async fn post(
+        &self,
+        body: bytes::Bytes,
+        per_request: Vec<(http::HeaderName, http::HeaderValue)>,
+        waiting: &mut Waiting<'_>,
+    ) -> Got {
         use crate::mcp::direct::Claim;
         use crate::mcp::http_post::Posted;
         use rmcp::model::ServerJsonRpcMessage;
@@ -84,7 +105,7 @@ impl Upstream {
             StreamableHttpError, StreamableHttpPostResponse,
         };
         let raw = &self.raw;
-        let posted = match raw.direct.http.post(raw, body).await {
+        let posted = match raw.direct.http.post(raw, body, per_request).await {
             Ok(posted) => posted,
             Err(StreamableHttpError::SessionExpired) => {
                 raw.direct.http.close();
@@ -126,8 +147,8 @@ impl Upstream {
     }
 
     /// The response stream of a request of ours, to its answer. Progress goes to the agent
-    /// from here, before the answer; the server's requests and other notifications go to
-    /// rmcp's session, tied to this request.
+    /// from here, before the answer; the server's requests and other notifications are taken
+    /// here too, tied to this request ([`Upstream::took`]).
     async fn read_events(
         &self,
         mut events: crate::mcp::http_post::SseEvents,
@@ -173,8 +194,7 @@ impl Upstream {
                 {
                     continue;
                 }
-                raw.note_origin(data.as_bytes(), &waiting.id);
-                raw.direct.http.hand_to_rmcp(event).await;
+                self.took(data.as_bytes(), &waiting.id);
             }
             // Broken off before the answer: picked up where it was, as rmcp would, a few times.
             let Some(from) = last_event_id.clone().filter(|_| resumed < MAX_RESUMES) else {
@@ -186,6 +206,32 @@ impl Upstream {
             match raw.direct.http.resume(from).await {
                 Ok(more) => events = more,
                 Err(e) => return Got::Failed(transport_error(e)),
+            }
+        }
+    }
+
+    /// One of the server's messages on the response stream of our request `origin`, neither
+    /// its answer nor progress. A request of the server's (a question: elicitation, sampling,
+    /// roots; or a ping) belongs to ours and is answered here, as rmcp's session answers those
+    /// on its own requests' streams; a notification goes where the tap sends rmcp's (the
+    /// agent, or a withdrawal to the question it withdraws). Anything else has no one to go to
+    /// on a stream of ours and is dropped, as rmcp drops what it cannot read.
+    fn took(&self, data: &[u8], origin: &rmcp::model::RequestId) {
+        use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage};
+        let raw = &self.raw;
+        // Its params as sent are kept for whoever answers it, and whose call it is.
+        raw.observe(data);
+        raw.note_origin(data, origin);
+        match serde_json::from_slice::<ServerJsonRpcMessage>(data) {
+            Ok(JsonRpcMessage::Request(request)) => raw.direct.ask(request.id, request.request),
+            Ok(JsonRpcMessage::Notification(notification)) => {
+                self.tap.notified(&notification.notification)
+            }
+            Ok(_) => {
+                tracing::debug!(server = %self.server.name, "a stray answer on a response stream of ours was dropped")
+            }
+            Err(e) => {
+                tracing::debug!(server = %self.server.name, error = %e, "an unreadable message on a response stream of ours was dropped")
             }
         }
     }
