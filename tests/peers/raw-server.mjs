@@ -16,7 +16,8 @@
 // `ask_and_wait`'s question). Over HTTP, a tool `id` answers with the request's id as it
 // arrived, and `forget` ends the session: the next request that names it gets 404 until the
 // client opens another. Over SSE, `elsewhere` answers on the standalone stream while the
-// call's own response stream stays open and quiet.
+// call's own response stream stays open and quiet. `--no-get` refuses the standalone stream
+// (405), and `--no-sessions` gives no session id: a server may do without either.
 
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -24,6 +25,8 @@ import { createInterface } from 'node:readline';
 
 const sse = process.argv.includes('--sse');
 const http = sse || process.argv.includes('--http');
+const noGet = process.argv.includes('--no-get');
+const noSessions = process.argv.includes('--no-sessions');
 // The reader of stdin (not over HTTP).
 let lines;
 // A string is a message already written.
@@ -151,6 +154,7 @@ if (http) {
   const server = createServer((req, res) => {
     const named = req.headers['mcp-session-id'];
     if (named !== undefined && named !== session) { res.writeHead(404).end(); return; }
+    if (req.method === 'GET' && noGet) { res.writeHead(405, { allow: 'POST' }).end(); return; }
     if (req.method === 'GET') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(': open\n\n');
@@ -165,7 +169,7 @@ if (http) {
       let m;
       try { m = JSON.parse(body); } catch { res.writeHead(400).end(); return; }
       const headers = {};
-      if (m.method === 'initialize') {
+      if (m.method === 'initialize' && !noSessions) {
         session = `raw-session-${++sessions}`;
         headers['mcp-session-id'] = session;
       }

@@ -1422,6 +1422,43 @@ async fn the_upstream_server_sees_the_agents_cancellation_of_a_call_it_asked_on_
     upstream_sees_the_agents_cancellation("upstream-cancel-sse", raw_http(&url), &log).await;
 }
 
+/// A 2025-11-25 server that refuses the standalone stream (GET), with sessions or without: the
+/// gateway posts the calls itself (until the server's own messages on a call's stream were
+/// taken where they come, such a server's calls went rmcp's way, for want of a stream of
+/// rmcp's to hand those to); the server's notifications on a call's stream reach the agent,
+/// and its question on one reaches the person and goes with the call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_without_a_standalone_stream_or_sessions_has_its_calls_posted_by_the_gateway() {
+    for modes in [
+        &["--sse", "--no-get"][..],
+        &["--sse", "--no-get", "--no-sessions"],
+    ] {
+        let name = modes.join("");
+        let (_server, url) = common::node_peer_at_url("raw-server.mjs", modes, &[]).await;
+        let mut raw = raw_http(&url);
+        raw.tool_policy = BTreeMap::from([("id".to_owned(), ToolRule::Allow)]);
+        let rig = rig(&format!("no-stream-id{name}"), vec![raw]).await;
+        let agent = rig.agent("raw", "test-agent", false).await;
+        let said = text(&call(&agent, "id", json!({})).await);
+        assert!(said.starts_with(r#""countersign:"#), "{modes:?}: {said}");
+        let _ = agent.cancel().await;
+        rig.gateway.shutdown().await;
+
+        notifications_reach_the_agent(&format!("no-stream-notes{name}"), raw_http(&url)).await;
+
+        let dir = scratch(&format!("no-stream-cancel{name}"));
+        let log = dir.join("raw-server.log");
+        let (_server, url) =
+            common::node_peer_at_url("raw-server.mjs", modes, &[("RAW_SERVER_LOG", &log)]).await;
+        upstream_sees_the_agents_cancellation(
+            &format!("no-stream-cancel{name}"),
+            raw_http(&url),
+            &log,
+        )
+        .await;
+    }
+}
+
 async fn upstream_sees_the_agents_cancellation(
     test: &str,
     mut raw: ServerConfig,
