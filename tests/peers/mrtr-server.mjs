@@ -29,7 +29,8 @@
 // for the `regional` tool, whose `region` argument its schema marks with `x-mcp-header`.
 //
 // Every tools/call it receives is appended to $MRTR_LOG (one JSON line), so a test can see
-// exactly which answers reached it; with $MRTR_WIRE, every message it reads is appended there.
+// exactly which answers reached it; with $MRTR_WIRE, every message it reads is appended there
+// (and over HTTP `{"closed": id}` when the client closes a request's stream before its answer).
 
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -222,6 +223,12 @@ if (process.argv.includes('--http')) {
         return;
       }
       res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+      // Closed by the client before its answer: 2026-07-28's cancellation over HTTP.
+      res.on('close', () => {
+        if (!res.writableEnded && process.env.MRTR_WIRE) {
+          appendFileSync(process.env.MRTR_WIRE, JSON.stringify({ closed: m.id }) + '\n');
+        }
+      });
       // The stream ends with the request's answer.
       handle(m, (message) => {
         if (res.writableEnded) return;

@@ -3755,6 +3755,67 @@ async fn own_questions_during_a_call_reach_the_person(http: bool) {
     let _ = std::fs::remove_file(&wire);
 }
 
+/// An agent's cancellation of a call to a 2026-07-28 server over HTTP, where a request is
+/// cancelled by closing its response stream (the revision has no session to post a
+/// `notifications/cancelled` in): the question the server asked on that stream goes as the
+/// agent's, and the server sees the call's stream closed before its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_http_server_sees_the_agents_cancellation_as_the_calls_stream_closing() {
+    let wire =
+        std::env::temp_dir().join(format!("cs-mrtr-cancel-wire-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&wire);
+    let (_server, url) =
+        common::node_peer_at_url("mrtr-server.mjs", &["--http"], &[("MRTR_WIRE", &wire)]).await;
+    let mut mrtr = common::with_test_timeouts(ServerConfig::http("mrtr", &url));
+    mrtr.tool_policy
+        .insert("asks_by_request".into(), ToolRule::Allow);
+    let mut rig = rig("mrtr-http-cancel", vec![mrtr]).await;
+    let agent = rig.agent("mrtr", "plain-agent", false).await;
+    let handle = agent
+        .peer()
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+                CallToolRequestParams::new("asks_by_request"),
+            )),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    let question = rig.next_ask().await;
+    handle.cancel(None).await.unwrap();
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, question.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let read = std::fs::read_to_string(&wire).unwrap_or_default();
+        let call = read
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|m| m["method"] == "tools/call");
+        if let Some(call) = call
+            && read
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|m| m["closed"] == call["id"])
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never saw the call's stream closed: {read}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = agent.cancel().await;
+    let _ = std::fs::remove_file(&wire);
+}
+
 /// `prompts/get` and `resources/read` that need the person first (multi round-trip requests):
 /// asked on the desktop, and the agent gets the prompt and the resource.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
