@@ -44,11 +44,12 @@ impl Upstream {
     ) -> Result<(rmcp::model::RequestId, ProgressToken, Awaited<'_>), rmcp::ServiceError> {
         let is_call = matches!(request, ClientRequest::CallToolRequest(_));
         // A 2026-07-28 server (no handshake) reads SEP-2243's headers: the tool's annotations
-        // are those the gate read from its listing.
+        // are those of the listing the gate judged the call by (listed again should the
+        // server have changed its tools since).
         let tool = match &request {
-            ClientRequest::CallToolRequest(call) if self.lifecycle.is_some() => lock(&self.tools)
-                .as_ref()
-                .and_then(|tools| tools.get(call.params.name.as_ref()).cloned()),
+            ClientRequest::CallToolRequest(call) if self.lifecycle.is_some() => {
+                Some(self.tool_facts(call.params.name.as_ref()).await)
+            }
             _ => None,
         };
         let (mut waiting, token, body) = self.as_ours(request)?;
