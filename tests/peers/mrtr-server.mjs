@@ -17,6 +17,8 @@
 //   asks_roots           sends roots/list and answers with the reply it got
 //   asks_then_withdraws  sends elicitation/create, withdraws it (notifications/cancelled)
 //                        300 ms later, and answers `withdrawn`
+//   asks_and_waits       sends elicitation/create and never answers the call, whatever
+//                        the reply: it ends only when the client gives the call up
 //
 // As rmcp's servers do, it refuses a request (but server/discover) whose _meta lacks the
 // 2026-07-28 lifecycle keys: the protocol version and the client's capabilities.
@@ -52,7 +54,7 @@ const ask = (inputRequests, requestState) => ({
 const done = (text) => ({ content: [{ type: 'text', text }] });
 
 const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling',
-  'asks_by_request', 'asks_then_withdraws', 'asks_roots']
+  'asks_by_request', 'asks_then_withdraws', 'asks_roots', 'asks_and_waits']
   .map((name) => ({ name, inputSchema: { type: 'object' } }))
   .concat([{ name: 'regional', inputSchema: { type: 'object', properties: {
     region: { type: 'string', 'x-mcp-header': 'Region' } } } }]);
@@ -137,6 +139,10 @@ function handle(m, out) {
     case 'tools/call': {
       log(p);
       if (p.name === 'asks_by_request') return answerWith(out, m.id, 'by request', askByRequest(out, 'Your name?').reply);
+      if (p.name === 'asks_and_waits') {
+        askByRequest(out, 'Waiting on you');
+        return;
+      }
       if (p.name === 'asks_roots') return answerWith(out, m.id, 'roots', request(out, 'roots/list').reply);
       if (p.name === 'asks_then_withdraws') {
         const { id } = askByRequest(out, 'Soon withdrawn');

@@ -3768,14 +3768,14 @@ async fn a_2026_http_server_sees_the_agents_cancellation_as_the_calls_stream_clo
         common::node_peer_at_url("mrtr-server.mjs", &["--http"], &[("MRTR_WIRE", &wire)]).await;
     let mut mrtr = common::with_test_timeouts(ServerConfig::http("mrtr", &url));
     mrtr.tool_policy
-        .insert("asks_by_request".into(), ToolRule::Allow);
+        .insert("asks_and_waits".into(), ToolRule::Allow);
     let mut rig = rig("mrtr-http-cancel", vec![mrtr]).await;
     let agent = rig.agent("mrtr", "plain-agent", false).await;
     let handle = agent
         .peer()
         .send_cancellable_request(
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
-                CallToolRequestParams::new("asks_by_request"),
+                CallToolRequestParams::new("asks_and_waits"),
             )),
             rmcp::service::PeerRequestOptions::no_options(),
         )

@@ -252,7 +252,6 @@ impl Tap {
         self.slots.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A server's question `id` came: a cancellation of it from now on is seen.
     /// A notification from the server: a withdrawal or a completion is the tap's, the rest
     /// goes to the agent (or, for the app's own calls, progress to the call).
     pub(crate) fn notified(&self, notification: &ServerNotification) {
@@ -276,6 +275,7 @@ impl Tap {
         }
     }
 
+    /// A server's question `id` came: a cancellation of it from now on is seen.
     pub(crate) fn request_seen(&self, id: &RequestId) {
         self.slots().insert(id.clone(), Slot::Open(None));
     }
