@@ -1459,26 +1459,20 @@ async fn a_server_without_a_standalone_stream_or_sessions_has_its_calls_posted_b
     }
 }
 
-async fn upstream_sees_the_agents_cancellation(
-    test: &str,
-    mut raw: ServerConfig,
-    log: &std::path::Path,
-) {
-    raw.tool_policy = BTreeMap::from([("ask_and_wait".to_owned(), ToolRule::Allow)]);
-    let mut rig = rig(test, vec![raw]).await;
-    let agent = rig.agent("raw", "test-agent", false).await;
+/// The agent calls `tool`, which asks the person, and cancels the call while the question is
+/// open: the question goes as the agent's. Returns the question.
+async fn cancelled_while_asking(rig: &mut Rig, agent: &Agent, tool: &str) -> Ask {
     let handle = agent
         .peer()
         .send_cancellable_request(
             rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
-                CallToolRequestParams::new("ask_and_wait"),
+                CallToolRequestParams::new(tool.to_owned()),
             )),
             rmcp::service::PeerRequestOptions::no_options(),
         )
         .await
         .unwrap();
     let question = rig.next_ask().await;
-    assert_eq!(question.asker.declared.as_deref(), Some("test-agent"));
     handle.cancel(None).await.unwrap();
     let (id, outcome) = rig.next_resolution().await;
     assert_eq!(id, question.id);
@@ -1488,6 +1482,19 @@ async fn upstream_sees_the_agents_cancellation(
             reason: CancelReason::Agent
         }
     );
+    question
+}
+
+async fn upstream_sees_the_agents_cancellation(
+    test: &str,
+    mut raw: ServerConfig,
+    log: &std::path::Path,
+) {
+    raw.tool_policy = BTreeMap::from([("ask_and_wait".to_owned(), ToolRule::Allow)]);
+    let mut rig = rig(test, vec![raw]).await;
+    let agent = rig.agent("raw", "test-agent", false).await;
+    let question = cancelled_while_asking(&mut rig, &agent, "ask_and_wait").await;
+    assert_eq!(question.asker.declared.as_deref(), Some("test-agent"));
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let seen = std::fs::read_to_string(log).unwrap_or_default();
@@ -3771,26 +3778,7 @@ async fn a_2026_http_server_sees_the_agents_cancellation_as_the_calls_stream_clo
         .insert("asks_and_waits".into(), ToolRule::Allow);
     let mut rig = rig("mrtr-http-cancel", vec![mrtr]).await;
     let agent = rig.agent("mrtr", "plain-agent", false).await;
-    let handle = agent
-        .peer()
-        .send_cancellable_request(
-            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
-                CallToolRequestParams::new("asks_and_waits"),
-            )),
-            rmcp::service::PeerRequestOptions::no_options(),
-        )
-        .await
-        .unwrap();
-    let question = rig.next_ask().await;
-    handle.cancel(None).await.unwrap();
-    let (id, outcome) = rig.next_resolution().await;
-    assert_eq!(id, question.id);
-    assert_eq!(
-        outcome,
-        Outcome::Cancelled {
-            reason: CancelReason::Agent
-        }
-    );
+    cancelled_while_asking(&mut rig, &agent, "asks_and_waits").await;
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let read = std::fs::read_to_string(&wire).unwrap_or_default();
