@@ -7,8 +7,9 @@ use super::CancelReason;
 /// The ways one question can be withdrawn before the person answers: tokens that fire, each
 /// standing for a reason. When more than one has fired by the time anyone looks, the truest
 /// is recorded: the agent's own cancellation, then the agent going away, then the server's
-/// withdrawal (an agent's cancellation prompts the server's, which then only echoes it), then
-/// anything else. That order lives here and nowhere else.
+/// connection ending, then the server's withdrawal (an agent's cancellation prompts the
+/// server's, and rmcp cancels each question of a session whose transport closed, so those only
+/// echo what came first), then anything else. That order lives here and nowhere else.
 #[derive(Clone, Debug, Default)]
 pub struct Withdrawal {
     /// Kept in that order; in the order added within one reason.
@@ -31,6 +32,13 @@ impl Withdrawal {
             .triggers
             .partition_point(|(_, r)| rank(*r) <= rank(reason));
         self.triggers.insert(at, (token, reason));
+    }
+
+    /// The server's triggers: `request` fires when it withdraws the question (or its session
+    /// withdraws it for it), `transport_closed` when its connection ends, which fires first.
+    pub fn add_server(&mut self, request: CancellationToken, transport_closed: CancellationToken) {
+        self.add(transport_closed, CancelReason::Disconnect);
+        self.add(request, CancelReason::Server);
     }
 
     /// Adds every trigger of `other`.
@@ -88,8 +96,9 @@ fn rank(reason: CancelReason) -> u8 {
     match reason {
         CancelReason::Agent => 0,
         CancelReason::AgentGone => 1,
-        CancelReason::Server => 2,
-        _ => 3,
+        CancelReason::Disconnect => 2,
+        CancelReason::Server => 3,
+        _ => 4,
     }
 }
 
@@ -138,6 +147,26 @@ mod tests {
         assert!(gone.is_cancelled() && !agent.is_cancelled());
         assert_eq!(w.server_withdrew(), CancelReason::AgentGone);
         assert_eq!(Withdrawal::new().server_withdrew(), CancelReason::Server);
+    }
+
+    /// A server process that exits closes the transport, and rmcp then cancels each of its
+    /// questions: whichever wakes first, the person is told the server disconnected (the fault
+    /// matrix's "exit" row read "The server withdrew this question" when the question's task
+    /// woke before the session's).
+    #[tokio::test]
+    async fn a_closed_transport_is_a_disconnection_not_the_servers_withdrawal() {
+        let (request, closed) = (CancellationToken::new(), CancellationToken::new());
+        let mut w = Withdrawal::new();
+        w.add_server(request.clone(), closed.clone());
+        closed.cancel();
+        request.cancel();
+        assert_eq!(w.fires().await, CancelReason::Disconnect);
+        assert_eq!(w.server_withdrew(), CancelReason::Disconnect);
+        let request = CancellationToken::new();
+        let mut w = Withdrawal::new();
+        w.add_server(request.clone(), CancellationToken::new());
+        request.cancel();
+        assert_eq!(w.fires().await, CancelReason::Server);
     }
 
     #[tokio::test]

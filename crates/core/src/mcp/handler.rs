@@ -222,7 +222,7 @@ impl Handler {
             None => self.tap.app_calls(origin.as_ref()),
         };
         let mut withdraw = agent.clone();
-        withdraw.add(context.ct.clone(), CancelReason::Server);
+        withdraw.add_server(context.ct.clone(), self.tap.closed.clone());
         let tap = self.tap.clone();
         let request_id = context.id.clone();
         // A URL question's completion is watched from before the person can open it.

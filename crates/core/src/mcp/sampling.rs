@@ -76,7 +76,7 @@ pub(crate) async fn create_message(
         .map(|r| r.agent_cancel(origin.as_ref()))
         .unwrap_or_default();
     let mut withdraw = agent.clone();
-    withdraw.add(context.ct.clone(), CancelReason::Server);
+    withdraw.add_server(context.ct.clone(), handler.tap.closed.clone());
     let pending = elicitor
         .broker
         .open(NewAsk {
