@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::ask::broker::{Broker, NewAsk, OpenError};
 use crate::ask::kill_point::{self, Step};
 use crate::ask::schema;
-use crate::ask::{AskId, AskKind, Asker, CancelReason, Withdrawal};
+use crate::ask::{AskId, AskKind, Asker, Withdrawal};
 use crate::mcp::raw::RawRequests;
 use crate::mcp::tap::Tap;
 
@@ -361,7 +361,7 @@ impl ClientHandler for Handler {
 mod tests {
     use super::*;
 
-    use crate::ask::Endpoint;
+    use crate::ask::{CancelReason, Endpoint};
     use crate::ask::audit::{AuditLog, AuditRecord};
     use serde_json::json;
 
