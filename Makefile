@@ -55,7 +55,7 @@ e2e: ui
 package: ui
 	bash scripts/package.sh
 
-# PACKAGE_PROFILE=debug: packed from the debug build the other steps made, not a 20-minute release build.
+# PACKAGE_PROFILE=debug: packed from the debug build the other steps made, not a release build of over 10 minutes.
 package-test: ui
 	COUNTERSIGN_PACKAGE_PROFILE=$(or $(PACKAGE_PROFILE),release) bash scripts/package-test.sh
 

@@ -7,7 +7,7 @@ cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
 npm run --prefix ui build >&2
 # COUNTERSIGN_PACKAGE_PROFILE=debug packs the debug build the tests make instead (the test
-# command's package test: a release build from scratch takes 20 minutes on two cores, and the
+# command's package test: a release build from scratch takes over 10 minutes on two cores, and the
 # package's makeup, dependencies, install and start are the same either way).
 profile="${COUNTERSIGN_PACKAGE_PROFILE:-release}"
 case "$profile" in
