@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What Countersign weighs while it waits: the proportional set size (PSS, shared pages split
 # between the processes that map them) of each of the app's processes, idle with the window
-# open, then closed to the tray, then opened again. Uses the release build when there is one
+# open, then closed to the tray, then opened again, then started in the tray as start at login
+# does. Uses the release build when there is one
 # (`make package` builds it), else the debug build, and says which. Runs under Xvfb inside a
 # D-Bus session when there is no display; the tray host is the tests' desktop double.
 # Prints figures, asserts nothing.
@@ -53,24 +54,38 @@ measure() {
   done
 }
 
+# What the app itself holds while it waits: its own heap and stacks (anonymous, private), the
+# libraries' pages it touched (file-backed), and the largest mappings.
+holdings() {
+  awk '/^(Pss_Anon|Pss_File|Pss_Shmem|Private_Dirty|Private_Clean|Rss):/ {printf "  %-16s %8.1f MiB\n", $1, $2 / 1024}' "/proc/$app/smaps_rollup"
+  echo "  largest file mappings of the app by PSS:"
+  awk '/^[0-9a-f]+-[0-9a-f]+ / {file = $6} /^Pss:/ {if (file != "") pss[file] += $2}
+       END {for (f in pss) printf "%8.1f MiB  %s\n", pss[f] / 1024, f}' "/proc/$app/smaps" \
+    | sort -rn | head -6 | sed 's/^/  /'
+}
+
 echo "Countersign's memory ($profile build), idle with the demo server; settle ${SETTLE:=10} s each"
 sleep "$SETTLE"
 measure "window open"
 target/debug/close-window Countersign > /dev/null
 sleep "$SETTLE"
 measure "closed to the tray"
-# What the app itself holds while it waits: its own heap and stacks (anonymous, private), the
-# libraries' pages it touched (file-backed), and the largest mappings.
-awk '/^(Pss_Anon|Pss_File|Pss_Shmem|Private_Dirty|Private_Clean|Rss):/ {printf "  %-16s %8.1f MiB\n", $1, $2 / 1024}' "/proc/$app/smaps_rollup"
-echo "  largest file mappings of the app by PSS:"
-awk '/^[0-9a-f]+-[0-9a-f]+ / {file = $6} /^Pss:/ {if (file != "") pss[file] += $2}
-     END {for (f in pss) printf "%8.1f MiB  %s\n", pss[f] / 1024, f}' "/proc/$app/smaps" \
-  | sort -rn | head -6 | sed 's/^/  /'
+holdings
 # A second launch brings the window forward, as the tray's Open item does.
 COUNTERSIGN_CONFIG="$dir/config.json" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" \
   HOME="$dir/home" "target/$profile/countersign" 2>> "$dir/second.log" || true
 sleep "$SETTLE"
 measure "opened again"
-grep -o 'window made again.*' "$dir/app.log" | sed 's/^/  /' || true
+grep -o 'window made.*' "$dir/app.log" | tail -1 | sed 's/^/  again: /' || true
+kill -TERM "$app"
+wait "$app" 2>/dev/null || true
+
+# As start at login starts it: in the tray, no window made until the person opens one.
+COUNTERSIGN_CONFIG="$dir/config.json" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" \
+  HOME="$dir/home" "target/$profile/countersign" --in-tray 2> "$dir/in-tray.log" &
+app=$!
+sleep "$SETTLE"
+measure "started in the tray (start at login), never opened"
+holdings
 kill -TERM "$app"
 wait "$app" 2>/dev/null || true

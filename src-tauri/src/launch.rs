@@ -4,10 +4,16 @@ use std::path::PathBuf;
 
 use countersign_core::{App, AuditLog, config, dirs, private_fs, settings};
 
+/// The option that starts the app in the tray.
+pub const IN_TRAY: &str = "--in-tray";
+
 #[derive(Debug, Default, Clone)]
 pub struct Options {
     /// `--config PATH`: wins over `$COUNTERSIGN_CONFIG` and the platform config dir.
     pub config: Option<PathBuf>,
+    /// `--in-tray` (how start at login launches it): no window until the person opens it,
+    /// when a tray host shows the icon to open it from; without one the window opens as usual.
+    pub in_tray: bool,
 }
 
 impl Options {
@@ -19,6 +25,8 @@ impl Options {
                 options.config = Some(PathBuf::from(path));
             } else if arg == "--config" {
                 options.config = args.next().map(PathBuf::from);
+            } else if arg == IN_TRAY {
+                options.in_tray = true;
             }
         }
         options
@@ -89,4 +97,29 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
         .with_settings(settings)
         .with_gateway(token, dirs::gateway_file())
         .await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(args: &[&str]) -> Options {
+        Options::from_args(args.iter().map(|a| a.to_string()))
+    }
+
+    #[test]
+    fn in_tray_and_config_are_read_in_any_order() {
+        let o = options(&[]);
+        assert!(!o.in_tray && o.config.is_none());
+        let o = options(&["--in-tray", "--config", "c.json"]);
+        assert!(o.in_tray);
+        assert_eq!(o.config, Some(PathBuf::from("c.json")));
+        let o = options(&["--config=c.json", "--in-tray"]);
+        assert!(o.in_tray);
+        assert_eq!(o.config, Some(PathBuf::from("c.json")));
+        // A config file named like the option is a config file.
+        let o = options(&["--config", "--in-tray"]);
+        assert!(!o.in_tray);
+        assert_eq!(o.config, Some(PathBuf::from("--in-tray")));
+    }
 }

@@ -49,7 +49,11 @@ pub fn run() {
     let app = tauri::Builder::default()
         // First, so a second launch hands over before anything else starts: the running app
         // comes forward and the new process exits.
-        .plugin(tauri_plugin_single_instance::init(|app, _argv, _cwd| {
+        .plugin(tauri_plugin_single_instance::init(|app, argv, _cwd| {
+            // Start at login while the app already runs asks for nothing to be shown.
+            if argv.iter().any(|a| a == launch::IN_TRAY) {
+                return;
+            }
             tracing::info!("second launch: bringing the window forward");
             bring_forward(app);
         }))
@@ -62,9 +66,11 @@ pub fn run() {
                 )
                 .build(),
         )
+        // At login, into the tray: the window (and WebKit's processes, most of the app's
+        // memory) waits until the person opens it.
         .plugin(tauri_plugin_autostart::init(
             tauri_plugin_autostart::MacosLauncher::LaunchAgent,
-            None,
+            Some(vec![launch::IN_TRAY]),
         ))
         .setup(move |tauri_app| {
             // Before the servers start: a SIGTERM from then on quits cleanly.
@@ -75,8 +81,12 @@ pub fn run() {
                 tray: tray::watch_host(&handle, tray::create(&handle).is_some()),
                 focused: Arc::new(AtomicBool::new(false)),
             };
-            if let Some(window) = tauri_app.get_webview_window("main") {
-                prepare_webview(&window);
+            // The window is made here, not from the config at start, so that a start in the
+            // tray makes none; without a tray host to open it from, it is made anyway.
+            let in_tray = options.in_tray && desktop.tray.load(Ordering::SeqCst);
+            if in_tray {
+                tracing::info!("started in the tray");
+            } else if let Some(window) = main_window(&handle) {
                 desktop
                     .focused
                     .store(window.is_focused().unwrap_or(false), Ordering::SeqCst);
@@ -377,8 +387,8 @@ fn tray_shown(handle: &tauri::AppHandle) -> bool {
         .is_some_and(|d| d.tray.load(Ordering::SeqCst))
 }
 
-/// The main window, made again from the config when it was released (closed to the tray).
-/// On the main thread.
+/// The main window, made from the config when there is none: at start, unless the app started
+/// in the tray, and again after it was released (closed to the tray). On the main thread.
 fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
     if let Some(window) = handle.get_webview_window("main") {
         return Some(window);
@@ -394,7 +404,7 @@ fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
     match tauri::WebviewWindowBuilder::from_config(handle, &config).and_then(|b| b.build()) {
         Ok(window) => {
             prepare_webview(&window);
-            tracing::info!(took = ?started.elapsed(), "window made again");
+            tracing::info!(took = ?started.elapsed(), "window made");
             Some(window)
         }
         Err(e) => {

@@ -567,6 +567,25 @@ pub struct Background {
     pub log: PathBuf,
 }
 
+impl Background {
+    /// `child`, writing to `log`.
+    pub fn new(child: Child, log: PathBuf) -> Self {
+        Self { child, log }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Stops it as a logout does (SIGTERM) and waits for it to exit.
+    pub fn terminate(mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Background {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -478,6 +478,7 @@ async fn e2e_start_at_login_writes_and_removes_the_autostart_entry() {
         entry.contains("debug/countersign"),
         "it starts this binary: {entry}"
     );
+    assert!(entry.contains("--in-tray"), "into the tray: {entry}");
     // The page reads the state back from the system.
     app.client.refresh().await.unwrap();
     app.find("#app[data-ready]").await;
@@ -572,6 +573,91 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
     let resolved = std::fs::read_to_string(app.audit_log()).unwrap();
     assert!(resolved.contains(r#""outcome":"declined""#), "{resolved}");
     app.close().await;
+}
+
+/// The app started as start at login starts it (`--in-tray`), outside WebDriver (which needs
+/// a window), on `dir`'s files; its log goes to `dir/app.log`.
+fn start_in_tray(dir: &Path) -> Background {
+    std::fs::create_dir_all(dir.join("home")).unwrap();
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_vec(&json!({"mcpServers": ts_server()})).unwrap(),
+    )
+    .unwrap();
+    let log = dir.join("app.log");
+    let child = Command::new(target_dir().join("debug/countersign"))
+        .arg("--in-tray")
+        .env("COUNTERSIGN_CONFIG", dir.join("config.json"))
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("HOME", dir.join("home"))
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("the app starts");
+    Background::new(child, log)
+}
+
+/// The app's WebKit processes (web and network), by name.
+fn webkit_children(pid: u32) -> Vec<String> {
+    let out = Command::new("pgrep")
+        .args(["-l", "-P", &pid.to_string(), "^WebKit"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .collect()
+}
+
+/// Start at login puts the app in the tray with no window, so no WebKit process runs until
+/// the person opens it from the tray; without a tray host to open it from, the window opens.
+#[tokio::test]
+async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
+    // No tray host: the window is made, or the person could never reach the app.
+    let alone = scratch("in-tray-alone");
+    let app = start_in_tray(&alone);
+    eventually("the window is made without a tray host", async || {
+        webkit_children(app.pid())
+            .iter()
+            .any(|n| n == "WebKitWebProces")
+    })
+    .await;
+    assert!(
+        !std::fs::read_to_string(&app.log)
+            .unwrap()
+            .contains("started in the tray")
+    );
+    drop(app);
+
+    let host = desktop_double(&scratch("in-tray-host"), "tray", &["--tray", "{log}"]);
+    let dir = scratch("in-tray");
+    let app = start_in_tray(&dir);
+    eventually("the tray item registers", async || {
+        !logged(&host.log).is_empty()
+    })
+    .await;
+    let item = logged(&host.log)[0].clone();
+    eventually("the app says it started in the tray", async || {
+        std::fs::read_to_string(&app.log)
+            .unwrap()
+            .contains("started in the tray")
+    })
+    .await;
+    // Its servers are up meanwhile (the tray menu is built), and nothing of WebKit runs.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(tray_menu(&item).contains("Open Countersign"));
+    assert_eq!(webkit_children(app.pid()), Vec::<String>::new());
+
+    click_tray_menu(&item, "Open Countersign");
+    eventually("the window is made when the person opens it", async || {
+        webkit_children(app.pid())
+            .iter()
+            .any(|n| n == "WebKitWebProces")
+    })
+    .await;
+    let log = std::fs::read_to_string(&app.log).unwrap();
+    assert!(log.contains("window made"), "{log}");
+    app.terminate();
 }
 
 /// WebKit web processes of the app (children of `pid`).
