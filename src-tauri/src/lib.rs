@@ -77,15 +77,20 @@ pub fn run() {
             let signals = quit_signals();
             let core = tauri::async_runtime::block_on(launch::start_core(&options))?;
             let handle = tauri_app.handle().clone();
+            let icon = tray::create(&handle).is_some();
             let desktop = Desktop {
-                tray: tray::watch_host(&handle, tray::create(&handle).is_some()),
+                tray: tray::watch_host(&handle, icon),
                 focused: Arc::new(AtomicBool::new(false)),
             };
             // The window is made here, not from the config at start, so that a start in the
-            // tray makes none; without a tray host to open it from, it is made anyway.
-            let in_tray = options.in_tray && desktop.tray.load(Ordering::SeqCst);
-            if in_tray {
-                tracing::info!("started in the tray");
+            // tray makes none; without a tray host to open it from, it is made anyway. At
+            // login the tray host may come up after the app: it is given a moment.
+            if options.in_tray && icon {
+                if desktop.tray.load(Ordering::SeqCst) {
+                    tracing::info!("started in the tray");
+                } else {
+                    open_unless_a_tray_host_comes(handle.clone(), desktop.tray.clone());
+                }
             } else if let Some(window) = main_window(&handle) {
                 desktop
                     .focused
@@ -381,6 +386,26 @@ fn request_attention(handle: &tauri::AppHandle) {
     });
 }
 
+/// How long a start in the tray waits for a tray host before it opens the window.
+const TRAY_HOST_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// A start in the tray with no tray host yet: stays there if one comes within
+/// `TRAY_HOST_WAIT`, else opens the window, since the person could not reach the app.
+fn open_unless_a_tray_host_comes(handle: tauri::AppHandle, shown: Arc<AtomicBool>) {
+    tauri::async_runtime::spawn(async move {
+        let deadline = tokio::time::Instant::now() + TRAY_HOST_WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if shown.load(Ordering::SeqCst) {
+                tracing::info!("started in the tray");
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        tracing::info!("no tray host came: opening the window");
+        bring_forward(&handle);
+    });
+}
+
 fn tray_shown(handle: &tauri::AppHandle) -> bool {
     handle
         .try_state::<Desktop>()
@@ -416,7 +441,7 @@ fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
 
 /// Shows, raises and focuses the main window (making it again if it was released): only on
 /// the person's own action (a click on the notification or the tray, a second launch), or
-/// when the tray it was closed to goes away.
+/// when the tray it was closed to goes away or a start in the tray finds none.
 pub(crate) fn bring_forward(handle: &tauri::AppHandle) {
     // Window calls from another thread wait for the main thread; queue the work there instead
     // so the event forwarder never blocks a runtime worker.
