@@ -609,6 +609,12 @@ fn webkit_children(pid: u32) -> Vec<String> {
         .collect()
 }
 
+fn app_log_says(app: &Background, what: &str) -> bool {
+    std::fs::read_to_string(&app.log)
+        .unwrap_or_default()
+        .contains(what)
+}
+
 /// Start at login puts the app in the tray with no window, so no WebKit process runs until
 /// the person opens it from the tray; without a tray host to open it from (none within a few
 /// seconds, as at a login where the host comes up late), the window opens.
@@ -618,9 +624,7 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     let alone = scratch("in-tray-alone");
     let app = start_in_tray(&alone);
     eventually("the window is made without a tray host", async || {
-        webkit_children(app.pid())
-            .iter()
-            .any(|n| n == "WebKitWebProces")
+        web_processes(app.pid()) > 0
     })
     .await;
     let log = std::fs::read_to_string(&app.log).unwrap();
@@ -636,9 +640,7 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     .await;
     let item = logged(&host.log)[0].clone();
     eventually("the app says it started in the tray", async || {
-        std::fs::read_to_string(&app.log)
-            .unwrap()
-            .contains("started in the tray")
+        app_log_says(&app, "started in the tray")
     })
     .await;
     // Its servers are up meanwhile (the tray menu is built), and nothing of WebKit runs.
@@ -648,9 +650,7 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
 
     click_tray_menu(&item, "Open Countersign");
     eventually("the window is made when the person opens it", async || {
-        webkit_children(app.pid())
-            .iter()
-            .any(|n| n == "WebKitWebProces")
+        web_processes(app.pid()) > 0
     })
     .await;
     let log = std::fs::read_to_string(&app.log).unwrap();
@@ -665,9 +665,7 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let host = desktop_double(&scratch("in-tray-late-host"), "tray", &["--tray", "{log}"]);
     eventually("the app stays in the tray for the late host", async || {
-        std::fs::read_to_string(&app.log)
-            .unwrap()
-            .contains("started in the tray")
+        app_log_says(&app, "started in the tray")
     })
     .await;
     // Past the wait (5 s from start), still no window.
