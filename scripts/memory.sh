@@ -61,7 +61,7 @@ holdings() {
   echo "  largest file mappings of the app by PSS:"
   awk '/^[0-9a-f]+-[0-9a-f]+ / {file = $6} /^Pss:/ {if (file != "") pss[file] += $2}
        END {for (f in pss) printf "%8.1f MiB  %s\n", pss[f] / 1024, f}' "/proc/$app/smaps" \
-    | sort -rn | head -6 | sed 's/^/  /'
+    | sort -rn | awk 'NR <= 6 {print "  " $0}'  # reads to the end: no SIGPIPE for pipefail
 }
 
 echo "Countersign's memory ($profile build), idle with the demo server; settle ${SETTLE:=10} s each"
