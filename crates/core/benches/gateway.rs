@@ -22,6 +22,8 @@
 //!    stdio only; one desk child per agent session.
 //!
 //! and, for rows 3 and 4, a reference: the agents talk to the desk over stdio directly.
+//! Rows 1m and 2m are rows 1 and 2 with agents on 2026-07-28 (`server/discover`, each request
+//! self-contained), each measured against row 1m.
 //!
 //! Then rows T1-T4 (`ts_agent.rs`): one agent written with the TypeScript SDK, keeping its
 //! connections alive as agent hosts do, one call at a time, to the desk on stdio directly and
@@ -35,7 +37,7 @@
 //! Environment: `COUNTERSIGN_BENCH_MCP_PROXY` and `COUNTERSIGN_BENCH_SUPERGATEWAY` name the
 //! proxies' executables (default: where scripts/bench-gateway.sh installs them);
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
-//! countersign-legacy, countersign-stdio-legacy, countersign-stdio, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
+//! countersign-legacy, direct-2026, countersign-2026, countersign-stdio-legacy, countersign-stdio, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
 //! ts-mcp-proxy, ts-supergateway, sessions, sessions-legacy);
 //! `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a single-threaded runtime (what
 //! fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS` changes the 10,000.
@@ -79,7 +81,7 @@ const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
 const HOLD_ENV: &str = "COUNTERSIGN_BENCH_HOLD_S";
 const CALLGRIND_ENV: &str = "COUNTERSIGN_BENCH_CALLGRIND";
-const ALL_ROWS: &str = "direct,countersign,countersign-legacy,countersign-stdio-legacy,countersign-stdio,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
+const ALL_ROWS: &str = "direct,countersign,countersign-legacy,direct-2026,countersign-2026,countersign-stdio-legacy,countersign-stdio,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
 const CALLERS: usize = 16;
@@ -525,30 +527,46 @@ enum Endpoint {
     Http {
         url: String,
         token: Option<String>,
+        /// The agents speak 2026-07-28 (`server/discover`, every request self-contained)
+        /// instead of the legacy `initialize` handshake on 2025-11-25.
+        modern: bool,
     },
     /// The desk on stdio, one child per agent (the reference row).
     Stdio,
 }
 
-fn client_config(name: String) -> ClientConfig {
+fn client_config(name: String, version: ProtocolVersion) -> ClientConfig {
     let mut info = Implementation::default();
     info.name = name;
     info.version = "1.0".into();
     let mut client = ClientConfig::default();
     client.client_info = info;
-    client.protocol_version = ProtocolVersion::V_2025_11_25;
+    client.protocol_version = version;
     client
 }
 
 async fn connect(endpoint: &Endpoint, n: usize) -> Result<Agent, String> {
-    let client = client_config(format!("bench-agent-{n}"));
+    let name = format!("bench-agent-{n}");
     let handshake = async {
         match endpoint {
-            Endpoint::Http { url, token } => {
+            Endpoint::Http { url, token, modern } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
                 config.auth_header = token.clone();
                 let transport = StreamableHttpClientTransport::from_config(config);
-                serve_client_with_lifecycle(client, transport, ClientLifecycleMode::Initialize)
+                let (client, lifecycle) = if *modern {
+                    (
+                        client_config(name, ProtocolVersion::V_2026_07_28),
+                        ClientLifecycleMode::Discover {
+                            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                        },
+                    )
+                } else {
+                    (
+                        client_config(name, ProtocolVersion::V_2025_11_25),
+                        ClientLifecycleMode::Initialize,
+                    )
+                };
+                serve_client_with_lifecycle(client, transport, lifecycle)
                     .await
                     .map_err(|e| e.to_string())
             }
@@ -557,6 +575,7 @@ async fn connect(endpoint: &Endpoint, n: usize) -> Result<Agent, String> {
                 let mut cmd = tokio::process::Command::new(exe);
                 cmd.env(ROLE_ENV, "desk-stdio");
                 let transport = TokioChildProcess::new(cmd).map_err(|e| e.to_string())?;
+                let client = client_config(name, ProtocolVersion::V_2025_11_25);
                 serve_client_with_lifecycle(client, transport, ClientLifecycleMode::Initialize)
                     .await
                     .map_err(|e| e.to_string())
@@ -782,13 +801,19 @@ async fn measure(endpoint: &Endpoint, sides: &Sides, calls: usize) -> Result<Mea
     })
 }
 
-async fn row_direct(calls: usize) -> Result<Measured, String> {
+/// Agents speaking 2026-07-28 (`modern`) or the legacy handshake, straight to the HTTP desk.
+async fn row_direct(calls: usize, modern: bool) -> Result<Measured, String> {
     let (desk, url) = spawn_role("desk-http", &[])?;
     let sides = Sides {
         middle: None,
         upstream: UpstreamPids::Fixed(desk.pid()),
     };
-    measure(&Endpoint::Http { url, token: None }, &sides, calls).await
+    let endpoint = Endpoint::Http {
+        url,
+        token: None,
+        modern,
+    };
+    measure(&endpoint, &sides, calls).await
 }
 
 async fn row_direct_stdio(calls: usize) -> Result<Measured, String> {
@@ -812,6 +837,7 @@ fn spawn_gateway(upstream: &str, protocol: &str) -> Result<(Proc, Endpoint), Str
     let endpoint = Endpoint::Http {
         url: url.to_owned(),
         token: Some(token.to_owned()),
+        modern: false,
     };
     Ok((gateway, endpoint))
 }
@@ -823,8 +849,11 @@ fn spawn_gateway_and_desk(protocol: &str) -> Result<(Proc, Proc, Endpoint), Stri
     Ok((gateway, desk, endpoint))
 }
 
-async fn row_countersign(calls: usize, protocol: &str) -> Result<Measured, String> {
-    let (gateway, desk, endpoint) = spawn_gateway_and_desk(protocol)?;
+async fn row_countersign(calls: usize, protocol: &str, modern: bool) -> Result<Measured, String> {
+    let (gateway, desk, mut endpoint) = spawn_gateway_and_desk(protocol)?;
+    if let Endpoint::Http { modern: m, .. } = &mut endpoint {
+        *m = modern;
+    }
     let sides = Sides {
         middle: Some(gateway.pid()),
         upstream: UpstreamPids::Fixed(desk.pid()),
@@ -884,6 +913,7 @@ async fn row_mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Measu
     let endpoint = Endpoint::Http {
         url: format!("http://127.0.0.1:{port}/mcp"),
         token: None,
+        modern: false,
     };
     measure(&endpoint, &sides, calls)
         .await
@@ -901,6 +931,7 @@ async fn row_supergateway(calls: usize, program: &Path, dir: &Path) -> Result<Me
     let endpoint = Endpoint::Http {
         url: format!("http://127.0.0.1:{port}/mcp"),
         token: None,
+        modern: false,
     };
     measure(&endpoint, &sides, calls)
         .await
@@ -991,21 +1022,35 @@ async fn bench(rows: &str, calls: usize) {
         let label = run("1  direct: agent -> desk (HTTP)");
         results.push(Row {
             label,
-            outcome: row_direct(calls).await,
+            outcome: row_direct(calls, false).await,
         });
     }
     if wanted("countersign") {
         let label = run("2  Countersign gateway -> desk (HTTP, upstream protocol auto)");
         results.push(Row {
             label,
-            outcome: row_countersign(calls, "auto").await,
+            outcome: row_countersign(calls, "auto", false).await,
         });
     }
     if wanted("countersign-legacy") {
         let label = run("2b Countersign gateway -> desk (HTTP, upstream protocol legacy)");
         results.push(Row {
             label,
-            outcome: row_countersign(calls, "legacy").await,
+            outcome: row_countersign(calls, "legacy", false).await,
+        });
+    }
+    if wanted("direct-2026") {
+        let label = run("1m direct, agents on 2026-07-28: agent -> desk (HTTP)");
+        results.push(Row {
+            label,
+            outcome: row_direct(calls, true).await,
+        });
+    }
+    if wanted("countersign-2026") {
+        let label = run("2m Countersign gateway -> desk (HTTP, auto), agents on 2026-07-28");
+        results.push(Row {
+            label,
+            outcome: row_countersign(calls, "auto", true).await,
         });
     }
     if wanted("countersign-stdio-legacy") {
@@ -1232,10 +1277,23 @@ fn report(rows: &[Row]) {
     if rows.is_empty() {
         return;
     }
-    let direct = rows
-        .iter()
-        .find(|r| r.label.starts_with("1 "))
-        .and_then(|r| r.outcome.as_ref().ok());
+    // Each row against the direct row of its agents: 2026-07-28 agents (tags ending in "m")
+    // against row 1m, the others against row 1.
+    let baseline = |row: &Row| {
+        let tag = if row
+            .label
+            .split(' ')
+            .next()
+            .is_some_and(|t| t.ends_with('m'))
+        {
+            "1m "
+        } else {
+            "1 "
+        };
+        rows.iter()
+            .find(|r| r.label.starts_with(tag))
+            .and_then(|r| r.outcome.as_ref().ok())
+    };
     let width = rows.iter().map(|r| r.label.len()).max().unwrap_or(0);
     for (title, pick) in [
         (
@@ -1253,7 +1311,7 @@ fn report(rows: &[Row]) {
             match &row.outcome {
                 Ok(m) => {
                     let r = pick(m);
-                    let base = direct.map(pick);
+                    let base = baseline(row).map(pick);
                     println!(
                         "  {:width$}  {:>7.3} {:>7.3} {:>8.0}  {:>11} {:>10}  {:>9} {:>9.3}",
                         row.label,
@@ -1304,14 +1362,20 @@ fn report(rows: &[Row]) {
             .and_then(|r| r.outcome.as_ref().ok())
     };
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
-    println!("targets (from the issue), against row 1:");
-    for (prefix, name) in [
-        ("2 ", "Countersign, upstream auto (the default)"),
-        ("2b", "Countersign, upstream legacy"),
-        ("2c", "Countersign, stdio upstream legacy"),
-        ("2d", "Countersign, stdio upstream auto"),
+    let direct = found("1 ");
+    println!("targets (from the issue), against row 1 (row 2m against row 1m):");
+    for (prefix, name, base) in [
+        ("2 ", "Countersign, upstream auto (the default)", "1 "),
+        ("2b", "Countersign, upstream legacy", "1 "),
+        ("2c", "Countersign, stdio upstream legacy", "1 "),
+        ("2d", "Countersign, stdio upstream auto", "1 "),
+        (
+            "2m",
+            "Countersign, upstream auto, agents on 2026-07-28",
+            "1m ",
+        ),
     ] {
-        let (Some(c), Some(d)) = (found(prefix), direct) else {
+        let (Some(c), Some(d)) = (found(prefix), found(base)) else {
             continue;
         };
         let added = c.sequential.percentile_ms(0.5) - d.sequential.percentile_ms(0.5);
