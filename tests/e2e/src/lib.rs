@@ -214,9 +214,33 @@ impl App {
         // Drop stops the processes.
     }
 
+    /// A picture of the page (PNG). WebKit's WebDriver takes it at the page's next paint, and
+    /// a still page drawn without GPU compositing (how the app draws, see `launch.rs`) does
+    /// not paint: the picture would wait until something changed (the sign-in test's, for the
+    /// ten minutes until its sign-in timed out). So the page is made to repaint one corner
+    /// pixel, unseen, every 50 ms for the next two seconds, while the picture is asked for.
+    pub async fn screenshot(&self) -> Result<Vec<u8>, fantoccini::error::CmdError> {
+        self.client
+            .execute(
+                r#"
+                const dot = document.createElement('div');
+                dot.style.cssText = 'position:fixed;left:0;top:0;width:1px;height:1px;pointer-events:none';
+                document.documentElement.append(dot);
+                let n = 0;
+                const tick = setInterval(() => {
+                    dot.style.background = n % 2 ? 'rgba(0,0,0,0.004)' : 'rgba(0,0,0,0.002)';
+                    if (++n === 40) { clearInterval(tick); dot.remove(); }
+                }, 50);
+                "#,
+                vec![],
+            )
+            .await?;
+        self.client.screenshot().await
+    }
+
     /// Saves a screenshot of the window next to the test's files, for a failure to show.
     pub async fn snapshot(&self, name: &str) {
-        if let Ok(png) = self.client.screenshot().await {
+        if let Ok(png) = self.screenshot().await {
             let _ = std::fs::write(self.dir.join(format!("{name}.png")), png);
         }
     }
@@ -918,9 +942,12 @@ pub fn keyring(dir: &Path) -> Background {
         .spawn()
         .expect("gnome-keyring-daemon (run `make deps`)");
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"test-password").unwrap();
-    // Ready once it owns its name on the bus.
+    // Ready once it, not the keyring it replaces, owns the name on the bus: a check for any
+    // owner passed while the old one (D-Bus activated earlier in the session, by the portal)
+    // still held it, and the app, asking in the gap between the two, had another activated
+    // with no login collection (seen once, in CI at 5aa46e4).
     let deadline = Instant::now() + WAIT;
-    while !keyring_answers() {
+    while keyring_owner() != Some(child.id()) {
         assert!(
             Instant::now() < deadline,
             "the keyring never answered on the bus"
@@ -933,20 +960,26 @@ pub fn keyring(dir: &Path) -> Background {
     }
 }
 
-/// Whether something owns the Secret Service name (asked without starting one: a D-Bus
-/// activation would start a keyring with the wrong home).
-fn keyring_answers() -> bool {
-    Command::new("dbus-send")
+/// The process that owns the Secret Service name, if any (asked of the bus, without starting
+/// one: a D-Bus activation would start a keyring with the wrong home).
+fn keyring_owner() -> Option<u32> {
+    let out = Command::new("dbus-send")
         .args([
             "--session",
             "--print-reply",
             "--dest=org.freedesktop.DBus",
             "/org/freedesktop/DBus",
-            "org.freedesktop.DBus.NameHasOwner",
+            "org.freedesktop.DBus.GetConnectionUnixProcessID",
             "string:org.freedesktop.secrets",
         ])
         .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("boolean true"))
+        .ok()?;
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .skip_while(|w| *w != "uint32")
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 /// What the keyring holds for Countersign, as `secret-tool` prints it (attributes and secrets).

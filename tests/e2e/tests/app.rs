@@ -324,7 +324,7 @@ async fn e2e_screenshot_of_the_ask_dialog() {
         .await;
     // Let the dialog's opening settle and its yes buttons arm (after half a second) before the picture.
     tokio::time::sleep(std::time::Duration::from_millis(900)).await;
-    let png = app.client.screenshot().await.unwrap();
+    let png = app.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"), "a PNG");
     let out = std::env::var_os("COUNTERSIGN_SCREENSHOT_OUT")
         .map(std::path::PathBuf::from)
@@ -614,7 +614,7 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
     let shot = std::env::var_os("COUNTERSIGN_SIGN_IN_SHOT")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| app.dir.join("sign-in.png"));
-    std::fs::write(&shot, app.client.screenshot().await.unwrap()).unwrap();
+    std::fs::write(&shot, app.screenshot().await.unwrap()).unwrap();
     app.press_in_dialog("Open").await;
     app.gone(DIALOG).await;
 

@@ -200,7 +200,7 @@ async fn e2e_gateway_allow_once_then_the_desks_question_deletes_the_ticket() {
     assert!(args.contains("\"t2\""), "the arguments are shown: {args}");
     // Let the dialog settle and its yes buttons arm (after half a second) before the picture (the README's, when asked for).
     tokio::time::sleep(Duration::from_millis(900)).await;
-    let png = app.client.screenshot().await.unwrap();
+    let png = app.screenshot().await.unwrap();
     let out = std::env::var_os("COUNTERSIGN_APPROVAL_SCREENSHOT_OUT")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| app.dir.join("approval-dialog.png"));
