@@ -33,6 +33,33 @@ impl Options {
     }
 }
 
+/// Starts GTK with its GL off, unless the person set `GDK_GL` (even empty, which turns GPU
+/// drawing back on). Why: GDK probes GL when it opens the display, which loads the GL driver
+/// (Mesa's, 30 MiB with its LLVM) into a process that may wait all day in the tray, and with
+/// GDK's GL off WebKit draws the page without GPU compositing, which takes its web process
+/// from 188 to 108 MiB; a page of forms and lists needs no GPU (BENCHMARKS.md, memory).
+/// Must run before the app starts threads of its own: the variable is set only for GTK's
+/// start and removed again, so that nothing the app starts (servers, the browser, WebKit)
+/// inherits it.
+/// Returns whether it did (false when the person's setting stands).
+#[cfg(target_os = "linux")]
+pub fn start_gtk_without_gl() -> bool {
+    const GDK_GL: &str = "GDK_GL";
+    if std::env::var_os(GDK_GL).is_some() {
+        return false;
+    }
+    // SAFETY: called first thing in `run`, before the runtime, Tauri or any plugin starts a
+    // thread. The one thread already there is JavaScriptCore's memory scavenger, started as
+    // its library loads (gdb), waiting on a timer; and glibc frees no array a reader could
+    // hold here (this first set copies the environment to a new one, the unset shifts in it).
+    unsafe { std::env::set_var(GDK_GL, "disable") };
+    // GDK reads the variable once, here; Tauri's own start later finds GTK started. A failure
+    // (no display) is left for Tauri's start to report, as before.
+    let _ = gtk::init();
+    unsafe { std::env::remove_var(GDK_GL) };
+    true
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error(

@@ -35,6 +35,8 @@ const GATEWAY_EVENT: &str = "gateway-event";
 const CONFIG_EVENT: &str = "config-event";
 
 pub fn run() {
+    #[cfg(target_os = "linux")]
+    let without_gl = launch::start_gtk_without_gl();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // Plain text in log files and CI output; colours only on a terminal.
@@ -44,6 +46,12 @@ pub fn run() {
                 .unwrap_or_else(|_| "countersign=info,countersign_core=info,rmcp=warn".into()),
         )
         .init();
+    // WebKit says "Disabled hardware acceleration because GTK failed to initialize GL": this
+    // says why.
+    #[cfg(target_os = "linux")]
+    if without_gl {
+        tracing::info!("drawing the window without the GPU (start with GDK_GL= to use it)");
+    }
     let options = launch::Options::from_args(std::env::args().skip(1));
 
     let app = tauri::Builder::default()

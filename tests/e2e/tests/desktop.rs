@@ -578,6 +578,10 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
 /// The app started as start at login starts it (`--in-tray`), outside WebDriver (which needs
 /// a window), on `dir`'s files; its log goes to `dir/app.log`.
 fn start_in_tray(dir: &Path) -> Background {
+    start_in_tray_with(dir, &[])
+}
+
+fn start_in_tray_with(dir: &Path, env: &[(&str, &str)]) -> Background {
     std::fs::create_dir_all(dir.join("home")).unwrap();
     std::fs::write(
         dir.join("config.json"),
@@ -591,21 +595,34 @@ fn start_in_tray(dir: &Path) -> Background {
         .env("XDG_DATA_HOME", dir.join("data"))
         .env("XDG_CONFIG_HOME", dir.join("config"))
         .env("HOME", dir.join("home"))
+        .envs(env.iter().copied())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("the app starts");
     Background::new(child, log)
 }
 
-/// The app's WebKit processes (web and network), by name.
-fn webkit_children(pid: u32) -> Vec<String> {
+/// The child processes of `pid`: id and name.
+fn children(pid: u32) -> Vec<(u32, String)> {
     let out = Command::new("pgrep")
-        .args(["-l", "-P", &pid.to_string(), "^WebKit"])
+        .args(["-l", "-P", &pid.to_string()])
         .output()
         .unwrap();
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_owned))
+        .filter_map(|l| {
+            let (id, name) = l.trim().split_once(' ')?;
+            Some((id.parse().ok()?, name.to_owned()))
+        })
+        .collect()
+}
+
+/// The app's WebKit processes (web and network), by name.
+fn webkit_children(pid: u32) -> Vec<String> {
+    children(pid)
+        .into_iter()
+        .map(|(_, name)| name)
+        .filter(|name| name.starts_with("WebKit"))
         .collect()
 }
 
@@ -647,6 +664,19 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(tray_menu(&item).contains("Open Countersign"));
     assert_eq!(webkit_children(app.pid()), Vec::<String>::new());
+    // Nor a GL driver: GTK started with its GL off (`launch::start_gtk_without_gl`), and the
+    // switch that did it is not passed on to the servers the app starts.
+    assert_eq!(gl_drivers(app.pid()), Vec::<String>::new());
+    assert!(app_log_says(&app, "drawing the window without the GPU"));
+    let servers = children(app.pid());
+    assert!(!servers.is_empty());
+    for (pid, _) in servers {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        assert!(
+            !env.split(|b| *b == 0).any(|v| v.starts_with(b"GDK_GL=")),
+            "server {pid} inherited GDK_GL"
+        );
+    }
 
     click_tray_menu(&item, "Open Countersign");
     eventually("the window is made when the person opens it", async || {
@@ -675,13 +705,47 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     drop(host);
 }
 
+/// The GL drivers (vendor libraries, not GL's dispatch libraries) a process has loaded.
+fn gl_drivers(pid: u32) -> Vec<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let mut drivers: Vec<String> = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .filter(|path| {
+            let name = path.rsplit('/').next().unwrap_or(path);
+            name.starts_with("libGLX_") || name.starts_with("libEGL_") || name.contains("_dri.so")
+        })
+        .map(str::to_owned)
+        .collect();
+    drivers.dedup();
+    drivers
+}
+
+/// The person's own `GDK_GL` wins over the app's choice to start GTK without GL: even an
+/// empty one, which is how the README says to have the window drawn on the GPU.
+#[tokio::test]
+async fn e2e_the_persons_gdk_gl_setting_brings_the_gl_driver_back() {
+    let host = desktop_double(&scratch("gl-host"), "tray", &["--tray", "{log}"]);
+    let app = start_in_tray_with(&scratch("gl"), &[("GDK_GL", "")]);
+    eventually("the app says it started in the tray", async || {
+        app_log_says(&app, "started in the tray")
+    })
+    .await;
+    assert!(
+        !gl_drivers(app.pid()).is_empty(),
+        "GTK with GL loads a GL driver"
+    );
+    assert!(!app_log_says(&app, "without the GPU"));
+    app.terminate();
+    drop(host);
+}
+
 /// WebKit web processes of the app (children of `pid`).
 fn web_processes(pid: u32) -> usize {
-    let out = Command::new("pgrep")
-        .args(["-P", &pid.to_string(), "-x", "WebKitWebProces"])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    children(pid)
+        .iter()
+        .filter(|(_, name)| name == "WebKitWebProces")
+        .count()
 }
 
 #[tokio::test]
