@@ -4300,3 +4300,198 @@ async fn a_session_answers_only_the_agent_that_opened_it() {
     let listed = owner.post(5, "tools/list", json!({})).await;
     assert!(listed["result"]["tools"].is_array(), "{listed}");
 }
+
+/// A 2026-07-28 agent's self-contained `tools/call` (no session; the revision's headers and
+/// `_meta` lifecycle keys), as its SDK sends it, with `params` added to the call's params and
+/// `headers` over the SDK's own (a name given as empty removes that header).
+fn sessionless_call(
+    rig: &Rig,
+    server: &str,
+    id: Value,
+    tool: &str,
+    params: Value,
+    headers: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    let mut all = json!({"name": tool, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "sessionless-agent", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}}});
+    for (key, value) in params.as_object().cloned().unwrap_or_default() {
+        if key == "_meta" {
+            for (k, v) in value.as_object().cloned().unwrap_or_default() {
+                all["_meta"][k] = v;
+            }
+        } else {
+            all[key] = value;
+        }
+    }
+    let mut sent = BTreeMap::from([
+        ("accept", "application/json, text/event-stream".to_owned()),
+        ("content-type", "application/json".to_owned()),
+        ("mcp-protocol-version", "2026-07-28".to_owned()),
+        ("mcp-method", "tools/call".to_owned()),
+        ("mcp-name", tool.to_owned()),
+    ]);
+    for (name, value) in headers {
+        sent.insert(name, value.to_string());
+    }
+    let mut request = reqwest::Client::new()
+        .post(rig.url(server))
+        .header("authorization", format!("Bearer {}", rig.gateway.token()));
+    for (name, value) in sent.into_iter().filter(|(_, v)| !v.is_empty()) {
+        request = request.header(name, value);
+    }
+    request.body(
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": all}).to_string(),
+    )
+}
+
+/// The one JSON-RPC answer in a body: plain JSON, or the last `data:` line of an SSE answer.
+fn the_answer(body: &str) -> Value {
+    let json = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .rfind(|d| !d.trim().is_empty())
+        .unwrap_or(body);
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// A 2026-07-28 agent's call, made without a session, is run by the gateway where it arrives
+/// (the lane): answered in JSON under the agent's own id as it wrote it, with the fields rmcp
+/// does not model reaching the upstream as sent and the call's progress token the gateway's
+/// own upstream. A call whose headers contradict it, or whose `_meta` lacks a key the revision
+/// requires, is refused as rmcp refuses it, before anything reaches the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_agents_self_contained_call_runs_as_sent_and_a_malformed_one_is_refused() {
+    let mut raw = raw_server();
+    raw.trusted = true; // `params` claims read-only: no approval in the way
+    let rig = rig("sessionless", vec![raw]).await;
+    let vendor = json!({"kept": true, "n": [1, 2.5, "x"]});
+    let received = |answer: &Value| -> Value {
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"));
+        serde_json::from_str(text).unwrap()
+    };
+    for (id, meta) in [
+        (json!("x-1"), json!({})),
+        (json!(2), json!({"progressToken": "mine"})),
+    ] {
+        let response = sessionless_call(
+            &rig,
+            "raw",
+            id.clone(),
+            "params",
+            json!({"arguments": {"a": 1}, "x-vendor": vendor, "_meta": meta}),
+            &[],
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK);
+        assert!(
+            response.headers().get("mcp-session-id").is_none(),
+            "no session"
+        );
+        let answer = the_answer(&response.text().await.unwrap());
+        assert_eq!(answer["id"], id, "{answer}");
+        let got = received(&answer);
+        assert_eq!(got["x-vendor"], vendor, "{got}");
+        assert_eq!(got["arguments"], json!({"a": 1}), "{got}");
+        assert_ne!(got["_meta"]["progressToken"], "mine", "{got}");
+    }
+    let seen = || rig.records().len();
+    let before = seen();
+    for (headers, meta, status, code) in [
+        // The tool named in the header is not the one called.
+        (
+            vec![("mcp-name", "other")],
+            json!({}),
+            reqwest::StatusCode::BAD_REQUEST,
+            -32020,
+        ),
+        // No method header, which the revision requires.
+        (
+            vec![("mcp-method", "")],
+            json!({}),
+            reqwest::StatusCode::BAD_REQUEST,
+            -32020,
+        ),
+        // The body names a version the header does not.
+        (
+            vec![],
+            json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25"}),
+            reqwest::StatusCode::BAD_REQUEST,
+            -32020,
+        ),
+        // No client capabilities, which the revision requires.
+        (
+            vec![],
+            json!({"io.modelcontextprotocol/clientCapabilities": null}),
+            reqwest::StatusCode::BAD_REQUEST,
+            -32602,
+        ),
+    ] {
+        let response = sessionless_call(
+            &rig,
+            "raw",
+            json!(9),
+            "params",
+            json!({"arguments": {}, "_meta": meta}),
+            &headers,
+        )
+        .send()
+        .await
+        .unwrap();
+        assert_eq!(response.status(), status, "{headers:?} {meta}");
+        let answer = the_answer(&response.text().await.unwrap());
+        assert_eq!(
+            answer["error"]["code"], code,
+            "{headers:?} {meta}: {answer}"
+        );
+    }
+    assert_eq!(seen(), before, "nothing refused was forwarded");
+    rig.gateway.shutdown().await;
+}
+
+/// A 2026-07-28 agent cancels a call by going away (its connection closes; the revision has
+/// no session to send a cancellation on): the approval open for its call is withdrawn as the
+/// agent's, and nothing is deleted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_agent_that_goes_away_cancels_its_call_and_its_open_approval() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "sessionless-gone",
+        vec![upstream("desk", &desk, ProtocolChoice::Auto)],
+    )
+    .await;
+    let call = sessionless_call(
+        &rig,
+        "desk",
+        json!(1),
+        "delete_ticket",
+        json!({"arguments": {"id": "t1"}}),
+        &[],
+    )
+    .send();
+    let calling = tokio::spawn(call);
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(ask.kind, AskKind::ToolCall { .. }),
+        "{:?}",
+        ask.kind
+    );
+    assert_eq!(ask.asker.declared.as_deref(), Some("sessionless-agent"));
+    calling.abort();
+    let _ = calling.await;
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, ask.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Agent
+        }
+    );
+    assert!(desk.store.contains("t1"));
+    rig.gateway.shutdown().await;
+}

@@ -27,6 +27,17 @@
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
 //! call's `task` and refuse the rest (see `forward::task`).
+//!
+//! A 2026-07-28 agent's `tools/call` takes it too, though such an agent has no session: each
+//! of its requests is self-contained, and rmcp would make a server session for each one (a
+//! `Forwarder`, a peer, a service loop and its tasks) only to run it and end it, which cost a
+//! 2026-07-28 agent's call 61 % more of the gateway's instructions than a legacy one's
+//! (BENCHMARKS.md). Here the call gets its own `Forwarder` as from rmcp, and is answered as
+//! rmcp's server answers such a call: in JSON, or on a stream once something comes for it
+//! first, with the revision's error statuses; the agent going away cancels it. Only a call
+//! whose headers and lifecycle keys need no judging beyond agreeing with each other takes
+//! this way (`sessionless_headers`, `read::read_sessionless`); rmcp refuses the rest as
+//! before, and runs the revision's other requests.
 
 use std::sync::Arc;
 
@@ -34,7 +45,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rmcp::model::{CallToolRequest, CallToolRequestParams, GetMeta, RequestId};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, GetMeta, ProtocolVersion, RequestId};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -42,7 +53,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::forward::{CallAnswer, Forwarder, ProgressTo};
-use super::{Endpoint, sent};
+use super::{Endpoint, Shared, sent};
 
 mod read;
 mod sessions;
@@ -61,11 +72,12 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 /// Serves one request to `server`'s endpoint: on the lane when it is a plain tool call on a
 /// session the lane knows, else through rmcp.
 pub(crate) async fn serve(
-    lanes: &Lanes,
+    shared: &Arc<Shared>,
     server: &str,
     request: Request,
     endpoint: Endpoint,
 ) -> Response {
+    let lanes = &shared.lanes;
     if request.method() != Method::POST {
         if let Some(session) = header_str(request.headers(), SESSION_HEADER) {
             lanes.touch(server, session);
@@ -73,14 +85,36 @@ pub(crate) async fn serve(
         return endpoint.handle(request).await.into_response();
     }
     let Some(session_id) = header_str(request.headers(), SESSION_HEADER).map(str::to_owned) else {
-        let mut request = match sent::read(request).await {
-            Ok(request) => request,
-            Err(refused) => return refused,
+        let (mut parts, body) = request.into_parts();
+        let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+            Ok(bytes) => bytes,
+            Err(_) => {
+                return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
+            }
         };
+        // A 2026-07-28 agent's tool call, self-contained: run here, with a `Forwarder` of its
+        // own as rmcp would make for it.
+        if let Some(Message::Run {
+            id,
+            raw_id,
+            work: work @ (Work::Call(_) | Work::CallOnStream(_)),
+            unmodeled,
+        }) = read::read_sessionless(&bytes)
+            && sessionless_headers(&parts.headers, work.tool())
+        {
+            if let Some(unmodeled) = unmodeled {
+                parts.extensions.insert(unmodeled);
+            }
+            let forwarder = Forwarder::new(shared.clone(), server.to_owned());
+            let caller = Caller::Sessionless(lanes.sessionless_peer());
+            return run(caller, forwarder, parts, id, raw_id, work, true).await;
+        }
+        sent::mark(&mut parts, &bytes);
         // Perhaps an `initialize`: its Forwarder leaves its handle, and the answer names the
         // session it made.
         let opening = Opening::default();
-        request.extensions_mut().insert(opening.clone());
+        parts.extensions.insert(opening.clone());
+        let request = Request::from_parts(parts, Body::from(bytes));
         let response = endpoint.handle(request).await.into_response();
         // (rmcp ends by itself the session it made for an `initialize` that failed.)
         if let (Some(session), Some((forwarder, peer))) = (
@@ -122,7 +156,16 @@ pub(crate) async fn serve(
                 Work::Call(params) if samples => Work::CallOnStream(params),
                 work => work,
             };
-            run(session, forwarder, parts, id, raw_id, work, json_first).await
+            run(
+                Caller::Session(session),
+                forwarder,
+                parts,
+                id,
+                raw_id,
+                work,
+                json_first,
+            )
+            .await
         }
         // Another agent holding this session's id answers and cancels nothing of it.
         Some(Message::Answer(..) | Message::Cancelled(_)) if !forwarder.is_owners(&parts) => {
@@ -174,6 +217,48 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
             .next()
             .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
     });
+    let info = peer.peer_info()?;
+    let version_ok = match header_str(headers, VERSION_HEADER) {
+        None => true,
+        Some(v) => v == info.protocol_version.as_str(),
+    };
+    let plain = json_in
+        && accepts_both(headers)
+        && version_ok
+        && !headers.contains_key("mcp-method")
+        && !headers.contains_key("mcp-name");
+    plain.then_some(info.capabilities.sampling.is_some())
+}
+
+/// A 2026-07-28 request's headers, when they need no judging beyond the lane's: JSON in, both
+/// answer kinds accepted, and the revision's headers each given once, as plain text, agreeing
+/// with the call (the version its `_meta` names, the method, the tool `tool`). Anything else
+/// (a header missing, repeated, encoded or contradicting the body) is rmcp's to refuse as it
+/// refuses it. `Mcp-Param-*` headers are judged against nothing, as rmcp judges them for the
+/// gateway, which names no tool schema of its own.
+fn sessionless_headers(headers: &HeaderMap, tool: &str) -> bool {
+    let once = |name: &str| {
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (Some(value), None) => value.to_str().ok(),
+            _ => None,
+        }
+    };
+    let json_in = once(header::CONTENT_TYPE.as_str()).is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+    });
+    json_in
+        && accepts_both(headers)
+        && once(VERSION_HEADER) == Some(ProtocolVersion::V_2026_07_28.as_str())
+        && once("mcp-method") == Some("tools/call")
+        // rmcp decodes a value in SEP-2243's Base64 wrapping first: such a name is its to read.
+        && once("mcp-name").is_some_and(|name| name == tool && !name.starts_with("=?base64?"))
+}
+
+/// Whether the agent accepts both answer kinds (else rmcp says 406).
+fn accepts_both(headers: &HeaderMap) -> bool {
     let accept = header_str(headers, header::ACCEPT.as_str()).unwrap_or("");
     let accepts = |kind: &str| {
         accept.split(',').any(|a| {
@@ -182,18 +267,7 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
                 .is_some_and(|e| e.trim().eq_ignore_ascii_case(kind))
         })
     };
-    let info = peer.peer_info()?;
-    let version_ok = match header_str(headers, VERSION_HEADER) {
-        None => true,
-        Some(v) => v == info.protocol_version.as_str(),
-    };
-    let plain = json_in
-        && accepts("application/json")
-        && accepts("text/event-stream")
-        && version_ok
-        && !headers.contains_key("mcp-method")
-        && !headers.contains_key("mcp-name");
-    plain.then_some(info.capabilities.sampling.is_some())
+    accepts("application/json") && accepts("text/event-stream")
 }
 
 /// What the lane does for a request.
@@ -210,6 +284,30 @@ enum Work {
         request: rmcp::model::ClientRequest,
         streamed: bool,
     },
+}
+
+impl Work {
+    /// The tool a call calls.
+    fn tool(&self) -> &str {
+        match self {
+            Work::Call(params) | Work::CallOnStream(params) | Work::TaskCall(params, _) => {
+                &params.name
+            }
+            Work::Task(..) | Work::Request { .. } => "",
+        }
+    }
+}
+
+/// Whom the lane runs a request for.
+enum Caller {
+    /// An agent's session (2025-11-25 and older): the lane knows its requests in flight, for
+    /// the agent's cancellations, and its answers to the gateway's requests.
+    Session(Arc<Session>),
+    /// A 2026-07-28 agent's request, self-contained; the peer stands in for the agent, as
+    /// rmcp's own stand-in for such a request does (nothing goes through it: the request's
+    /// progress goes on its own stream). Such an agent cancels by going away: the request is
+    /// cancelled when its answer is dropped unsent, as rmcp cancels it.
+    Sessionless(Peer<RoleServer>),
 }
 
 /// An answer: a call's (its result kept as the server sent it, or typed), the typed result of
@@ -230,7 +328,7 @@ enum Answered {
 /// [`KEEP_ALIVE`]: a call answered at once is answered in JSON (one write, and an answer any
 /// agent reads without SSE), as rmcp's server answers with JSON responses on.
 async fn run(
-    session: Arc<Session>,
+    caller: Caller,
     forwarder: Forwarder,
     parts: http::request::Parts,
     id: RequestId,
@@ -240,15 +338,34 @@ async fn run(
 ) -> Response {
     let abandoned = super::gone::on_drop(&parts);
     let ct = CancellationToken::new();
-    lock(&session.in_flight).insert(id.clone(), ct.clone());
-    let mut ctx = RequestContext::new(id.clone(), session.peer.clone());
+    let (peer, asked, session, as_2026) = match caller {
+        Caller::Session(session) => {
+            lock(&session.in_flight).insert(id.clone(), ct.clone());
+            (
+                session.peer.clone(),
+                session.asked.clone(),
+                Some(session),
+                None,
+            )
+        }
+        Caller::Sessionless(peer) => (
+            peer,
+            Arc::default(),
+            None,
+            Some(Cancels(Some(ct.clone().drop_guard()))),
+        ),
+    };
+    let mut ctx = RequestContext::new(id.clone(), peer);
     ctx.ct = ct;
-    let streamed = matches!(
-        work,
-        Work::CallOnStream(_) | Work::Request { streamed: true, .. }
-    );
+    // A sessionless request has no session to send anything on: whatever comes for it before
+    // its answer goes on a stream of its own, as rmcp's answer would switch to one.
+    let streamed = as_2026.is_some()
+        || matches!(
+            work,
+            Work::CallOnStream(_) | Work::Request { streamed: true, .. }
+        );
     let progress = streamed.then(|| {
-        let (stream, rx) = LaneStream::new(session.asked.clone());
+        let (stream, rx) = LaneStream::new(asked);
         ctx.extensions.insert(ProgressTo::Lane(stream));
         rx
     });
@@ -292,14 +409,21 @@ async fn run(
                         .map(Answered::Other)
                 }
             };
-            lock(&session.in_flight).remove(&id);
+            if let Some(session) = session {
+                lock(&session.in_flight).remove(&id);
+            }
             result
         }
     });
     let Some(mut progress) = progress else {
         let result = running.await;
         abandoned.answered();
-        return in_json(&raw_id, result, kept.and_then(|kept| kept.take_for(&id)));
+        return in_json(
+            &raw_id,
+            result,
+            kept.and_then(|kept| kept.take_for(&id)),
+            None,
+        );
     };
     let mut first = None;
     if json_first {
@@ -309,6 +433,7 @@ async fn run(
             Some(event) = progress.recv() => first = Some(event),
             result = &mut running => {
                 abandoned.answered();
+                let as_2026 = as_2026.map(Cancels::answered);
                 let raw = kept.as_ref().and_then(|kept| kept.take_for(&id));
                 // The answer waited for the progress before it (`caught_up`): had any come,
                 // it would be queued here now, and go first.
@@ -317,9 +442,9 @@ async fn run(
                     events.extend_from_slice(&event);
                 }
                 if events.is_empty() {
-                    return in_json(&raw_id, result, raw);
+                    return in_json(&raw_id, result, raw, as_2026);
                 }
-                push_answer(&mut events, &raw_id, result, raw);
+                push_answer(&mut events, &raw_id, result, raw, as_2026);
                 return on_stream(Body::from(events));
             }
             // The stream starts with a keep-alive, which tells at once whether the agent is
@@ -338,6 +463,7 @@ async fn run(
         raw_id,
         keep_alive: tokio::time::interval_at(tokio::time::Instant::now() + KEEP_ALIVE, KEEP_ALIVE),
         done: false,
+        as_2026,
     };
     on_stream(Body::from_stream(futures::stream::unfold(
         stream,
@@ -345,14 +471,64 @@ async fn run(
     )))
 }
 
+/// Cancels a sessionless request when dropped before its answer is made: an agent that goes
+/// away (its connection closed) cancels it, as rmcp's server cancels such a request.
+struct Cancels(Option<tokio_util::sync::DropGuard>);
+
+impl Cancels {
+    /// The answer is made: what is left is telling it. Marks the answer as a 2026-07-28
+    /// agent's (see [`as_2026_07_28`]).
+    fn answered(mut self) -> Answered2026 {
+        if let Some(guard) = self.0.take() {
+            guard.disarm();
+        }
+        Answered2026
+    }
+}
+
+/// An answer to a 2026-07-28 agent's self-contained request.
+#[derive(Clone, Copy)]
+struct Answered2026;
+
+/// A 2026-07-28 agent's error answer as rmcp's server makes it: "resource not found" is the
+/// revision's invalid params, and the HTTP status says what a few codes mean.
+fn as_2026_07_28(
+    mut result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
+) -> (
+    Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
+    StatusCode,
+) {
+    use rmcp::model::ErrorCode;
+    let mut status = StatusCode::OK;
+    if let Ok(Err(error)) = &mut result {
+        if error.code == ErrorCode::RESOURCE_NOT_FOUND {
+            error.code = ErrorCode::INVALID_PARAMS;
+        }
+        status = match error.code {
+            ErrorCode::UNSUPPORTED_PROTOCOL_VERSION
+            | ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY
+            | ErrorCode::HEADER_MISMATCH => StatusCode::BAD_REQUEST,
+            ErrorCode::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::OK,
+        };
+    }
+    (result, status)
+}
+
 /// The answer to `raw_id` as a JSON body.
 fn in_json(
     raw_id: &RawValue,
     result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
     raw: Option<Box<RawValue>>,
+    as_2026: Option<Answered2026>,
 ) -> Response {
+    let (result, status) = match as_2026 {
+        Some(Answered2026) => as_2026_07_28(result),
+        None => (result, StatusCode::OK),
+    };
     match answer(raw_id, result, raw) {
         Ok(body) => (
+            status,
             [(header::CONTENT_TYPE, "application/json")],
             Body::from(body),
         )
@@ -379,7 +555,13 @@ fn push_answer(
     raw_id: &RawValue,
     result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,
     raw: Option<Box<RawValue>>,
+    as_2026: Option<Answered2026>,
 ) {
+    // (On a stream the status was told already.)
+    let result = match as_2026 {
+        Some(Answered2026) => as_2026_07_28(result).0,
+        None => result,
+    };
     match answer(raw_id, result, raw) {
         Ok(body) => {
             events.extend_from_slice(b"event: message\ndata: ");
@@ -406,6 +588,8 @@ struct Streamed {
     raw_id: Box<RawValue>,
     keep_alive: tokio::time::Interval,
     done: bool,
+    /// A sessionless request's: cancelled if the stream is dropped before its answer.
+    as_2026: Option<Cancels>,
 }
 
 impl Streamed {
@@ -427,7 +611,8 @@ impl Streamed {
                     events.extend_from_slice(&event);
                 }
                 let raw = self.kept.as_ref().and_then(|kept| kept.take_for(&self.id));
-                push_answer(&mut events, &self.raw_id, result, raw);
+                let as_2026 = self.as_2026.take().map(Cancels::answered);
+                push_answer(&mut events, &self.raw_id, result, raw, as_2026);
                 self.done = true;
                 events
             }
@@ -486,6 +671,77 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A sessionless call is the lane's only when every header the revision has is given once,
+    /// plainly, and agrees with the call; anything else is left for rmcp to refuse.
+    #[test]
+    fn a_sessionless_calls_headers_must_agree_with_it_once_and_plainly() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut map = HeaderMap::new();
+            for (name, value) in pairs {
+                map.append(*name, http::HeaderValue::from_static(value));
+            }
+            map
+        };
+        let good = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ];
+        assert!(sessionless_headers(&headers(&good), "echo"));
+        assert!(
+            !sessionless_headers(&headers(&good), "other"),
+            "another tool"
+        );
+        let with = |name: &'static str, value: Option<&'static str>| {
+            let mut pairs: Vec<_> = good.iter().copied().filter(|(n, _)| *n != name).collect();
+            if let Some(value) = value {
+                pairs.push((name, value));
+            }
+            headers(&pairs)
+        };
+        for (name, value) in [
+            ("mcp-name", None),
+            ("mcp-method", None),
+            ("mcp-protocol-version", None),
+            ("mcp-protocol-version", Some("2025-11-25")),
+            ("mcp-method", Some("tools/list")),
+            ("mcp-name", Some("=?base64?ZWNobw==?=")),
+            ("accept", Some("application/json")),
+            ("content-type", Some("text/plain")),
+        ] {
+            assert!(
+                !sessionless_headers(&with(name, value), "echo"),
+                "{name}: {value:?}"
+            );
+        }
+        let mut twice = headers(&good);
+        twice.append("mcp-name", http::HeaderValue::from_static("echo"));
+        assert!(!sessionless_headers(&twice, "echo"), "a header given twice");
+    }
+
+    /// A 2026-07-28 agent's error answer is shaped as rmcp's server shapes it.
+    #[test]
+    fn a_2026_agents_error_answer_says_its_code_in_the_status_as_rmcp_would() {
+        use rmcp::model::ErrorCode;
+        let status = |code: ErrorCode| {
+            let result = Ok(Err(rmcp::ErrorData::new(code, "no", None)));
+            as_2026_07_28(result).1
+        };
+        assert_eq!(status(ErrorCode::METHOD_NOT_FOUND), StatusCode::NOT_FOUND);
+        assert_eq!(status(ErrorCode::HEADER_MISMATCH), StatusCode::BAD_REQUEST);
+        assert_eq!(status(ErrorCode::INTERNAL_ERROR), StatusCode::OK);
+        let (result, _) = as_2026_07_28(Ok(Err(rmcp::ErrorData::new(
+            ErrorCode::RESOURCE_NOT_FOUND,
+            "gone",
+            None,
+        ))));
+        assert!(matches!(result, Ok(Err(e)) if e.code == ErrorCode::INVALID_PARAMS));
+        let (_, ok) = as_2026_07_28(Ok(Ok(Answered::AsSent(json!({})))));
+        assert_eq!(ok, StatusCode::OK);
+    }
 
     #[test]
     fn a_reply_carries_the_agents_id_as_it_was_sent() {

@@ -485,7 +485,7 @@ impl Gateway {
                     async move {
                         match endpoint {
                             Some(endpoint) => {
-                                lane::serve(&shared.lanes, &server, request, endpoint).await
+                                lane::serve(&shared, &server, request, endpoint).await
                             }
                             None => no_such_server(&shared, &request),
                         }

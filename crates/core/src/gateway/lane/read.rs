@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use rmcp::model::{CallToolRequestParams, GetMeta, RequestId};
+use rmcp::model::{CallToolRequestParams, GetMeta, ProtocolVersion, RequestId, RequestMetaObject};
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -74,40 +74,7 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
         return read_answer(&envelope);
     };
     match method {
-        "tools/call" => {
-            let raw_id = envelope.id?;
-            let params = envelope.params?;
-            // Member by member, once: what keeps a call off the lane, makes it a task or goes
-            // upstream beside rmcp's model is read from here.
-            let members: Members = serde_json::from_str(params.get()).ok()?;
-            let meta = match members.get("_meta") {
-                Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
-                None => MetaShape::new(),
-            };
-            if meta_is_rmcps(&meta) {
-                return None;
-            }
-            let progress = asks_progress(&meta);
-            let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
-            let task = members
-                .get("task")
-                .map(|t| serde_json::from_str::<Value>(t.get()))
-                .transpose()
-                .ok()?;
-            let unmodeled = beyond_the_model(id.clone(), &members);
-            let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
-            let work = match task {
-                Some(task) => Work::TaskCall(params, task),
-                None if progress => Work::CallOnStream(params),
-                None => Work::Call(params),
-            };
-            Some(Message::Run {
-                id,
-                raw_id: raw_id.to_owned(),
-                work,
-                unmodeled,
-            })
-        }
+        "tools/call" => read_call(envelope.id?, envelope.params?, false),
         method if envelope.id.is_some() && task::METHODS.contains(&method) => {
             let method = task::METHODS.iter().copied().find(|m| *m == method)?;
             let raw_id = envelope.id?;
@@ -158,6 +125,69 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
         }
         _ => None,
     }
+}
+
+/// Reads a 2026-07-28 agent's message made without a session as far as to tell whether the
+/// lane runs it: a `tools/call` (not a task) whose `_meta` carries that revision's lifecycle
+/// keys in full, naming 2026-07-28 itself. Anything else (another method, an older or newer
+/// revision, a key missing or malformed) is rmcp's to judge and answer.
+pub(super) fn read_sessionless(bytes: &[u8]) -> Option<Message> {
+    let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
+    match envelope.method? {
+        "tools/call" => read_call(envelope.id?, envelope.params?, true),
+        _ => None,
+    }
+}
+
+/// A `tools/call` request, member by member, once: what keeps it off the lane, makes it a
+/// task or goes upstream beside rmcp's model is read from here. On a session (`sessionless`
+/// false) its `_meta` must carry none of the 2026 revision's lifecycle keys; without one it
+/// must carry them all, for 2026-07-28.
+fn read_call(raw_id: &RawValue, params: &RawValue, sessionless: bool) -> Option<Message> {
+    let members: Members = serde_json::from_str(params.get()).ok()?;
+    let meta = match members.get("_meta") {
+        Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
+        None => MetaShape::new(),
+    };
+    if meta_is_rmcps(&meta) != sessionless {
+        return None;
+    }
+    let progress = asks_progress(&meta);
+    let id: RequestId = serde_json::from_str(raw_id.get()).ok()?;
+    let task = members
+        .get("task")
+        .map(|t| serde_json::from_str::<Value>(t.get()))
+        .transpose()
+        .ok()?;
+    // A 2026 task is rmcp's to judge against the agent's declared capabilities.
+    if sessionless && task.is_some() {
+        return None;
+    }
+    let unmodeled = beyond_the_model(id.clone(), &members);
+    let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
+    if sessionless && !speaks_2026_07_28(params.meta.as_ref()?) {
+        return None;
+    }
+    let work = match task {
+        Some(task) => Work::TaskCall(params, task),
+        None if progress => Work::CallOnStream(params),
+        None => Work::Call(params),
+    };
+    Some(Message::Run {
+        id,
+        raw_id: raw_id.to_owned(),
+        work,
+        unmodeled,
+    })
+}
+
+/// Whether a request's `_meta` names 2026-07-28 and carries every key that revision requires
+/// of a request, well-formed (as rmcp's server judges them).
+fn speaks_2026_07_28(meta: &RequestMetaObject) -> bool {
+    meta.protocol_version() == Some(ProtocolVersion::V_2026_07_28)
+        && meta
+            .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+            .is_empty()
 }
 
 /// The other requests an agent's session makes that the lane runs: all but `initialize`
@@ -244,6 +274,100 @@ mod tests {
             assert!(
                 !matches!(*method, "initialize" | "tools/call" | "server/discover"),
                 "{method}"
+            );
+        }
+    }
+
+    /// Without a session, only a `tools/call` that carries the 2026-07-28 lifecycle keys in
+    /// full, for that revision, and no task is the lane's; on a session, no such call is.
+    #[test]
+    fn a_sessionless_call_is_the_lanes_only_with_the_revisions_keys_in_full() {
+        let meta = |extra: serde_json::Value| {
+            let mut meta = json!({
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientInfo": {"name": "a", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {}});
+            for (k, v) in extra.as_object().unwrap() {
+                meta[k] = v.clone();
+            }
+            meta
+        };
+        let call = |id: serde_json::Value, params: serde_json::Value| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+                .to_string()
+        };
+        let plain = call(
+            json!("c-1"),
+            json!({"name": "echo", "arguments": {"x": 1}, "x-vendor": 2, "_meta": meta(json!({}))}),
+        );
+        let Some(Message::Run {
+            id,
+            raw_id,
+            work: Work::Call(params),
+            unmodeled: Some(unmodeled),
+        }) = read_sessionless(plain.as_bytes())
+        else {
+            panic!("{plain}")
+        };
+        assert_eq!(id, RequestId::String("c-1".into()));
+        assert_eq!(raw_id.get(), "\"c-1\"");
+        assert_eq!(params.name, "echo");
+        assert_eq!(
+            serde_json::Value::Object(unmodeled.fields().clone()),
+            json!({"x-vendor": 2})
+        );
+        // The lifecycle keys go to the forwarder with the call, as rmcp hands them on.
+        assert!(params.meta.as_ref().unwrap().client_info().is_some());
+        assert!(read(plain.as_bytes()).is_none(), "no session's");
+        let progress = call(
+            json!(2),
+            json!({"name": "echo", "_meta": meta(json!({"progressToken": 5}))}),
+        );
+        assert!(matches!(
+            read_sessionless(progress.as_bytes()),
+            Some(Message::Run {
+                work: Work::CallOnStream(_),
+                ..
+            })
+        ));
+        for not_ours in [
+            // An older or newer revision, or a required key missing or malformed.
+            call(
+                json!(1),
+                json!({"name": "echo", "_meta": meta(json!({
+                    "io.modelcontextprotocol/protocolVersion": "2025-11-25"}))}),
+            ),
+            call(
+                json!(1),
+                json!({"name": "echo", "_meta": meta(json!({
+                    "io.modelcontextprotocol/protocolVersion": "2027-01-01"}))}),
+            ),
+            call(
+                json!(1),
+                json!({"name": "echo", "_meta": meta(json!({
+                    "io.modelcontextprotocol/clientCapabilities": null}))}),
+            ),
+            call(
+                json!(1),
+                json!({"name": "echo", "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28"}}),
+            ),
+            // No lifecycle keys at all, a task, or not a call.
+            call(json!(1), json!({"name": "echo"})),
+            call(
+                json!(1),
+                json!({"name": "echo", "task": {"ttl": 1}, "_meta": meta(json!({}))}),
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                "params": {"_meta": meta(json!({}))}})
+            .to_string(),
+            json!({"jsonrpc": "2.0", "method": "tools/call",
+                "params": {"name": "echo", "_meta": meta(json!({}))}})
+            .to_string(),
+        ] {
+            assert!(
+                read_sessionless(not_ours.as_bytes()).is_none(),
+                "{not_ours}"
             );
         }
     }

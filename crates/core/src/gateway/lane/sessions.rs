@@ -4,7 +4,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use rmcp::model::RequestId;
+use rmcp::model::{
+    ClientCapabilities, Implementation, InitializeRequestParams, ProtocolVersion, RequestId,
+};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -31,6 +33,8 @@ pub(crate) struct Lanes {
     /// Wakes [`end_quiet_sessions`] when the limit changes: it may be sleeping for a quarter
     /// of the old one.
     idle_changed: tokio::sync::Notify,
+    /// The stand-in for the agent of every sessionless request (see [`Lanes::sessionless_peer`]).
+    sessionless: OnceLock<Peer<RoleServer>>,
 }
 
 impl Default for Lanes {
@@ -40,6 +44,7 @@ impl Default for Lanes {
             managers: Mutex::default(),
             idle_ms: AtomicU64::new(SESSION_IDLE.as_millis() as u64),
             idle_changed: tokio::sync::Notify::new(),
+            sessionless: OnceLock::new(),
         }
     }
 }
@@ -75,7 +80,40 @@ impl Opening {
     }
 }
 
+/// The service behind the sessionless stand-in: it is never asked anything.
+struct Nobody;
+
+impl rmcp::ServerHandler for Nobody {}
+
 impl Lanes {
+    /// The agent's side of a sessionless (2026-07-28) request run on the lane: made once and
+    /// shared, where rmcp makes one per request, with the handshake rmcp's stand-in carries
+    /// (the revision, no capabilities, no name: such a request says who sent it in its own
+    /// `_meta`, and what it leaves out reads the same either way). It reaches nobody: its
+    /// service is ended at once, so anything sent through it fails rather than waits (nothing
+    /// is: such a request's progress goes on its own stream, and no server request is put to
+    /// a sessionless agent).
+    pub(super) fn sessionless_peer(&self) -> Peer<RoleServer> {
+        self.sessionless
+            .get_or_init(|| {
+                let nothing_comes = (
+                    futures::sink::drain(),
+                    futures::stream::pending::<rmcp::service::RxJsonRpcMessage<RoleServer>>(),
+                );
+                let handshake = InitializeRequestParams::new(
+                    ClientCapabilities::default(),
+                    Implementation::default(),
+                )
+                .with_protocol_version(ProtocolVersion::V_2026_07_28);
+                let ended = CancellationToken::new();
+                ended.cancel();
+                rmcp::service::serve_directly_with_ct(Nobody, nothing_comes, Some(handshake), ended)
+                    .peer()
+                    .clone()
+            })
+            .clone()
+    }
+
     pub(super) fn open(
         &self,
         server: &str,
