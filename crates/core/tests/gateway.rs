@@ -4393,6 +4393,12 @@ async fn a_2026_agents_self_contained_call_runs_as_sent_and_a_malformed_one_is_r
             response.headers().get("mcp-session-id").is_none(),
             "no session"
         );
+        // Answered at once: in JSON, whether or not it asked for progress (none came).
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{meta}"
+        );
         let answer = the_answer(&response.text().await.unwrap());
         assert_eq!(answer["id"], id, "{answer}");
         let got = received(&answer);
