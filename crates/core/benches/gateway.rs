@@ -39,7 +39,8 @@
 //! `COUNTERSIGN_BENCH_ROWS` picks rows (comma-separated: direct, countersign,
 //! countersign-legacy, direct-2026, countersign-2026, countersign-stdio-legacy, countersign-stdio, mcp-proxy, supergateway, direct-stdio, ts-direct, ts-countersign,
 //! ts-mcp-proxy, ts-supergateway, sessions, sessions-legacy);
-//! `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a single-threaded runtime (what
+//! `COUNTERSIGN_BENCH_KEEPALIVE=1` has the rmcp agents keep their connections (rmcp's default
+//! HTTP client opens one a request); `COUNTERSIGN_BENCH_GATEWAY_THREADS=1` runs the gateway on a single-threaded runtime (what
 //! fewer cross-thread wake-ups would buy); `COUNTERSIGN_BENCH_CALLS` changes the 10,000.
 //!
 //! Rows S (`sessions`, `sessions-legacy`) are memory, not speed: the gateway's resident
@@ -81,6 +82,7 @@ const NODELAY_ENV: &str = "COUNTERSIGN_BENCH_NODELAY";
 
 const HOLD_ENV: &str = "COUNTERSIGN_BENCH_HOLD_S";
 const CALLGRIND_ENV: &str = "COUNTERSIGN_BENCH_CALLGRIND";
+const KEEPALIVE_ENV: &str = "COUNTERSIGN_BENCH_KEEPALIVE";
 const ALL_ROWS: &str = "direct,countersign,countersign-legacy,direct-2026,countersign-2026,countersign-stdio-legacy,countersign-stdio,mcp-proxy,supergateway,direct-stdio,ts-direct,ts-countersign,ts-mcp-proxy,ts-supergateway,sessions,sessions-legacy";
 const DEFAULT_CALLS: usize = 10_000;
 const WARMUP_CALLS: usize = 500;
@@ -552,7 +554,13 @@ async fn connect(endpoint: &Endpoint, n: usize) -> Result<Agent, String> {
             Endpoint::Http { url, token, modern } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
                 config.auth_header = token.clone();
-                let transport = StreamableHttpClientTransport::from_config(config);
+                // rmcp's own HTTP client keeps no idle connection (a new one a request); with
+                // `COUNTERSIGN_BENCH_KEEPALIVE=1` the agents keep theirs, as the TypeScript SDK's do.
+                let transport = if std::env::var_os(KEEPALIVE_ENV).is_some() {
+                    StreamableHttpClientTransport::with_client(reqwest::Client::new(), config)
+                } else {
+                    StreamableHttpClientTransport::from_config(config)
+                };
                 let (client, lifecycle) = if *modern {
                     (
                         client_config(name, ProtocolVersion::V_2026_07_28),
@@ -997,7 +1005,12 @@ async fn bench(rows: &str, calls: usize) {
         "{cpus} CPUs; {calls} calls one at a time on one agent session, then {calls} calls from {CALLERS} agents at once (each its own session); {WARMUP_CALLS} warm-up calls before each"
     );
     println!(
-        "agents: rmcp 3.11 Streamable HTTP clients (legacy initialize, 2025-11-25) in this process; every other side in its own process"
+        "agents: rmcp 3.11 Streamable HTTP clients (legacy initialize, 2025-11-25, but in rows 1m and 2m) in this process, {}; every other side in its own process",
+        if std::env::var_os(KEEPALIVE_ENV).is_some() {
+            "keeping their connections (COUNTERSIGN_BENCH_KEEPALIVE)"
+        } else {
+            "a new connection a request (rmcp's default client)"
+        }
     );
     println!(
         "mcp-proxy and supergateway can only put a stdio server behind Streamable HTTP (neither forwards HTTP to HTTP), so they front the desk on stdio; row R is that desk over stdio directly"
