@@ -69,8 +69,9 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 /// rmcp's own default cap on a request body: a larger one is refused (413) either way.
 const MAX_BODY: usize = 4 * 1024 * 1024;
 
-/// Serves one request to `server`'s endpoint: on the lane when it is a plain tool call on a
-/// session the lane knows, else through rmcp.
+/// Serves one request to `server`'s endpoint: on the lane when it is a plain request on a
+/// session the lane knows, or a 2026-07-28 agent's self-contained tool call; else through
+/// rmcp.
 pub(crate) async fn serve(
     shared: &Arc<Shared>,
     server: &str,
