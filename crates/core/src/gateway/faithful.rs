@@ -269,8 +269,10 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
         }
         if let Some(tools) = members.get("tools") {
             let text = tools.get().as_bytes();
-            let may_hold = |needle: &[u8]| memchr::memmem::find(text, needle).is_some();
-            if may_hold(b"\"outputSchema\"") || may_hold(b"\\u") {
+            use crate::mcp::needle::finder;
+            if finder!(b"\"outputSchema\"").find(text).is_some()
+                || finder!(b"\\u").find(text).is_some()
+            {
                 let mut tree: Value = serde_json::from_str(tools.get()).unwrap_or(Value::Null);
                 if strip_output_schemas(&mut tree) {
                     edits.replace = serde_json::value::to_raw_value(&tree)
@@ -300,7 +302,8 @@ pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) ->
     if modern_agent {
         return raw;
     }
-    if memchr::memmem::find(text, b"\"resultType\"").is_some() {
+    use crate::mcp::needle::finder;
+    if finder!(b"\"resultType\"").find(text).is_some() {
         return shape_result(raw, modern_agent);
     }
     let after_space = |from: usize| {
@@ -309,7 +312,7 @@ pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) ->
             .position(|b| !b" \t\r\n".contains(b))
             .map(|at| from + at)
     };
-    let objects_only = memchr::memmem::find_iter(text, KEY).all(|at| {
+    let objects_only = finder!(KEY).find_iter(text).all(|at| {
         match after_space(at + KEY.len()) {
             Some(colon) if text[colon] == b':' => {
                 after_space(colon + 1).is_some_and(|value| text[value] == b'{')
@@ -317,7 +320,7 @@ pub(crate) fn shape_plain_call_result(raw: Box<RawValue>, modern_agent: bool) ->
             _ => true, // a string value, not a key
         }
     });
-    if objects_only && memchr::memmem::find(text, b"\\u").is_none() {
+    if objects_only && finder!(b"\\u").find(text).is_none() {
         return raw;
     }
     shape_result(raw, modern_agent)

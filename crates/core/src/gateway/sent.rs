@@ -99,7 +99,7 @@ pub(crate) type Members<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
 /// A `tools/call`'s fields beyond rmcp's model; `None` for anything else (a batch, another
 /// method, a call with none).
 fn unmodeled(bytes: &[u8]) -> Option<Unmodeled> {
-    memchr::memmem::find(bytes, b"tools/call")?;
+    crate::mcp::needle::finder!(b"tools/call").find(bytes)?;
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     if envelope.method.as_deref() != Some("tools/call") {
         return None;

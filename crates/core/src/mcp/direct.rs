@@ -162,10 +162,14 @@ impl Direct {
     /// to a request in flight, asked while ours are: then it is ours to answer.
     pub(crate) fn question(&self, line: &[u8]) -> Option<(RequestId, ServerRequest)> {
         self.questions.get()?;
-        if !RESTRICTED
-            .iter()
-            .any(|method| memchr::memmem::find(line, method.as_bytes()).is_some())
-        {
+        static METHODS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+            std::sync::LazyLock::new(|| {
+                RESTRICTED
+                    .iter()
+                    .map(|m| memchr::memmem::Finder::new(m.as_bytes()))
+                    .collect()
+            });
+        if !crate::mcp::needle::holds_any(line, &METHODS) {
             return None;
         }
         if lock(&self.waiting).as_ref().is_none_or(HashMap::is_empty) {
@@ -211,7 +215,10 @@ impl Direct {
     /// Whether `line`, one message from the server, answers one of our requests (or is
     /// progress for one, where progress is taken).
     pub(crate) fn claim(&self, line: &[u8]) -> Claim {
-        if memchr::memmem::find(line, PREFIX.as_bytes()).is_none() {
+        if crate::mcp::needle::finder!(PREFIX.as_bytes())
+            .find(line)
+            .is_none()
+        {
             return Claim::Not;
         }
         /// All that is read of such a line; the rest is skipped, not built.

@@ -361,8 +361,8 @@ impl ClientHandler for Handler {
 mod tests {
     use super::*;
 
-    use crate::ask::{CancelReason, Endpoint};
     use crate::ask::audit::{AuditLog, AuditRecord};
+    use crate::ask::{CancelReason, Endpoint};
     use serde_json::json;
 
     fn elicitor(test: &str) -> (Elicitor, std::path::PathBuf) {

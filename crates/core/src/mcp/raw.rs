@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use futures::StreamExt;
+
+use crate::mcp::needle::finder;
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, NumberOrString, RequestId};
 use rmcp::transport::streamable_http_client::{
     SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -102,12 +104,13 @@ impl RawRequests {
     /// results when asked to. What is kept stays bytes (`RawValue`): a result is usually
     /// handed on whole, so building a tree of it was wasted work on every forwarded call.
     pub fn observe(&self, text: &[u8]) {
-        let listed_tasks = self.results.is_some() && contains(text, TASK_SUPPORT);
-        let wanted = contains(text, METHOD)
+        let holds = |finder: &memchr::memmem::Finder| finder.find(text).is_some();
+        let listed_tasks = self.results.is_some() && holds(finder!(TASK_SUPPORT));
+        let wanted = holds(finder!(METHOD))
             || listed_tasks
             || (self.results.is_some()
-                && contains(text, RESULT)
-                && (!self.only_input || contains(text, INPUT_REQUESTS) || contains(text, TASK_ID)));
+                && holds(finder!(RESULT))
+                && (!self.only_input || holds(finder!(INPUT_REQUESTS)) || holds(finder!(TASK_ID))));
         if !wanted {
             return;
         }
@@ -242,7 +245,14 @@ impl RawRequests {
         let Some(origins) = &self.origins else {
             return;
         };
-        if !ATTRIBUTED.iter().any(|m| contains(event, m.as_bytes())) {
+        static METHODS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+            std::sync::LazyLock::new(|| {
+                ATTRIBUTED
+                    .iter()
+                    .map(|m| memchr::memmem::Finder::new(m.as_bytes()))
+                    .collect()
+            });
+        if !crate::mcp::needle::holds_any(event, &METHODS) {
             return;
         }
         #[derive(serde::Deserialize)]
@@ -337,7 +347,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// Whether JSON text may hold `key` (quoted): it does, or something in it is written with a
 /// `\u` escape, which could spell the key another way.
 fn may_hold(json: &[u8], key: &[u8]) -> bool {
-    contains(json, key) || contains(json, b"\\u")
+    contains(json, key) || finder!(b"\\u").find(json).is_some()
 }
 
 /// What is read of a server's message when something in it is kept: the rest stays bytes.
