@@ -162,7 +162,9 @@ impl RawRequests {
     /// gateway's own, `direct`). Returns the tree it read, if it read one.
     pub(crate) fn note(&self, result: &RawValue) -> Option<Value> {
         let bytes = result.get().as_bytes();
-        if !may_hold(bytes, b"\"tools\"") && !may_hold(bytes, b"\"protocolVersion\"") {
+        if !may_hold(bytes, finder!(b"\"tools\""))
+            && !may_hold(bytes, finder!(b"\"protocolVersion\""))
+        {
             return None;
         }
         let value = tree(result)?;
@@ -340,14 +342,10 @@ fn about_task(result: &Value) -> bool {
             .is_some()
 }
 
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    memchr::memmem::find(haystack, needle).is_some()
-}
-
 /// Whether JSON text may hold `key` (quoted): it does, or something in it is written with a
 /// `\u` escape, which could spell the key another way.
-fn may_hold(json: &[u8], key: &[u8]) -> bool {
-    contains(json, key) || finder!(b"\\u").find(json).is_some()
+fn may_hold(json: &[u8], key: &memchr::memmem::Finder) -> bool {
+    key.find(json).is_some() || finder!(b"\\u").find(json).is_some()
 }
 
 /// What is read of a server's message when something in it is kept: the rest stays bytes.

@@ -9,8 +9,9 @@ use super::*;
 /// request's bytes get them in place of a key of ours that nobody else can know (a random
 /// one per upstream session), rather than as a copy of the map serialized again each time.
 pub(super) struct Lifecycle {
-    /// `"<random key>":null`, as serde_json writes the placeholder entry.
-    placeholder: Vec<u8>,
+    /// `"<random key>":null`, as serde_json writes the placeholder entry; its searcher built
+    /// once, as each request is searched for it.
+    placeholder: memchr::memmem::Finder<'static>,
     key: String,
     /// The keys and values, written as the members of an object (no braces).
     members: Vec<u8>,
@@ -37,7 +38,8 @@ impl Lifecycle {
         getrandom::fill(&mut random).ok()?;
         let key = format!("countersign/lifecycle-{}", hex::encode(random));
         Some(Lifecycle {
-            placeholder: format!("\"{key}\":null").into_bytes(),
+            placeholder: memchr::memmem::Finder::new(format!("\"{key}\":null").as_bytes())
+                .into_owned(),
             key,
             members,
         })
@@ -50,10 +52,12 @@ impl Lifecycle {
 
     /// Puts the keys where [`Lifecycle::mark`] marked their place in `message`.
     pub(super) fn fill(&self, message: &mut Vec<u8>) -> Result<(), rmcp::ServiceError> {
-        let at = memchr::memmem::find(message, &self.placeholder)
+        let at = self
+            .placeholder
+            .find(message)
             .ok_or(rmcp::ServiceError::UnexpectedResponse)?;
         message.splice(
-            at..at + self.placeholder.len(),
+            at..at + self.placeholder.needle().len(),
             self.members.iter().copied(),
         );
         Ok(())
