@@ -162,14 +162,8 @@ impl Direct {
     /// to a request in flight, asked while ours are: then it is ours to answer.
     pub(crate) fn question(&self, line: &[u8]) -> Option<(RequestId, ServerRequest)> {
         self.questions.get()?;
-        static METHODS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
-            std::sync::LazyLock::new(|| {
-                RESTRICTED
-                    .iter()
-                    .map(|m| memchr::memmem::Finder::new(m.as_bytes()))
-                    .collect()
-            });
-        if !crate::mcp::needle::holds_any(line, &METHODS) {
+        use crate::mcp::needle::{finders, holds_any};
+        if !holds_any(line, finders!(RESTRICTED)) {
             return None;
         }
         if lock(&self.waiting).as_ref().is_none_or(HashMap::is_empty) {

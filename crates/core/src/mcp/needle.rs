@@ -16,6 +16,22 @@ macro_rules! finder {
 }
 pub(crate) use finder;
 
+/// The searchers for the fixed needles `$needles` (an array of `&'static str`), built on first
+/// use.
+macro_rules! finders {
+    ($needles:expr) => {{
+        static FINDERS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
+            std::sync::LazyLock::new(|| {
+                $needles
+                    .iter()
+                    .map(|n| memchr::memmem::Finder::new(n.as_bytes()))
+                    .collect()
+            });
+        FINDERS.as_slice()
+    }};
+}
+pub(crate) use finders;
+
 /// Whether `haystack` holds any of `needles`.
 pub(crate) fn holds_any(haystack: &[u8], needles: &[Finder<'static>]) -> bool {
     needles.iter().any(|n| n.find(haystack).is_some())
@@ -38,11 +54,8 @@ mod tests {
                 memchr::memmem::find(haystack, b"tools/call")
             );
         }
-        let methods: Vec<Finder<'static>> = ["a/b", "c/d"]
-            .iter()
-            .map(|m| Finder::new(m.as_bytes()))
-            .collect();
-        assert!(holds_any(b"..c/d..", &methods));
-        assert!(!holds_any(b"..a/c..", &methods));
+        const METHODS: [&str; 2] = ["a/b", "c/d"];
+        assert!(holds_any(b"..c/d..", finders!(METHODS)));
+        assert!(!holds_any(b"..a/c..", finders!(METHODS)));
     }
 }

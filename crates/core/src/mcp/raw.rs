@@ -247,14 +247,8 @@ impl RawRequests {
         let Some(origins) = &self.origins else {
             return;
         };
-        static METHODS: std::sync::LazyLock<Vec<memchr::memmem::Finder<'static>>> =
-            std::sync::LazyLock::new(|| {
-                ATTRIBUTED
-                    .iter()
-                    .map(|m| memchr::memmem::Finder::new(m.as_bytes()))
-                    .collect()
-            });
-        if !crate::mcp::needle::holds_any(event, &METHODS) {
+        use crate::mcp::needle::{finders, holds_any};
+        if !holds_any(event, finders!(ATTRIBUTED)) {
             return;
         }
         #[derive(serde::Deserialize)]
