@@ -7,6 +7,8 @@ mod commands;
 mod launch;
 mod notifications;
 mod opener;
+#[cfg(target_os = "linux")]
+mod released;
 mod tray;
 
 use std::sync::Arc;
@@ -377,6 +379,11 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
         WindowEvent::Destroyed => {
             if let Some(desktop) = window.try_state::<Desktop>() {
                 desktop.focused.store(false, Ordering::SeqCst);
+            }
+            // Closed to the tray: what WebKit keeps for the window goes too.
+            #[cfg(target_os = "linux")]
+            if tray_shown(window.app_handle()) {
+                released::end_network_process_later(window.app_handle());
             }
         }
         _ => {}

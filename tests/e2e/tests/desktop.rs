@@ -3,7 +3,7 @@
 //! `desktop-double` standing in for the notification server and the tray host.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use countersign_e2e::*;
@@ -535,6 +535,13 @@ async fn e2e_closing_the_window_with_a_tray_keeps_the_app_and_its_questions() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
+    // WebKit would end WebDriver's session with the network process (see the next test).
+    assert!(
+        app.log()
+            .contains("WebKit's network process kept for WebDriver"),
+        "{}",
+        app.log()
+    );
     assert_eq!(app.app_pid(), pid, "the app keeps running in the tray");
     assert_eq!(tray_label(&item).await, "1", "the question still waits");
     assert!(
@@ -582,10 +589,14 @@ fn start_in_tray(dir: &Path) -> Background {
 }
 
 fn start_in_tray_with(dir: &Path, env: &[(&str, &str)]) -> Background {
+    start_in_tray_on(dir, json!({"mcpServers": ts_server()}), env)
+}
+
+fn start_in_tray_on(dir: &Path, config: Value, env: &[(&str, &str)]) -> Background {
     std::fs::create_dir_all(dir.join("home")).unwrap();
     std::fs::write(
         dir.join("config.json"),
-        serde_json::to_vec(&json!({"mcpServers": ts_server()})).unwrap(),
+        serde_json::to_vec(&config).unwrap(),
     )
     .unwrap();
     let log = dir.join("app.log");
@@ -701,6 +712,133 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     // Past the wait (5 s from start), still no window.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(webkit_children(app.pid()), Vec::<String>::new());
+    app.terminate();
+    drop(host);
+}
+
+/// Closed to the tray, the window leaves no WebKit process behind, not even the network
+/// process WebKit itself would keep (`released.rs`), and a question that comes meanwhile is
+/// answered in the window opened again from the tray. Outside WebDriver, whose session WebKit
+/// ends with the network process, so the person's part is played with the X server's keyboard.
+#[tokio::test]
+async fn e2e_closed_to_the_tray_no_webkit_process_is_left_and_the_window_comes_back() {
+    let host = desktop_double(&scratch("released-host"), "tray", &["--tray", "{log}"]);
+    let dir = scratch("released");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let app = start_in_tray_on(
+        &dir,
+        json!({
+            "mcpServers": {"demo": {"command": countersign_e2e::demo_server()}},
+            "gateway": {"port": port},
+        }),
+        &[],
+    );
+    eventually("the tray item registers", async || {
+        !logged(&host.log).is_empty()
+    })
+    .await;
+    let item = logged(&host.log)[0].clone();
+    eventually("the app says it started in the tray", async || {
+        app_log_says(&app, "started in the tray")
+    })
+    .await;
+
+    click_tray_menu(&item, "Open Countersign");
+    eventually("the window and its WebKit processes are made", async || {
+        let webkit = webkit_children(app.pid());
+        webkit.iter().any(|n| n == "WebKitWebProces")
+            && webkit.iter().any(|n| n == "WebKitNetworkPr")
+    })
+    .await;
+    let closed = Command::new(target_dir().join("debug/close-window"))
+        .arg("Countersign")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&closed.stdout).trim(), "1");
+    eventually("no WebKit process is left", async || {
+        webkit_children(app.pid()).is_empty()
+    })
+    .await;
+    assert!(app_log_says(&app, "WebKit's network process ended"));
+
+    // A question while the window is closed: an agent's destructive call through the gateway.
+    let token_file = dir.join("data/countersign/gateway-token");
+    eventually("the gateway's token is written", async || {
+        std::fs::read_to_string(&token_file).is_ok_and(|t| !t.trim().is_empty())
+    })
+    .await;
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let agent = tokio::process::Command::new("node")
+        .arg(repo().join("tests/peers/ts-agent.mjs"))
+        .args(["--url", &format!("http://127.0.0.1:{port}/mcp/demo")])
+        .args(["--token", token.trim(), "--name", "released-agent"])
+        .args(["--call", "delete_ticket", "--args", r#"{"id": "t4"}"#])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs");
+    eventually("the tray counts the question", async || {
+        tray_label(&item).await == "1"
+    })
+    .await;
+    assert_eq!(webkit_children(app.pid()), Vec::<String>::new());
+
+    click_tray_menu(&item, "Open Countersign");
+    let audit = dir.join("data/countersign/audit.jsonl");
+    let resolved = || {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["event"] == "resolved")
+            .collect::<Vec<_>>()
+    };
+    // Escape, until the page is drawn and answers it (before that, the key does nothing).
+    eventually(
+        "the question answered in the window opened again",
+        async || {
+            let window = Command::new("xdotool")
+                .args(["search", "--onlyvisible", "--name", "^Countersign$"])
+                .output()
+                .unwrap();
+            if let Some(window) = String::from_utf8_lossy(&window.stdout).lines().next() {
+                let keyed = Command::new("xdotool")
+                    .args(["windowfocus", window, "key", "Escape"])
+                    .status()
+                    .unwrap();
+                assert!(keyed.success());
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            !resolved().is_empty()
+        },
+    )
+    .await;
+    let resolved = resolved();
+    assert_eq!(resolved.len(), 1, "{resolved:?}");
+    assert_eq!(resolved[0]["outcome"], "cancelled", "{resolved:?}");
+    assert_eq!(resolved[0]["reason"], "person", "{resolved:?}");
+    let out = tokio::time::timeout(countersign_e2e::WAIT, agent.wait_with_output())
+        .await
+        .expect("the agent has its answer")
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let call = said
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|l| l["step"] == "call")
+        .unwrap_or_else(|| panic!("the agent made no call: {said}"));
+    assert_eq!(call["result"]["isError"], true, "{call}");
+    assert!(call.to_string().contains("denied"), "{call}");
+    let webkit = webkit_children(app.pid());
+    assert!(
+        webkit.iter().any(|n| n == "WebKitNetworkPr"),
+        "WebKit made a new one: {webkit:?}"
+    );
     app.terminate();
     drop(host);
 }
