@@ -66,6 +66,31 @@ pub(crate) enum Posted {
 
 pub(crate) type SseEvents = futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>>;
 
+/// How long the rest of a response stream may take to end once nothing more is wanted of it
+/// (see [`read_to_end`]).
+const READ_TO_END_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Reads to its end a response stream nothing more is wanted of (its answer is in, or it
+/// answers a POST that takes none). A server ends such a stream right after, and a stream
+/// dropped before its end takes its connection with it: the next POST would open a new one, a
+/// TCP handshake and teardown for us and the server each (with 16 agents on an SSE-answering
+/// desk, a new connection for most calls; BENCHMARKS.md). What else comes on it was never
+/// anyone's (rmcp drops it too); a stream still open after [`READ_TO_END_WITHIN`] is dropped
+/// all the same.
+pub(crate) fn read_to_end(mut events: SseEvents) {
+    use futures::FutureExt;
+    // Usually its end is in already.
+    if let Some(None) = events.next().now_or_never() {
+        return;
+    }
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(READ_TO_END_WITHIN, async {
+            while events.next().await.is_some() {}
+        })
+        .await;
+    });
+}
+
 impl Post<'_> {
     pub(super) async fn send(
         self,
@@ -485,6 +510,62 @@ mod tests {
     use axum::response::IntoResponse;
     use rmcp::transport::streamable_http_client::StreamableHttpClient;
     use serde_json::json;
+
+    /// Sets its flag when dropped.
+    struct Dropped(Arc<std::sync::atomic::AtomicBool>);
+
+    impl Drop for Dropped {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// A response stream of two events whose end comes after `end_after` (never with `None`);
+    /// and flags that say when its end was read and when it was dropped.
+    fn watched(
+        end_after: Option<std::time::Duration>,
+    ) -> (
+        SseEvents,
+        Arc<std::sync::atomic::AtomicBool>,
+        Arc<std::sync::atomic::AtomicBool>,
+    ) {
+        let ended = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let state = (0, Dropped(Arc::clone(&dropped)), Arc::clone(&ended));
+        let events = futures::stream::unfold(state, move |(sent, guard, ended)| async move {
+            if sent < 2 {
+                return Some((Ok(sse_stream::Sse::default()), (sent + 1, guard, ended)));
+            }
+            match end_after {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => std::future::pending().await,
+            }
+            ended.store(true, std::sync::atomic::Ordering::SeqCst);
+            None
+        });
+        (events.boxed(), ended, dropped)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_nothing_more_is_wanted_of_is_read_to_its_end() {
+        use std::sync::atomic::Ordering::SeqCst;
+        use std::time::Duration;
+        // Its end a moment later: read, so the connection under it goes back to the pool.
+        let (events, ended, dropped) = watched(Some(Duration::from_millis(300)));
+        read_to_end(events);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert!(ended.load(SeqCst), "read to its end");
+        assert!(dropped.load(SeqCst), "and let go");
+
+        // No end: let go after a second, read no further.
+        let (events, ended, dropped) = watched(None);
+        read_to_end(events);
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        assert!(!dropped.load(SeqCst), "still read within the second");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(dropped.load(SeqCst), "dropped after it");
+        assert!(!ended.load(SeqCst));
+    }
 
     /// What one case's server answers: status, headers, body.
     fn answer(case: &str) -> axum::response::Response {

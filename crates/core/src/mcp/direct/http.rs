@@ -150,8 +150,12 @@ impl HttpWay {
     pub(crate) async fn answer(&self, raw: &RawRequests, body: Bytes) -> HttpResult<()> {
         match self.exchange(raw, body, false, Vec::new()).await? {
             Posted::Accepted | Posted::Json(..) => Ok(()),
-            // A stream has nothing for an answer: it is closed unread.
-            Posted::Sse(..) => Ok(()),
+            // A stream has nothing for an answer: it is read to its end, which keeps the
+            // connection.
+            Posted::Sse(events, _) => {
+                crate::mcp::http_post::read_to_end(events);
+                Ok(())
+            }
             Posted::Answered(_) => Err(StreamableHttpError::UnexpectedServerResponse(
                 "the server refused an answer to its own request".into(),
             )),

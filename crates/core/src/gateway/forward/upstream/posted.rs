@@ -21,29 +21,6 @@ const MAX_RESUMES: u32 = 3;
 /// The longest wait a server may ask for before a stream is picked up again.
 const MAX_RETRY_WAIT_MS: u64 = 5_000;
 
-/// How long the rest of a response stream whose answer is in may take to end (see [`finish`]).
-const FINISH_WITHIN: Duration = Duration::from_secs(1);
-
-/// Reads to its end the response stream of a request of ours whose answer is in. A server ends
-/// such a stream right after the answer, and a stream dropped before its end takes its
-/// connection with it: the next request would open a new one, a TCP handshake and teardown
-/// for the gateway and the server each (with 16 agents on an SSE-answering desk, a new
-/// connection for most calls; BENCHMARKS.md). What else comes on it was never anyone's (rmcp
-/// drops it too); a stream still open after [`FINISH_WITHIN`] is dropped all the same.
-fn finish(mut events: crate::mcp::http_post::SseEvents) {
-    use futures::{FutureExt, StreamExt};
-    // Usually its end is in already.
-    if let Some(None) = events.next().now_or_never() {
-        return;
-    }
-    tokio::spawn(async move {
-        let _ = tokio::time::timeout(FINISH_WITHIN, async {
-            while events.next().await.is_some() {}
-        })
-        .await;
-    });
-}
-
 /// A failed POST of ours, as rmcp's session reports its own.
 fn transport_error(
     e: rmcp::transport::streamable_http_client::StreamableHttpError<reqwest::Error>,
@@ -191,7 +168,7 @@ impl Upstream {
                     biased;
                     event = events.next() => event,
                     answer = &mut waiting.answer => {
-                        finish(events);
+                        crate::mcp::http_post::read_to_end(events);
                         return match answer {
                             Ok(answer) => Got::Answer(answer),
                             Err(_) => Got::Failed(rmcp::ServiceError::TransportClosed),
@@ -213,7 +190,7 @@ impl Upstream {
                     continue;
                 };
                 if let Claim::Ours(_, answer) = raw.direct.claim(data.as_bytes()) {
-                    finish(events);
+                    crate::mcp::http_post::read_to_end(events);
                     return Got::Answer(answer);
                 }
                 // Progress goes to the agent as the server sent it (but for the token).
