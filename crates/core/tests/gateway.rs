@@ -4525,6 +4525,111 @@ async fn counting_front(
     (addr, accepted)
 }
 
+/// The demo desk over HTTP, but answering a POSTed answer to its question with a short stream
+/// (a comment, then its end a moment later) instead of 202 Accepted, as some servers do.
+async fn desk_answering_answers_with_a_stream() -> (SocketAddr, tokio_util::sync::CancellationToken)
+{
+    use axum::body::{Body, Bytes};
+    use futures::StreamExt;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    async fn with_a_stream(
+        request: axum::extract::Request,
+        next: axum::middleware::Next,
+    ) -> axum::response::Response {
+        let (parts, body) = request.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let answer = serde_json::from_slice::<Value>(&bytes)
+            .is_ok_and(|m| m.get("method").is_none() && m.get("id").is_some());
+        let response = next
+            .run(axum::extract::Request::from_parts(parts, Body::from(bytes)))
+            .await;
+        if !answer || response.status() != axum::http::StatusCode::ACCEPTED {
+            return response;
+        }
+        let end_later = futures::stream::once(async {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            Err::<Bytes, std::io::Error>(std::io::ErrorKind::UnexpectedEof.into())
+        })
+        .filter(|_| std::future::ready(false));
+        let events =
+            futures::stream::iter([Ok(Bytes::from_static(b": taken\n\n"))]).chain(end_later);
+        axum::response::Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(events))
+            .unwrap()
+    }
+    let stop = tokio_util::sync::CancellationToken::new();
+    let store = TicketStore::seeded();
+    let service: StreamableHttpService<countersign_demo_server::TicketDesk, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(countersign_demo_server::TicketDesk::new(store.clone())),
+            Default::default(),
+            StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
+        );
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(with_a_stream));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let until = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, router)
+            .with_graceful_shutdown(until.cancelled_owned())
+            .await
+    });
+    (addr, stop)
+}
+
+/// The gateway's answers to an upstream's questions keep their connection too, when the server
+/// answers such a POST with a stream rather than 202 Accepted: the stream is read to its end
+/// (`mcp::http_post::read_to_end`), not dropped with the connection under it.
+#[tokio::test(flavor = "multi_thread")]
+async fn answers_to_an_http_servers_questions_keep_the_gateways_connection() {
+    const CALLS: usize = 10;
+    let (desk, stop) = desk_answering_answers_with_a_stream().await;
+    let (front, accepted) = counting_front(desk).await;
+    let mut config = ServerConfig::http("desk", &format!("http://{front}/mcp"));
+    // On 2025-11-25 the desk's question comes as a request on the call's stream, and the
+    // person's answer goes back as a POST of its own.
+    config.protocol = ProtocolChoice::Legacy;
+    config.tool_policy = BTreeMap::from([("delete_ticket".to_owned(), ToolRule::Allow)]);
+    let mut rig = rig("keep-connection-answers", vec![config]).await;
+    let agent = rig.agent("desk", "answering-agent", false).await;
+    let mut opened = 0;
+    for n in 0..=CALLS {
+        // Declined, so the ticket stays for the next call.
+        let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t1"}));
+        let question = rig.next_ask().await;
+        rig.broker.answer(question.id, Answer::Decline).unwrap();
+        let result = tokio::time::timeout(WAIT, deleting)
+            .await
+            .expect("in time")
+            .unwrap()
+            .expect("delete_ticket answered");
+        assert!(text(&result).contains("you declined"), "{}", text(&result));
+        if n == 0 {
+            // The first call opens what the rest reuse: one connection for the call's stream,
+            // one for the answer beside it.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            opened = accepted.load(std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let more = accepted.load(std::sync::atomic::Ordering::SeqCst) - opened;
+    // (With the stream dropped unread: 10 new connections for 10 answers.)
+    assert!(
+        more <= 1,
+        "{more} new connections to the server for {CALLS} answers"
+    );
+    let _ = agent.cancel().await;
+    rig.gateway.shutdown().await;
+    stop.cancel();
+}
+
 /// A server that answers each call on a stream of its own (as rmcp's does by default) ends the
 /// stream right after the answer: the gateway reads it to that end, so the connection goes
 /// back to its pool and the next call takes it, instead of a TCP handshake for each call (seen:
