@@ -170,6 +170,101 @@ async fn a_dead_http_server_is_noticed_and_reconnected_when_it_returns() {
     sessions.shutdown().await;
 }
 
+/// A server's redirect is followed within its own origin, and not to another: there it would
+/// carry the person's configured headers (an API key) and what is sent, and a remote server
+/// could have this machine post to its local services. The other origin receives nothing, and
+/// the session says why it cannot connect.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_redirect_is_followed_only_within_the_servers_origin() {
+    use axum::http::{HeaderMap, StatusCode, header::LOCATION};
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use std::sync::{Arc, Mutex};
+
+    async fn serve(router: axum::Router) -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        addr
+    }
+    // Another origin (another port), which records whatever reaches it.
+    let reached: Arc<Mutex<Vec<HeaderMap>>> = Arc::default();
+    let recorded = reached.clone();
+    let elsewhere = serve(axum::Router::new().fallback(move |headers: HeaderMap| {
+        recorded.lock().unwrap().push(headers);
+        async { StatusCode::OK }
+    }))
+    .await;
+    // The desk, with two old addresses: one moved within its origin, one sent elsewhere.
+    let store = TicketStore::seeded();
+    let desk: StreamableHttpService<countersign_demo_server::TicketDesk, LocalSessionManager> =
+        StreamableHttpService::new(
+            move || Ok(countersign_demo_server::TicketDesk::new(store.clone())),
+            Default::default(),
+            StreamableHttpServerConfig::default(),
+        );
+    let redirect = |to: String| {
+        move || {
+            let to = to.clone();
+            async move { (StatusCode::TEMPORARY_REDIRECT, [(LOCATION, to)]) }
+        }
+    };
+    let origin = serve(
+        axum::Router::new()
+            .nest_service("/mcp", desk)
+            .route("/moved", axum::routing::any(redirect("/mcp".to_owned())))
+            .route(
+                "/elsewhere",
+                axum::routing::any(redirect(format!("http://{elsewhere}/mcp"))),
+            ),
+    )
+    .await;
+
+    let config = |name: &str, path: &str| {
+        let mut config = ServerConfig::http(name, &format!("http://{origin}{path}"));
+        config.protocol = ProtocolChoice::Legacy;
+        config.request_timeout = Duration::from_secs(3);
+        if let countersign_core::config::TransportConfig::Http { headers, .. } =
+            &mut config.transport
+        {
+            headers.insert("X-Api-Key".into(), "the-persons-key".into());
+        }
+        config
+    };
+    let sessions = manager("redirects", Duration::from_secs(15));
+    sessions
+        .start(vec![
+            config("moved", "/moved"),
+            config("sent", "/elsewhere"),
+        ])
+        .await;
+    wait_state(&sessions, "moved", |s| {
+        matches!(s, SessionState::Ready { .. })
+    })
+    .await;
+    let refused = wait_state(&sessions, "sent", |s| {
+        matches!(
+            s,
+            SessionState::Failed { .. } | SessionState::Reconnecting { .. }
+        )
+    })
+    .await;
+    let (SessionState::Failed { reason } | SessionState::Reconnecting { reason, .. }) = &refused
+    else {
+        unreachable!()
+    };
+    // ("error following redirect for url (http://.../elsewhere)": reqwest says no more.)
+    assert!(reason.contains("redirect"), "{reason}");
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "the other origin was reached: {:?}",
+        reached.lock().unwrap()
+    );
+    sessions.shutdown().await;
+}
+
 fn alive(pid: i32) -> bool {
     // A reaped process has no /proc entry; a zombie would still show as state Z.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {

@@ -178,11 +178,40 @@ impl SharedHttp {
         self.0
             .get_or_init(|| {
                 reqwest::Client::builder()
+                    .redirect(same_origin_redirects())
                     .build()
                     .map_err(|e| format!("cannot make an HTTP client: {e}"))
             })
             .clone()
     }
+}
+
+/// The most redirects one request follows (reqwest's own default).
+const MAX_REDIRECTS: usize = 10;
+
+/// How a server's redirect is followed: within its own origin only (a trailing slash, a moved
+/// path). To another origin it would carry there the headers the person configured for this
+/// server (an API key: reqwest drops only `Authorization` and cookies on the way), what agents
+/// send and the person answers, and it would let a remote server have this machine post to its
+/// local services. Such a redirect fails the request ("error following redirect").
+pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+        } else if same_origin {
+            attempt.follow()
+        } else {
+            let to = attempt.url().origin().ascii_serialization();
+            attempt.error(format!(
+                "the server redirected to another origin ({to}), which Countersign does not \
+                 follow; if that is the server's address, put it in the config"
+            ))
+        }
+    })
 }
 
 async fn collect_stderr(tail: Arc<Mutex<VecDeque<String>>>, stderr: tokio::process::ChildStderr) {

@@ -119,11 +119,12 @@ impl Auth {
                 manager = manager_for(url, &store).await?;
             }
         }
+        let http = reqwest::Client::builder()
+            .redirect(crate::mcp::connect::same_origin_redirects())
+            .build()
+            .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
         let server = Arc::new(ServerAuth {
-            client: AuthClient::new(
-                TapHttpClient::new(reqwest::Client::new(), RawRequests::new()),
-                manager,
-            ),
+            client: AuthClient::new(TapHttpClient::new(http, RawRequests::new()), manager),
             store,
             step_ups: Mutex::new(0),
         });
