@@ -287,8 +287,18 @@ pub(crate) fn in_words(error: &str) -> String {
         rest = &rest[close + 1..];
     }
     out.push_str(rest);
-    out.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    // reqwest's words for a refused redirect say nothing of why, and rmcp does not pass on the
+    // policy's own (`same_origin_redirects`).
+    if out.contains(REFUSED_REDIRECT) {
+        out.push_str(REDIRECT_HINT);
+    }
+    out
 }
+
+const REFUSED_REDIRECT: &str = "error following redirect";
+const REDIRECT_HINT: &str = " (Countersign follows a server's redirects only within its own \
+    origin: if the server has moved, put its new address in the config)";
 
 #[cfg(test)]
 mod tests {
@@ -304,5 +314,17 @@ mod tests {
             super::in_words("see [RFC 9728] and [x"),
             "see [RFC 9728] and [x"
         );
+    }
+
+    #[test]
+    fn a_refused_redirect_says_why() {
+        let said = super::in_words(
+            "Client error: error following redirect for url (http://a.example/mcp), when send initialize request",
+        );
+        assert!(
+            said.ends_with("only within its own origin: if the server has moved, put its new address in the config)"),
+            "{said}"
+        );
+        assert!(!super::in_words("HTTP 500").contains("origin"));
     }
 }
