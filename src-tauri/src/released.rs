@@ -70,8 +70,9 @@ fn end_network_process_if_idle(handle: &tauri::AppHandle) -> Idle {
         return Idle::WebProcessLeft;
     }
     for pid in children_running(me, NETWORK_PROCESS) {
-        // SAFETY: kill(2) with a pid read from /proc just now, of a child this process has
-        // not reaped (WebKit reaps it), so the pid cannot have been reused.
+        // SAFETY: kill(2) only sends a signal. The pid was read from /proc just now as our
+        // own child's; were it to exit and be reaped meanwhile, the kernel hands pids out in
+        // turn through the whole range, so it would not be another process's yet.
         if unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) } == 0 {
             tracing::info!(pid, "window closed: WebKit's network process ended");
         }
