@@ -637,6 +637,20 @@ fn webkit_children(pid: u32) -> Vec<String> {
         .collect()
 }
 
+/// Waits until an app started in the tray has registered its tray item with `host` and says
+/// it started there; returns the item.
+async fn in_the_tray(host: &Background, app: &Background) -> Value {
+    eventually("the tray item registers", async || {
+        !logged(&host.log).is_empty()
+    })
+    .await;
+    eventually("the app says it started in the tray", async || {
+        app_log_says(app, "started in the tray")
+    })
+    .await;
+    logged(&host.log)[0].clone()
+}
+
 fn app_log_says(app: &Background, what: &str) -> bool {
     std::fs::read_to_string(&app.log)
         .unwrap_or_default()
@@ -662,15 +676,7 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
     let host = desktop_double(&scratch("in-tray-host"), "tray", &["--tray", "{log}"]);
     let dir = scratch("in-tray");
     let app = start_in_tray(&dir);
-    eventually("the tray item registers", async || {
-        !logged(&host.log).is_empty()
-    })
-    .await;
-    let item = logged(&host.log)[0].clone();
-    eventually("the app says it started in the tray", async || {
-        app_log_says(&app, "started in the tray")
-    })
-    .await;
+    let item = in_the_tray(&host, &app).await;
     // Its servers are up meanwhile (the tray menu is built), and nothing of WebKit runs.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(tray_menu(&item).contains("Open Countersign"));
@@ -737,15 +743,7 @@ async fn e2e_closed_to_the_tray_no_webkit_process_is_left_and_the_window_comes_b
         }),
         &[],
     );
-    eventually("the tray item registers", async || {
-        !logged(&host.log).is_empty()
-    })
-    .await;
-    let item = logged(&host.log)[0].clone();
-    eventually("the app says it started in the tray", async || {
-        app_log_says(&app, "started in the tray")
-    })
-    .await;
+    let item = in_the_tray(&host, &app).await;
 
     click_tray_menu(&item, "Open Countersign");
     eventually("the window and its WebKit processes are made", async || {
