@@ -4460,6 +4460,174 @@ async fn a_2026_agents_self_contained_call_runs_as_sent_and_a_malformed_one_is_r
     rig.gateway.shutdown().await;
 }
 
+/// A 2026-07-28 agent's self-contained request other than a call, as its SDK sends it: the
+/// revision's `_meta` keys added to `params`, its headers (`Mcp-Name` where the request names
+/// something) with `headers` over them (a name given as empty removes that header), and `id`
+/// written into the body as given.
+fn sessionless_request(
+    rig: &Rig,
+    server: &str,
+    id: &str,
+    method: &str,
+    mut params: Value,
+    name: Option<&str>,
+    headers: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "sessionless-agent", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let mut sent = BTreeMap::from([
+        ("accept", "application/json, text/event-stream".to_owned()),
+        ("content-type", "application/json".to_owned()),
+        ("mcp-protocol-version", "2026-07-28".to_owned()),
+        ("mcp-method", method.to_owned()),
+    ]);
+    if let Some(name) = name {
+        sent.insert("mcp-name", name.to_owned());
+    }
+    for (header, value) in headers {
+        sent.insert(header, value.to_string());
+    }
+    let mut request = reqwest::Client::new()
+        .post(rig.url(server))
+        .header("authorization", format!("Bearer {}", rig.gateway.token()));
+    for (header, value) in sent.into_iter().filter(|(_, v)| !v.is_empty()) {
+        request = request.header(header, value);
+    }
+    request.body(format!(
+        r#"{{"jsonrpc": "2.0", "id": {id}, "method": "{method}", "params": {params}}}"#
+    ))
+}
+
+/// A 2026-07-28 agent's other requests, made without a session, run where they arrive too:
+/// each is answered in JSON with the server's result as sent (its vendor fields) under the
+/// agent's id as the agent wrote it (rmcp's answer writes back its own reading of the id).
+/// One whose headers contradict it is refused as rmcp refuses it, before anything reaches the
+/// server; one whose resource is named in SEP-2243's Base64 wrapping is rmcp's to read, and
+/// answered as faithfully.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_2026_agents_other_requests_run_as_sent_and_a_malformed_one_is_refused() {
+    let mut raw = raw_server();
+    raw.trusted = true; // reads: no approval in the way
+    let rig = rig("sessionless-other", vec![raw]).await;
+    let vendor = json!({"kept": true, "n": 7});
+    for (method, params, name, pointer) in [
+        ("tools/list", json!({}), None, "/result/tools/0/x-vendor"),
+        (
+            "resources/list",
+            json!({}),
+            None,
+            "/result/resources/0/x-vendor",
+        ),
+        (
+            "resources/read",
+            json!({"uri": "raw://a"}),
+            Some("raw://a"),
+            "/result/contents/0/x-vendor",
+        ),
+        (
+            "prompts/list",
+            json!({}),
+            None,
+            "/result/prompts/0/x-vendor",
+        ),
+        (
+            "prompts/get",
+            json!({"name": "p"}),
+            Some("p"),
+            "/result/x-vendor",
+        ),
+    ] {
+        let id = format!(r#""x\u0041-{method}""#);
+        let response = sessionless_request(&rig, "raw", &id, method, params, name, &[])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK, "{method}");
+        assert!(
+            response.headers().get("mcp-session-id").is_none(),
+            "{method}: no session"
+        );
+        assert_eq!(
+            response.headers()["content-type"],
+            "application/json",
+            "{method}"
+        );
+        let body = response.text().await.unwrap();
+        assert!(
+            body.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"#)),
+            "{method}: the id as the agent wrote it: {body}"
+        );
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(answer.pointer(pointer), Some(&vendor), "{method}: {body}");
+        if method.ends_with("/list") {
+            // Shaped for the agent's revision, which has every list say how long it keeps.
+            assert_eq!(answer["result"]["ttlMs"], 0, "{method}: {body}");
+        }
+    }
+    // The revision has no `ping`: refused as rmcp refuses it.
+    let response = sessionless_request(&rig, "raw", "7", "ping", json!({}), None, &[])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::NOT_FOUND);
+    let answer = the_answer(&response.text().await.unwrap());
+    assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    // The resource's name wrapped in Base64, as an SDK wraps one that cannot travel bare.
+    let wrapped = sessionless_request(
+        &rig,
+        "raw",
+        "8",
+        "resources/read",
+        json!({"uri": "raw://a"}),
+        Some("=?base64?cmF3Oi8vYQ==?="),
+        &[],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(wrapped.status(), reqwest::StatusCode::OK);
+    let answer = the_answer(&wrapped.text().await.unwrap());
+    assert_eq!(
+        answer.pointer("/result/contents/0/x-vendor"),
+        Some(&vendor),
+        "{answer}"
+    );
+
+    let seen = || rig.records().len();
+    let before = seen();
+    for (method, params, name, headers) in [
+        // The prompt named in the header is not the one asked for.
+        ("prompts/get", json!({"name": "p"}), Some("q"), vec![]),
+        // The resource read is not named at all.
+        ("resources/read", json!({"uri": "raw://a"}), None, vec![]),
+        // The method header names another method.
+        (
+            "resources/list",
+            json!({}),
+            None,
+            vec![("mcp-method", "tools/list")],
+        ),
+        // No method header, which the revision requires.
+        ("tools/list", json!({}), None, vec![("mcp-method", "")]),
+    ] {
+        let response = sessionless_request(&rig, "raw", "9", method, params, name, &headers)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            reqwest::StatusCode::BAD_REQUEST,
+            "{method} {headers:?}"
+        );
+        let answer = the_answer(&response.text().await.unwrap());
+        assert_eq!(answer["error"]["code"], -32020, "{method}: {answer}");
+    }
+    assert_eq!(seen(), before, "nothing refused was forwarded");
+    rig.gateway.shutdown().await;
+}
+
 /// A 2026-07-28 agent cancels a call by going away (its connection closes; the revision has
 /// no session to send a cancellation on): the approval open for its call is withdrawn as the
 /// agent's, and nothing is deleted.

@@ -93,15 +93,15 @@ pub(crate) async fn serve(
                 return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
             }
         };
-        // A 2026-07-28 agent's tool call, self-contained: run here, with a `Forwarder` of its
+        // A 2026-07-28 agent's self-contained request: run here, with a `Forwarder` of its
         // own as rmcp would make for it.
         if let Some(Message::Run {
             id,
             raw_id,
-            work: work @ (Work::Call(_) | Work::CallOnStream(_)),
+            work: work @ (Work::Call(_) | Work::CallOnStream(_) | Work::Request { .. }),
             unmodeled,
         }) = read::read_sessionless(&bytes)
-            && sessionless_headers(&parts.headers, work.tool())
+            && sessionless_headers(&parts.headers, work.method(), work.name())
         {
             if let Some(unmodeled) = unmodeled {
                 parts.extensions.insert(unmodeled);
@@ -233,13 +233,14 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
 
 /// A 2026-07-28 request's headers, when they need no judging beyond the lane's: JSON in, both
 /// answer kinds accepted, and the revision's headers each given once, as plain text, agreeing
-/// with the call (the version its `_meta` names, the method, the tool `tool`). Anything else
-/// (a header missing, repeated, encoded or contradicting the body) is rmcp's to refuse as it
-/// refuses it. `Mcp-Param-*` headers are judged against nothing, as rmcp judges them for the
-/// gateway, which names no tool schema of its own.
-fn sessionless_headers(headers: &HeaderMap, tool: &str) -> bool {
-    let once = |name: &str| {
-        let mut values = headers.get_all(name).iter();
+/// with the request (the version its `_meta` names, the method, and for a request that names
+/// what it reads, `name`: a tool, a prompt or a resource's URI). Anything else (a header
+/// missing, repeated, encoded or contradicting the body, or a name given where the request has
+/// none) is rmcp's to refuse or judge as it does. `Mcp-Param-*` headers are judged against
+/// nothing, as rmcp judges them for the gateway, which names no tool schema of its own.
+fn sessionless_headers(headers: &HeaderMap, method: &str, name: Option<&str>) -> bool {
+    let once = |header: &str| {
+        let mut values = headers.get_all(header).iter();
         match (values.next(), values.next()) {
             (Some(value), None) => value.to_str().ok(),
             _ => None,
@@ -250,12 +251,18 @@ fn sessionless_headers(headers: &HeaderMap, tool: &str) -> bool {
             .next()
             .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
     });
+    let name_agrees = match name {
+        // rmcp decodes a value in SEP-2243's Base64 wrapping first: such a name is its to read.
+        Some(name) => {
+            once("mcp-name").is_some_and(|given| given == name && !given.starts_with("=?base64?"))
+        }
+        None => !headers.contains_key("mcp-name"),
+    };
     json_in
         && accepts_both(headers)
         && once(VERSION_HEADER) == Some(ProtocolVersion::V_2026_07_28.as_str())
-        && once("mcp-method") == Some("tools/call")
-        // rmcp decodes a value in SEP-2243's Base64 wrapping first: such a name is its to read.
-        && once("mcp-name").is_some_and(|name| name == tool && !name.starts_with("=?base64?"))
+        && once("mcp-method") == Some(method)
+        && name_agrees
 }
 
 /// Whether the agent accepts both answer kinds (else rmcp says 406).
@@ -288,13 +295,32 @@ enum Work {
 }
 
 impl Work {
-    /// The tool a call calls.
-    fn tool(&self) -> &str {
+    /// The request's method.
+    fn method(&self) -> &str {
+        match self {
+            Work::Call(_) | Work::CallOnStream(_) | Work::TaskCall(..) => "tools/call",
+            Work::Task(method, _) => method,
+            Work::Request { request, .. } => request.method(),
+        }
+    }
+
+    /// What the request names, as the revision's `Mcp-Name` header gives it: the tool called,
+    /// the prompt got or the resource read (SEP-2243).
+    fn name(&self) -> Option<&str> {
+        use rmcp::model::ClientRequest;
         match self {
             Work::Call(params) | Work::CallOnStream(params) | Work::TaskCall(params, _) => {
-                &params.name
+                Some(&params.name)
             }
-            Work::Task(..) | Work::Request { .. } => "",
+            Work::Request {
+                request: ClientRequest::GetPromptRequest(request),
+                ..
+            } => Some(&request.params.name),
+            Work::Request {
+                request: ClientRequest::ReadResourceRequest(request),
+                ..
+            } => Some(&request.params.uri),
+            Work::Task(..) | Work::Request { .. } => None,
         }
     }
 }
@@ -673,10 +699,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A sessionless call is the lane's only when every header the revision has is given once,
-    /// plainly, and agrees with the call; anything else is left for rmcp to refuse.
+    /// A sessionless request is the lane's only when every header the revision has is given
+    /// once, plainly, and agrees with the request; anything else is left for rmcp to judge.
     #[test]
-    fn a_sessionless_calls_headers_must_agree_with_it_once_and_plainly() {
+    fn a_sessionless_requests_headers_must_agree_with_it_once_and_plainly() {
         let headers = |pairs: &[(&'static str, &'static str)]| {
             let mut map = HeaderMap::new();
             for (name, value) in pairs {
@@ -691,11 +717,10 @@ mod tests {
             ("mcp-method", "tools/call"),
             ("mcp-name", "echo"),
         ];
-        assert!(sessionless_headers(&headers(&good), "echo"));
-        assert!(
-            !sessionless_headers(&headers(&good), "other"),
-            "another tool"
-        );
+        let call =
+            |headers: &HeaderMap, tool| sessionless_headers(headers, "tools/call", Some(tool));
+        assert!(call(&headers(&good), "echo"));
+        assert!(!call(&headers(&good), "other"), "another tool");
         let with = |name: &'static str, value: Option<&'static str>| {
             let mut pairs: Vec<_> = good.iter().copied().filter(|(n, _)| *n != name).collect();
             if let Some(value) = value {
@@ -713,14 +738,45 @@ mod tests {
             ("accept", Some("application/json")),
             ("content-type", Some("text/plain")),
         ] {
-            assert!(
-                !sessionless_headers(&with(name, value), "echo"),
-                "{name}: {value:?}"
-            );
+            assert!(!call(&with(name, value), "echo"), "{name}: {value:?}");
         }
         let mut twice = headers(&good);
         twice.append("mcp-name", http::HeaderValue::from_static("echo"));
-        assert!(!sessionless_headers(&twice, "echo"), "a header given twice");
+        assert!(!call(&twice, "echo"), "a header given twice");
+
+        // A resource is named by its URI, a prompt by its name; a request that names nothing
+        // takes no name header.
+        let read = with("mcp-method", Some("resources/read"));
+        assert!(!sessionless_headers(
+            &read,
+            "resources/read",
+            Some("raw://a")
+        ));
+        let mut read = with("mcp-name", Some("raw://a"));
+        read.insert(
+            "mcp-method",
+            http::HeaderValue::from_static("resources/read"),
+        );
+        assert!(sessionless_headers(
+            &read,
+            "resources/read",
+            Some("raw://a")
+        ));
+        assert!(!sessionless_headers(
+            &read,
+            "resources/read",
+            Some("raw://b")
+        ));
+        assert!(!sessionless_headers(&read, "prompts/get", Some("raw://a")));
+        let mut list = with("mcp-name", None);
+        list.insert("mcp-method", http::HeaderValue::from_static("tools/list"));
+        assert!(sessionless_headers(&list, "tools/list", None));
+        assert!(!sessionless_headers(&list, "prompts/list", None));
+        list.insert("mcp-name", http::HeaderValue::from_static("echo"));
+        assert!(
+            !sessionless_headers(&list, "tools/list", None),
+            "a name where the request has none is rmcp's to judge"
+        );
     }
 
     /// A 2026-07-28 agent's error answer is shaped as rmcp's server shapes it.

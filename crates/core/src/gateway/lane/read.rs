@@ -128,16 +128,54 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
 }
 
 /// Reads a 2026-07-28 agent's message made without a session as far as to tell whether the
-/// lane runs it: a `tools/call` (not a task) whose `_meta` carries that revision's lifecycle
-/// keys in full, naming 2026-07-28 itself. Anything else (another method, an older or newer
-/// revision, a key missing or malformed) is rmcp's to judge and answer.
+/// lane runs it: a `tools/call` (not a task) or one of [`SESSIONLESS_METHODS`], whose `_meta`
+/// carries that revision's lifecycle keys in full, naming 2026-07-28 itself. Anything else
+/// (another method, an older or newer revision, a key missing or malformed) is rmcp's to judge
+/// and answer.
 pub(super) fn read_sessionless(bytes: &[u8]) -> Option<Message> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     match envelope.method? {
         "tools/call" => read_call(envelope.id?, envelope.params?, true),
+        method if SESSIONLESS_METHODS.contains(&method) => {
+            let raw_id = envelope.id?;
+            // Read as rmcp would, since the `Forwarder` answers these through rmcp's own
+            // dispatch.
+            let rmcp::model::JsonRpcMessage::Request(request) =
+                serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes).ok()?
+            else {
+                return None;
+            };
+            if !speaks_2026_07_28(request.request.get_meta()) {
+                return None;
+            }
+            Some(Message::Run {
+                id: request.id,
+                raw_id: raw_id.to_owned(),
+                work: Work::Request {
+                    request: request.request,
+                    // Whatever comes for it before its answer goes on a stream of its own.
+                    streamed: true,
+                },
+                unmodeled: None,
+            })
+        }
         _ => None,
     }
 }
+
+/// The requests of a 2026-07-28 agent, besides `tools/call`, that the lane runs without a
+/// session: those that read the server. `server/discover` is rmcp's to answer, what subscribes
+/// or sets a level belongs to a session or a stream of the revision's own, and the revision has
+/// no `ping`.
+const SESSIONLESS_METHODS: &[&str] = &[
+    "tools/list",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+];
 
 /// A `tools/call` request, member by member, once: what keeps it off the lane, makes it a
 /// task or goes upstream beside rmcp's model is read from here. On a session (`sessionless`
@@ -358,9 +396,6 @@ mod tests {
                 json!(1),
                 json!({"name": "echo", "task": {"ttl": 1}, "_meta": meta(json!({}))}),
             ),
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                "params": {"_meta": meta(json!({}))}})
-            .to_string(),
             json!({"jsonrpc": "2.0", "method": "tools/call",
                 "params": {"name": "echo", "_meta": meta(json!({}))}})
             .to_string(),
@@ -369,6 +404,79 @@ mod tests {
                 read_sessionless(not_ours.as_bytes()).is_none(),
                 "{not_ours}"
             );
+        }
+    }
+
+    /// Without a session, the requests that read the server are the lane's too, on the same
+    /// terms as a call: the revision's keys in full, for 2026-07-28. What subscribes, sets a
+    /// level or discovers is rmcp's.
+    #[test]
+    fn a_sessionless_agents_reads_are_the_lanes_with_the_revisions_keys_in_full() {
+        let meta = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "a", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {}});
+        let sent_as = |method: &str, mut params: serde_json::Value, meta: &serde_json::Value| {
+            params["_meta"] = meta.clone();
+            json!({"jsonrpc": "2.0", "id": "ID", "method": method, "params": params})
+                .to_string()
+                .replacen(r#""ID""#, r#""r\u0041""#, 1)
+        };
+        for (method, params) in [
+            ("tools/list", json!({})),
+            ("prompts/list", json!({"cursor": "c"})),
+            ("prompts/get", json!({"name": "p"})),
+            ("resources/list", json!({})),
+            ("resources/templates/list", json!({})),
+            ("resources/read", json!({"uri": "raw://a"})),
+            (
+                "completion/complete",
+                json!({"ref": {"type": "ref/prompt", "name": "p"},
+                    "argument": {"name": "a", "value": "x"}}),
+            ),
+        ] {
+            let sent = sent_as(method, params.clone(), &meta);
+            let Some(Message::Run {
+                id,
+                raw_id,
+                work:
+                    Work::Request {
+                        request,
+                        streamed: true,
+                    },
+                unmodeled: None,
+            }) = read_sessionless(sent.as_bytes())
+            else {
+                panic!("{sent}")
+            };
+            assert_eq!(request.method(), method);
+            assert_eq!(id, RequestId::String("rA".into()));
+            assert_eq!(raw_id.get(), r#""r\u0041""#, "the id as the agent wrote it");
+            // The lifecycle keys go to the forwarder with the request, as rmcp hands them on.
+            assert!(request.get_meta().client_info().is_some(), "{method}");
+            assert!(read(sent.as_bytes()).is_none(), "{method}: no session's");
+            let older = sent_as(
+                method,
+                params.clone(),
+                &json!({"io.modelcontextprotocol/protocolVersion": "2025-11-25"}),
+            );
+            assert!(read_sessionless(older.as_bytes()).is_none(), "{older}");
+            let partial = sent_as(
+                method,
+                params,
+                &json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28"}),
+            );
+            assert!(read_sessionless(partial.as_bytes()).is_none(), "{partial}");
+        }
+        for (method, params) in [
+            ("server/discover", json!({})),
+            ("resources/subscribe", json!({"uri": "raw://a"})),
+            ("logging/setLevel", json!({"level": "info"})),
+            ("initialize", json!({})),
+            ("ping", json!({})),
+        ] {
+            let sent = sent_as(method, params, &meta);
+            assert!(read_sessionless(sent.as_bytes()).is_none(), "{sent}");
         }
     }
 
