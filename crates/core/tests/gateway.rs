@@ -4574,11 +4574,12 @@ async fn a_2026_agents_other_requests_run_as_sent_and_a_malformed_one_is_refused
     assert_eq!(response.status(), reqwest::StatusCode::NOT_FOUND);
     let answer = the_answer(&response.text().await.unwrap());
     assert_eq!(answer["error"]["code"], -32601, "{answer}");
-    // The resource's name wrapped in Base64, as an SDK wraps one that cannot travel bare.
+    // The resource's name wrapped in Base64, as an SDK wraps one that cannot travel bare:
+    // read as rmcp reads it, on the lane all the same.
     let wrapped = sessionless_request(
         &rig,
         "raw",
-        "8",
+        r#""\u0038""#,
         "resources/read",
         json!({"uri": "raw://a"}),
         Some("=?base64?cmF3Oi8vYQ==?="),
@@ -4588,7 +4589,12 @@ async fn a_2026_agents_other_requests_run_as_sent_and_a_malformed_one_is_refused
     .await
     .unwrap();
     assert_eq!(wrapped.status(), reqwest::StatusCode::OK);
-    let answer = the_answer(&wrapped.text().await.unwrap());
+    let body = wrapped.text().await.unwrap();
+    assert!(
+        body.starts_with(r#"{"jsonrpc":"2.0","id":"\u0038","#),
+        "{body}"
+    );
+    let answer = the_answer(&body);
     assert_eq!(
         answer.pointer("/result/contents/0/x-vendor"),
         Some(&vendor),
@@ -4598,8 +4604,14 @@ async fn a_2026_agents_other_requests_run_as_sent_and_a_malformed_one_is_refused
     let seen = || rig.records().len();
     let before = seen();
     for (method, params, name, headers) in [
-        // The prompt named in the header is not the one asked for.
+        // The prompt named in the header is not the one asked for, bare or wrapped.
         ("prompts/get", json!({"name": "p"}), Some("q"), vec![]),
+        (
+            "prompts/get",
+            json!({"name": "p"}),
+            Some("=?base64?cQ==?="),
+            vec![],
+        ),
         // The resource read is not named at all.
         ("resources/read", json!({"uri": "raw://a"}), None, vec![]),
         // The method header names another method.

@@ -252,10 +252,10 @@ fn sessionless_headers(headers: &HeaderMap, method: &str, name: Option<&str>) ->
             .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
     });
     let name_agrees = match name {
-        // rmcp decodes a value in SEP-2243's Base64 wrapping first: such a name is its to read.
-        Some(name) => {
-            once("mcp-name").is_some_and(|given| given == name && !given.starts_with("=?base64?"))
-        }
+        // Read as rmcp reads it: unwrapped first when in SEP-2243's Base64 wrapping.
+        Some(name) => once("mcp-name")
+            .and_then(crate::mcp::direct::decoded_header)
+            .is_some_and(|given| given == name),
         None => !headers.contains_key("mcp-name"),
     };
     json_in
@@ -734,12 +734,17 @@ mod tests {
             ("mcp-protocol-version", None),
             ("mcp-protocol-version", Some("2025-11-25")),
             ("mcp-method", Some("tools/list")),
-            ("mcp-name", Some("=?base64?ZWNobw==?=")),
+            ("mcp-name", Some("=?base64?b3RoZXI=?=")),
+            ("mcp-name", Some("=?base64?not base64?=")),
             ("accept", Some("application/json")),
             ("content-type", Some("text/plain")),
         ] {
             assert!(!call(&with(name, value), "echo"), "{name}: {value:?}");
         }
+        assert!(
+            call(&with("mcp-name", Some("=?base64?ZWNobw==?=")), "echo"),
+            "a name in SEP-2243's Base64 wrapping, read as rmcp reads it"
+        );
         let mut twice = headers(&good);
         twice.append("mcp-name", http::HeaderValue::from_static("echo"));
         assert!(!call(&twice, "echo"), "a header given twice");

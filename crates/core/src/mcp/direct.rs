@@ -41,7 +41,7 @@ use crate::lock;
 
 mod headers;
 mod http;
-pub(crate) use headers::{ParamHeaders, standard as standard_headers};
+pub(crate) use headers::{ParamHeaders, decoded as decoded_header, standard as standard_headers};
 pub(crate) use http::{HttpWay, PostedWith, SignIn};
 
 /// How our request ids begin.

@@ -179,6 +179,22 @@ fn encoded(value: &str) -> Option<HeaderValue> {
     }
 }
 
+/// A header value as an agent sent it, unwrapped when it is in SEP-2243's Base64 wrapping
+/// (as rmcp's server reads it); `None` when that wrapping holds no Base64 of UTF-8.
+pub(crate) fn decoded(value: &str) -> Option<std::borrow::Cow<'_, str>> {
+    use base64::Engine;
+    match value
+        .strip_prefix(BASE64_HEADER_PREFIX)
+        .and_then(|inner| inner.strip_suffix(BASE64_HEADER_SUFFIX))
+    {
+        Some(inner) => {
+            let bytes = base64::prelude::BASE64_STANDARD.decode(inner).ok()?;
+            String::from_utf8(bytes).ok().map(std::borrow::Cow::Owned)
+        }
+        None => Some(std::borrow::Cow::Borrowed(value)),
+    }
+}
+
 /// Whether `name` is one of the headers made here for each request: rmcp's session sets
 /// them for its own last request, and ours must not inherit them.
 pub(crate) fn is_per_request(name: &HeaderName) -> bool {
@@ -272,6 +288,22 @@ mod tests {
                 "{name:?}"
             );
         }
+    }
+
+    /// What is wrapped is read back as rmcp's server reads it; a wrapping of something that
+    /// is not Base64 of UTF-8 reads as nothing.
+    #[test]
+    fn a_wrapped_value_reads_back_and_a_broken_wrapping_as_nothing() {
+        for value in ["echo", " lead", "tail\t", "héllo", "=?base64?x?="] {
+            let sent = encoded(value).unwrap();
+            assert_eq!(decoded(sent.to_str().unwrap()).as_deref(), Some(value));
+        }
+        assert_eq!(decoded("=?base64?not base64?="), None);
+        assert_eq!(decoded("=?base64?/w==?="), None, "not UTF-8");
+        assert_eq!(
+            decoded("=?base64?ZWNobw==").as_deref(),
+            Some("=?base64?ZWNobw==")
+        );
     }
 
     #[test]
