@@ -14,9 +14,11 @@
 //! that request, and it is gone with that exchange. Results the gateway makes itself (a
 //! denial) are never kept and pass untouched.
 //!
-//! On a 2025-11-25 session the lane answers every request itself with the kept result
-//! (`Kept::take_for`), so nothing is left to swap; what still needs this layer is what rmcp
-//! answers: the 2026-07-28 way, and a request on a session whose headers rmcp judges.
+//! The lane answers a session's requests and a 2026-07-28 agent's calls and reads itself with
+//! the kept result (`Kept::take_for`), so nothing is left to swap; what still needs this layer
+//! is what rmcp answers: a request whose headers or lifecycle keys rmcp judges (a session's
+//! request naming another protocol version or carrying the 2026 revision's headers, a 2026
+//! request with a header the lane leaves to rmcp), and the 2026 revision's tasks.
 
 use std::sync::{Arc, Mutex};
 

@@ -28,16 +28,18 @@
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
 //! call's `task` and refuse the rest (see `forward::task`).
 //!
-//! A 2026-07-28 agent's `tools/call` takes it too, though such an agent has no session: each
-//! of its requests is self-contained, and rmcp would make a server session for each one (a
+//! A 2026-07-28 agent's `tools/call` and reads (lists, `prompts/get`, `resources/read`,
+//! `completion/complete`) take it too, though such an agent has no session: each of its
+//! requests is self-contained, and rmcp would make a server session for each one (a
 //! `Forwarder`, a peer, a service loop and its tasks) only to run it and end it, which cost a
 //! 2026-07-28 agent's call 61 % more of the gateway's instructions than a legacy one's
-//! (BENCHMARKS.md). Here the call gets its own `Forwarder` as from rmcp, and is answered as
-//! rmcp's server answers such a call: in JSON, or on a stream once something comes for it
-//! first, with the revision's error statuses; the agent going away cancels it. Only a call
-//! whose headers and lifecycle keys need no judging beyond agreeing with each other takes
-//! this way (`sessionless_headers`, `read::read_sessionless`); rmcp refuses the rest as
-//! before, and runs the revision's other requests.
+//! (BENCHMARKS.md), and would answer with its own writing of the agent's id. Here the request
+//! gets its own `Forwarder` as from rmcp, and is answered as rmcp's server answers it: in
+//! JSON, or on a stream once something comes for it first, with the revision's error
+//! statuses; the agent going away cancels it. Only a request whose headers and lifecycle keys
+//! need no judging beyond agreeing with each other takes this way (`sessionless_headers`,
+//! `read::read_sessionless`); rmcp refuses the rest as before, and runs the revision's other
+//! requests (`server/discover`, subscriptions, tasks).
 
 use std::sync::Arc;
 
