@@ -207,6 +207,9 @@ impl Relay {
             // The gateway is on loopback: a proxy from the environment must not see the token.
             .no_proxy()
             .connect_timeout(Duration::from_secs(5))
+            // The gateway never redirects: one that does is not the gateway, and a redirect
+            // would carry the agent's messages (a 307 or 308 sends the body again) elsewhere.
+            .redirect(reqwest::redirect::Policy::none())
             // Every connection the client opens, first or reconnect, is checked before the
             // client writes on it; reused pooled connections were checked when they were made.
             .connector_layer(owner::OwnerCheckLayer::new(&gateway.addrs));
@@ -664,6 +667,12 @@ impl Relay {
                 "Countersign has no server named {:?} (404): check the name in the agent's \
                  config against the servers in Countersign",
                 self.server
+            ),
+            _ if status.is_redirection() => format!(
+                "Countersign's gateway answered with a redirect ({}), which the bridge does not \
+                 follow: the gateway never redirects, so something else may be answering at {}",
+                status.as_u16(),
+                self.base
             ),
             _ if status.is_server_error() => {
                 format!(

@@ -148,7 +148,15 @@ impl FakeGateway {
             let log = Arc::clone(&log);
             async move { check_token(log, request, next).await }
         });
+        // A server that has "moved" to the desk, on the same origin.
+        let moved = axum::routing::any(|| async {
+            (
+                StatusCode::TEMPORARY_REDIRECT,
+                [(axum::http::header::LOCATION, "/mcp/demo")],
+            )
+        });
         let router = axum::Router::new()
+            .route("/mcp/moved", moved)
             .nest_service("/mcp/demo", desk)
             .nest_service("/mcp/regions", regions)
             .layer(front);
@@ -489,6 +497,39 @@ async fn a_wrong_token_is_an_error_reply_and_a_message() {
     assert!(message.contains("refused the token (401)"), "{message}");
     let (_, stderr) = bridge.finish().await;
     assert!(stderr.contains("refused the token"), "{stderr}");
+}
+
+/// The bridge follows no redirect, not even to the same origin: the gateway never sends one,
+/// and a 307 would have it post the agent's message, with the token, wherever it points.
+#[tokio::test]
+async fn a_redirect_is_not_followed_and_the_agent_is_told() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("redirect");
+    let token = scratch.token_file(TOKEN);
+    let url = gateway.url();
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "moved", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let message = error_message(&reply);
+    assert!(
+        message.contains("answered with a redirect (307), which the bridge does not follow"),
+        "{message}"
+    );
+    let (_, stderr) = bridge.finish().await;
+    assert!(stderr.contains("redirect (307)"), "{stderr}");
+    let seen = gateway.seen();
+    assert!(seen.iter().any(|s| s.path == "/mcp/moved"), "{seen:?}");
+    assert!(
+        !seen.iter().any(|s| s.path.starts_with("/mcp/demo")),
+        "nothing reached where it pointed: {seen:?}"
+    );
 }
 
 #[tokio::test]
