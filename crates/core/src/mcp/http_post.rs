@@ -472,35 +472,44 @@ impl EventSize {
         }
     }
 
-    /// False once the event passes `max`.
-    fn observe(&mut self, chunk: &[u8]) -> bool {
-        for &byte in chunk {
-            if std::mem::take(&mut self.after_cr) && byte == b'\n' {
-                continue;
+    /// False once the event passes `max`. Goes from line end to line end (`memchr2`): a
+    /// byte-at-a-time walk was the larger part of reading a response's events.
+    fn observe(&mut self, mut chunk: &[u8]) -> bool {
+        loop {
+            // A CR's LF may come at the start of the next chunk.
+            if !chunk.is_empty() && std::mem::take(&mut self.after_cr) && chunk[0] == b'\n' {
+                chunk = &chunk[1..];
             }
-            match byte {
-                b'\r' | b'\n' => {
-                    self.after_cr = byte == b'\r';
-                    if self.line == 0 {
-                        self.kept = 0;
-                    } else if !self.comment {
-                        self.kept = self.kept.saturating_add(self.line + 1);
-                    }
-                    self.line = 0;
-                    self.comment = false;
+            if chunk.is_empty() {
+                return true;
+            }
+            let end = memchr::memchr2(b'\r', b'\n', chunk);
+            let part = &chunk[..end.unwrap_or(chunk.len())];
+            if let Some(&first) = part.first() {
+                if self.line == 0 {
+                    self.comment = first == b':';
                 }
-                _ => {
-                    if self.line == 0 {
-                        self.comment = byte == b':';
-                    }
-                    self.line = self.line.saturating_add(1);
-                }
+                self.line = self.line.saturating_add(part.len());
             }
             if self.kept.saturating_add(self.line) > self.max {
                 return false;
             }
+            let Some(end) = end else {
+                return true;
+            };
+            self.after_cr = chunk[end] == b'\r';
+            if self.line == 0 {
+                self.kept = 0;
+            } else if !self.comment {
+                self.kept = self.kept.saturating_add(self.line + 1);
+            }
+            self.line = 0;
+            self.comment = false;
+            if self.kept > self.max {
+                return false;
+            }
+            chunk = &chunk[end + 1..];
         }
-        true
     }
 }
 
@@ -808,6 +817,70 @@ mod tests {
         assert!(split.observe(b"data: 12\r"));
         assert!(split.observe(b"\n\r\ndata: 123\n"), "CRLF across chunks");
         assert!(!split.observe(b"d"));
+    }
+
+    /// The byte-at-a-time count `EventSize::observe` replaced, as the reference it must agree
+    /// with: (max, kept, line, comment, after CR).
+    fn observed_byte_by_byte(state: &mut (usize, usize, usize, bool, bool), chunk: &[u8]) -> bool {
+        let (max, kept, line, comment, after_cr) = state;
+        for &byte in chunk {
+            if std::mem::take(after_cr) && byte == b'\n' {
+                continue;
+            }
+            match byte {
+                b'\r' | b'\n' => {
+                    *after_cr = byte == b'\r';
+                    if *line == 0 {
+                        *kept = 0;
+                    } else if !*comment {
+                        *kept = kept.saturating_add(*line + 1);
+                    }
+                    *line = 0;
+                    *comment = false;
+                }
+                _ => {
+                    if *line == 0 {
+                        *comment = byte == b':';
+                    }
+                    *line = line.saturating_add(1);
+                }
+            }
+            if kept.saturating_add(*line) > *max {
+                return false;
+            }
+        }
+        true
+    }
+
+    proptest::proptest! {
+        /// Whatever the bytes and however they are cut into chunks, the line-to-line count
+        /// fails exactly where the byte-by-byte one does.
+        #[test]
+        fn an_events_size_is_counted_as_byte_by_byte(
+            bytes in proptest::collection::vec(
+                proptest::sample::select(vec![b'a', b':', b'\r', b'\n', b' ']), 0..200),
+            cuts in proptest::collection::vec(0usize..200, 0..8),
+            max in 0usize..40,
+        ) {
+            let mut cuts: Vec<usize> = cuts.into_iter().filter(|c| *c <= bytes.len()).collect();
+            cuts.push(0);
+            cuts.push(bytes.len());
+            cuts.sort_unstable();
+            let mut size = EventSize::new(max);
+            let mut reference = (max, 0, 0, false, false);
+            for pair in cuts.windows(2) {
+                let chunk = &bytes[pair[0]..pair[1]];
+                let ok = size.observe(chunk);
+                proptest::prop_assert_eq!(ok, observed_byte_by_byte(&mut reference, chunk));
+                if !ok {
+                    break;
+                }
+                proptest::prop_assert_eq!(
+                    (size.kept, size.line, size.comment, size.after_cr),
+                    (reference.1, reference.2, reference.3, reference.4)
+                );
+            }
+        }
     }
 
     #[test]
