@@ -105,23 +105,9 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
                     return None;
                 }
             }
-            // Read as rmcp would, since the `Forwarder` answers these through rmcp's own
-            // dispatch.
-            let rmcp::model::JsonRpcMessage::Request(request) =
-                serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes).ok()?
-            else {
-                return None;
-            };
+            let request = read_as_rmcp(bytes)?;
             let streamed = request.request.get_meta().get_progress_token().is_some();
-            Some(Message::Run {
-                id: request.id,
-                raw_id: raw_id.to_owned(),
-                work: Work::Request {
-                    request: request.request,
-                    streamed,
-                },
-                unmodeled: None,
-            })
+            Some(run_request(raw_id, request, streamed))
         }
         _ => None,
     }
@@ -138,28 +124,40 @@ pub(super) fn read_sessionless(bytes: &[u8]) -> Option<Message> {
         "tools/call" => read_call(envelope.id?, envelope.params?, true),
         method if SESSIONLESS_METHODS.contains(&method) => {
             let raw_id = envelope.id?;
-            // Read as rmcp would, since the `Forwarder` answers these through rmcp's own
-            // dispatch.
-            let rmcp::model::JsonRpcMessage::Request(request) =
-                serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes).ok()?
-            else {
-                return None;
-            };
+            let request = read_as_rmcp(bytes)?;
             if !speaks_2026_07_28(request.request.get_meta()) {
                 return None;
             }
-            Some(Message::Run {
-                id: request.id,
-                raw_id: raw_id.to_owned(),
-                work: Work::Request {
-                    request: request.request,
-                    // Whatever comes for it before its answer goes on a stream of its own.
-                    streamed: true,
-                },
-                unmodeled: None,
-            })
+            // Whatever comes for it before its answer goes on a stream of its own.
+            Some(run_request(raw_id, request, true))
         }
         _ => None,
+    }
+}
+
+/// A request read as rmcp reads it: the `Forwarder` answers requests other than a call
+/// through rmcp's own dispatch.
+fn read_as_rmcp(bytes: &[u8]) -> Option<rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>> {
+    match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(bytes).ok()? {
+        rmcp::model::JsonRpcMessage::Request(request) => Some(request),
+        _ => None,
+    }
+}
+
+/// The lane runs `request`, answering under `raw_id` as the agent wrote it.
+fn run_request(
+    raw_id: &RawValue,
+    request: rmcp::model::JsonRpcRequest<rmcp::model::ClientRequest>,
+    streamed: bool,
+) -> Message {
+    Message::Run {
+        id: request.id,
+        raw_id: raw_id.to_owned(),
+        work: Work::Request {
+            request: request.request,
+            streamed,
+        },
+        unmodeled: None,
     }
 }
 
