@@ -114,15 +114,15 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
 }
 
 /// Reads a 2026-07-28 agent's message made without a session as far as to tell whether the
-/// lane runs it: a `tools/call` (not a task) or one of [`SESSIONLESS_METHODS`], whose `_meta`
-/// carries that revision's lifecycle keys in full, naming 2026-07-28 itself. Anything else
-/// (another method, an older or newer revision, a key missing or malformed) is rmcp's to judge
-/// and answer.
+/// lane runs it: a `tools/call` (not a task) or a read (see [`SESSION_ONLY_METHODS`]), whose
+/// `_meta` carries that revision's lifecycle keys in full, naming 2026-07-28 itself. Anything
+/// else (another method, an older or newer revision, a key missing or malformed) is rmcp's to
+/// judge and answer.
 pub(super) fn read_sessionless(bytes: &[u8]) -> Option<Message> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     match envelope.method? {
         "tools/call" => read_call(envelope.id?, envelope.params?, true),
-        method if SESSIONLESS_METHODS.contains(&method) => {
+        method if OTHER_METHODS.contains(&method) && !SESSION_ONLY_METHODS.contains(&method) => {
             let raw_id = envelope.id?;
             let request = read_as_rmcp(bytes)?;
             if !speaks_2026_07_28(request.request.get_meta()) {
@@ -161,18 +161,15 @@ fn run_request(
     }
 }
 
-/// The requests of a 2026-07-28 agent, besides `tools/call`, that the lane runs without a
-/// session: those that read the server. `server/discover` is rmcp's to answer, what subscribes
-/// or sets a level belongs to a session or a stream of the revision's own, and the revision has
-/// no `ping`.
-const SESSIONLESS_METHODS: &[&str] = &[
-    "tools/list",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "completion/complete",
+/// Of [`OTHER_METHODS`], those a 2026-07-28 agent makes without a session that the lane
+/// leaves to rmcp: what subscribes or sets a level belongs to a session or a stream of the
+/// revision's own, and the revision has no `ping`. The rest read the server, and the lane runs
+/// them as it runs such an agent's calls (`server/discover` is not among them: rmcp answers it).
+const SESSION_ONLY_METHODS: &[&str] = &[
+    "ping",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "logging/setLevel",
 ];
 
 /// A `tools/call` request, member by member, once: what keeps it off the lane, makes it a
