@@ -4312,37 +4312,18 @@ fn sessionless_call(
     params: Value,
     headers: &[(&str, &str)],
 ) -> reqwest::RequestBuilder {
-    let mut all = json!({"name": tool, "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientInfo": {"name": "sessionless-agent", "version": "1"},
-        "io.modelcontextprotocol/clientCapabilities": {}}});
+    let mut all = json!({"name": tool});
     for (key, value) in params.as_object().cloned().unwrap_or_default() {
-        if key == "_meta" {
-            for (k, v) in value.as_object().cloned().unwrap_or_default() {
-                all["_meta"][k] = v;
-            }
-        } else {
-            all[key] = value;
-        }
+        all[key] = value;
     }
-    let mut sent = BTreeMap::from([
-        ("accept", "application/json, text/event-stream".to_owned()),
-        ("content-type", "application/json".to_owned()),
-        ("mcp-protocol-version", "2026-07-28".to_owned()),
-        ("mcp-method", "tools/call".to_owned()),
-        ("mcp-name", tool.to_owned()),
-    ]);
-    for (name, value) in headers {
-        sent.insert(name, value.to_string());
-    }
-    let mut request = reqwest::Client::new()
-        .post(rig.url(server))
-        .header("authorization", format!("Bearer {}", rig.gateway.token()));
-    for (name, value) in sent.into_iter().filter(|(_, v)| !v.is_empty()) {
-        request = request.header(name, value);
-    }
-    request.body(
-        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": all}).to_string(),
+    sessionless_request(
+        rig,
+        server,
+        &id.to_string(),
+        "tools/call",
+        all,
+        Some(tool),
+        headers,
     )
 }
 
@@ -4460,10 +4441,10 @@ async fn a_2026_agents_self_contained_call_runs_as_sent_and_a_malformed_one_is_r
     rig.gateway.shutdown().await;
 }
 
-/// A 2026-07-28 agent's self-contained request other than a call, as its SDK sends it: the
-/// revision's `_meta` keys added to `params`, its headers (`Mcp-Name` where the request names
-/// something) with `headers` over them (a name given as empty removes that header), and `id`
-/// written into the body as given.
+/// A 2026-07-28 agent's self-contained request, as its SDK sends it: the revision's `_meta`
+/// keys added to `params` (under those `params` gives in its own `_meta`), its headers (`Mcp-Name` where the request
+/// names something) with `headers` over them (a name given as empty removes that header), and
+/// `id` written into the body as given.
 fn sessionless_request(
     rig: &Rig,
     server: &str,
@@ -4473,10 +4454,14 @@ fn sessionless_request(
     name: Option<&str>,
     headers: &[(&str, &str)],
 ) -> reqwest::RequestBuilder {
-    params["_meta"] = json!({
+    let mut meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "sessionless-agent", "version": "1"},
         "io.modelcontextprotocol/clientCapabilities": {}});
+    for (key, value) in params["_meta"].as_object().cloned().unwrap_or_default() {
+        meta[key] = value;
+    }
+    params["_meta"] = meta;
     let mut sent = BTreeMap::from([
         ("accept", "application/json, text/event-stream".to_owned()),
         ("content-type", "application/json".to_owned()),
