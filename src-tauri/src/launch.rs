@@ -40,7 +40,7 @@ impl Options {
 /// from 188 to 108 MiB; a page of forms and lists needs no GPU (BENCHMARKS.md, memory).
 /// Must run before the app starts threads of its own: the variable is set only for GTK's
 /// start and removed again, so that nothing the app starts (servers, the browser, WebKit)
-/// inherits it.
+/// inherits it. Then this process's EGL is kept from loading a driver (`keep_egl_drivers_out`).
 /// Returns whether it did (false when the person's setting stands).
 #[cfg(target_os = "linux")]
 pub fn start_gtk_without_gl() -> bool {
@@ -57,7 +57,46 @@ pub fn start_gtk_without_gl() -> bool {
     // (no display) is left for Tauri's start to report, as before.
     let _ = gtk::init();
     unsafe { std::env::remove_var(GDK_GL) };
+    keep_egl_drivers_out();
     true
+}
+
+/// Has this process's EGL find no driver, for good, while the processes it starts find theirs.
+/// Why: making WebKit's web context opens an EGL display in the app's process, which loads the
+/// GL driver (Mesa's, with its 26 MiB LLVM) and keeps it for the app's life, in the tray too,
+/// though with GTK's GL off nothing here draws with it: the page is drawn in WebKit's web
+/// process, which needs its EGL and gets it, since it starts with the environment as it was.
+/// libglvnd's libEGL reads its list of drivers once per process, on first use: it is made to
+/// read an empty list now, and the variable that says so is removed again at once. Left alone
+/// when the person chose the drivers (either variable set), or when EGL is not libglvnd's.
+/// Must run while the app has no thread of its own (see `start_gtk_without_gl`).
+#[cfg(target_os = "linux")]
+fn keep_egl_drivers_out() {
+    const FILENAMES: &str = "__EGL_VENDOR_LIBRARY_FILENAMES";
+    if std::env::var_os(FILENAMES).is_some()
+        || std::env::var_os("__EGL_VENDOR_LIBRARY_DIRS").is_some()
+    {
+        return;
+    }
+    // libEGL is WebKit's dependency, so it is loaded by now; looked up rather than linked so
+    // the binary needs nothing new.
+    // SAFETY: dlsym with a NUL-terminated name; the symbol, when there, is EGL's
+    // `const char *eglQueryString(EGLDisplay, EGLint)`.
+    let query = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"eglQueryString".as_ptr()) };
+    if query.is_null() {
+        return;
+    }
+    type QueryString = unsafe extern "C" fn(*mut libc::c_void, i32) -> *const libc::c_char;
+    const EGL_EXTENSIONS: i32 = 0x3055;
+    // SAFETY: as in `start_gtk_without_gl`, no other thread of the app's exists yet. The query
+    // on no display lists the drivers' client extensions, which is what makes libglvnd read
+    // its list; with none, it returns null or an empty string, and reads nothing more.
+    unsafe {
+        std::env::set_var(FILENAMES, "");
+        let query: QueryString = std::mem::transmute(query);
+        query(std::ptr::null_mut(), EGL_EXTENSIONS);
+        std::env::remove_var(FILENAMES);
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
