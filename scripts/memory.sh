@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What Countersign weighs while it waits: the proportional set size (PSS, shared pages split
 # between the processes that map them) of each of the app's processes, idle with the window
-# open, then closed to the tray, then opened again, then started in the tray as start at login
-# does. Uses the release build when there is one
+# open, then closed to the tray (and a minute later), then opened again, then started in the
+# tray as start at login does (and a minute later). Uses the release build when there is one
 # (`make package` builds it), else the debug build, and says which. Runs under Xvfb inside a
 # D-Bus session when there is no display; the tray host is the tests' desktop double.
 # Prints figures, asserts nothing.
@@ -71,6 +71,9 @@ target/debug/close-window Countersign > /dev/null
 sleep "$SETTLE"
 measure "closed to the tray"
 holdings
+# What the tray runs comes back into memory as it runs (the rest was given back, `idle_memory`).
+sleep "${LATER:=60}"
+measure "still in the tray, ${LATER} s later"
 # A second launch brings the window forward, as the tray's Open item does.
 COUNTERSIGN_CONFIG="$dir/config.json" XDG_DATA_HOME="$dir/data" XDG_CONFIG_HOME="$dir/config" \
   HOME="$dir/home" "target/$profile/countersign" 2>> "$dir/second.log" || true
@@ -87,5 +90,7 @@ app=$!
 sleep "$SETTLE"
 measure "started in the tray (start at login), never opened"
 holdings
+sleep "$LATER"
+measure "still in the tray, ${LATER} s later"
 kill -TERM "$app"
 wait "$app" 2>/dev/null || true

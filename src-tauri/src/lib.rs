@@ -98,6 +98,7 @@ pub fn run() {
             if options.in_tray && icon {
                 if desktop.tray.load(Ordering::SeqCst) {
                     tracing::info!("started in the tray");
+                    released::give_back_idle_code_later(&handle);
                 } else {
                     open_unless_a_tray_host_comes(handle.clone(), desktop.tray.clone());
                 }
@@ -412,6 +413,7 @@ fn open_unless_a_tray_host_comes(handle: tauri::AppHandle, shown: Arc<AtomicBool
         while tokio::time::Instant::now() < deadline {
             if shown.load(Ordering::SeqCst) {
                 tracing::info!("started in the tray");
+                released::give_back_idle_code_later(&handle);
                 return;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;

@@ -7,7 +7,9 @@
 //! (SIGTERM); WebKit starts a new one when the window is made again, as it does after that
 //! process crashes (the page is served from the app, and keeps no cookies, cache or storage,
 //! so nothing of it is lost). Only the app's own children are looked at, by the executable
-//! they run. Measured in BENCHMARKS.md ("Memory").
+//! they run. Then the code only the window ran is given back to the kernel
+//! (`countersign_core::idle_memory`), as it is after a start in the tray. Measured in
+//! BENCHMARKS.md ("Memory").
 
 use std::time::Duration;
 
@@ -44,11 +46,43 @@ pub(crate) fn end_network_process_later(handle: &tauri::AppHandle) {
                 return;
             }
             match rx.await {
-                Ok(Idle::Ended | Idle::WindowOpen) | Err(_) => return,
+                Ok(Idle::Ended) => return give_back_idle_code("window closed"),
+                Ok(Idle::WindowOpen) | Err(_) => return,
                 Ok(Idle::WebProcessLeft) => continue,
             }
         }
     });
+}
+
+/// After a start in the tray: once it has settled, what it loaded but does not run is given
+/// back, unless the window was opened meanwhile.
+pub(crate) fn give_back_idle_code_later(handle: &tauri::AppHandle) {
+    let handle = handle.clone();
+    tauri::async_runtime::spawn(async move {
+        tokio::time::sleep(AFTER).await;
+        if handle.webview_windows().is_empty() {
+            give_back_idle_code("started in the tray");
+        }
+    });
+}
+
+/// Has the kernel reclaim the pages of code and read-only data, on a blocking thread (some
+/// milliseconds for tens of MiB); what the tray goes on running comes back as it runs.
+fn give_back_idle_code(when: &'static str) {
+    tauri::async_runtime::spawn_blocking(
+        move || match countersign_core::idle_memory::page_out_code() {
+            Ok(paged) => tracing::info!(
+                when,
+                mappings = paged.mappings,
+                file_backed_mib_before = paged.file_kib_before / 1024,
+                file_backed_mib_after = paged.file_kib_after / 1024,
+                "idle code given back to the kernel"
+            ),
+            Err(e) => {
+                tracing::info!(when, error = %e, "idle code kept: the kernel would not take it")
+            }
+        },
+    );
 }
 
 #[derive(Debug, PartialEq)]

@@ -11,6 +11,7 @@
 //!   gateway, the snippets to paste.
 //! - [`config`], [`settings`]: which servers to connect to; the person's in-app choices.
 //! - [`notification`]: what a desktop notification says, a burst coalesced into one.
+//! - [`idle_memory`]: the code a tray app is not running, given back to the kernel.
 //! - [`app`]: the facade the shell calls.
 
 pub mod agents;
@@ -21,6 +22,8 @@ pub mod dirs;
 #[cfg(test)]
 mod fuzzing;
 pub mod gateway;
+#[cfg(target_os = "linux")]
+pub mod idle_memory;
 pub mod mcp;
 pub mod notification;
 pub mod private_fs;

@@ -715,9 +715,15 @@ async fn e2e_started_at_login_the_app_waits_in_the_tray_without_a_window() {
         app_log_says(&app, "started in the tray")
     })
     .await;
-    // Past the wait (5 s from start), still no window.
+    // Past the wait (5 s from start), still no window; and what the start loaded but the tray
+    // does not run is given back to the kernel.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_eq!(webkit_children(app.pid()), Vec::<String>::new());
+    eventually("the idle code is given back", async || {
+        app_log_says(&app, r#"when="started in the tray""#)
+            && app_log_says(&app, "idle code given back")
+    })
+    .await;
     app.terminate();
     drop(host);
 }
@@ -752,6 +758,18 @@ async fn e2e_closed_to_the_tray_no_webkit_process_is_left_and_the_window_comes_b
             && webkit.iter().any(|n| n == "WebKitNetworkPr")
     })
     .await;
+    // The page is drawn in the web process, with the GL driver it found; the app's process,
+    // which goes on waiting in the tray, loads none (`launch::keep_egl_drivers_out`).
+    let (web, _) = children(app.pid())
+        .into_iter()
+        .find(|(_, name)| name == "WebKitWebProces")
+        .unwrap();
+    eventually("the web process loads its GL driver", async || {
+        !gl_drivers(web).is_empty()
+    })
+    .await;
+    assert_eq!(gl_drivers(app.pid()), Vec::<String>::new());
+    let open_file_backed = file_backed_kib(app.pid());
     let closed = Command::new(target_dir().join("debug/close-window"))
         .arg("Countersign")
         .output()
@@ -762,6 +780,17 @@ async fn e2e_closed_to_the_tray_no_webkit_process_is_left_and_the_window_comes_b
     })
     .await;
     assert!(app_log_says(&app, "WebKit's network process ended"));
+    // And the code only the window ran is given back to the kernel (`idle_memory`).
+    eventually("the idle code is given back", async || {
+        app_log_says(&app, r#"when="window closed""#)
+    })
+    .await;
+    assert!(app_log_says(&app, "idle code given back"));
+    let closed_file_backed = file_backed_kib(app.pid());
+    assert!(
+        closed_file_backed < open_file_backed / 2,
+        "file-backed memory {open_file_backed} KiB with the window, {closed_file_backed} KiB after"
+    );
 
     // A question while the window is closed: an agent's destructive call through the gateway.
     let token_file = dir.join("data/countersign/gateway-token");
@@ -837,8 +866,19 @@ async fn e2e_closed_to_the_tray_no_webkit_process_is_left_and_the_window_comes_b
         webkit.iter().any(|n| n == "WebKitNetworkPr"),
         "WebKit made a new one: {webkit:?}"
     );
+    assert_eq!(gl_drivers(app.pid()), Vec::<String>::new());
     app.terminate();
     drop(host);
+}
+
+/// A process's proportional set size of file-backed pages (code, read-only data), in KiB.
+fn file_backed_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Pss_File:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
 }
 
 /// The GL drivers (vendor libraries, not GL's dispatch libraries) a process has loaded.
