@@ -98,6 +98,7 @@ pub fn run() {
             if options.in_tray && icon {
                 if desktop.tray.load(Ordering::SeqCst) {
                     tracing::info!("started in the tray");
+                    #[cfg(target_os = "linux")]
                     released::give_back_idle_code_later(&handle);
                 } else {
                     open_unless_a_tray_host_comes(handle.clone(), desktop.tray.clone());
@@ -413,6 +414,7 @@ fn open_unless_a_tray_host_comes(handle: tauri::AppHandle, shown: Arc<AtomicBool
         while tokio::time::Instant::now() < deadline {
             if shown.load(Ordering::SeqCst) {
                 tracing::info!("started in the tray");
+                #[cfg(target_os = "linux")]
                 released::give_back_idle_code_later(&handle);
                 return;
             }
