@@ -4148,6 +4148,60 @@ async fn an_agents_other_requests_take_the_lane_and_come_back_as_sent() {
     rig.gateway.shutdown().await;
 }
 
+/// A session's request whose version header names another revision with the handshake is run
+/// as the session's, as rmcp runs it, and on the lane: answered in JSON (rmcp's session answers
+/// on a stream) with the server's own fields. One naming 2026-07-28 without that revision's
+/// `_meta`, or a version rmcp does not know, stays rmcp's, which refuses it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sessions_request_naming_an_older_revision_takes_the_lane_and_a_later_one_is_refused() {
+    let mut raw = raw_server();
+    raw.trusted = true;
+    let rig = rig("lane-version", vec![raw]).await;
+    let agent = rig.raw_agent("raw", "version-agent").await;
+    let list_naming = |version: &str| {
+        agent
+            .http
+            .post(&agent.url)
+            .header("authorization", format!("Bearer {}", agent.token))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", agent.session.clone().unwrap())
+            .header("mcp-protocol-version", version)
+            .body(r#"{"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}"#)
+            .send()
+    };
+    for version in ["2025-06-18", "2024-11-05"] {
+        let response = list_naming(version).await.unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::OK, "{version}");
+        let kind = response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = response.text().await.unwrap();
+        assert!(
+            kind.starts_with("application/json"),
+            "{version}: answered on the lane: {kind}: {body}"
+        );
+        let answer: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            answer.pointer("/result/tools/0/x-vendor"),
+            Some(&json!({"kept": true, "n": 7})),
+            "{version}: {body}"
+        );
+    }
+    for version in ["2026-07-28", "1999-01-01"] {
+        let response = list_naming(version).await.unwrap();
+        let status = response.status();
+        let body = response.text().await.unwrap();
+        assert_eq!(
+            status,
+            reqwest::StatusCode::BAD_REQUEST,
+            "{version}: {body}"
+        );
+    }
+    rig.gateway.shutdown().await;
+}
+
 /// The agent cancels a call that waits for the person, on the lane: the question is
 /// withdrawn as the agent's, nothing runs, and the call's answer still comes.
 #[tokio::test(flavor = "multi_thread")]

@@ -17,8 +17,9 @@
 //! The lane answers a session's requests and a 2026-07-28 agent's calls and reads itself with
 //! the kept result (`Kept::take_for`), so nothing is left to swap; what still needs this layer
 //! is what rmcp answers: a request whose headers or lifecycle keys rmcp judges (a session's
-//! request naming another protocol version or carrying the 2026 revision's headers, a 2026
-//! request with a header the lane leaves to rmcp), and the 2026 revision's tasks.
+//! request naming 2026-07-28 or a version rmcp does not know, or carrying the 2026 revision's
+//! headers, a 2026 request with a header the lane leaves to rmcp), the 2026 revision's tasks,
+//! and `initialize`'s 2025-11-25 task capability.
 
 use std::sync::{Arc, Mutex};
 

@@ -22,7 +22,9 @@
 //! carries the server's result as sent, so these need no swapping (`faithful`). What stays
 //! rmcp's: `initialize` (which makes the session), notifications and answers to rmcp's own
 //! requests, GET and DELETE, and a request whose headers or `_meta` rmcp would have to judge (a
-//! protocol version other than the session's, the 2026 revision's headers and lifecycle keys).
+//! protocol version rmcp does not know or one without the handshake, the 2026 revision's
+//! headers and lifecycle keys). Another version of the handshake's is run as the session's, as
+//! rmcp runs it.
 //!
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
@@ -211,8 +213,8 @@ async fn to_rmcp(request: Request, endpoint: Endpoint) -> Response {
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
-/// both answer kinds accepted (else rmcp says 406/415), the session's own protocol version or
-/// none, and none of the 2026 revision's standard headers. If so, whether the agent offers
+/// both answer kinds accepted (else rmcp says 406/415), the session's own protocol version,
+/// another of the handshake's or none, and none of the 2026 revision's standard headers. If so, whether the agent offers
 /// sampling.
 fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
     let json_in = header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|v| {
@@ -221,9 +223,17 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
             .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
     });
     let info = peer.peer_info()?;
+    // rmcp checks a session's version header only for being a version it knows and runs the
+    // request as the session's; one naming 2026-07-28 or later asks for the revision's
+    // `_meta`, which rmcp judges.
     let version_ok = match header_str(headers, VERSION_HEADER) {
         None => true,
-        Some(v) => v == info.protocol_version.as_str(),
+        Some(v) => {
+            v == info.protocol_version.as_str()
+                || ProtocolVersion::KNOWN_VERSIONS
+                    .iter()
+                    .any(|known| known.as_str() == v && known.has_initialize())
+        }
     };
     let plain = json_in
         && accepts_both(headers)
