@@ -3929,14 +3929,7 @@ impl RawAgent {
     /// Posts one message on the session and returns the answer's status, content type and
     /// body as sent.
     async fn exchange(&self, message: Value) -> (reqwest::StatusCode, String, String) {
-        let response = self.send(message).await;
-        let status = response.status();
-        let kind = response
-            .headers()
-            .get("content-type")
-            .map(|v| v.to_str().unwrap().to_owned())
-            .unwrap_or_default();
-        (status, kind, response.text().await.expect("body"))
+        answer_of(self.send(message).await).await
     }
 
     /// Ends the session (DELETE).
@@ -3960,6 +3953,17 @@ impl RawAgent {
     async fn send_text(&self, text: String) -> reqwest::Response {
         self.on_session().body(text).send().await.expect("posted")
     }
+}
+
+/// An answer's status, content type and body as sent.
+async fn answer_of(response: reqwest::Response) -> (reqwest::StatusCode, String, String) {
+    let status = response.status();
+    let kind = response
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_owned())
+        .unwrap_or_default();
+    (status, kind, response.text().await.expect("body"))
 }
 
 /// A plain tool call on a 2025-11-25 session takes the lane: one JSON answer with the
@@ -4111,16 +4115,14 @@ async fn an_agents_other_requests_take_the_lane_and_come_back_as_sent() {
         ("prompts/list", "{}", "/result/prompts/0/x-vendor"),
         ("prompts/get", r#"{"name": "p"}"#, "/result/x-vendor"),
     ] {
-        let response = agent
-            .send_text(format!(
-                r#"{{"jsonrpc": "2.0", "id": "xA-{method}", "method": "{method}", "params": {params}}}"#
-            ))
-            .await;
-        let kind = response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let body = response.text().await.unwrap();
+        let (_, kind, body) = answer_of(
+            agent
+                .send_text(format!(
+                    r#"{{"jsonrpc": "2.0", "id": "xA-{method}", "method": "{method}", "params": {params}}}"#
+                ))
+                .await,
+        )
+        .await;
         assert!(
             kind.starts_with("application/json"),
             "{method}: {kind}: {body}"
@@ -4171,13 +4173,8 @@ async fn a_sessions_request_naming_an_older_revision_takes_the_lane_and_a_later_
             .send()
     };
     for version in ["2025-06-18", "2024-11-05"] {
-        let response = list_naming(version).await.unwrap();
-        assert_eq!(response.status(), reqwest::StatusCode::OK, "{version}");
-        let kind = response.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .to_owned();
-        let body = response.text().await.unwrap();
+        let (status, kind, body) = answer_of(list_naming(version).await.unwrap()).await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{version}: {body}");
         assert!(
             kind.starts_with("application/json"),
             "{version}: answered on the lane: {kind}: {body}"
@@ -4190,9 +4187,7 @@ async fn a_sessions_request_naming_an_older_revision_takes_the_lane_and_a_later_
         );
     }
     for version in ["2026-07-28", "1999-01-01"] {
-        let response = list_naming(version).await.unwrap();
-        let status = response.status();
-        let body = response.text().await.unwrap();
+        let (status, _, body) = answer_of(list_naming(version).await.unwrap()).await;
         assert_eq!(
             status,
             reqwest::StatusCode::BAD_REQUEST,
