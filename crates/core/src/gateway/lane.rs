@@ -213,9 +213,9 @@ async fn to_rmcp(request: Request, endpoint: Endpoint) -> Response {
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
-/// both answer kinds accepted (else rmcp says 406/415), the session's own protocol version,
-/// another of the handshake's or none, and none of the 2026 revision's standard headers. If so, whether the agent offers
-/// sampling.
+/// both answer kinds accepted (else rmcp says 406/415), no protocol version or one of the
+/// handshake's, and none of the 2026 revision's standard headers. If so, whether the agent
+/// offers sampling.
 fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
     let json_in = header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|v| {
         v.split(';')
@@ -224,17 +224,13 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
     });
     let info = peer.peer_info()?;
     // rmcp checks a session's version header only for being a version it knows and runs the
-    // request as the session's; one naming 2026-07-28 or later asks for the revision's
-    // `_meta`, which rmcp judges.
-    let version_ok = match header_str(headers, VERSION_HEADER) {
-        None => true,
-        Some(v) => {
-            v == info.protocol_version.as_str()
-                || ProtocolVersion::KNOWN_VERSIONS
-                    .iter()
-                    .any(|known| known.as_str() == v && known.has_initialize())
-        }
-    };
+    // request as the session's (whose own version is one of these); one naming 2026-07-28 or
+    // later asks for the revision's `_meta`, which rmcp judges.
+    let version_ok = header_str(headers, VERSION_HEADER).is_none_or(|v| {
+        ProtocolVersion::KNOWN_VERSIONS
+            .iter()
+            .any(|known| known.as_str() == v && known.has_initialize())
+    });
     let plain = json_in
         && accepts_both(headers)
         && version_ok
