@@ -1,13 +1,13 @@
-//! The HTTP headers a message needs beside its body, worked out from the JSON alone.
+//! The HTTP headers a message needs beside its body.
 //!
 //! Streamable HTTP carries some of the message in headers so that proxies can route without
 //! reading bodies: `MCP-Protocol-Version` on every request after the handshake, and from
-//! 2026-07-28 on (SEP-2243) `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*`, which rmcp's server
-//! checks against the body and answers with a 400 when they are missing or differ. rmcp's own
-//! client computes them from its typed model; the bridge must not re-serialize through that model
-//! (it drops fields it does not know), so this is the same rule over `serde_json::Value`.
+//! 2026-07-28 on (SEP-2243) `Mcp-Method`, `Mcp-Name` and `Mcp-Param-*`, which the gateway checks
+//! against the body and answers with a 400 when they are missing or differ. They are worked out
+//! from the bytes the agent wrote, never a re-serialization (rmcp's typed model drops fields it
+//! does not know), by the same code the gateway's own posts upstream use.
 
-use base64::{Engine, prelude::BASE64_STANDARD};
+pub use countersign_core::mcp::standard_headers::{ParamHeaders, of_request as standard_headers};
 use serde_json::Value;
 
 /// The first protocol version whose requests carry `Mcp-Method` / `Mcp-Name` / `Mcp-Param-*`,
@@ -32,98 +32,10 @@ pub fn inline_version(message: &Value) -> Option<&str> {
         .as_str()
 }
 
-/// `(name, value)` pairs of the SEP-2243 headers for `message` (a request or notification),
-/// given the called tool's input schema when it is a `tools/call` whose tool was listed.
-pub fn standard_headers(message: &Value, tool_schema: Option<&Value>) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let Some(method) = message.get("method").and_then(Value::as_str) else {
-        return out;
-    };
-    out.push(("Mcp-Method".to_owned(), method.to_owned()));
-    let params = message.get("params");
-    let name_key = match method {
-        "tools/call" | "prompts/get" => Some("name"),
-        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Some("uri"),
-        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
-        _ => None,
-    };
-    if let Some(name) = name_key
-        .and_then(|key| params?.get(key))
-        .and_then(Value::as_str)
-    {
-        out.push(("Mcp-Name".to_owned(), encode(name)));
-    }
-    if method == "tools/call"
-        && let (Some(schema), Some(arguments)) =
-            (tool_schema, params.and_then(|p| p.get("arguments")))
-    {
-        let mut annotated = Vec::new();
-        collect_annotations(schema.get("properties"), &mut Vec::new(), &mut annotated);
-        for (path, header) in annotated {
-            let value = path
-                .iter()
-                .try_fold(arguments, |value, key| value.get(key))
-                .and_then(primitive);
-            if let Some(value) = value {
-                out.push((format!("Mcp-Param-{header}"), encode(&value)));
-            }
-        }
-    }
-    out
-}
-
-/// Every `x-mcp-header` annotation reached from the schema root through `properties` alone,
-/// as (property path, header suffix); the only places rmcp's server looks for them.
-fn collect_annotations<'a>(
-    properties: Option<&'a Value>,
-    path: &mut Vec<&'a str>,
-    out: &mut Vec<(Vec<&'a str>, &'a str)>,
-) {
-    let Some(Value::Object(properties)) = properties else {
-        return;
-    };
-    for (name, schema) in properties {
-        path.push(name);
-        if let Some(header) = schema.get("x-mcp-header").and_then(Value::as_str)
-            && !header.is_empty()
-            && header.chars().all(is_tchar)
-        {
-            out.push((path.clone(), header));
-        }
-        collect_annotations(schema.get("properties"), path, out);
-        path.pop();
-    }
-}
-
-fn primitive(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Bool(b) => Some(b.to_string()),
-        Value::Number(n) => Some(n.to_string()),
-        _ => None,
-    }
-}
-
-/// RFC 9110 token characters (a header name).
-fn is_tchar(c: char) -> bool {
-    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
-}
-
-/// A value as it may travel in a header: bare when it is plain visible ASCII, otherwise wrapped
-/// as `=?base64?...?=` (also when it merely looks like that wrapping).
-fn encode(value: &str) -> String {
-    let edge_space = value.starts_with([' ', '\t']) || value.ends_with([' ', '\t']);
-    let unprintable = value.chars().any(|c| !(' '..='~').contains(&c));
-    let looks_wrapped = value.starts_with("=?base64?") && value.ends_with("?=");
-    if edge_space || unprintable || looks_wrapped {
-        format!("=?base64?{}?=", BASE64_STANDARD.encode(value))
-    } else {
-        value.to_owned()
-    }
-}
-
-/// `tools/list` result → (tool name, input schema), for `Mcp-Param-*` on later calls.
-pub fn listed_tool_schemas(result: &Value) -> Vec<(String, Value)> {
+/// A `tools/list` result → (tool name, the arguments its input schema asks to see as
+/// `Mcp-Param-*` headers), for later calls of each tool. The rules, and their caps on what a
+/// server's schema may ask for, are the gateway's own (`countersign_core::mcp::standard_headers`).
+pub fn listed_param_headers(result: &Value) -> Vec<(String, ParamHeaders)> {
     let Some(tools) = result.get("tools").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -132,17 +44,9 @@ pub fn listed_tool_schemas(result: &Value) -> Vec<(String, Value)> {
         .filter_map(|tool| {
             let name = tool.get("name")?.as_str()?;
             let schema = tool.get("inputSchema").filter(|s| s.is_object())?;
-            Some((name.to_owned(), schema.clone()))
+            Some((name.to_owned(), ParamHeaders::of(schema)))
         })
         .collect()
-}
-
-/// Whether any header annotation is present at all (most tools have none; caching only those
-/// keeps the cache small).
-pub fn has_annotations(schema: &Value) -> bool {
-    let mut found = Vec::new();
-    collect_annotations(schema.get("properties"), &mut Vec::new(), &mut found);
-    !found.is_empty()
 }
 
 #[cfg(test)]
@@ -151,8 +55,19 @@ mod tests {
 
     use super::*;
 
-    fn headers(message: Value, schema: Option<Value>) -> Vec<(String, String)> {
-        standard_headers(&message, schema.as_ref())
+    /// The headers of `message` as the bridge posts it, the tool's annotations taken from
+    /// `listed` (a `tools/list` result) as the bridge learns them.
+    fn headers(message: Value, listed: Option<Value>) -> Vec<(String, String)> {
+        let listed = listed.map(|l| listed_param_headers(&l)).unwrap_or_default();
+        let params = listed.first().map(|(_, p)| p);
+        standard_headers(message.to_string().as_bytes(), params)
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    fn tool(schema: Value) -> Value {
+        json!({"tools": [{"name": "deploy", "inputSchema": schema}]})
     }
 
     #[test]
@@ -162,8 +77,8 @@ mod tests {
         assert_eq!(
             headers(call, None),
             [
-                ("Mcp-Method".to_owned(), "tools/call".to_owned()),
-                ("Mcp-Name".to_owned(), "list_tickets".to_owned())
+                ("mcp-method".to_owned(), "tools/call".to_owned()),
+                ("mcp-name".to_owned(), "list_tickets".to_owned())
             ]
         );
     }
@@ -175,7 +90,7 @@ mod tests {
         assert_eq!(
             headers(note, None),
             [(
-                "Mcp-Method".to_owned(),
+                "mcp-method".to_owned(),
                 "notifications/cancelled".to_owned()
             )]
         );
@@ -186,11 +101,8 @@ mod tests {
         let read = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read",
             "params": {"uri": "file:///Bücher"}});
         let name = &headers(read, None)[1];
-        assert_eq!(name.0, "Mcp-Name");
-        assert_eq!(
-            name.1,
-            format!("=?base64?{}?=", BASE64_STANDARD.encode("file:///Bücher"))
-        );
+        assert_eq!(name.0, "mcp-name");
+        assert_eq!(name.1, "=?base64?ZmlsZTovLy9Cw7xjaGVy?=");
     }
 
     #[test]
@@ -201,13 +113,51 @@ mod tests {
                 "zone": {"type": "integer", "x-mcp-header": "Zone"}}},
             "note": {"type": "string"}
         }});
-        assert!(has_annotations(&schema));
         let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
             "name": "deploy", "arguments": {"region": "eu", "location": {"zone": 3}, "note": "x"}}});
-        let got = headers(call, Some(schema));
-        assert!(got.contains(&("Mcp-Param-Region".to_owned(), "eu".to_owned())));
-        assert!(got.contains(&("Mcp-Param-Zone".to_owned(), "3".to_owned())));
+        let got = headers(call, Some(tool(schema)));
+        assert!(got.contains(&("mcp-param-region".to_owned(), "eu".to_owned())));
+        assert!(got.contains(&("mcp-param-zone".to_owned(), "3".to_owned())));
         assert_eq!(got.len(), 4, "{got:?}");
+    }
+
+    /// A hostile server lists a tool whose schema asks for a header per argument, thousands
+    /// of them: the bridge used to put every one on each call of that tool (its own rule had no
+    /// cap), now it puts none, as the gateway's posts upstream do; nor any for an annotation on
+    /// an object or one written twice.
+    #[test]
+    fn a_schema_asking_for_too_many_or_malformed_param_headers_gets_none() {
+        let many: serde_json::Map<String, Value> = (0..5000)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    json!({"type": "string", "x-mcp-header": format!("H{i}")}),
+                )
+            })
+            .collect();
+        let arguments: serde_json::Map<String, Value> =
+            (0..5000).map(|i| (format!("p{i}"), json!("v"))).collect();
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "deploy", "arguments": arguments}});
+        let got = headers(call.clone(), Some(tool(json!({"properties": many}))));
+        assert_eq!(
+            got.len(),
+            2,
+            "only the method and the name: {:?}",
+            &got[..3.min(got.len())]
+        );
+        for schema in [
+            json!({"properties": {"p0": {"type": "object", "x-mcp-header": "A"}}}),
+            json!({"properties": {
+                "p0": {"type": "string", "x-mcp-header": "Same"},
+                "p1": {"type": "string", "x-mcp-header": "same"}}}),
+        ] {
+            assert_eq!(
+                headers(call.clone(), Some(tool(schema.clone()))).len(),
+                2,
+                "{schema}"
+            );
+        }
     }
 
     #[test]

@@ -154,8 +154,9 @@ struct State {
     session: Option<String>,
     /// The negotiated version, or the one the latest 2026-07-28 request named for itself.
     version: Option<String>,
-    /// Input schemas with `x-mcp-header` annotations, by tool name, from `tools/list`.
-    annotated_tools: HashMap<String, Value>,
+    /// The `Mcp-Param-*` headers each tool's calls carry, by tool name, from `tools/list`
+    /// (only tools that have any).
+    annotated_tools: HashMap<String, headers::ParamHeaders>,
     /// The GET stream for server-initiated messages, once opened.
     listener: Option<AbortHandle>,
 }
@@ -341,7 +342,7 @@ impl Relay {
     async fn forward(self: &Arc<Self>, body: String, message: &Value) {
         let request = request_of(message);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-        let headers = self.post_headers(message);
+        let headers = self.post_headers(&body, message);
         let sent = self
             .http
             .post(self.endpoint.clone())
@@ -384,7 +385,7 @@ impl Relay {
     /// The headers for posting `message`, as rmcp's client would send them: no version on
     /// `initialize`, the negotiated one after it, a 2026-07-28 request's own version from
     /// `params._meta`, and from 2026-07-28 on the SEP-2243 routing headers.
-    fn post_headers(&self, message: &Value) -> HeaderMap {
+    fn post_headers(&self, body: &str, message: &Value) -> HeaderMap {
         let mut headers = self.base_headers("application/json, text/event-stream");
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let is_request = request_of(message).is_some();
@@ -409,11 +410,9 @@ impl Relay {
                 .and_then(|p| p.get("name"))
                 .and_then(Value::as_str)
                 .filter(|_| message.get("method").and_then(Value::as_str) == Some("tools/call"));
-            let schema = tool.and_then(|name| state.annotated_tools.get(name));
-            for (name, value) in headers::standard_headers(message, schema) {
-                if let Ok(name) = HeaderName::from_bytes(name.as_bytes()) {
-                    insert(&mut headers, name, &value);
-                }
+            let params = tool.and_then(|name| state.annotated_tools.get(name));
+            for (name, value) in headers::standard_headers(body.as_bytes(), params) {
+                headers.insert(name, value);
             }
         }
         headers
@@ -581,11 +580,11 @@ impl Relay {
                 state.version = version.map(str::to_owned);
             }
             "tools/list" => {
-                for (name, schema) in headers::listed_tool_schemas(result) {
-                    if headers::has_annotations(&schema) {
-                        state.annotated_tools.insert(name, schema);
-                    } else {
+                for (name, params) in headers::listed_param_headers(result) {
+                    if params.is_empty() {
                         state.annotated_tools.remove(&name);
+                    } else {
+                        state.annotated_tools.insert(name, params);
                     }
                 }
             }

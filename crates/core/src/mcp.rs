@@ -14,6 +14,7 @@ pub mod oauth;
 pub(crate) mod origins;
 pub mod raw;
 pub mod sampling;
+pub mod standard_headers;
 pub mod tap;
 pub mod task;
 pub mod url_required;

@@ -262,7 +262,7 @@ fn sessionless_headers(headers: &HeaderMap, method: &str, name: Option<&str>) ->
     let name_agrees = match name {
         // Read as rmcp reads it: unwrapped first when in SEP-2243's Base64 wrapping.
         Some(name) => once("mcp-name")
-            .and_then(crate::mcp::direct::decoded_header)
+            .and_then(crate::mcp::standard_headers::decoded)
             .is_some_and(|given| given == name),
         None => !headers.contains_key("mcp-name"),
     };

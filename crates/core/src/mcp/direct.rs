@@ -39,9 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::lock;
 
-mod headers;
 mod http;
-pub(crate) use headers::{ParamHeaders, decoded as decoded_header, standard as standard_headers};
 pub(crate) use http::{HttpWay, PostedWith, SignIn};
 
 /// How our request ids begin.

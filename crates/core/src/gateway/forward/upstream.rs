@@ -166,7 +166,7 @@ pub(super) struct ToolFacts {
     /// content that fits it, which only the server can give.
     pub(super) has_output_schema: bool,
     /// The arguments a 2026-07-28 server asks to see as headers on each call (SEP-2243).
-    pub(super) param_headers: crate::mcp::direct::ParamHeaders,
+    pub(super) param_headers: crate::mcp::standard_headers::ParamHeaders,
 }
 
 impl Upstream {
@@ -719,7 +719,7 @@ impl ToolFacts {
     ) -> Self {
         let param_headers = input_schema
             .as_ref()
-            .map(crate::mcp::direct::ParamHeaders::of)
+            .map(crate::mcp::standard_headers::ParamHeaders::of)
             .unwrap_or_default();
         let definition =
             crate::ask::approval::definition(name, title, description, annotations, input_schema);

@@ -20,10 +20,10 @@ use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpResponseLimits,
 };
 
-use super::headers;
 use crate::lock;
 use crate::mcp::http_post::{Post, Posted, SseEvents};
 use crate::mcp::raw::RawRequests;
+use crate::mcp::standard_headers;
 
 type Headers = std::collections::HashMap<http::HeaderName, http::HeaderValue>;
 /// A server's sign-in, shared with rmcp's auth client (and swapped inside on sign-out).
@@ -123,7 +123,7 @@ impl HttpWay {
         }
         // Made for each request of ours (`headers`), not inherited from rmcp's last.
         with.headers
-            .retain(|name, _| !headers::is_per_request(name));
+            .retain(|name, _| !standard_headers::is_per_request(name));
         let mut posted = lock(&self.posted);
         if posted.as_ref().is_none_or(|p| !p.same_session(&with)) {
             *posted = Some(Arc::new(with));
@@ -141,7 +141,7 @@ impl HttpWay {
         &self,
         raw: &RawRequests,
         body: Bytes,
-        per_request: headers::Headers,
+        per_request: standard_headers::Headers,
     ) -> HttpResult<Posted> {
         self.exchange(raw, body, true, per_request).await
     }
@@ -167,7 +167,7 @@ impl HttpWay {
         raw: &RawRequests,
         body: Bytes,
         is_request: bool,
-        per_request: headers::Headers,
+        per_request: standard_headers::Headers,
     ) -> HttpResult<Posted> {
         let Some(with) = lock(&self.posted).clone() else {
             return Err(StreamableHttpError::TransportChannelClosed);

@@ -54,7 +54,7 @@ impl Upstream {
         };
         let (mut waiting, token, body) = self.as_ours(request)?;
         let per_request = match self.lifecycle {
-            Some(_) => crate::mcp::direct::standard_headers(
+            Some(_) => crate::mcp::standard_headers::of_request(
                 &body,
                 tool.as_ref().map(|facts| &facts.param_headers),
             ),

@@ -1,9 +1,12 @@
-//! The headers each request of ours carries to a 2026-07-28 Streamable HTTP server (SEP-2243):
-//! `Mcp-Method`, `Mcp-Name` and one `Mcp-Param-*` for each argument the tool's input schema
-//! marks with `x-mcp-header`, so that whatever routes the server's traffic need not read the
-//! body. A server checks them against the body and refuses a request whose headers disagree.
-//! rmcp builds them for its own requests in a module it does not export; these are the same
-//! rules, read off our request's bytes with borrowed parsing rather than a `Value` tree.
+//! The headers a request carries to a 2026-07-28 Streamable HTTP server beside its body
+//! (SEP-2243): `Mcp-Method`, `Mcp-Name` and one `Mcp-Param-*` for each argument the tool's
+//! input schema marks with `x-mcp-header`, so that whatever routes the traffic need not read
+//! the body. A server checks them against the body and refuses a request whose headers
+//! disagree. rmcp builds them for its own requests in a module it does not export; these are
+//! the same rules, read off the request's bytes with borrowed parsing rather than a `Value`
+//! tree. One place for both of our senders: the gateway's own posts upstream (`direct`) and
+//! the bridge's posts of an agent's messages to the gateway, so that a rule (and its caps on
+//! what a server's schema may ask for) cannot differ between them.
 
 use std::borrow::Cow;
 
@@ -17,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-pub(crate) type Headers = Vec<(HeaderName, HeaderValue)>;
+pub type Headers = Vec<(HeaderName, HeaderValue)>;
 
 /// `x-mcp-header` annotations taken from one tool's schema, at most: each costs a header on
 /// every call of the tool, and the schema is the server's to write.
@@ -26,14 +29,14 @@ const MAX_PARAM_HEADERS: usize = 32;
 /// The arguments a tool's input schema asks to see as headers: each property's path from the
 /// root (through `properties` alone) and the header it goes in. Read once per listing.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(crate) struct ParamHeaders(Vec<(Vec<String>, HeaderName)>);
+pub struct ParamHeaders(Vec<(Vec<String>, HeaderName)>);
 
 impl ParamHeaders {
     /// The annotations of `schema`, if they are well formed as SEP-2243 has them: on
     /// primitive properties reached through `properties` alone, each a token, unique without
     /// regard to case. A schema that breaks the rules gets none (rmcp's client drops such a
     /// tool from the list; the server then refuses a call, which says why).
-    pub(crate) fn of(schema: &Value) -> Self {
+    pub fn of(schema: &Value) -> Self {
         let mut found = Vec::new();
         let mut path = Vec::new();
         if collect(schema.get("properties"), &mut path, &mut found).is_err() {
@@ -46,7 +49,7 @@ impl ParamHeaders {
         ParamHeaders(found)
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 }
@@ -108,7 +111,7 @@ struct Params<'a> {
 
 /// The SEP-2243 headers for `request` (one JSON-RPC request as it goes on the wire);
 /// `params` are the called tool's annotations, for a `tools/call`.
-pub(crate) fn standard(request: &[u8], params: Option<&ParamHeaders>) -> Headers {
+pub fn of_request(request: &[u8], params: Option<&ParamHeaders>) -> Headers {
     let mut out = Headers::new();
     let Ok(head) = serde_json::from_slice::<Head>(request) else {
         return out;
@@ -213,7 +216,7 @@ mod tests {
 
     fn headers(request: Value, schema: Option<Value>) -> Vec<(String, String)> {
         let params = schema.map(|s| ParamHeaders::of(&s));
-        standard(
+        of_request(
             serde_json::to_string(&request).unwrap().as_bytes(),
             params.as_ref(),
         )
