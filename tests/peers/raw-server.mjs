@@ -17,7 +17,9 @@
 // arrived, and `forget` ends the session: the next request that names it gets 404 until the
 // client opens another. Over SSE, `elsewhere` answers on the standalone stream while the
 // call's own response stream stays open and quiet. `--no-get` refuses the standalone stream
-// (405), and `--no-sessions` gives no session id: a server may do without either.
+// (405), and `--no-sessions` gives no session id: a server may do without either. `pretty`
+// (unlisted) answers as some servers write: indented over several lines (over SSE, a `data:`
+// line each, as the transport allows), with its progress written the same way.
 
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -33,10 +35,13 @@ let lines;
 const text = (m) => (typeof m === 'string' ? m : JSON.stringify(m));
 // Over SSE, the response stream of the request being answered.
 let stream = null;
+// One message as an SSE event: each of its lines a `data:` line.
+const event = (m) => `${text(m).split('\n').map((l) => `data: ${l}`).join('\n')}\n\n`;
 const out = (m) => {
   if (!http) process.stdout.write(text(m) + '\n');
-  else if (stream) stream.write(`data: ${text(m)}\n\n`);
+  else if (stream) stream.write(event(m));
 };
+const pretty = (m) => JSON.stringify(m, null, 2);
 const vendor = { 'x-vendor': { kept: true, n: 7 } };
 const VERBATIM = String.raw`{"content": [{"type":"text","text":"caf\u00e9 \ud83d\ude00"}], "x-exact": {"big": 123456789012345678901234567890, "e": 1E2, "neg0": -0.0, "order": {"z": 1, "a": 2}}}`;
 const NEWER = String.raw`{"content": [{"type":"hologram","frames":[1, 2.50]}], "isError": false}`;
@@ -115,7 +120,7 @@ function answer(m) {
   }
   if (m.method === 'tools/call' && m.params?.name === 'elsewhere' && sse) {
     const reply = { jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'answered elsewhere' }] } };
-    for (const open of standalone) open.write(`data: ${text(reply)}\n\n`);
+    for (const open of standalone) open.write(event(reply));
     return undefined;
   }
   if (m.method === 'tools/call' && m.params?.name === 'forget' && http) {
@@ -133,6 +138,13 @@ function answer(m) {
   }
   if (m.method === 'tools/call' && m.params?.name === 'verbatim') {
     return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${VERBATIM}}`;
+  }
+  if (m.method === 'tools/call' && m.params?.name === 'pretty' && http) {
+    const token = m.params._meta?.progressToken;
+    if (token !== undefined) {
+      out(pretty({ jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: token, progress: 1, 'x-vendor': { kept: true } } }));
+    }
+    return pretty({ jsonrpc: '2.0', id: m.id, result: { content: [{ type: 'text', text: 'indented' }], ...vendor } });
   }
   if (m.method === 'tools/call' && m.params?.name === 'newer') {
     return `{"jsonrpc":"2.0","id":${JSON.stringify(m.id)},"result":${NEWER}}`;
@@ -180,7 +192,7 @@ if (http) {
         stream = res;
         const reply = answer(m);
         stream = null;
-        if (reply !== undefined) res.end(`data: ${text(reply)}\n\n`);
+        if (reply !== undefined) res.end(event(reply));
         else held.set(m.id, res);
         return;
       }

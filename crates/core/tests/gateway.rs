@@ -4041,6 +4041,80 @@ async fn answered_on_the_lane(label: &str, mut raw: ServerConfig) {
     }
 }
 
+/// The messages of an SSE body as an agent's reader takes them: each event's `data:` lines
+/// joined with `\n`.
+fn sse_data(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (!data.is_empty()).then(|| {
+                serde_json::from_str(&data.join("\n"))
+                    .unwrap_or_else(|e| panic!("{e}: {event:?} in {body}"))
+            })
+        })
+        .collect()
+}
+
+/// A server that writes its messages indented over several lines (a plain JSON body; over SSE,
+/// a `data:` line each): a call answered on a stream (an agent that offers sampling) gets each
+/// message whole, its result with the server's own fields and its progress as sent. The lane
+/// wrote the bytes it kept after a single `data: `, and the agent's reader took their first
+/// line alone: the answer to a call that ran was lost.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_result_written_over_several_lines_reaches_a_streamed_call_whole() {
+    for mode in ["--http", "--sse"] {
+        let (_server, url) = common::node_peer_at_url("raw-server.mjs", &[mode], &[]).await;
+        let mut raw = raw_http(&url);
+        raw.tool_policy = BTreeMap::from([("pretty".to_owned(), ToolRule::Allow)]);
+        let rig = rig(&format!("pretty{mode}"), vec![raw]).await;
+        let (sampler, _) = RawAgent::open_offering(
+            rig.url("raw"),
+            rig.gateway.token(),
+            "sampling-agent",
+            json!({"sampling": {}}),
+        )
+        .await;
+        let (_, kind, body) = sampler
+            .exchange(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                "params": {"name": "pretty", "arguments": {}, "_meta": {"progressToken": "p4"}}}))
+            .await;
+        assert!(
+            kind.starts_with("text/event-stream"),
+            "{mode} {kind}: {body}"
+        );
+        let messages = sse_data(&body);
+        let answer = messages
+            .iter()
+            .find(|m| m["id"] == 4)
+            .unwrap_or_else(|| panic!("{mode}: {body}"));
+        assert_eq!(
+            answer["result"]["content"][0]["text"], "indented",
+            "{mode}: {body}"
+        );
+        assert_eq!(
+            answer["result"]["x-vendor"],
+            json!({"kept": true, "n": 7}),
+            "{mode}: {body}"
+        );
+        if mode == "--sse" {
+            let progress = messages
+                .iter()
+                .find(|m| m["method"] == "notifications/progress")
+                .unwrap_or_else(|| panic!("{body}"));
+            assert_eq!(
+                progress["params"],
+                json!({"progressToken": "p4", "progress": 1, "x-vendor": {"kept": true}}),
+                "{body}"
+            );
+        }
+        rig.gateway.shutdown().await;
+    }
+}
+
 /// A call that asks for progress but whose answer comes first is answered in JSON, as rmcp's
 /// own server answers (one write; an agent that opens a connection per call, as rmcp's do, reads
 /// no stream). One that takes longer gets its stream after the first keep-alive interval, with
@@ -4344,10 +4418,38 @@ async fn a_session_answers_only_the_agent_that_opened_it() {
         .exchange(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}))
         .await;
     assert!(body.contains("belongs to another agent"), "{body}");
+    // Nor the answers the session owes its server, its stream, or its end: rmcp's session
+    // takes any answer on a session it is given, hands its stream to whoever asks while the
+    // owner has none open, and ends a session on any DELETE that names it. Each was the
+    // intruder's to do before.
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 0, "result": {"roots": [{"uri": "file:///"}]}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}),
+    ] {
+        let (status, _, body) = intruder.exchange(message).await;
+        assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
+        assert!(body.contains("belongs to another agent"), "{body}");
+    }
+    let stream = intruder
+        .http
+        .get(&intruder.url)
+        .header("authorization", format!("Bearer {}", intruder.token))
+        .header("mcp-session-id", intruder.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), reqwest::StatusCode::NOT_FOUND);
+    assert_eq!(
+        intruder.end().await.status(),
+        reqwest::StatusCode::NOT_FOUND
+    );
     assert!(desk.store.contains("t1"), "nothing was deleted");
     assert!(rig.broker.pending().is_empty(), "nobody was asked");
     let listed = owner.post(5, "tools/list", json!({})).await;
     assert!(listed["result"]["tools"].is_array(), "{listed}");
+    assert!(owner.end().await.status().is_success(), "the owner ends it");
 }
 
 /// A 2026-07-28 agent's self-contained `tools/call` (no session; the revision's headers and
@@ -4532,6 +4634,39 @@ fn sessionless_request(
     request.body(format!(
         r#"{{"jsonrpc": "2.0", "id": {id}, "method": "{method}", "params": {params}}}"#
     ))
+}
+
+/// A session-less agent names itself in each request (`clientInfo`), and the gateway keeps an
+/// upstream session per name it meets. A name whose upstream could not be reached leaves no
+/// place behind: an agent could otherwise grow the gateway's memory with a new name per
+/// request, as every request does once a server is at its cap of upstream sessions (a place
+/// was kept for each before).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_less_agent_that_cannot_reach_its_server_leaves_no_place_in_the_pool() {
+    let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", closed.local_addr().unwrap());
+    drop(closed);
+    let mut gone = common::with_test_timeouts(ServerConfig::http("gone", &url));
+    gone.protocol = ProtocolChoice::Legacy;
+    gone.trusted = true;
+    let rig = rig("pool-failed", vec![gone]).await;
+    for n in 0..20 {
+        let meta = json!({"io.modelcontextprotocol/clientInfo": {"name": "agent", "version": format!("{n}")}});
+        let response =
+            sessionless_call(&rig, "gone", json!(n), "echo", json!({"_meta": meta}), &[])
+                .send()
+                .await
+                .unwrap();
+        let answer = the_answer(&response.text().await.unwrap());
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("cannot reach")),
+            "{answer}"
+        );
+    }
+    assert_eq!(rig.gateway.pooled_upstreams().await, 0);
+    rig.gateway.shutdown().await;
 }
 
 /// A 2026-07-28 agent's other requests, made without a session, run where they arrive too:

@@ -206,11 +206,7 @@ impl SseEvents {
                 Some(data) => {
                     let data = data.strip_prefix(b" ").unwrap_or(data);
                     match kept.swap_message(data) {
-                        Some(swapped) => {
-                            out.extend_from_slice(b"data: ");
-                            out.extend_from_slice(&swapped);
-                            out.push(b'\n');
-                        }
+                        Some(swapped) => push_sse_data(&mut out, &swapped),
                         None => out.extend_from_slice(line),
                     }
                 }
@@ -218,6 +214,27 @@ impl SseEvents {
             }
         }
         Bytes::from(out)
+    }
+}
+
+/// Writes one JSON-RPC message as the `data:` of an SSE event. A message kept as the server
+/// wrote it may hold line breaks (whitespace between tokens: a JSON string cannot hold one
+/// raw), and any line break ends an SSE line, so after one `data: ` the agent would read the
+/// message cut short at its first. Each line goes in a `data:` line of its own instead, which
+/// the agent's reader joins with `\n` again: the same message, a CR between tokens read as LF.
+pub(crate) fn push_sse_data(out: &mut Vec<u8>, message: &[u8]) {
+    let mut rest = message;
+    loop {
+        out.extend_from_slice(b"data: ");
+        let Some(end) = memchr::memchr2(b'\r', b'\n', rest) else {
+            out.extend_from_slice(rest);
+            out.push(b'\n');
+            return;
+        };
+        out.extend_from_slice(&rest[..end]);
+        out.push(b'\n');
+        let crlf = rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n');
+        rest = &rest[end + 1 + usize::from(crlf)..];
     }
 }
 
@@ -408,6 +425,40 @@ use members::{Edits, Members};
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The messages an agent's SSE reader (the one rmcp's client uses) reads from `events`.
+    async fn read_sse(events: Vec<u8>) -> Vec<Value> {
+        let chunks = futures::stream::iter([Ok::<_, std::io::Error>(Bytes::from(events))]);
+        sse_stream::SseStream::from_bytes_stream(chunks)
+            .filter_map(|event| async move { event.ok()?.data })
+            .map(|data| serde_json::from_str(&data).unwrap_or_else(|e| panic!("{e}: {data:?}")))
+            .collect()
+            .await
+    }
+
+    /// A result kept as the server wrote it, indented over several lines with any line ends,
+    /// reaches the agent whole on a stream: one `data:` line each, which its reader joins.
+    /// (After a single `data: `, the reader got the first line alone, `{`, and the call's
+    /// answer was lost.)
+    #[tokio::test]
+    async fn a_message_written_over_several_lines_is_one_message_on_the_stream() {
+        let message = json!({"jsonrpc": "2.0", "id": 3,
+            "result": {"content": [{"type": "text", "text": "a\nb"}], "x-vendor": {"n": [1, 2]}}});
+        let pretty = serde_json::to_string_pretty(&message).unwrap();
+        for ends in ["\n", "\r\n", "\r"] {
+            let written = format!("{}{ends}", pretty.replace('\n', ends));
+            let mut events = b"event: message\n".to_vec();
+            push_sse_data(&mut events, written.as_bytes());
+            events.push(b'\n');
+            events.extend_from_slice(b"event: message\n");
+            push_sse_data(&mut events, br#"{"jsonrpc":"2.0","method":"next"}"#);
+            events.push(b'\n');
+            let read = read_sse(events).await;
+            assert_eq!(read.len(), 2, "{ends:?}: {read:?}");
+            assert_eq!(read[0], message, "{ends:?}");
+            assert_eq!(read[1]["method"], "next", "{ends:?}");
+        }
+    }
 
     fn id(n: i64) -> RequestId {
         RequestId::Number(n)

@@ -154,9 +154,8 @@ impl Forwarder {
 
     /// Whether an HTTP request on this session comes from the agent that opened it (never
     /// before the session has one).
-    pub(crate) fn is_owners(&self, parts: &http::request::Parts) -> bool {
-        let agent = parts
-            .extensions
+    pub(crate) fn is_owners(&self, from: &http::Extensions) -> bool {
+        let agent = from
             .get::<crate::gateway::registry::TokenAgent>()
             .map(|a| a.id.as_str());
         self.session
@@ -212,11 +211,26 @@ impl Forwarder {
             let config = self.config()?;
             let shared = self.shared.clone();
             let who = who.clone();
-            let up = cell
+            let connected = cell
                 .get_or_try_init(|| async move { Upstream::connect(&shared, &config, &who).await })
                 .await
-                .map_err(|reason| unreachable_error(&self.server, &reason))?
-                .clone();
+                .cloned();
+            let up = match connected {
+                Ok(up) => up,
+                Err(reason) => {
+                    // No empty place is kept for a key that failed: the key is the agent's to
+                    // choose (its name and version), and a server at its cap of upstream
+                    // sessions fails every new one, so the pool would grow with each request.
+                    let mut entries = self.shared.pool.entries.lock().await;
+                    if entries
+                        .get(&key)
+                        .is_some_and(|c| Arc::ptr_eq(c, &cell) && c.get().is_none())
+                    {
+                        entries.remove(&key);
+                    }
+                    return Err(unreachable_error(&self.server, &reason));
+                }
+            };
             if !up.is_closed() {
                 return Ok(up);
             }

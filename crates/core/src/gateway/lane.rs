@@ -53,7 +53,6 @@ use rmcp::model::{CallToolRequest, CallToolRequestParams, GetMeta, ProtocolVersi
 use rmcp::service::{Peer, RequestContext, RoleServer};
 use serde_json::Value;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::forward::{CallAnswer, Forwarder, ProgressTo};
@@ -64,8 +63,10 @@ mod sessions;
 mod stream;
 use crate::lock;
 use read::{Message, read};
+use sessions::Found;
 use sessions::Session;
 pub(crate) use sessions::{Lanes, Opening, end_quiet_sessions};
+use stream::LaneEvents;
 pub(crate) use stream::LaneStream;
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -84,8 +85,11 @@ pub(crate) async fn serve(
 ) -> Response {
     let lanes = &shared.lanes;
     if request.method() != Method::POST {
-        if let Some(session) = header_str(request.headers(), SESSION_HEADER) {
-            lanes.touch(server, session);
+        // A GET (the session's stream) or a DELETE (its end) is the session's owner's alone.
+        if let Some(session) = header_str(request.headers(), SESSION_HEADER)
+            && let Found::NotYours = lanes.find(server, session, request.extensions())
+        {
+            return not_yours();
         }
         return endpoint.handle(request).await.into_response();
     }
@@ -130,8 +134,10 @@ pub(crate) async fn serve(
         }
         return response;
     };
-    let Some((session, forwarder)) = lanes.find(server, &session_id) else {
-        return to_rmcp(request, endpoint).await;
+    let (session, forwarder) = match lanes.find(server, &session_id, request.extensions()) {
+        Found::Mine(session, forwarder) => (session, forwarder),
+        Found::NotYours => return not_yours(),
+        Found::Unknown => return to_rmcp(request, endpoint).await,
     };
     let Some(samples) = plain_headers(request.headers(), &session.peer) else {
         return to_rmcp(request, endpoint).await;
@@ -172,10 +178,6 @@ pub(crate) async fn serve(
             )
             .await
         }
-        // Another agent holding this session's id answers and cancels nothing of it.
-        Some(Message::Answer(..) | Message::Cancelled(_)) if !forwarder.is_owners(&parts) => {
-            pass_on(parts, bytes, endpoint).await
-        }
         Some(Message::Answer(id, answer)) => {
             if session.asked.answer(&id, answer) {
                 StatusCode::ACCEPTED.into_response()
@@ -195,6 +197,17 @@ pub(crate) async fn serve(
         }
         _ => pass_on(parts, bytes, endpoint).await,
     }
+}
+
+/// Another agent's token with a session's id (random, but it may leak) reaches nothing of that
+/// session: not its calls, its stream, its end, nor the answers and cancellations it owes or
+/// sends its server. To that agent the session does not exist, as the transport says it.
+fn not_yours() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "Not Found: this session belongs to another agent",
+    )
+        .into_response()
 }
 
 /// rmcp's way for a POST read here: what it carries beyond rmcp's model is noted first.
@@ -473,7 +486,7 @@ async fn run(
                 // The answer waited for the progress before it (`caught_up`): had any come,
                 // it would be queued here now, and go first.
                 let mut events = Vec::new();
-                while let Ok(event) = progress.try_recv() {
+                while let Some(event) = progress.try_recv() {
                     events.extend_from_slice(&event);
                 }
                 if events.is_empty() {
@@ -599,9 +612,9 @@ fn push_answer(
     };
     match answer(raw_id, result, raw) {
         Ok(body) => {
-            events.extend_from_slice(b"event: message\ndata: ");
-            events.extend(body);
-            events.extend_from_slice(b"\n\n");
+            events.extend_from_slice(b"event: message\n");
+            super::faithful::push_sse_data(events, &body);
+            events.push(b'\n');
         }
         Err(e) => tracing::warn!(error = %e, "gateway: an answer that cannot be written"),
     }
@@ -616,7 +629,7 @@ const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(5);
 struct Streamed {
     /// What came for the stream while the answer was awaited for JSON.
     first: Option<Bytes>,
-    progress: mpsc::UnboundedReceiver<Bytes>,
+    progress: LaneEvents,
     running: tokio::task::JoinHandle<Result<Answered, rmcp::ErrorData>>,
     kept: Option<super::faithful::Kept>,
     id: RequestId,
@@ -642,7 +655,7 @@ impl Streamed {
                 // The answer waited for the progress before it (`caught_up`), so that is all
                 // queued here now, and goes first.
                 let mut events = Vec::new();
-                while let Ok(event) = self.progress.try_recv() {
+                while let Some(event) = self.progress.try_recv() {
                     events.extend_from_slice(&event);
                 }
                 let raw = self.kept.as_ref().and_then(|kept| kept.take_for(&self.id));

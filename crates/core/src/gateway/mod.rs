@@ -417,6 +417,12 @@ impl Gateway {
         addr
     }
 
+    /// The upstream sessions the gateway holds for session-less (2026-07-28) agents, and those
+    /// connecting (for tests: a connection that failed leaves no place behind).
+    pub async fn pooled_upstreams(&self) -> usize {
+        self.shared.pool.len().await
+    }
+
     /// Tasks alive on the gateway's own thread (for tests and the soak: a session that ended
     /// must leave none behind); `None` when it runs on the caller's runtime.
     pub fn tasks_alive(&self) -> Option<usize> {

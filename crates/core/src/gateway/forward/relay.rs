@@ -3,6 +3,7 @@
 //! an agent's request ends before its answer (cancelled, or the agent gone).
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicUsize;
 
 use rmcp::model::{ProgressNotification, RequestId};
 
@@ -51,7 +52,9 @@ impl ProgressTo {
 /// The agent side of an upstream session: where its notifications go, and which of the
 /// agent's calls are in flight (a question asked now belongs to them).
 pub(crate) struct AgentRelay {
-    tx: mpsc::UnboundedSender<Outgoing>,
+    /// Each notification with its size, counted in [`Self::backlog`] until it is passed on.
+    tx: mpsc::UnboundedSender<(Outgoing, usize)>,
+    backlog: AtomicUsize,
     /// The agent's session, for notifications not tied to a request (session agents only).
     pub(super) agent: Mutex<Option<Peer<RoleServer>>>,
     progress: Mutex<ProgressRoutes>,
@@ -75,6 +78,11 @@ pub(crate) struct AgentRelay {
     pub(super) passed: tokio::sync::watch::Sender<u64>,
 }
 
+/// Bytes of the server's notifications on their way to the agent, at most: an agent whose
+/// session does not take them (its stream stalled) has the server's further ones dropped,
+/// where they would pile up in the gateway's memory for as long as the server sends them.
+const BACKLOG: usize = 16 * 1024 * 1024;
+
 /// How long a result waits for the notifications before it to reach the agent's session.
 const CATCH_UP: std::time::Duration = std::time::Duration::from_secs(1);
 
@@ -97,10 +105,11 @@ struct ProgressRoutes {
 }
 
 impl AgentRelay {
-    pub(super) fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<Outgoing>) {
+    pub(super) fn new() -> (Arc<Self>, mpsc::UnboundedReceiver<(Outgoing, usize)>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let relay = Arc::new(AgentRelay {
             tx,
+            backlog: AtomicUsize::new(0),
             agent: Mutex::default(),
             progress: Mutex::default(),
             calls: Mutex::default(),
@@ -135,9 +144,29 @@ impl AgentRelay {
     }
 
     fn queue(&self, outgoing: Outgoing) {
-        if self.tx.send(outgoing).is_ok() {
-            self.queued.fetch_add(1, Ordering::AcqRel);
+        let size = match &outgoing.2 {
+            Some(params) => params.get().len(),
+            None => serde_json::to_vec(&outgoing.1).map_or(0, |v| v.len()),
+        };
+        if self.backlog.load(Ordering::Acquire) + size > BACKLOG {
+            tracing::warn!(
+                bytes = size,
+                "gateway: a notification dropped: the agent is not taking its session's"
+            );
+            return;
         }
+        self.backlog.fetch_add(size, Ordering::AcqRel);
+        if self.tx.send((outgoing, size)).is_ok() {
+            self.queued.fetch_add(1, Ordering::AcqRel);
+        } else {
+            self.backlog.fetch_sub(size, Ordering::AcqRel);
+        }
+    }
+
+    /// A notification of `size` bytes was passed on (or could not be).
+    pub(super) fn passed_on(&self, size: usize) {
+        self.backlog.fetch_sub(size, Ordering::AcqRel);
+        self.passed.send_modify(|n| *n += 1);
     }
 
     /// Waits (a moment at most) until every notification queued so far has reached the
@@ -464,6 +493,38 @@ impl Leaving {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server that floods an agent that takes nothing (its session's stream stalled) has its
+    /// notifications dropped past the backlog, where they piled up for as long as it sent:
+    /// 64 log lines of 1 MiB leave 16 MiB queued, and one taken makes room for one more.
+    #[test]
+    fn notifications_an_agent_does_not_take_pile_up_no_further_than_the_backlog() {
+        use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
+        let (relay, mut rx) = AgentRelay::new();
+        let line = || {
+            ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(
+                LoggingMessageNotificationParam::new(
+                    LoggingLevel::Info,
+                    json!("x".repeat(1 << 20)),
+                ),
+            ))
+        };
+        for _ in 0..64 {
+            relay.notify(&line());
+        }
+        let mut queued = Vec::new();
+        while let Ok(item) = rx.try_recv() {
+            queued.push(item);
+        }
+        let bytes: usize = queued.iter().map(|(_, size)| size).sum();
+        assert!(bytes <= BACKLOG, "{bytes}");
+        assert!(queued.len() >= 15 && queued.len() < 64, "{}", queued.len());
+        for (_, size) in queued {
+            relay.passed_on(size);
+        }
+        relay.notify(&line());
+        assert!(rx.try_recv().is_ok(), "taken: there is room again");
+    }
 
     fn routed(relay: &AgentRelay, upstream: &ProgressToken) -> bool {
         lock(&relay.progress).routes.contains_key(upstream)

@@ -30,6 +30,11 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
+    /// The places the pool holds: session-less agents' upstream sessions, and those connecting.
+    pub(crate) async fn len(&self) -> usize {
+        self.entries.lock().await.len()
+    }
+
     /// Forgets what servers no longer configured said about themselves.
     pub(crate) fn keep_info_of(&self, configured: impl Fn(&str) -> bool) {
         self.last_info
@@ -751,9 +756,9 @@ impl Drop for Upstream {
 /// Passes the upstream's notifications to the agent, in order, from one task.
 async fn relay_notifications(
     upstream: std::sync::Weak<Upstream>,
-    mut notifications: mpsc::UnboundedReceiver<Outgoing>,
+    mut notifications: mpsc::UnboundedReceiver<(Outgoing, usize)>,
 ) {
-    while let Some((to, notification, sent)) = notifications.recv().await {
+    while let Some(((to, notification, sent), size)) = notifications.recv().await {
         let Some(up) = upstream.upgrade() else {
             return;
         };
@@ -773,6 +778,6 @@ async fn relay_notifications(
             },
             None => {}
         }
-        up.relay.passed.send_modify(|n| *n += 1);
+        up.relay.passed_on(size);
     }
 }

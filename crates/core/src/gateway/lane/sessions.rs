@@ -159,18 +159,6 @@ impl Lanes {
         std::time::Duration::from_millis(self.idle_ms.load(Ordering::Relaxed))
     }
 
-    /// The agent sent something on this session.
-    pub(super) fn touch(&self, server: &str, session: &str) {
-        let found = lock(&self.sessions)
-            .get(&(server.to_owned(), session.to_owned()))
-            .cloned();
-        if let Some(found) = found {
-            found
-                .last_seen
-                .store(crate::ask::unix_ms(), Ordering::Relaxed);
-        }
-    }
-
     /// Takes out the sessions that ended, and those quiet for longer than allowed with nothing
     /// of theirs in flight on the lane; the latter are returned, to be ended.
     fn take_quiet(&self) -> Vec<(Arc<LocalSessionManager>, String)> {
@@ -194,22 +182,37 @@ impl Lanes {
         quiet
     }
 
-    /// The session the agent sent something on, and its `Forwarder` while the session lives.
-    pub(super) fn find(&self, server: &str, session: &str) -> Option<(Arc<Session>, Forwarder)> {
+    /// The session the agent sent something on, and its `Forwarder` while the session lives;
+    /// sending something keeps it from ending quiet. A session another agent opened is that
+    /// agent's alone (its id is random, but it may leak): to an agent holding another token it
+    /// is `NotYours`, and nothing of it is touched.
+    pub(super) fn find(&self, server: &str, session: &str, from: &http::Extensions) -> Found {
         let mut sessions = lock(&self.sessions);
         let key = (server.to_owned(), session.to_owned());
-        let found = sessions.get(&key)?.clone();
+        let Some(found) = sessions.get(&key).cloned() else {
+            return Found::Unknown;
+        };
+        let Some(forwarder) = Forwarder::upgrade(&found.forwarder) else {
+            sessions.remove(&key);
+            return Found::Unknown;
+        };
+        if !forwarder.is_owners(from) {
+            return Found::NotYours;
+        }
         found
             .last_seen
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
-        match Forwarder::upgrade(&found.forwarder) {
-            Some(forwarder) => Some((found, forwarder)),
-            None => {
-                sessions.remove(&key);
-                None
-            }
-        }
+        Found::Mine(found, forwarder)
     }
+}
+
+/// What [`Lanes::find`] found of a session.
+pub(crate) enum Found {
+    Mine(Arc<Session>, Forwarder),
+    /// Another agent's.
+    NotYours,
+    /// None the lane knows (ended, or never opened): rmcp answers as it does.
+    Unknown,
 }
 
 /// Ends agents' sessions left quiet for longer than allowed, until the gateway stops. Ending one

@@ -4,7 +4,7 @@
 //! come back as POSTs of their own.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::lock;
@@ -44,23 +44,84 @@ impl Asked {
     }
 }
 
+/// Bytes of notifications written on a call's stream and not yet taken by the agent, at most:
+/// past it the server's further notifications for the call (its progress, most of all) are
+/// dropped, where an agent that stopped reading would have them pile up in the gateway's
+/// memory for as long as the server sends them. Requests to the agent are never dropped.
+const BACKLOG: usize = 8 * 1024 * 1024;
+
 /// Where one call's stream is written, and how its requests' answers come back.
 #[derive(Clone)]
 pub(crate) struct LaneStream {
     events: mpsc::UnboundedSender<Bytes>,
+    /// Bytes written and not yet taken ([`LaneEvents`]).
+    backlog: Arc<AtomicUsize>,
     asked: Arc<Asked>,
 }
 
+/// What is written on a call's stream, as the agent's answer takes it.
+pub(crate) struct LaneEvents {
+    rx: mpsc::UnboundedReceiver<Bytes>,
+    backlog: Arc<AtomicUsize>,
+}
+
+impl LaneEvents {
+    pub(crate) async fn recv(&mut self) -> Option<Bytes> {
+        let event = self.rx.recv().await?;
+        self.backlog.fetch_sub(event.len(), Ordering::AcqRel);
+        Some(event)
+    }
+
+    pub(crate) fn try_recv(&mut self) -> Option<Bytes> {
+        let event = self.rx.try_recv().ok()?;
+        self.backlog.fetch_sub(event.len(), Ordering::AcqRel);
+        Some(event)
+    }
+}
+
 impl LaneStream {
-    pub(crate) fn new(asked: Arc<Asked>) -> (Self, mpsc::UnboundedReceiver<Bytes>) {
+    pub(crate) fn new(asked: Arc<Asked>) -> (Self, LaneEvents) {
         let (events, rx) = mpsc::unbounded_channel();
-        (LaneStream { events, asked }, rx)
+        let backlog = Arc::new(AtomicUsize::new(0));
+        let taken = LaneEvents {
+            rx,
+            backlog: backlog.clone(),
+        };
+        let stream = LaneStream {
+            events,
+            backlog,
+            asked,
+        };
+        (stream, taken)
+    }
+
+    /// Writes `event` on the stream; false once the stream has ended.
+    fn send(&self, event: Bytes) -> bool {
+        let len = event.len();
+        self.backlog.fetch_add(len, Ordering::AcqRel);
+        if self.events.send(event).is_ok() {
+            return true;
+        }
+        self.backlog.fetch_sub(len, Ordering::AcqRel);
+        false
+    }
+
+    /// Writes a notification, unless the agent has [`BACKLOG`] untaken already.
+    fn send_notification(&self, event: Bytes) {
+        if self.backlog.load(Ordering::Acquire) + event.len() > BACKLOG {
+            tracing::warn!(
+                bytes = event.len(),
+                "gateway: a notification dropped: the agent is not reading its call's stream"
+            );
+            return;
+        }
+        self.send(event);
     }
 
     pub(crate) fn notify(&self, notification: &ServerNotification) {
         let message = rmcp::model::ServerJsonRpcMessage::notification(notification.clone());
         if let Some(event) = event(&message) {
-            let _ = self.events.send(event);
+            self.send_notification(event);
         }
     }
 
@@ -79,7 +140,7 @@ impl LaneStream {
             params,
         };
         if let Some(event) = event(&message) {
-            let _ = self.events.send(event);
+            self.send_notification(event);
         }
     }
 
@@ -104,7 +165,7 @@ impl LaneStream {
             answered: false,
         };
         let sent = event(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .is_some_and(|event| self.events.send(event).is_ok());
+            .is_some_and(|event| self.send(event));
         if !sent {
             return Err(StreamEnded);
         }
@@ -142,16 +203,19 @@ impl Drop for Waiting<'_> {
                 "method": "notifications/cancelled",
                 "params": {"requestId": self.id, "reason": "the server no longer needs it"}}))
         {
-            let _ = self.stream.events.send(event);
+            self.stream.send(event);
         }
     }
 }
 
-/// One message as an SSE event.
+/// One message as an SSE event (its raw parts, a progress notification's params, as the
+/// server wrote them, line breaks and all).
 fn event(message: &impl serde::Serialize) -> Option<Bytes> {
-    let mut event = b"event: message\ndata: ".to_vec();
-    serde_json::to_writer(&mut event, message).ok()?;
-    event.extend_from_slice(b"\n\n");
+    let json = serde_json::to_vec(message).ok()?;
+    let mut event = Vec::with_capacity(json.len() + 24);
+    event.extend_from_slice(b"event: message\n");
+    crate::gateway::faithful::push_sse_data(&mut event, &json);
+    event.push(b'\n');
     Some(Bytes::from(event))
 }
 
@@ -166,6 +230,27 @@ mod tests {
             .and_then(|t| t.strip_suffix("\n\n"))
             .unwrap_or_else(|| panic!("{text}"));
         serde_json::from_str(data).unwrap()
+    }
+
+    /// A server's progress for a call whose agent does not read its stream stops piling up at
+    /// the backlog; a request to the agent still goes, and what is taken makes room again.
+    #[test]
+    fn progress_an_agent_does_not_read_piles_up_no_further_than_the_backlog() {
+        let (stream, mut events) = LaneStream::new(Arc::default());
+        let params = serde_json::value::to_raw_value(
+            &json!({"progressToken": 1, "progress": 1, "message": "x".repeat(1 << 20)}),
+        )
+        .unwrap();
+        for _ in 0..32 {
+            stream.notify_progress(&params);
+        }
+        let mut taken = 0;
+        while let Some(event) = events.try_recv() {
+            taken += event.len();
+        }
+        assert!(taken <= BACKLOG && taken > BACKLOG - (2 << 20), "{taken}");
+        stream.notify_progress(&params);
+        assert!(events.try_recv().is_some(), "taken: there is room again");
     }
 
     #[tokio::test]
@@ -196,7 +281,7 @@ mod tests {
         );
         assert!(!asked.answer(&id, Ok(json!({}))), "answered once");
         assert!(
-            events.try_recv().is_err(),
+            events.try_recv().is_none(),
             "an answered request is not withdrawn"
         );
 
