@@ -71,8 +71,7 @@ pub(crate) use stream::LaneStream;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-/// rmcp's own default cap on a request body: a larger one is refused (413) either way.
-const MAX_BODY: usize = 4 * 1024 * 1024;
+use sent::MAX_BODY;
 
 /// Serves one request to `server`'s endpoint: on the lane when it is a plain request on a
 /// session the lane knows, or a 2026-07-28 agent's self-contained tool call; else through
@@ -239,10 +238,10 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
     // rmcp checks a session's version header only for being a version it knows and runs the
     // request as the session's (whose own version is one of these); one naming 2026-07-28 or
     // later asks for the revision's `_meta`, which rmcp judges.
-    let version_ok = header_str(headers, VERSION_HEADER).is_none_or(|v| {
+    let version_ok = headers.get(VERSION_HEADER).is_none_or(|v| {
         ProtocolVersion::KNOWN_VERSIONS
             .iter()
-            .any(|known| known.as_str() == v && known.has_initialize())
+            .any(|known| known.as_str().as_bytes() == v.as_bytes() && known.has_initialize())
     });
     let plain = json_in
         && accepts_both(headers)

@@ -24,9 +24,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-/// A request body larger than this is refused rather than held in memory whole (as
-/// [`super::faithful`] refuses such an answer).
-const MAX_BODY: usize = 64 * 1024 * 1024;
+/// rmcp's own default cap on a request body: a larger one is refused (413) either way, so
+/// none is held in memory whole before it is.
+pub(crate) const MAX_BODY: usize = 4 * 1024 * 1024;
 
 /// The `tools/call` params keys that are the gate's or the gateway's: never taken from the
 /// agent's extra fields.
