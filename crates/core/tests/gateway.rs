@@ -4642,6 +4642,56 @@ fn sessionless_request(
     ))
 }
 
+/// A field beside the call's own that a server reading names without regard to case (Go's
+/// `encoding/json`, as mcp-go servers do) would take for one of them is refused, recorded, and
+/// never reaches the server: with `NAME` read last, the gate judged `params` (trusted and
+/// read-only, so nobody was asked) and the server ran another tool; with `InputResponses`, the
+/// agent answered the server's questions for the person. Both reached the server before.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_field_a_lax_server_would_read_as_the_calls_own_is_refused_before_the_gate() {
+    let mut raw = raw_server();
+    raw.trusted = true; // `params` claims read-only: no approval in the way
+    let dir = scratch("lax-keys");
+    let rig = rig_in(dir.clone(), vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    for (n, (key, value)) in [
+        ("NAME", json!("delete_everything")),
+        ("Arguments", json!({"path": "/"})),
+        ("InputResponses", json!({"q": {"action": "accept"}})),
+        ("taſk", json!({"ttl": 1})),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let mut params = json!({"name": "params", "arguments": {"a": 1}});
+        params[key] = value;
+        let answer = agent.post(2 + n as u64, "tools/call", params).await;
+        let message = answer["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{answer}"));
+        assert!(message.contains(&format!("`{key}`")), "{answer}");
+        assert!(answer.get("result").is_none(), "nothing ran: {answer}");
+    }
+    // A field of its own name stays the agent's to send.
+    let answer = agent
+        .post(
+            9,
+            "tools/call",
+            json!({"name": "params", "arguments": {}, "names": "x"}),
+        )
+        .await;
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("\"names\"")),
+        "{answer}"
+    );
+    assert!(rig.broker.pending().is_empty(), "nobody was asked");
+    let log = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    assert!(log.contains("\"field\":\"NAME\""), "recorded: {log}");
+    rig.gateway.shutdown().await;
+}
+
 /// A session-less agent names itself in each request (`clientInfo`), and the gateway keeps an
 /// upstream session per name it meets. A name whose upstream could not be reached leaves no
 /// place behind: an agent could otherwise grow the gateway's memory with a new name per

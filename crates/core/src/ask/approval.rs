@@ -170,6 +170,29 @@ impl RememberedDecision {
     }
 }
 
+/// Whether a lax reader takes keys `a` and `b` for the same: Go's `encoding/json` (which
+/// servers written with mcp-go use) matches a struct's fields by name without regard to case,
+/// Unicode's included (`ſ` is `s`, the Kelvin sign `k`), and the last key of the ones it
+/// matches wins.
+pub fn same_key_to_a_lax_reader(a: &str, b: &str) -> bool {
+    let fold = |k: &str| k.to_uppercase().to_lowercase();
+    a == b || fold(a) == fold(b)
+}
+
+/// The value of `arguments`' member `name`, when no other member is the same to a lax reader
+/// ([`same_key_to_a_lax_reader`]): with a `PATH` beside `path`, the one a server would read is
+/// not the one the decision checked.
+fn only_argument<'a>(arguments: &'a Value, name: &str) -> Option<&'a Value> {
+    let arguments = arguments.as_object()?;
+    let mut alike = arguments
+        .keys()
+        .filter(|k| same_key_to_a_lax_reader(k, name));
+    match (alike.next(), alike.next()) {
+        (Some(_), None) => arguments.get(name),
+        _ => None,
+    }
+}
+
 impl Covering {
     /// Whether a call with `arguments` is covered.
     pub fn covers(&self, arguments: &Value) -> bool {
@@ -178,8 +201,7 @@ impl Covering {
             Covering::ExactArguments { arguments: exact } => compact(arguments) == *exact,
             Covering::PathUnder { argument, prefix } => {
                 let (Some(path), Some(prefix)) = (
-                    arguments
-                        .get(argument)
+                    only_argument(arguments, argument)
                         .and_then(Value::as_str)
                         .and_then(normalize_path),
                     normalize_path(prefix),
@@ -188,8 +210,7 @@ impl Covering {
                 };
                 path == prefix || path.starts_with(&format!("{}/", prefix.trim_end_matches('/')))
             }
-            Covering::UrlHost { argument, host } => arguments
-                .get(argument)
+            Covering::UrlHost { argument, host } => only_argument(arguments, argument)
                 .and_then(Value::as_str)
                 .and_then(url_host)
                 .is_some_and(|h| h == host.to_ascii_lowercase()),
@@ -335,6 +356,41 @@ fn sorted(value: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lax reader's sameness of keys: case, Unicode's included, and nothing more.
+    #[test]
+    fn keys_a_lax_reader_takes_for_the_same() {
+        for (a, b) in [
+            ("NAME", "name"),
+            ("taſk", "task"),
+            ("tas\u{212A}", "task"),
+            ("DryRun", "dryRun"),
+        ] {
+            assert!(same_key_to_a_lax_reader(a, b), "{a} {b}");
+        }
+        for (a, b) in [("names", "name"), ("na me", "name"), ("", "name")] {
+            assert!(!same_key_to_a_lax_reader(a, b), "{a} {b}");
+        }
+    }
+
+    /// A decision about one argument does not cover a call that carries another by the same
+    /// name to a lax reader: the server would read that one.
+    #[test]
+    fn a_path_or_host_decision_covers_no_call_with_a_second_argument_of_its_name() {
+        let under = Covering::PathUnder {
+            argument: "path".into(),
+            prefix: "/p".into(),
+        };
+        assert!(under.covers(&json!({"path": "/p/a"})));
+        assert!(!under.covers(&json!({"path": "/p/a", "PATH": "/etc/shadow"})));
+        assert!(!under.covers(&json!({"Path": "/etc/shadow", "path": "/p/a"})));
+        let on = Covering::UrlHost {
+            argument: "url".into(),
+            host: "example.com".into(),
+        };
+        assert!(on.covers(&json!({"url": "https://example.com/x"})));
+        assert!(!on.covers(&json!({"url": "https://example.com/x", "URL": "https://evil.test/"})));
+    }
     use serde_json::json;
 
     fn decision(lasting: Lasting, covering: Covering) -> RememberedDecision {

@@ -99,11 +99,12 @@ impl Previews {
     pub(crate) async fn run(&self, id: AskId) -> Result<PreviewResult, PreviewError> {
         let (upstream, mut request) = self.offered(id).await?;
         let upstream = upstream.upgrade().ok_or(PreviewError::Gone)?;
-        request
-            .params
-            .arguments
-            .get_or_insert_with(Default::default)
-            .insert("dryRun".into(), Value::Bool(true));
+        ask_for_a_dry_run(
+            request
+                .params
+                .arguments
+                .get_or_insert_with(Default::default),
+        );
         let result = upstream
             .dry_run(request)
             .await
@@ -154,9 +155,31 @@ impl Drop for Offered {
     }
 }
 
+/// Sets `dryRun: true` in a call's arguments, and takes out any other spelling of it: a
+/// `DryRun: false` the agent put beside it would be read last by a server that reads names
+/// without regard to case, and the preview would run the call for real.
+fn ask_for_a_dry_run(arguments: &mut serde_json::Map<String, Value>) {
+    arguments.retain(|key, _| !crate::ask::approval::same_key_to_a_lax_reader(key, "dryRun"));
+    arguments.insert("dryRun".into(), Value::Bool(true));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_preview_asks_for_a_dry_run_in_the_one_spelling_a_server_reads() {
+        let mut arguments =
+            serde_json::json!({"path": "/a", "dryRun": false, "DryRun": false, "DRYRUN": 0})
+                .as_object()
+                .cloned()
+                .unwrap();
+        ask_for_a_dry_run(&mut arguments);
+        assert_eq!(
+            Value::Object(arguments),
+            serde_json::json!({"path": "/a", "dryRun": true})
+        );
+    }
     use serde_json::json;
 
     #[test]

@@ -56,6 +56,17 @@ impl Unmodeled {
             .map(|u| &u.fields)
     }
 
+    /// A field that a lax reader (a Go server) takes for one of the call's own: `NAME` beside
+    /// `name`, read last, would run another tool than the one judged; `InputResponses` would
+    /// answer the server's questions for the person.
+    pub(crate) fn shadowing(fields: &Map<String, Value>) -> Option<&str> {
+        fields.keys().map(String::as_str).find(|key| {
+            OWNED
+                .iter()
+                .any(|owned| crate::ask::approval::same_key_to_a_lax_reader(key, owned))
+        })
+    }
+
     #[cfg(test)]
     pub(crate) fn fields(&self) -> &Map<String, Value> {
         &self.fields

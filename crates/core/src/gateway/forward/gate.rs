@@ -53,6 +53,19 @@ impl Forwarder {
             &request.params.input_responses,
             &request.params.request_state,
         )?;
+        let also_sent = crate::gateway::sent::Unmodeled::of(ctx);
+        if let Some(key) = also_sent.and_then(crate::gateway::sent::Unmodeled::shadowing) {
+            return Err(self.refuse(
+                ctx,
+                format!(
+                    "Countersign: the call to {tool} also carries `{key}`, which a server that \
+                     reads names without regard to case takes for one of the call's own; it is \
+                     refused rather than judged as one call and run as another. Send the call \
+                     without it."
+                ),
+                json!({"method": "tools/call", "name": tool, "field": key}),
+            ));
+        }
         let facts = up.tool_facts(&tool).await;
         let arguments = request
             .params
@@ -64,7 +77,6 @@ impl Forwarder {
         // Fields beyond rmcp's model go upstream with the call (`sent`), so the person judges
         // them with the arguments, the record has them, and a decision remembered for these
         // arguments alone does not cover a call that carries more.
-        let also_sent = crate::gateway::sent::Unmodeled::of(ctx);
         let arguments = match also_sent {
             Some(fields) => {
                 crate::gateway::sent::add_unmodeled(&mut record, Some(fields));
@@ -422,20 +434,34 @@ impl Forwarder {
              only the person answers the server's questions, in Countersign. Send the request \
              without them."
         );
-        let refused = self.shared.broker.audit().record_refused(
-            &self.server,
-            &reason,
-            &json!({
+        Err(self.refuse(
+            ctx,
+            reason,
+            json!({
                 "method": method,
-                "agent": Who::of(ctx).name,
                 "inputResponses": input_responses,
                 "requestState": request_state,
             }),
-        );
+        ))
+    }
+
+    /// Refuses an agent's request for `reason`, recorded with `what` (and the agent's name).
+    fn refuse(
+        &self,
+        ctx: &RequestContext<RoleServer>,
+        reason: String,
+        mut what: Value,
+    ) -> McpError {
+        what["agent"] = json!(Who::of(ctx).name);
+        let refused = self
+            .shared
+            .broker
+            .audit()
+            .record_refused(&self.server, &reason, &what);
         if let Err(e) = refused {
             tracing::error!(error = %e, "a refusal went unrecorded");
         }
-        Err(McpError::invalid_params(reason, None))
+        McpError::invalid_params(reason, None)
     }
 }
 
