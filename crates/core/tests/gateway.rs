@@ -2454,6 +2454,46 @@ async fn an_approval_outlives_the_call_and_a_restart_and_its_answer_is_used_once
     rig.gateway.shutdown().await;
 }
 
+/// The person answers a pending call with a decision to remember ("allow for a minute"); the
+/// agent's retry runs by that decision, and uses up the answer to the pending call with it.
+/// Left, that answer let the same call run once more after the decision had lapsed, asking
+/// nobody.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_allowed_by_a_remembered_decision_uses_up_the_pending_answer() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("durable-remembered", vec![files]).await;
+    let clock = test_clock(&rig);
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let args = json!({"path": "/p/a"});
+    let waited = spawn_call(&agent, "read_file", args.clone());
+    let ask = rig.next_ask().await;
+    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    let minute = now_ms() + 60_000;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Until { until_ms: minute },
+                Covering::AnyArguments,
+            ),
+        )
+        .unwrap();
+    // The retry runs, by the decision.
+    let retried = call(&agent, "read_file", args.clone()).await;
+    assert_eq!(text(&retried), r#"read_file {"path":"/p/a"}"#);
+    // Two minutes on, the decision has lapsed: the same call is asked about again.
+    clock.fetch_add(120_000, std::sync::atomic::Ordering::Relaxed);
+    let again = spawn_call(&agent, "read_file", args.clone());
+    let ask = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("asked again, not run on the pending answer");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(again.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pending_denial_answers_the_retry_and_only_the_same_call() {
     let mut files = hostile_server("files", None);

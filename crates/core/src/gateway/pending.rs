@@ -155,6 +155,11 @@ impl PendingStore {
         self.changed.notify_waiters();
     }
 
+    /// Whether no call waits or was answered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.lock().is_empty()
+    }
+
     /// What there is for this call: an answer (used up now), a question still waiting, or
     /// nothing.
     pub(crate) fn find(

@@ -186,6 +186,9 @@ impl Forwarder {
                 if let Some(id) = remembered {
                     settings.touch(id, now_ms);
                 }
+                if !gated.read {
+                    self.use_up_pending_answer(&who, config, &gated, now_ms);
+                }
                 // Unrecorded, it does not run.
                 audit
                     .record_gated(&config.name, Some(&who.name), gated.key, true, &why)
@@ -356,6 +359,33 @@ impl Forwarder {
     /// The person's answer to this very call, given while it was pending: used once. A call
     /// still pending waits a while more for it, then is told it is still pending. `None`:
     /// nothing pending for this call.
+    /// A call allowed without asking uses up an answer the person gave to this very call
+    /// while it waited: that is the retry a decision they chose to remember (or a rule) now
+    /// allows, and the answer, left, would let the same call run once more, unasked, after
+    /// the decision has lapsed or been revoked.
+    fn use_up_pending_answer(
+        &self,
+        who: &Who,
+        config: &ServerConfig,
+        gated: &Gated<'_>,
+        now_ms: u64,
+    ) {
+        let store = &self.shared.pending;
+        if store.is_empty() {
+            return;
+        }
+        let arguments = serde_json::to_string(&gated.arguments).unwrap_or_default();
+        // (An answer found is taken out; a question still waiting stays the person's.)
+        let _ = store.find(
+            &who.id,
+            &config.name,
+            gated.key,
+            &arguments,
+            &gated.digest,
+            now_ms,
+        );
+    }
+
     async fn pending_answer(
         &self,
         up: &Upstream,
