@@ -1773,6 +1773,49 @@ async fn an_agents_own_input_responses_are_refused_and_never_reach_the_server() 
     rig.gateway.shutdown().await;
 }
 
+/// An agent calls a tool the server does not list, named after a read method; the person
+/// answers "always allow, any arguments". That decision is not kept: kept, it was the very
+/// decision a read of any resource looks for (the same name, the same bare definition), and
+/// every later read of the server's resources ran unasked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_about_a_tool_named_after_a_read_decides_no_read() {
+    let mut rig = rig("read-named-tool", vec![raw_server()]).await;
+    let agent = rig.agent("raw", "reader", false).await;
+    let calling = spawn_call(&agent, "resources/read", json!({"uri": "raw://a"}));
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(true, Lasting::Always, Covering::AnyArguments),
+        )
+        .unwrap();
+    let _ = calling.await;
+    let remembered = rig.settings.get().remembered;
+    assert!(remembered.is_empty(), "{remembered:?}");
+    let peer = agent.peer().clone();
+    let read = tokio::spawn(async move {
+        peer.read_resource(rmcp::model::ReadResourceRequestParams::new("raw://a"))
+            .await
+    });
+    let ask = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("the read is asked about");
+    assert!(
+        matches!(&ask.kind, AskKind::ToolCall { tool, .. } if tool == "resources/read"),
+        "{:?}",
+        ask.kind
+    );
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert!(
+        tokio::time::timeout(WAIT, read)
+            .await
+            .unwrap()
+            .unwrap()
+            .is_err()
+    );
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn reading_an_untrusted_servers_resources_and_prompts_is_asked_about_and_recorded() {
     use countersign_core::ask::audit::AuditRecord;

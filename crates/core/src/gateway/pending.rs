@@ -344,6 +344,7 @@ async fn settle(
                     tool: &approval.tool,
                     definition: &approval.definition,
                     digest: &approval.digest,
+                    read: false,
                 },
                 decision,
                 None,

@@ -328,6 +328,7 @@ impl Forwarder {
                                 tool: gated.key,
                                 definition: &gated.definition,
                                 digest,
+                                read: gated.read,
                             },
                             decision,
                             session,
@@ -641,6 +642,8 @@ pub(crate) struct Decided<'a> {
     pub tool: &'a str,
     pub definition: &'a Value,
     pub digest: &'a str,
+    /// A read's (`tool` is then its method), not a tool call's.
+    pub read: bool,
 }
 
 /// Keeps what the person chose to remember (a failure to save is logged: the decision was
@@ -652,6 +655,16 @@ pub(crate) fn keep_decision(
     session: Option<u64>,
     now_ms: u64,
 ) {
+    // A read's decision is kept under its method's name: one for a tool the server (or an
+    // agent calling a tool it does not list) names after a read method would decide reads,
+    // which the person never saw; and such a tool is never decided by one (`policy::decide`).
+    if !decided.read && crate::gateway::policy::READ_METHODS.contains(&decided.tool) {
+        tracing::warn!(
+            tool = decided.tool,
+            "a decision about a tool named after a read method is not kept"
+        );
+        return;
+    }
     let kept = RememberedDecision {
         id: 0,
         agent: decided.agent.to_owned(),
