@@ -174,7 +174,8 @@ export class ServersPane {
             void this.reload();
           },
           (error: unknown) => {
-            status.textContent = ` ${errorText(error)}`;
+            // A sign-in's error can quote a server's words: shown as untrusted text.
+            status.replaceChildren(" ", inlineText(errorText(error), 400));
           },
         ).finally(() => (button.disabled = false));
       });

@@ -460,8 +460,10 @@ test("a remote server that asks for a sign-in: Sign in waits for the browser, a 
   await group.getByRole("button", { name: "Sign in" }).click();
   await page.getByText("Waiting for you to sign in in your browser…").waitFor();
   assert.equal(await group.getByRole("button", { name: "Sign in" }).isDisabled(), true);
-  finish({ err: { kind: "session", message: "server \"notes\" needs you to sign in: you declined to sign in" } });
+  // The reason can quote a server's words: shown as untrusted text, its bidi override named.
+  finish({ err: { kind: "session", message: "server \"notes\" needs you to sign in: you declined to sign in \u202Egpj.exe" } });
   await page.waitForFunction(() => document.querySelector(".sign-in-status")?.textContent?.includes("you declined"));
+  assert.match(await page.locator(".sign-in-status").textContent(), /you declined to sign in ⟨U\+202E⟩gpj\.exe/);
   assert.equal(await group.getByRole("button", { name: "Sign in" }).isDisabled(), false);
 
   // Then it succeeds: the session becomes ready and the page says where the tokens are kept.

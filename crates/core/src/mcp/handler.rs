@@ -104,9 +104,12 @@ impl Elicitor {
                 elicitation_id,
                 ..
             } => match crate::ask::url_policy::check(&url) {
+                // The address as it will be opened, which is what the dialog shows in full:
+                // the raw text can read otherwise (`https://evil.example\@bank.example/` opens
+                // evil.example; a look-alike host opens as its `xn--` form).
                 Ok(web) => AskKind::Url {
                     message,
-                    url,
+                    url: web.url.to_string(),
                     elicitation_id,
                     host: web.host,
                     warnings: web.warnings,
@@ -412,6 +415,66 @@ mod tests {
         assert!(records.iter().all(
             |r| matches!(r, AuditRecord::Refused { reason, .. } if reason.contains("never opened"))
         ));
+    }
+
+    /// The dialog shows in full the address that will be opened, not the server's text of it,
+    /// which can read as another host: a backslash is a slash to a browser, and a look-alike
+    /// host opens as its `xn--` form.
+    #[tokio::test]
+    async fn a_url_is_shown_as_it_will_be_opened() {
+        let (elicitor, _) = elicitor("url-as-opened");
+        let never = CancellationToken::new();
+        for (sent, opened, host) in [
+            (
+                "https://evil.example\\@accounts.google.com/login",
+                "https://evil.example/@accounts.google.com/login",
+                "evil.example",
+            ),
+            (
+                "https://аррӏе.com/\tsign-in",
+                "https://xn--80ak6aa92e.com/sign-in",
+                "xn--80ak6aa92e.com",
+            ),
+        ] {
+            let asking = {
+                let elicitor = elicitor.clone();
+                let never = never.clone();
+                let params = json!({"mode": "url", "message": "Sign in", "url": sent, "elicitationId": "e1"});
+                tokio::spawn(async move {
+                    elicitor
+                        .elicit(
+                            params,
+                            &Withdrawal::new().when(never, CancelReason::Server),
+                            |_| {},
+                        )
+                        .await
+                })
+            };
+            let ask = loop {
+                if let Some(ask) = elicitor.broker.pending().into_iter().next() {
+                    break ask;
+                }
+                tokio::task::yield_now().await;
+            };
+            let AskKind::Url {
+                url,
+                host: shown_host,
+                ..
+            } = &ask.kind
+            else {
+                panic!("{:?}", ask.kind)
+            };
+            assert_eq!(
+                (url.as_str(), shown_host.as_str()),
+                (opened, host),
+                "{sent}"
+            );
+            elicitor
+                .broker
+                .answer(ask.id, crate::ask::Answer::Decline)
+                .unwrap();
+            asking.await.unwrap().unwrap();
+        }
     }
 
     #[tokio::test]

@@ -179,6 +179,15 @@ impl Auth {
             .get_authorization_url()
             .await
             .map_err(|e| format!("cannot start the sign-in: {}", describe(&e)))?;
+        let sent_state = url::Url::parse(&authorization_url)
+            .ok()
+            .and_then(|url| {
+                url.query_pairs()
+                    .find(|(key, _)| key == "state")
+                    .map(|(_, state)| state.into_owned())
+            })
+            .ok_or("cannot start the sign-in: its address carries no state")?;
+        loopback.expect_state(&sent_state);
         Ok(PendingSignIn {
             authorization_url,
             state,

@@ -94,7 +94,7 @@ impl SessionManager {
                 asker: asker_for(&entry.config),
                 kind: crate::ask::AskKind::Url {
                     message,
-                    url: pending.authorization_url.clone(),
+                    url: web.url.to_string(),
                     elicitation_id: "sign-in".into(),
                     host: web.host,
                     warnings: web.warnings,

@@ -1,8 +1,12 @@
 //! The loopback redirect of a sign-in (RFC 8252): a listener on 127.0.0.1 that the browser is
 //! sent back to with the authorization code. It answers one `GET /callback` and nothing else,
-//! and the page it shows is fixed text: nothing from the request reaches it.
+//! and the page it shows is fixed text: nothing from the request reaches it. Only a redirect
+//! that carries this sign-in's `state` counts: anything on the machine can reach the port
+//! (another user, a program, a page in a browser that lets pages reach loopback), and the first
+//! request that looked like a redirect used to end the sign-in with the sender's words.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::{RawQuery, State};
 use axum::response::{Html, IntoResponse};
@@ -20,6 +24,8 @@ pub struct Loopback {
     pub redirect_uri: String,
     received: mpsc::Receiver<Callback>,
     stop: tokio_util::sync::CancellationToken,
+    /// The `state` this sign-in sent: none counts until it is known.
+    expected: Arc<OnceLock<String>>,
 }
 
 impl Loopback {
@@ -34,9 +40,10 @@ impl Loopback {
         let redirect_uri = format!("http://127.0.0.1:{}/callback", addr.port());
         let (tx, received) = mpsc::channel(4);
         let stop = tokio_util::sync::CancellationToken::new();
+        let expected = Arc::new(OnceLock::new());
         let app = axum::Router::new()
             .route("/callback", axum::routing::get(callback))
-            .with_state((tx, redirect_uri.clone()));
+            .with_state((tx, redirect_uri.clone(), expected.clone()));
         let stopped = stop.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app)
@@ -47,10 +54,17 @@ impl Loopback {
             redirect_uri,
             received,
             stop,
+            expected,
         })
     }
 
-    /// The first redirect that carries a code or an error.
+    /// The `state` the authorization request carries: the only redirect that counts is one
+    /// that carries it back.
+    pub fn expect_state(&self, state: &str) {
+        let _ = self.expected.set(state.to_owned());
+    }
+
+    /// The first redirect with this sign-in's `state` that carries a code or an error.
     pub async fn next(&mut self) -> Option<Callback> {
         self.received.recv().await
     }
@@ -62,10 +76,10 @@ impl Drop for Loopback {
     }
 }
 
-type Shared = (mpsc::Sender<Callback>, String);
+type Shared = (mpsc::Sender<Callback>, String, Arc<OnceLock<String>>);
 
 async fn callback(
-    State((tx, redirect_uri)): State<Shared>,
+    State((tx, redirect_uri, expected)): State<Shared>,
     RawQuery(raw): RawQuery,
 ) -> impl IntoResponse {
     let raw = raw.unwrap_or_default();
@@ -73,7 +87,14 @@ async fn callback(
         url::form_urlencoded::parse(raw.as_bytes())
             .into_owned()
             .collect();
-    let got = if let Some(error) = query.get("error") {
+    // The authorization server sends the state back with a code and with a refusal alike
+    // (RFC 6749, 4.1.2 and 4.1.2.1).
+    let ours = query
+        .get("state")
+        .is_some_and(|state| expected.get() == Some(state));
+    let got = if !ours {
+        None
+    } else if let Some(error) = query.get("error") {
         Some(Callback::Refused {
             error: error.clone(),
             description: query.get("error_description").cloned().unwrap_or_default(),
@@ -109,6 +130,7 @@ mod tests {
     #[tokio::test]
     async fn the_redirect_hands_over_the_code_and_shows_fixed_text() {
         let mut loopback = Loopback::bind(0).await.unwrap();
+        loopback.expect_state("s1");
         assert!(loopback.redirect_uri.starts_with("http://127.0.0.1:"));
         let base = loopback.redirect_uri.clone();
         let client = reqwest::Client::new();
@@ -142,7 +164,9 @@ mod tests {
             })
         );
         client
-            .get(format!("{base}?error=access_denied&error_description=no"))
+            .get(format!(
+                "{base}?error=access_denied&error_description=no&state=s1"
+            ))
             .send()
             .await
             .unwrap();
@@ -151,6 +175,56 @@ mod tests {
             Some(Callback::Refused {
                 error: "access_denied".into(),
                 description: "no".into()
+            })
+        );
+    }
+
+    /// Whatever reaches the port first without this sign-in's state (another user, a program,
+    /// a web page) ends nothing: a refusal in its own words, a code of its own, or any of it
+    /// before the state is known. The real redirect still comes through after them.
+    #[tokio::test]
+    async fn only_a_redirect_with_the_sign_ins_state_counts() {
+        let mut loopback = Loopback::bind(0).await.unwrap();
+        let base = loopback.redirect_uri.clone();
+        let client = reqwest::Client::new();
+        let early = client
+            .get(format!("{base}?code=c&state=s1"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(early.contains("only completes a sign-in"), "{early}");
+        loopback.expect_state("s1");
+        for forged in [
+            "error=access_denied&error_description=Your+account+is+locked",
+            "error=access_denied&state=zz",
+            "code=c&state=wrong",
+            "code=c",
+        ] {
+            let page = client
+                .get(format!("{base}?{forged}"))
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap();
+            assert!(
+                page.contains("only completes a sign-in"),
+                "{forged}: {page}"
+            );
+        }
+        client
+            .get(format!("{base}?code=real&state=s1"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            loopback.next().await,
+            Some(Callback::Code {
+                url: format!("{base}?code=real&state=s1")
             })
         );
     }
