@@ -67,7 +67,7 @@ use sessions::Found;
 use sessions::Session;
 pub(crate) use sessions::{Lanes, Opening, end_quiet_sessions};
 use stream::LaneEvents;
-pub(crate) use stream::LaneStream;
+pub(crate) use stream::{Backlog, LaneStream};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";

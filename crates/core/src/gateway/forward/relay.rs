@@ -3,12 +3,11 @@
 //! an agent's request ends before its answer (cancelled, or the agent gone).
 
 use std::collections::VecDeque;
-use std::sync::atomic::AtomicUsize;
 
 use rmcp::model::{ProgressNotification, RequestId};
 
 use super::*;
-use crate::gateway::lane::LaneStream;
+use crate::gateway::lane::{Backlog, LaneStream};
 use crate::mcp::origins::CallOrigins;
 
 /// A notification on its way to the agent: to the request it belongs to (progress), or to the
@@ -54,7 +53,7 @@ impl ProgressTo {
 pub(crate) struct AgentRelay {
     /// Each notification with its size, counted in [`Self::backlog`] until it is passed on.
     tx: mpsc::UnboundedSender<(Outgoing, usize)>,
-    backlog: AtomicUsize,
+    backlog: Backlog,
     /// The agent's session, for notifications not tied to a request (session agents only).
     pub(super) agent: Mutex<Option<Peer<RoleServer>>>,
     progress: Mutex<ProgressRoutes>,
@@ -109,7 +108,7 @@ impl AgentRelay {
         let (tx, rx) = mpsc::unbounded_channel();
         let relay = Arc::new(AgentRelay {
             tx,
-            backlog: AtomicUsize::new(0),
+            backlog: Backlog::default(),
             agent: Mutex::default(),
             progress: Mutex::default(),
             calls: Mutex::default(),
@@ -148,24 +147,23 @@ impl AgentRelay {
             Some(params) => params.get().len(),
             None => serde_json::to_vec(&outgoing.1).map_or(0, |v| v.len()),
         };
-        if self.backlog.load(Ordering::Acquire) + size > BACKLOG {
+        if !self.backlog.admit(size, BACKLOG) {
             tracing::warn!(
                 bytes = size,
                 "gateway: a notification dropped: the agent is not taking its session's"
             );
             return;
         }
-        self.backlog.fetch_add(size, Ordering::AcqRel);
         if self.tx.send((outgoing, size)).is_ok() {
             self.queued.fetch_add(1, Ordering::AcqRel);
         } else {
-            self.backlog.fetch_sub(size, Ordering::AcqRel);
+            self.backlog.taken(size);
         }
     }
 
     /// A notification of `size` bytes was passed on (or could not be).
     pub(super) fn passed_on(&self, size: usize) {
-        self.backlog.fetch_sub(size, Ordering::AcqRel);
+        self.backlog.taken(size);
         self.passed.send_modify(|n| *n += 1);
     }
 

@@ -50,31 +50,58 @@ impl Asked {
 /// memory for as long as the server sends them. Requests to the agent are never dropped.
 const BACKLOG: usize = 8 * 1024 * 1024;
 
+/// Bytes written for an agent and not yet taken by it, held to a cap by whoever writes: what
+/// the gateway keeps for an agent that stopped reading grows no further than the cap (a call's
+/// stream here, an agent session's notifications in `forward::relay`).
+#[derive(Default)]
+pub(crate) struct Backlog(AtomicUsize);
+
+impl Backlog {
+    /// Counts `bytes` in if the backlog stays within `cap`; false, counting nothing, if not.
+    pub(crate) fn admit(&self, bytes: usize, cap: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|total| *total <= cap)
+            })
+            .is_ok()
+    }
+
+    /// Counts `bytes` in whatever the backlog (for what is never dropped).
+    fn add(&self, bytes: usize) {
+        self.0.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// `bytes` were taken by the agent, or could not be written after all.
+    pub(crate) fn taken(&self, bytes: usize) {
+        self.0.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
 /// Where one call's stream is written, and how its requests' answers come back.
 #[derive(Clone)]
 pub(crate) struct LaneStream {
     events: mpsc::UnboundedSender<Bytes>,
-    /// Bytes written and not yet taken ([`LaneEvents`]).
-    backlog: Arc<AtomicUsize>,
+    /// Written and not yet taken ([`LaneEvents`]).
+    backlog: Arc<Backlog>,
     asked: Arc<Asked>,
 }
 
 /// What is written on a call's stream, as the agent's answer takes it.
 pub(crate) struct LaneEvents {
     rx: mpsc::UnboundedReceiver<Bytes>,
-    backlog: Arc<AtomicUsize>,
+    backlog: Arc<Backlog>,
 }
 
 impl LaneEvents {
     pub(crate) async fn recv(&mut self) -> Option<Bytes> {
         let event = self.rx.recv().await?;
-        self.backlog.fetch_sub(event.len(), Ordering::AcqRel);
+        self.backlog.taken(event.len());
         Some(event)
     }
 
     pub(crate) fn try_recv(&mut self) -> Option<Bytes> {
         let event = self.rx.try_recv().ok()?;
-        self.backlog.fetch_sub(event.len(), Ordering::AcqRel);
+        self.backlog.taken(event.len());
         Some(event)
     }
 }
@@ -82,7 +109,7 @@ impl LaneEvents {
 impl LaneStream {
     pub(crate) fn new(asked: Arc<Asked>) -> (Self, LaneEvents) {
         let (events, rx) = mpsc::unbounded_channel();
-        let backlog = Arc::new(AtomicUsize::new(0));
+        let backlog = Arc::new(Backlog::default());
         let taken = LaneEvents {
             rx,
             backlog: backlog.clone(),
@@ -95,27 +122,32 @@ impl LaneStream {
         (stream, taken)
     }
 
-    /// Writes `event` on the stream; false once the stream has ended.
+    /// Writes `event` on the stream, counted in the backlog; false once the stream has ended.
     fn send(&self, event: Bytes) -> bool {
-        let len = event.len();
-        self.backlog.fetch_add(len, Ordering::AcqRel);
-        if self.events.send(event).is_ok() {
-            return true;
-        }
-        self.backlog.fetch_sub(len, Ordering::AcqRel);
-        false
+        self.backlog.add(event.len());
+        self.write(event)
     }
 
-    /// Writes a notification, unless the agent has [`BACKLOG`] untaken already.
+    /// Writes an event already counted in the backlog.
+    fn write(&self, event: Bytes) -> bool {
+        let len = event.len();
+        let written = self.events.send(event).is_ok();
+        if !written {
+            self.backlog.taken(len);
+        }
+        written
+    }
+
+    /// Writes a notification, unless it would take the agent's untaken bytes past [`BACKLOG`].
     fn send_notification(&self, event: Bytes) {
-        if self.backlog.load(Ordering::Acquire) + event.len() > BACKLOG {
+        if !self.backlog.admit(event.len(), BACKLOG) {
             tracing::warn!(
                 bytes = event.len(),
                 "gateway: a notification dropped: the agent is not reading its call's stream"
             );
             return;
         }
-        self.send(event);
+        self.write(event);
     }
 
     pub(crate) fn notify(&self, notification: &ServerNotification) {

@@ -127,6 +127,11 @@ const PAGE_UNKNOWN: &str = "<!doctype html><meta charset=utf-8><title>Countersig
 mod tests {
     use super::*;
 
+    /// The page the redirect shows for `url`.
+    async fn page_at(client: &reqwest::Client, url: String) -> String {
+        client.get(url).send().await.unwrap().text().await.unwrap()
+    }
+
     #[tokio::test]
     async fn the_redirect_hands_over_the_code_and_shows_fixed_text() {
         let mut loopback = Loopback::bind(0).await.unwrap();
@@ -135,23 +140,9 @@ mod tests {
         let base = loopback.redirect_uri.clone();
         let client = reqwest::Client::new();
         // Missing code: not a callback, nothing handed over.
-        let page = client
-            .get(format!("{base}?state=x"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = page_at(&client, format!("{base}?state=x")).await;
         assert!(page.contains("only completes a sign-in"));
-        let page = client
-            .get(format!("{base}?code=abc&state=s1&x=%3Cscript%3E"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let page = page_at(&client, format!("{base}?code=abc&state=s1&x=%3Cscript%3E")).await;
         assert!(page.contains("Signed in"));
         assert!(
             !page.contains("script"),
@@ -187,14 +178,7 @@ mod tests {
         let mut loopback = Loopback::bind(0).await.unwrap();
         let base = loopback.redirect_uri.clone();
         let client = reqwest::Client::new();
-        let early = client
-            .get(format!("{base}?code=c&state=s1"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let early = page_at(&client, format!("{base}?code=c&state=s1")).await;
         assert!(early.contains("only completes a sign-in"), "{early}");
         loopback.expect_state("s1");
         for forged in [
@@ -203,14 +187,7 @@ mod tests {
             "code=c&state=wrong",
             "code=c",
         ] {
-            let page = client
-                .get(format!("{base}?{forged}"))
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap();
+            let page = page_at(&client, format!("{base}?{forged}")).await;
             assert!(
                 page.contains("only completes a sign-in"),
                 "{forged}: {page}"
