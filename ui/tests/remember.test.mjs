@@ -259,6 +259,27 @@ test("what changed in the tool since the person decided is shown first, as text,
   await app.close();
 });
 
+test("a decision given for the server configured otherwise under the same name: the dialog says so, and what it runs now", async () => {
+  const app = await openApp(env, {});
+  const { page, backend } = app;
+  await backend.addAsk(call({ id: 12, serverChanged: true, endpoint: { kind: "stdio", command: `npx evil-fs${RLO}exe.` } }));
+  const d = page.getByRole("dialog", { name: "Approve a tool call" });
+  await d.waitFor();
+  const region = d.getByRole("region", { name: "This server is configured differently since you last decided" });
+  assert.match(await d.locator(".call-summary").textContent(), /This server is configured differently since you last decided about this tool\.$/);
+  assert.match(await region.textContent(), /so it may be another server, and the decision no longer applies\. It now runs npx evil-fs⟨U\+202E⟩exe\.\.$/);
+  assert.doesNotMatch(await d.textContent(), new RegExp(RLO));
+  // Decided on its own, never in a batch with other calls.
+  await backend.addAsk(call({ id: 13 }));
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  const answers = await waitForAnswers(backend, 1);
+  assert.deepEqual(answers.map((a) => [a.id, a.answer.action]), [[12, "decline"]]);
+  await d.waitFor();
+  assert.equal(await d.locator(".call-changed").count(), 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("the agent is its token's name; the name it calls itself is shown beside when different", async () => {
   const app = await openApp(env, { asks: [call({ id: 9, agent: "Claude Code", declared: `Cursor${IMG}${RLO}` })] });
   const { page, backend } = app;

@@ -374,6 +374,17 @@ impl App {
 
     /// Uses `settings` (loaded from disk by the caller) instead of in-memory defaults.
     pub fn with_settings(mut self, settings: SettingsStore) -> App {
+        // Decisions kept before they named their server are bound to it as configured now.
+        let servers = self.config_state().running.servers.clone();
+        let identity_of = |name: &str| {
+            servers
+                .iter()
+                .find(|s| s.name == name)
+                .map(|s| s.transport.identity())
+        };
+        if let Err(e) = settings.bind_endpoints(identity_of) {
+            tracing::warn!(error = %e, "cannot bind remembered decisions to their servers");
+        }
         self.settings = settings;
         self
     }
@@ -731,6 +742,60 @@ mod tests {
         );
         app.undo_rewrite(&result.rewrite.id, false).unwrap();
         assert!(!named("Claude Desktop"), "the undo revoked it");
+    }
+
+    #[tokio::test]
+    async fn decisions_kept_before_they_named_their_server_are_bound_to_it_at_start() {
+        use crate::ask::approval::{Covering, Lasting, RememberedDecision};
+        let dir = std::env::temp_dir().join(format!("cs-app-bind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let desk = crate::config::ServerConfig::stdio("desk", "desk-mcp", &["--x"]);
+        let config = LoadedConfig {
+            path: dir.join("config.json"),
+            servers: vec![desk.clone()],
+            gateway: crate::config::GatewayConfig {
+                enabled: false,
+                port: 0,
+            },
+            errors: Vec::new(),
+        };
+        let settings = SettingsStore::default();
+        for server in ["desk", "gone"] {
+            let old = RememberedDecision {
+                id: 0,
+                agent: "a".into(),
+                agent_name: "A".into(),
+                server: server.into(),
+                endpoint: String::new(),
+                tool: "t".into(),
+                allow: true,
+                lasting: Lasting::Always,
+                covering: Covering::AnyArguments,
+                session: None,
+                definition: json!({}),
+                digest: "d".into(),
+                created_ms: 0,
+                last_used_ms: None,
+                uses: 0,
+            };
+            settings.remember(old, 0).unwrap();
+        }
+        let audit = AuditLog::open(dir.join("audit.jsonl")).unwrap();
+        let app = App::start(config, audit).await.with_settings(settings);
+        let endpoints: Vec<(String, String)> = app
+            .settings()
+            .remembered
+            .into_iter()
+            .map(|d| (d.server, d.endpoint))
+            .collect();
+        assert_eq!(
+            endpoints,
+            [
+                ("desk".to_owned(), desk.transport.identity()),
+                ("gone".to_owned(), String::new())
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -102,6 +102,11 @@ pub enum AskKind {
         /// remembered decision that no longer applies because of it); empty otherwise.
         #[serde(default)]
         changed: Vec<crate::ask::approval::DefinitionChange>,
+        /// The server's name now runs or reaches another server than the one such a decision
+        /// was given for (its command, arguments, environment, directory, URL or headers
+        /// changed).
+        #[serde(default)]
+        server_changed: bool,
         /// The tool takes a boolean `dryRun`: the person can have the same call made with
         /// `dryRun: true` and see its result before deciding.
         #[serde(default)]
@@ -286,9 +291,7 @@ pub enum AnswerError {
 pub enum AskEvent {
     /// Boxed: the broker's broadcast channel lays out all of its slots when it is made, so the
     /// size of this enum times `EVENT_CAPACITY` is memory held from start (2.2 MB unboxed).
-    Added {
-        ask: Box<Ask>,
-    },
+    Added { ask: Box<Ask> },
     /// The ask ended; `outcome` says how (answered by the person or withdrawn).
     Resolved {
         #[ts(type = "number")]

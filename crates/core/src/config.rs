@@ -135,6 +135,19 @@ impl Default for GatewayConfig {
     }
 }
 
+impl TransportConfig {
+    /// Which server this is, for what the person decided about it: a digest of everything
+    /// that says what runs or answers (command, arguments, environment and directory; URL and
+    /// headers). A remembered "yes" is bound to it, so it is not taken for another server put
+    /// under the same name. Only the digest is kept: environment and headers may hold
+    /// credentials.
+    pub fn identity(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let text = serde_json::to_vec(self).unwrap_or_default();
+        format!("sha256:{}", hex::encode(Sha256::digest(text)))
+    }
+}
+
 impl ServerConfig {
     /// A stdio server with default settings.
     pub fn stdio(name: &str, command: &str, args: &[&str]) -> Self {
@@ -560,6 +573,52 @@ fn strip_position(e: &serde_json::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A server's identity changes with anything that says what runs or answers, and only
+    /// with that.
+    #[test]
+    fn a_servers_identity_is_what_runs_or_answers() {
+        let base = ServerConfig::stdio("fs", "npx", &["server-fs", "/home/me/scratch"]);
+        let same = |f: &dyn Fn(&mut ServerConfig)| {
+            let mut other = base.clone();
+            f(&mut other);
+            other.transport.identity() == base.transport.identity()
+        };
+        assert!(same(&|s| s.name = "renamed".into()));
+        assert!(same(&|s| s.trusted = true));
+        type Parts<'a> = (
+            &'a mut Vec<String>,
+            &'a mut BTreeMap<String, String>,
+            &'a mut Option<PathBuf>,
+        );
+        fn stdio(s: &mut ServerConfig) -> Parts<'_> {
+            match &mut s.transport {
+                TransportConfig::Stdio { args, env, cwd, .. } => (args, env, cwd),
+                TransportConfig::Http { .. } => unreachable!(),
+            }
+        }
+        assert!(!same(&|s| stdio(s).0[1] = "/home/me".into()));
+        assert!(!same(&|s| {
+            stdio(s).1.insert("ROOT".into(), "/".into());
+        }));
+        assert!(!same(&|s| *stdio(s).2 = Some("/tmp".into())));
+        let site = ServerConfig::http("web", "https://mcp.example.com/mcp");
+        let mut moved = site.clone();
+        moved.transport = TransportConfig::Http {
+            url: "https://mcp.example.net/mcp".into(),
+            headers: BTreeMap::new(),
+        };
+        assert_ne!(site.transport.identity(), moved.transport.identity());
+        let mut other_account = site.clone();
+        if let TransportConfig::Http { headers, .. } = &mut other_account.transport {
+            headers.insert("Authorization".into(), "Bearer other".into());
+        }
+        assert_ne!(
+            site.transport.identity(),
+            other_account.transport.identity()
+        );
+        assert!(site.transport.identity().starts_with("sha256:"));
+    }
 
     fn p() -> PathBuf {
         PathBuf::from("/tmp/c.json")

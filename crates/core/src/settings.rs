@@ -23,6 +23,16 @@ pub struct Settings {
     pub remembered: Vec<RememberedDecision>,
 }
 
+/// Why a remembered decision that would decide a call no longer does.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChangedSince {
+    /// The tool's fields that changed.
+    pub tool: Vec<DefinitionChange>,
+    /// The server's name now runs or reaches another server (its command, arguments,
+    /// environment, directory, URL or headers changed).
+    pub server: bool,
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("cannot save settings to {path}: {source}")]
 pub struct SettingsError {
@@ -108,17 +118,44 @@ impl SettingsStore {
         allow
     }
 
-    /// What changed in the tool since a remembered decision that would decide `call` was made
-    /// (it no longer applies because of it); empty when there is none.
-    pub fn changed_since(&self, call: &Call, now: &serde_json::Value) -> Vec<DefinitionChange> {
+    /// What changed since the latest remembered decision that would decide `call` was made
+    /// (it no longer applies because of it): the tool's fields, and whether the server is
+    /// configured to be another one. Nothing when no decision is outdated.
+    pub fn changed_since(&self, call: &Call, now: &serde_json::Value) -> ChangedSince {
         let current = self.current.read().expect("settings lock");
         current
             .remembered
             .iter()
             .filter(|d| d.outdated_for(call))
             .max_by_key(|d| d.created_ms)
-            .map(|d| crate::ask::approval::changes(&d.definition, now))
+            .map(|d| ChangedSince {
+                tool: crate::ask::approval::changes(&d.definition, now),
+                server: d.endpoint != call.endpoint,
+            })
             .unwrap_or_default()
+    }
+
+    /// Binds decisions made before they named their server's endpoint to the endpoint each
+    /// server has now (`identity_of` its name), once, when the app starts with its config: the
+    /// person gave them for the server as it was then, which is the best knowledge there is.
+    /// A decision whose server is not configured stays unbound and decides nothing.
+    pub fn bind_endpoints(
+        &self,
+        identity_of: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), SettingsError> {
+        let unbound =
+            |d: &RememberedDecision| d.endpoint.is_empty() && identity_of(&d.server).is_some();
+        if !self.get().remembered.iter().any(unbound) {
+            return Ok(());
+        }
+        self.update(|s| {
+            for d in s.remembered.iter_mut().filter(|d| d.endpoint.is_empty()) {
+                if let Some(identity) = identity_of(&d.server) {
+                    d.endpoint = identity;
+                }
+            }
+        })
+        .map(|_| ())
     }
 
     /// Counts a use of decision `id`, in memory only: a call is not worth a disk write, and
@@ -219,6 +256,52 @@ mod tests {
         let (again, _) = SettingsStore::load(Some(path));
         assert!(again.is_muted("github"));
         assert!(!again.is_muted("demo"));
+    }
+
+    /// Decisions from before they named their server are bound once to the server of that name
+    /// as configured at start; one for a server not configured stays unbound (it decides
+    /// nothing), and a bound one is not rebound.
+    #[test]
+    fn decisions_without_a_server_endpoint_are_bound_to_the_server_configured_at_start() {
+        let path = temp("bind");
+        let decision = |server: &str, endpoint: &str| RememberedDecision {
+            id: 0,
+            agent: "a".into(),
+            agent_name: "A".into(),
+            server: server.into(),
+            endpoint: endpoint.into(),
+            tool: "t".into(),
+            allow: true,
+            lasting: Lasting::Always,
+            covering: crate::ask::approval::Covering::AnyArguments,
+            session: None,
+            definition: serde_json::json!({}),
+            digest: "d".into(),
+            created_ms: 0,
+            last_used_ms: None,
+            uses: 0,
+        };
+        let (store, _) = SettingsStore::load(Some(path.clone()));
+        for (server, endpoint) in [("fs", ""), ("gone", ""), ("web", "sha256:kept")] {
+            store.remember(decision(server, endpoint), 0).unwrap();
+        }
+        let identity_of = |name: &str| (name != "gone").then(|| format!("sha256:{name}-now"));
+        store.bind_endpoints(identity_of).unwrap();
+        let (again, _) = SettingsStore::load(Some(path));
+        let endpoints: Vec<(String, String)> = again
+            .get()
+            .remembered
+            .into_iter()
+            .map(|d| (d.server, d.endpoint))
+            .collect();
+        assert_eq!(
+            endpoints,
+            [
+                ("fs".into(), "sha256:fs-now".into()),
+                ("gone".into(), String::new()),
+                ("web".into(), "sha256:kept".into())
+            ]
+        );
     }
 
     #[test]

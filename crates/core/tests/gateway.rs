@@ -2197,6 +2197,53 @@ async fn a_changed_tool_is_asked_about_again_and_the_dialog_says_what_changed() 
     rig.gateway.shutdown().await;
 }
 
+/// A "yes" is for the server the person saw. The same name, edited to run another server (here
+/// another environment; a command, an argument, a URL or a header count the same), is asked
+/// about again, and the dialog says the server changed; put back as it was, the decision holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_remembered_yes_is_not_taken_for_another_server_under_the_same_name() {
+    let original = hostile_server("shifty", None);
+    let mut rig = rig("endpoint-bound", vec![original.clone()]).await;
+    let agent = rig.agent("shifty", "bound-agent", false).await;
+    let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t1"}));
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, always_allow()).unwrap();
+    assert_ne!(deleting.await.unwrap().unwrap().is_error, Some(true));
+    call(&agent, "delete_ticket", json!({"id": "t2"})).await;
+    assert!(rig.broker.pending().is_empty());
+
+    let mut replaced = original.clone();
+    let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut replaced.transport
+    else {
+        unreachable!()
+    };
+    env.insert("DATA_DIR".into(), "/somewhere/else".into());
+    rig.gateway.set_servers(vec![replaced]);
+    let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t3"}));
+    let ask = rig.next_ask().await;
+    let AskKind::ToolCall {
+        changed,
+        server_changed,
+        ..
+    } = &ask.kind
+    else {
+        panic!("{ask:?}")
+    };
+    assert!(*server_changed, "{ask:?}");
+    assert!(
+        changed.is_empty(),
+        "the tool itself did not change: {changed:?}"
+    );
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(deleting.await.unwrap().unwrap().is_error, Some(true));
+
+    rig.gateway.set_servers(vec![original]);
+    let deleted = call(&agent, "delete_ticket", json!({"id": "t4"})).await;
+    assert_ne!(deleted.is_error, Some(true), "{}", text(&deleted));
+    assert!(rig.broker.pending().is_empty());
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn remembered_scopes_last_as_chosen_and_cover_only_what_was_chosen() {
     let mut rig = rig("scopes", vec![hostile_server("files", None)]).await;

@@ -82,7 +82,9 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     agentText(asker.agent, "agent-name", "An agent that gave no name"), " wants to run ",
     el("code", { class: "tool-name" }, inlineText(ask.tool, 80)),
     " on ", inlineText(asker.server, 80, "server-name"), ".",
-    (ask.changed ?? []).length > 0 ? " The tool changed since you last decided about it." : null);
+    ask.serverChanged === true
+      ? " This server is configured differently since you last decided about this tool."
+      : (ask.changed ?? []).length > 0 ? " The tool changed since you last decided about it." : null);
 
   const where = endpointPhrase(asker.endpoint);
   const toolCell = el("dd", {},
@@ -98,7 +100,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
       el("span", { class: "muted" }, ` ${where.label} `, inlineText(where.value, 200, "endpoint"))),
     el("dt", {}, "Tool"), toolCell);
 
-  const root = el("div", { class: "call-panel" }, summary, changedSection(ask), facts);
+  const root = el("div", { class: "call-panel" }, summary, serverChangedSection(ask, where), changedSection(ask), facts);
 
   const hints = annotationHints(ask.annotations);
   if (hints.length > 0) {
@@ -113,7 +115,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
   const note = el("p", { class: "field-hint always-note", id: noteId },
     "“Always allow” is remembered for ", agentText(asker.agent, "agent-name", "this unnamed agent"), " running ",
     el("code", {}, inlineText(ask.tool, 80)), " on ", inlineText(asker.server, 80),
-    ": it runs without asking from then on (unless the server changes the tool), until you revoke it in Settings.");
+    ": it runs without asking from then on (unless the tool or how the server is configured changes), until you revoke it in Settings.");
   // Said beside the buttons while the arguments are clipped: Allow waits for "Show all".
   const revealId = uid("reveal-note");
   const revealNote = el("p", { class: "field-hint reveal-note", id: revealId },
@@ -181,6 +183,19 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     acceptButtons: [always, once, remember.allow],
     initialFocus: deny,
   };
+}
+
+/** Said when a remembered decision about this tool was given for the server configured
+ * differently under the same name (another command, arguments, environment, directory, URL or
+ * headers): it may be another server, so the decision no longer applies. */
+function serverChangedSection(ask: ToolCallAsk, where: { label: string; value: string }): HTMLElement | null {
+  if (ask.serverChanged !== true) return null;
+  const headingId = uid("server-changed");
+  return el("section", { class: "call-changed", attrs: { "aria-labelledby": headingId } },
+    el("p", { class: "subhead", id: headingId }, "This server is configured differently since you last decided"),
+    el("p", { class: "field-hint" },
+      "Your remembered decision was for ", inlineText(ask.asker.server, 80), " as it was configured then. Its command, arguments, environment, directory, address or headers are different now, so it may be another server, and the decision no longer applies. It now ",
+      where.label, " ", el("code", {}, inlineText(where.value, 200)), "."));
 }
 
 /** What changed in the tool's definition since the person's remembered decision about it: each

@@ -42,6 +42,12 @@ alsoSentText: string | null,
  */
 changed: Array<DefinitionChange>, 
 /**
+ * The server's name now runs or reaches another server than the one such a decision
+ * was given for (its command, arguments, environment, directory, URL or headers
+ * changed).
+ */
+serverChanged: boolean, 
+/**
  * The tool takes a boolean `dryRun`: the person can have the same call made with
  * `dryRun: true` and see its result before deciding.
  */

@@ -13,7 +13,13 @@ agent: string,
 /**
  * That token's name, for the person.
  */
-agentName: string, server: string, tool: string, allow: boolean, lasting: Lasting, covering: Covering, 
+agentName: string, server: string, 
+/**
+ * Which server it was given for (`TransportConfig::identity`): the same name configured
+ * to run or reach another server is not that server. Empty in decisions made before it
+ * was kept and not bound since (`SettingsStore::bind_endpoints`): they decide nothing.
+ */
+endpoint: string, tool: string, allow: boolean, lasting: Lasting, covering: Covering, 
 /**
  * The upstream session a `Session` decision belongs to.
  */

@@ -48,7 +48,7 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
 export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
   argumentsText = args === null ? "" : JSON.stringify(args, null, 2), alsoSentText = null, deadlineMs = null, receivedAtMs,
-  changed = [], preview = false } = {}) {
+  changed = [], serverChanged = false, preview = false } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -65,6 +65,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
     argumentsText,
     alsoSentText,
     changed,
+    serverChanged,
     preview,
   };
 }

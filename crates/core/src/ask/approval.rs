@@ -79,6 +79,11 @@ pub struct RememberedDecision {
     /// That token's name, for the person.
     pub agent_name: String,
     pub server: String,
+    /// Which server it was given for (`TransportConfig::identity`): the same name configured
+    /// to run or reach another server is not that server. Empty in decisions made before it
+    /// was kept and not bound since (`SettingsStore::bind_endpoints`): they decide nothing.
+    #[serde(default)]
+    pub endpoint: String,
     pub tool: String,
     pub allow: bool,
     pub lasting: Lasting,
@@ -116,6 +121,8 @@ pub struct DefinitionChange {
 pub struct Call<'a> {
     pub agent: &'a str,
     pub server: &'a str,
+    /// The server's `TransportConfig::identity` as configured now.
+    pub endpoint: &'a str,
     pub tool: &'a str,
     pub arguments: &'a Value,
     pub session: u64,
@@ -142,14 +149,16 @@ impl RememberedDecision {
             && self.covering.covers(call.arguments)
     }
 
-    /// Whether it decides `call`: it concerns it, and the tool is still what the person saw.
+    /// Whether it decides `call`: it concerns it, and the server and the tool are still what
+    /// the person saw.
     pub fn applies(&self, call: &Call) -> bool {
-        self.concerns(call) && self.digest == call.digest
+        self.concerns(call) && self.digest == call.digest && self.endpoint == call.endpoint
     }
 
-    /// It would decide `call` but the tool changed since: the person is asked again.
+    /// It would decide `call` but the tool or the server changed since: the person is asked
+    /// again.
     pub fn outdated_for(&self, call: &Call) -> bool {
-        self.concerns(call) && self.digest != call.digest
+        self.concerns(call) && (self.digest != call.digest || self.endpoint != call.endpoint)
     }
 
     /// For the audit log and History: which decision decided a call.
@@ -400,6 +409,7 @@ mod tests {
             agent: "a1".into(),
             agent_name: "Claude Code".into(),
             server: "fs".into(),
+            endpoint: "e".into(),
             tool: "delete".into(),
             allow: true,
             lasting,
@@ -417,6 +427,7 @@ mod tests {
         Call {
             agent: "a1",
             server: "fs",
+            endpoint: "e",
             tool: "delete",
             arguments,
             session,
@@ -511,6 +522,26 @@ mod tests {
         let changed = digest_of_changed();
         assert!(!always.applies(&call(&args, &changed, 1, 0)));
         assert!(always.outdated_for(&call(&args, &changed, 1, 0)));
+    }
+
+    /// A decision is for the server the person saw: the same name configured to run another
+    /// command (or reach another URL) is asked about again; one made before decisions were
+    /// bound to a server (no endpoint) decides nothing.
+    #[test]
+    fn a_decision_is_only_for_the_server_it_was_given_for() {
+        let args = json!({"path": "/p/a"});
+        let always = decision(Lasting::Always, Covering::AnyArguments);
+        let digest = always.digest.clone();
+        assert!(always.applies(&call(&args, &digest, 1, 0)));
+        let mut elsewhere = call(&args, &digest, 1, 0);
+        elsewhere.endpoint = "another";
+        assert!(!always.applies(&elsewhere));
+        assert!(always.outdated_for(&elsewhere));
+        let unbound = RememberedDecision {
+            endpoint: String::new(),
+            ..always
+        };
+        assert!(!unbound.applies(&call(&args, &digest, 1, 0)));
     }
 
     fn digest_of_changed() -> String {

@@ -33,6 +33,11 @@ pub(crate) struct PendingApproval {
     pub agent_name: String,
     pub declared: Option<String>,
     pub server: String,
+    /// The server's identity when the person was asked (`TransportConfig::identity`): the
+    /// answer is for that server only. Empty in approvals kept before it was: those are
+    /// never used.
+    #[serde(default)]
+    pub endpoint: String,
     pub tool: String,
     /// What the retry must send, as compact JSON, and as a value to show again.
     pub arguments: String,
@@ -166,6 +171,7 @@ impl PendingStore {
         &self,
         agent: &str,
         server: &str,
+        endpoint: &str,
         tool: &str,
         arguments: &str,
         digest: &str,
@@ -175,6 +181,7 @@ impl PendingStore {
         let Some(i) = entries.iter().position(|e| {
             e.agent == agent
                 && e.server == server
+                && e.endpoint == endpoint
                 && e.tool == tool
                 && e.arguments == arguments
                 && e.digest == digest
@@ -285,6 +292,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
         also_sent_text,
         arguments: approval.arguments_value.clone(),
         changed: Vec::new(),
+        server_changed: false,
         preview: false,
     };
     let opened = shared.broker.open(crate::ask::broker::NewAsk {
@@ -341,6 +349,7 @@ async fn settle(
                     agent: &approval.agent,
                     agent_name: &approval.agent_name,
                     server: &approval.server,
+                    endpoint: &approval.endpoint,
                     tool: &approval.tool,
                     definition: &approval.definition,
                     digest: &approval.digest,
@@ -381,6 +390,7 @@ mod tests {
             agent_name: "A".into(),
             declared: None,
             server: "s".into(),
+            endpoint: "e".into(),
             tool: "t".into(),
             arguments: "{}".into(),
             arguments_value: json!({}),
@@ -401,7 +411,7 @@ mod tests {
         let store = PendingStore::load(None, 0);
         assert!(store.add(approval("p-1", 100)));
         assert_eq!(
-            store.find("a", "s", "t", "{}", "d", 10),
+            store.find("a", "s", "e", "t", "{}", "d", 10),
             Found::Waiting { id: "p-1".into() }
         );
         store.answer(
@@ -412,11 +422,22 @@ mod tests {
                 id: 7,
             }),
         );
-        assert_eq!(store.find("b", "s", "t", "{}", "d", 10), Found::None);
-        assert_eq!(store.find("a", "s", "t", "{\"x\":1}", "d", 10), Found::None);
-        assert_eq!(store.find("a", "s", "t", "{}", "changed", 10), Found::None);
+        assert_eq!(store.find("b", "s", "e", "t", "{}", "d", 10), Found::None);
         assert_eq!(
-            store.find("a", "s", "t", "{}", "d", 10),
+            store.find("a", "s", "e", "t", "{\"x\":1}", "d", 10),
+            Found::None
+        );
+        assert_eq!(
+            store.find("a", "s", "e", "t", "{}", "changed", 10),
+            Found::None
+        );
+        // The same name configured to run another server: not the server the person answered for.
+        assert_eq!(
+            store.find("a", "s", "other", "t", "{}", "d", 10),
+            Found::None
+        );
+        assert_eq!(
+            store.find("a", "s", "e", "t", "{}", "d", 10),
             Found::Answered {
                 id: "p-1".into(),
                 allow: true,
@@ -426,7 +447,7 @@ mod tests {
                 })
             }
         );
-        assert_eq!(store.find("a", "s", "t", "{}", "d", 10), Found::None);
+        assert_eq!(store.find("a", "s", "e", "t", "{}", "d", 10), Found::None);
     }
 
     #[test]

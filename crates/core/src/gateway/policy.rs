@@ -129,6 +129,7 @@ mod tests {
         Call {
             agent,
             server: "desk",
+            endpoint: "e",
             tool,
             arguments: &ARGS,
             session: 1,
@@ -145,6 +146,7 @@ mod tests {
                     agent: agent.into(),
                     agent_name: agent.into(),
                     server: "desk".into(),
+                    endpoint: "e".into(),
                     tool: tool.into(),
                     allow,
                     lasting: Lasting::Always,

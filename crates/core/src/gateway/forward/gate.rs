@@ -10,6 +10,7 @@ use super::*;
 use crate::ask::kill_point::{self, Step};
 use crate::gateway::pending::AskedIn;
 use crate::gateway::preview::Previews;
+use crate::settings::ChangedSince;
 
 impl Forwarder {
     pub(crate) async fn gate_and_call(
@@ -169,6 +170,7 @@ impl Forwarder {
         let call = approval::Call {
             agent: &who.id,
             server: &config.name,
+            endpoint: &up.identity,
             tool: gated.key,
             arguments: &gated.arguments,
             session: up.session,
@@ -187,7 +189,7 @@ impl Forwarder {
                     settings.touch(id, now_ms);
                 }
                 if !gated.read {
-                    self.use_up_pending_answer(&who, config, &gated, now_ms);
+                    self.use_up_pending_answer(&who, up, &gated, now_ms);
                 }
                 // Unrecorded, it does not run.
                 audit
@@ -282,6 +284,7 @@ impl Forwarder {
                                 agent_name: who.name.clone(),
                                 declared: who.declared.clone(),
                                 server: config.name.clone(),
+                                endpoint: up.identity.clone(),
                                 tool: gated.key.to_owned(),
                                 arguments,
                                 arguments_value: gated.arguments.clone(),
@@ -325,6 +328,7 @@ impl Forwarder {
                                 agent: &who.id,
                                 agent_name: &who.name,
                                 server: &config.name,
+                                endpoint: &up.identity,
                                 tool: gated.key,
                                 definition: &gated.definition,
                                 digest,
@@ -364,13 +368,7 @@ impl Forwarder {
     /// while it waited: that is the retry a decision they chose to remember (or a rule) now
     /// allows, and the answer, left, would let the same call run once more, unasked, after
     /// the decision has lapsed or been revoked.
-    fn use_up_pending_answer(
-        &self,
-        who: &Who,
-        config: &ServerConfig,
-        gated: &Gated<'_>,
-        now_ms: u64,
-    ) {
+    fn use_up_pending_answer(&self, who: &Who, up: &Upstream, gated: &Gated<'_>, now_ms: u64) {
         let store = &self.shared.pending;
         if store.is_empty() {
             return;
@@ -379,7 +377,8 @@ impl Forwarder {
         // (An answer found is taken out; a question still waiting stays the person's.)
         let _ = store.find(
             &who.id,
-            &config.name,
+            &up.server.name,
+            &up.identity,
             gated.key,
             &arguments,
             &gated.digest,
@@ -398,7 +397,17 @@ impl Forwarder {
     ) -> Result<Option<Result<Option<AskedIn>, Refusal>>, Refusal> {
         let store = &self.shared.pending;
         let config = &up.server;
-        let find = || store.find(&who.id, &config.name, gated.key, arguments, digest, now_ms);
+        let find = || {
+            store.find(
+                &who.id,
+                &config.name,
+                &up.identity,
+                gated.key,
+                arguments,
+                digest,
+                now_ms,
+            )
+        };
         let deadline = tokio::time::Instant::now() + config.approval_wait;
         loop {
             let changed = store.changed();
@@ -518,7 +527,7 @@ struct Gated<'a> {
 
 impl Gated<'_> {
     /// The question the person is asked about it.
-    fn ask_kind(&self, changed: Vec<approval::DefinitionChange>) -> AskKind {
+    fn ask_kind(&self, changed: ChangedSince) -> AskKind {
         let text = |field: &str| {
             self.definition
                 .get(field)
@@ -553,7 +562,8 @@ impl Gated<'_> {
             also_sent_text,
             // What a remembered choice is checked against: the judged value itself.
             arguments: self.arguments.clone(),
-            changed,
+            changed: changed.tool,
+            server_changed: changed.server,
             preview: self.previewable.is_some(),
         }
     }
@@ -639,6 +649,8 @@ pub(crate) struct Decided<'a> {
     pub agent: &'a str,
     pub agent_name: &'a str,
     pub server: &'a str,
+    /// The server's identity (`TransportConfig::identity`) as the person was asked.
+    pub endpoint: &'a str,
     pub tool: &'a str,
     pub definition: &'a Value,
     pub digest: &'a str,
@@ -670,6 +682,7 @@ pub(crate) fn keep_decision(
         agent: decided.agent.to_owned(),
         agent_name: decided.agent_name.to_owned(),
         server: decided.server.to_owned(),
+        endpoint: decided.endpoint.to_owned(),
         tool: decided.tool.to_owned(),
         allow: decision.allow,
         session,

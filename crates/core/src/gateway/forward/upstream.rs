@@ -105,6 +105,8 @@ enum Way {
 /// One upstream session, owned by one agent session (or one pooled session-less agent).
 pub(crate) struct Upstream {
     pub(super) server: ServerConfig,
+    /// `server.transport.identity()`, which every decision about its tools is bound to.
+    pub(super) identity: String,
     pub(super) service: RunningService<RoleClient, Handler>,
     /// The upstream's results as they were on the wire.
     pub(super) raw: Arc<RawRequests>,
@@ -233,6 +235,7 @@ impl Upstream {
         let lifecycle = Lifecycle::of(&service);
         let upstream = Arc::new(Upstream {
             lifecycle,
+            identity: server.transport.identity(),
             server: server.clone(),
             service,
             raw,
