@@ -60,6 +60,17 @@ pub(crate) struct AskedIn {
     pub id: crate::ask::AskId,
 }
 
+/// What an answer is used by: a call of the same agent's token, to the same server as
+/// configured, of the same tool as defined, with the same arguments.
+pub(crate) struct SameCall<'a> {
+    pub agent: &'a str,
+    pub server: &'a str,
+    pub endpoint: &'a str,
+    pub tool: &'a str,
+    pub arguments: &'a str,
+    pub digest: &'a str,
+}
+
 /// What a call finds in the store.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Found {
@@ -167,24 +178,15 @@ impl PendingStore {
 
     /// What there is for this call: an answer (used up now), a question still waiting, or
     /// nothing.
-    pub(crate) fn find(
-        &self,
-        agent: &str,
-        server: &str,
-        endpoint: &str,
-        tool: &str,
-        arguments: &str,
-        digest: &str,
-        now_ms: u64,
-    ) -> Found {
+    pub(crate) fn find(&self, call: &SameCall, now_ms: u64) -> Found {
         let mut entries = self.lock();
         let Some(i) = entries.iter().position(|e| {
-            e.agent == agent
-                && e.server == server
-                && e.endpoint == endpoint
-                && e.tool == tool
-                && e.arguments == arguments
-                && e.digest == digest
+            e.agent == call.agent
+                && e.server == call.server
+                && e.endpoint == call.endpoint
+                && e.tool == call.tool
+                && e.arguments == call.arguments
+                && e.digest == call.digest
                 && e.expires_ms > now_ms
         }) else {
             return Found::None;
@@ -406,12 +408,30 @@ mod tests {
         }
     }
 
+    fn same<'a>(
+        agent: &'a str,
+        server: &'a str,
+        endpoint: &'a str,
+        tool: &'a str,
+        arguments: &'a str,
+        digest: &'a str,
+    ) -> SameCall<'a> {
+        SameCall {
+            agent,
+            server,
+            endpoint,
+            tool,
+            arguments,
+            digest,
+        }
+    }
+
     #[test]
     fn an_answer_is_used_once_and_only_by_the_same_call() {
         let store = PendingStore::load(None, 0);
         assert!(store.add(approval("p-1", 100)));
         assert_eq!(
-            store.find("a", "s", "e", "t", "{}", "d", 10),
+            store.find(&same("a", "s", "e", "t", "{}", "d"), 10),
             Found::Waiting { id: "p-1".into() }
         );
         store.answer(
@@ -422,22 +442,25 @@ mod tests {
                 id: 7,
             }),
         );
-        assert_eq!(store.find("b", "s", "e", "t", "{}", "d", 10), Found::None);
         assert_eq!(
-            store.find("a", "s", "e", "t", "{\"x\":1}", "d", 10),
+            store.find(&same("b", "s", "e", "t", "{}", "d"), 10),
             Found::None
         );
         assert_eq!(
-            store.find("a", "s", "e", "t", "{}", "changed", 10),
+            store.find(&same("a", "s", "e", "t", "{\"x\":1}", "d"), 10),
+            Found::None
+        );
+        assert_eq!(
+            store.find(&same("a", "s", "e", "t", "{}", "changed"), 10),
             Found::None
         );
         // The same name configured to run another server: not the server the person answered for.
         assert_eq!(
-            store.find("a", "s", "other", "t", "{}", "d", 10),
+            store.find(&same("a", "s", "other", "t", "{}", "d"), 10),
             Found::None
         );
         assert_eq!(
-            store.find("a", "s", "e", "t", "{}", "d", 10),
+            store.find(&same("a", "s", "e", "t", "{}", "d"), 10),
             Found::Answered {
                 id: "p-1".into(),
                 allow: true,
@@ -447,7 +470,10 @@ mod tests {
                 })
             }
         );
-        assert_eq!(store.find("a", "s", "e", "t", "{}", "d", 10), Found::None);
+        assert_eq!(
+            store.find(&same("a", "s", "e", "t", "{}", "d"), 10),
+            Found::None
+        );
     }
 
     #[test]

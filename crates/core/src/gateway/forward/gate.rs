@@ -227,7 +227,7 @@ impl Forwarder {
                 if !gated.read {
                     // The person may have answered this very call while it was pending.
                     if let Some(answered) = self
-                        .pending_answer(up, &who, &gated, &arguments, digest, now_ms)
+                        .pending_answer(up, &who, &gated, &arguments, now_ms)
                         .await?
                     {
                         return answered;
@@ -375,15 +375,7 @@ impl Forwarder {
         }
         let arguments = serde_json::to_string(&gated.arguments).unwrap_or_default();
         // (An answer found is taken out; a question still waiting stays the person's.)
-        let _ = store.find(
-            &who.id,
-            &up.server.name,
-            &up.identity,
-            gated.key,
-            &arguments,
-            &gated.digest,
-            now_ms,
-        );
+        let _ = store.find(&gated.same_call(who, up, &arguments), now_ms);
     }
 
     async fn pending_answer(
@@ -392,22 +384,12 @@ impl Forwarder {
         who: &Who,
         gated: &Gated<'_>,
         arguments: &str,
-        digest: &str,
         now_ms: u64,
     ) -> Result<Option<Result<Option<AskedIn>, Refusal>>, Refusal> {
         let store = &self.shared.pending;
         let config = &up.server;
-        let find = || {
-            store.find(
-                &who.id,
-                &config.name,
-                &up.identity,
-                gated.key,
-                arguments,
-                digest,
-                now_ms,
-            )
-        };
+        let same = gated.same_call(who, up, arguments);
+        let find = || store.find(&same, now_ms);
         let deadline = tokio::time::Instant::now() + config.approval_wait;
         loop {
             let changed = store.changed();
@@ -526,6 +508,23 @@ struct Gated<'a> {
 }
 
 impl Gated<'_> {
+    /// This call, as a pending answer to it is found (`arguments` as forwarded).
+    fn same_call<'a>(
+        &'a self,
+        who: &'a Who,
+        up: &'a Upstream,
+        arguments: &'a str,
+    ) -> pending::SameCall<'a> {
+        pending::SameCall {
+            agent: &who.id,
+            server: &up.server.name,
+            endpoint: &up.identity,
+            tool: self.key,
+            arguments,
+            digest: &self.digest,
+        }
+    }
+
     /// The question the person is asked about it.
     fn ask_kind(&self, changed: ChangedSince) -> AskKind {
         let text = |field: &str| {
