@@ -86,10 +86,15 @@ export function coveringText(covering: Covering): string {
     case "exactArguments":
       return covering.arguments === "" ? "these exact arguments" : `exactly ${covering.arguments}`;
     case "pathUnder":
-      return `“${covering.argument}”: any path under ${covering.prefix}`;
+      return `${argumentNames(covering)}: any path under ${covering.prefix}`;
     case "urlHost":
-      return `“${covering.argument}”: any URL on ${covering.host}`;
+      return `${argumentNames(covering)}: any URL on ${covering.host}`;
   }
+}
+
+/** “source”, “destination”: the arguments a path or host decision holds. */
+function argumentNames(covering: { argument: string; also?: string[] }): string {
+  return [covering.argument, ...(covering.also ?? [])].map((name) => `“${name}”`).join(", ");
 }
 
 /** "for the agent's session, any arguments". */

@@ -146,7 +146,7 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
   await allow.click();
   const [answer] = await waitForAnswers(backend, 1);
   assert.deepEqual(answer.answer, { action: "remember", decision: {
-    allow: true, lasting: { kind: "always" }, covering: { kind: "pathUnder", argument: "path", prefix: "/home/me" } } });
+    allow: true, lasting: { kind: "always" }, covering: { kind: "pathUnder", argument: "path", prefix: "/home/me", also: [] } } });
   await d.waitFor({ state: "detached" });
   assert.match(await page.locator(".toast").textContent(), /Allowed and remembered: always, “path”: any path under \/home\/me/);
 
@@ -163,9 +163,39 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
   const decision = remembered(answers[1]);
   assert.ok(decision.lasting.untilMs >= from + 15 * 60_000 - 50 && decision.lasting.untilMs <= to + 15 * 60_000 + 50);
   assert.deepEqual(decision, { allow: false, lasting: { kind: "until", untilMs: decision.lasting.untilMs },
-    covering: { kind: "urlHost", argument: "url", host: "api.github.com" } });
+    covering: { kind: "urlHost", argument: "url", host: "api.github.com", also: [] } });
   await d.waitFor({ state: "detached" });
   assert.match(await page.locator(".toast").textContent(), /^tickets: Denied and remembered: until .*, “url”: any URL on api\.github\.com/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("a call with two paths offers one folder holding both; two URLs on different hosts offer no host", async () => {
+  const args = { source: "/home/me/p/a.txt", destination: "/home/me/q/b.txt", from: "https://a.example/x", to: "https://b.example/y" };
+  const app = await openApp(env, { asks: [call({ id: 14, tool: "move_file", args })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  await d.getByRole("button", { name: "Remember…" }).click();
+  const covering = d.getByRole("group", { name: "For which calls" });
+  assert.deepEqual(await covering.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
+    ["These exact arguments", "Any arguments", "Any paths under /home/me (source, destination)"]);
+  const folder = covering.getByRole("textbox", { name: "Folder for “source”, “destination”" });
+  assert.equal(await folder.inputValue(), "/home/me");
+  await covering.getByRole("radio", { name: /Any paths under/ }).check();
+  const allow = d.getByRole("button", { name: "Allow and remember" });
+  await armed(allow);
+  // A folder holding the source but not the destination: said, nothing sent.
+  await folder.fill("/home/me/p");
+  await allow.click();
+  await d.getByRole("alert").filter({ hasText: "/home/me/q/b.txt is not under /home/me/p" }).waitFor();
+  assert.equal(backend.answers.length, 0);
+  await folder.fill("/home/me");
+  await allow.click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(remembered(answer).covering, { kind: "pathUnder", argument: "source", prefix: "/home/me", also: [] });
+  await d.waitFor({ state: "detached" });
+  // The backend names every path the decision holds.
+  assert.match(await page.locator(".toast").textContent(), /“source”, “destination”: any path under \/home\/me/);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

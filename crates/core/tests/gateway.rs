@@ -2257,6 +2257,7 @@ async fn remembered_scopes_last_as_chosen_and_cover_only_what_was_chosen() {
     let under_p = Covering::PathUnder {
         argument: "path".into(),
         prefix: "/p".into(),
+        also: Vec::new(),
     };
     rig.broker
         .answer(
@@ -2324,6 +2325,7 @@ async fn a_choice_that_does_not_cover_the_call_on_screen_is_refused() {
     let elsewhere = Covering::PathUnder {
         argument: "path".into(),
         prefix: "/etc".into(),
+        also: Vec::new(),
     };
     assert!(
         rig.broker

@@ -1,14 +1,16 @@
 //! "Remember…" in the approval dialog: the person's choice beyond "once", for how long (this
 //! agent's session, 15 minutes, 1 hour, until tomorrow, always) and for which calls (any
-//! arguments, these exact arguments, a path argument under a folder, a URL argument on a host),
+//! arguments, these exact arguments, every path argument under a folder, every URL argument on a
+//! host),
 //! then Allow or Deny with it. Hidden behind a disclosure button so the one-key defaults (Deny,
 //! Allow once) stay as they were; usable with the keyboard alone (Tab between the two radio
 //! groups, arrow keys within one, Enter on a button). Moments ("1 hour", "until tomorrow") are
 //! worked out when the button is pressed, in the person's own time zone.
 //!
 //! The backend checks the choice against the call on screen (a folder must be absolute and hold
-//! the call's path; a host must be the call's URL's host) and refuses it otherwise; the folder is
-//! checked here first so the person hears about a typo at once.
+//! every path of the call; a host must be the host of every URL of the call) and refuses it
+//! otherwise, and itself names the arguments a decision holds; the folder is checked here first
+//! so the person hears about a typo at once.
 
 import type { Answer } from "../bindings/Answer";
 import type { Covering } from "../bindings/Covering";
@@ -85,7 +87,8 @@ export function parentDir(normalized: string): string {
 
 export interface PathArgument {
   argument: string;
-  path: string;
+  /** Normalized; `null` when it climbs above the root (no folder can hold it). */
+  path: string | null;
   parent: string;
 }
 
@@ -94,12 +97,24 @@ export interface UrlArgument {
   host: string;
 }
 
-/** The call's top-level string arguments that are absolute paths. */
+/** The call's top-level string arguments that are absolute paths (those starting with `/`, as
+ * the backend counts them). */
 export function pathArguments(args: unknown): PathArgument[] {
   return stringArguments(args).flatMap(([argument, value]) => {
+    if (!value.startsWith("/")) return [];
     const path = normalizePath(value);
-    return path === null ? [] : [{ argument, path, parent: parentDir(path) }];
+    return [{ argument, path, parent: path === null ? "/" : parentDir(path) }];
   });
+}
+
+/** The deepest folder holding all of `folders` (normalized). */
+export function commonFolder(folders: string[]): string {
+  const split = folders.map((f) => f.split("/").filter((p) => p !== ""));
+  const common: string[] = [];
+  for (let i = 0; split.length > 0 && split.every((parts) => i < parts.length && parts[i] === split[0][i]); i++) {
+    common.push(split[0][i]);
+  }
+  return `/${common.join("/")}`;
 }
 
 /** The call's top-level string arguments that are http(s) URLs with a host. */
@@ -148,20 +163,25 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
     { value: "exact", label: ["These exact arguments"], make: () => ({ kind: "exactArguments", arguments: "" }) },
     { value: "any", label: ["Any arguments"], make: () => ({ kind: "anyArguments" }) },
   ];
-  pathArguments(args).forEach((p, i) => {
+  // One choice holds every path of the call to the folder, and one every URL to the host: a
+  // choice about `source` alone would let `destination` go anywhere.
+  const paths = pathArguments(args);
+  if (paths.length > 0 && paths.every((p) => p.path !== null)) {
+    const names = paths.map((p) => `“${visibleString(p.argument)}”`).join(", ");
+    const folder = commonFolder(paths.map((p) => p.parent));
     const dirText = el("span", { class: "untrusted mono" });
-    dirText.textContent = visibleString(p.parent);
+    dirText.textContent = visibleString(folder);
     const input = el("input", {
       class: "remember-folder",
       attrs: {
         type: "text",
         spellcheck: "false",
         autocomplete: "off",
-        "aria-label": `Folder for “${visibleString(p.argument)}”`,
+        "aria-label": `Folder for ${names}`,
       },
     });
-    input.value = p.parent;
-    const value = `path-${i}`;
+    input.value = folder;
+    const value = "path";
     input.addEventListener("input", () => {
       dirText.textContent = visibleString(input.value);
       input.removeAttribute("aria-invalid");
@@ -171,27 +191,31 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
     });
     choices.push({
       value,
-      label: ["Any path under ", dirText, " (", inlineText(p.argument, 60), ")"],
+      label: [paths.length === 1 ? "Any path under " : "Any paths under ", dirText, " (",
+        ...paths.flatMap((p, i) => [i > 0 ? ", " : null, inlineText(p.argument, 60)]), ")"],
       extra: el("div", { class: "remember-extra" }, input),
       make: () => {
         const prefix = normalizePath(input.value.trim());
         if (prefix === null) {
           return { error: "The folder must be an absolute path, starting with /.", focus: input };
         }
-        if (!isUnder(p.path, prefix)) {
-          return { error: `${visibleString(p.path)} is not under ${visibleString(prefix)}: choose a folder that holds it.`, focus: input };
+        const outside = paths.find((p) => p.path !== null && !isUnder(p.path, prefix));
+        if (outside?.path) {
+          return { error: `${visibleString(outside.path)} is not under ${visibleString(prefix)}: choose a folder that holds it.`, focus: input };
         }
-        return { kind: "pathUnder", argument: p.argument, prefix };
+        return { kind: "pathUnder", argument: paths[0].argument, prefix, also: [] };
       },
     });
-  });
-  urlArguments(args).forEach((u, i) => {
+  }
+  const urls = urlArguments(args);
+  if (urls.length > 0 && urls.every((u) => u.host === urls[0].host)) {
     choices.push({
-      value: `url-${i}`,
-      label: ["Any URL on ", inlineText(u.host, 80, "mono"), " (", inlineText(u.argument, 60), ")"],
-      make: () => ({ kind: "urlHost", argument: u.argument, host: u.host }),
+      value: "url",
+      label: [urls.length === 1 ? "Any URL on " : "Any URLs on ", inlineText(urls[0].host, 80, "mono"), " (",
+        ...urls.flatMap((u, i) => [i > 0 ? ", " : null, inlineText(u.argument, 60)]), ")"],
+      make: () => ({ kind: "urlHost", argument: urls[0].argument, host: urls[0].host, also: [] }),
     });
-  });
+  }
   const coveringSet = el("fieldset", { class: "remember-set" },
     el("legend", {}, "For which calls"),
     ...choices.map((c, i) => radio(coveringName, c.value, c.label, i === 0, c.extra)));

@@ -3,4 +3,15 @@
 /**
  * Which calls of the tool a remembered decision covers.
  */
-export type Covering = { "kind": "anyArguments" } | { "kind": "exactArguments", arguments: string, } | { "kind": "pathUnder", argument: string, prefix: string, } | { "kind": "urlHost", argument: string, host: string, };
+export type Covering = { "kind": "anyArguments" } | { "kind": "exactArguments", arguments: string, } | { "kind": "pathUnder", argument: string, prefix: string, 
+/**
+ * The other arguments that were absolute paths in the call the person answered
+ * (filled in by the backend from that call): a `move_file`'s `destination` beside
+ * its `source`. Empty in decisions made before it was kept.
+ */
+also: Array<string>, } | { "kind": "urlHost", argument: string, host: string, 
+/**
+ * The other arguments that were http(s) URLs in the call the person answered (filled
+ * in by the backend).
+ */
+also: Array<string>, };

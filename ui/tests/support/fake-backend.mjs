@@ -349,17 +349,29 @@ function checkRemember(ask, decision) {
   } else if (c.kind === "pathUnder") {
     const prefix = normalizePath(c.prefix);
     if (prefix === null) return { error: `${JSON.stringify(c.prefix)} is not an absolute path` };
-    const path = typeof args[c.argument] === "string" ? normalizePath(args[c.argument]) : null;
-    if (path === null || !(path === prefix || path.startsWith(prefix === "/" ? "/" : `${prefix}/`))) {
-      return { error: "the choice does not cover the call it answers" };
+    // As the backend: every other absolute path of the call is held to the folder too.
+    const also = Object.keys(args).filter((k) => k !== c.argument && typeof args[k] === "string" && args[k].startsWith("/"));
+    for (const name of [c.argument, ...also]) {
+      const path = typeof args[name] === "string" ? normalizePath(args[name]) : null;
+      if (path === null || !(path === prefix || path.startsWith(prefix === "/" ? "/" : `${prefix}/`))) {
+        return { error: "the choice does not cover the call it answers" };
+      }
     }
-    covering = { ...c, prefix };
+    covering = { ...c, prefix, also };
   } else if (c.kind === "urlHost") {
-    let host = null;
-    try {
-      host = new URL(args[c.argument]).hostname.toLowerCase();
-    } catch {}
-    if (host !== c.host.toLowerCase()) return { error: "the choice does not cover the call it answers" };
+    const hostOf = (text) => {
+      try {
+        const url = new URL(text);
+        return url.protocol === "http:" || url.protocol === "https:" ? url.hostname.toLowerCase() : null;
+      } catch {
+        return null;
+      }
+    };
+    const also = Object.keys(args).filter((k) => k !== c.argument && typeof args[k] === "string" && hostOf(args[k]) !== null);
+    for (const name of [c.argument, ...also]) {
+      if (hostOf(args[name]) !== c.host.toLowerCase()) return { error: "the choice does not cover the call it answers" };
+    }
+    covering = { ...c, host: c.host.toLowerCase(), also };
   }
   return { decision: { ...decision, covering } };
 }

@@ -45,15 +45,24 @@ pub enum Covering {
         arguments: String,
     },
     /// Calls whose string argument `argument` is a path under `prefix` (both normalized, so
-    /// `..` cannot climb out).
+    /// `..` cannot climb out), and so is each of `also`.
     PathUnder {
         argument: String,
         prefix: String,
+        /// The other arguments that were absolute paths in the call the person answered
+        /// (filled in by the backend from that call): a `move_file`'s `destination` beside
+        /// its `source`. Empty in decisions made before it was kept.
+        #[serde(default)]
+        also: Vec<String>,
     },
-    /// Calls whose string argument `argument` is a URL on `host`.
+    /// Calls whose string argument `argument` is a URL on `host`, and so is each of `also`.
     UrlHost {
         argument: String,
         host: String,
+        /// The other arguments that were http(s) URLs in the call the person answered (filled
+        /// in by the backend).
+        #[serde(default)]
+        also: Vec<String>,
     },
 }
 
@@ -169,12 +178,7 @@ impl RememberedDecision {
             Lasting::Until { until_ms } => format!("until {until_ms} (ms since epoch)"),
             Lasting::Always => "always".to_owned(),
         };
-        let covering = match &self.covering {
-            Covering::AnyArguments => "any arguments".to_owned(),
-            Covering::ExactArguments { arguments } => format!("exactly {arguments}"),
-            Covering::PathUnder { argument, prefix } => format!("{argument} under {prefix}"),
-            Covering::UrlHost { argument, host } => format!("{argument} on {host}"),
-        };
+        let covering = self.covering.describe();
         format!("remembered #{}: {verb} {lasting}, {covering}", self.id)
     }
 }
@@ -202,27 +206,80 @@ fn only_argument<'a>(arguments: &'a Value, name: &str) -> Option<&'a Value> {
     }
 }
 
+/// The names of `arguments`' string members other than `argument` whose text is `like` (an
+/// absolute path, a URL): a decision about one covers only calls where these are alike too.
+fn other_arguments(arguments: &Value, argument: &str, like: impl Fn(&str) -> bool) -> Vec<String> {
+    let Some(arguments) = arguments.as_object() else {
+        return Vec::new();
+    };
+    arguments
+        .iter()
+        .filter(|(name, value)| *name != argument && value.as_str().is_some_and(&like))
+        .map(|(name, _)| name.clone())
+        .collect()
+}
+
+/// `argument` and `also`, as a decision's description names them.
+fn names(argument: &str, also: &[String]) -> String {
+    std::iter::once(argument)
+        .chain(also.iter().map(String::as_str))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl Covering {
+    /// In words, for the audit log and History.
+    pub fn describe(&self) -> String {
+        match self {
+            Covering::AnyArguments => "any arguments".to_owned(),
+            Covering::ExactArguments { arguments } => format!("exactly {arguments}"),
+            Covering::PathUnder {
+                argument,
+                prefix,
+                also,
+            } => format!("{} under {prefix}", names(argument, also)),
+            Covering::UrlHost {
+                argument,
+                host,
+                also,
+            } => format!("{} on {host}", names(argument, also)),
+        }
+    }
+
     /// Whether a call with `arguments` is covered.
     pub fn covers(&self, arguments: &Value) -> bool {
         match self {
             Covering::AnyArguments => true,
             Covering::ExactArguments { arguments: exact } => compact(arguments) == *exact,
-            Covering::PathUnder { argument, prefix } => {
-                let (Some(path), Some(prefix)) = (
-                    only_argument(arguments, argument)
-                        .and_then(Value::as_str)
-                        .and_then(normalize_path),
-                    normalize_path(prefix),
-                ) else {
+            Covering::PathUnder {
+                argument,
+                prefix,
+                also,
+            } => {
+                let Some(prefix) = normalize_path(prefix) else {
                     return false;
                 };
-                path == prefix || path.starts_with(&format!("{}/", prefix.trim_end_matches('/')))
+                let within = format!("{}/", prefix.trim_end_matches('/'));
+                std::iter::once(argument).chain(also).all(|name| {
+                    only_argument(arguments, name)
+                        .and_then(Value::as_str)
+                        .and_then(normalize_path)
+                        .is_some_and(|path| path == prefix || path.starts_with(&within))
+                })
             }
-            Covering::UrlHost { argument, host } => only_argument(arguments, argument)
-                .and_then(Value::as_str)
-                .and_then(url_host)
-                .is_some_and(|h| h == host.to_ascii_lowercase()),
+            Covering::UrlHost {
+                argument,
+                host,
+                also,
+            } => {
+                let host = host.to_ascii_lowercase();
+                std::iter::once(argument).chain(also).all(|name| {
+                    only_argument(arguments, name)
+                        .and_then(Value::as_str)
+                        .and_then(url_host)
+                        .is_some_and(|h| h == host)
+                })
+            }
         }
     }
 
@@ -233,15 +290,26 @@ impl Covering {
             Covering::ExactArguments { .. } => Covering::ExactArguments {
                 arguments: compact(arguments),
             },
-            Covering::PathUnder { argument, prefix } => {
+            Covering::PathUnder {
+                argument, prefix, ..
+            } => {
                 let prefix = normalize_path(&prefix)
                     .ok_or_else(|| format!("{prefix:?} is not an absolute path"))?;
-                Covering::PathUnder { argument, prefix }
+                let also = other_arguments(arguments, &argument, |text| text.starts_with('/'));
+                Covering::PathUnder {
+                    argument,
+                    prefix,
+                    also,
+                }
             }
-            Covering::UrlHost { argument, host } => Covering::UrlHost {
-                argument,
-                host: host.to_ascii_lowercase(),
-            },
+            Covering::UrlHost { argument, host, .. } => {
+                let also = other_arguments(arguments, &argument, |text| url_host(text).is_some());
+                Covering::UrlHost {
+                    argument,
+                    host: host.to_ascii_lowercase(),
+                    also,
+                }
+            }
             any => any,
         };
         if covering.covers(arguments) {
@@ -382,6 +450,63 @@ mod tests {
         }
     }
 
+    /// A path (or host) decision covers every argument that was a path (a URL) in the call
+    /// the person answered, whatever the dialog sent: `move_file`'s `destination` is held to
+    /// the folder as well as its `source`.
+    #[test]
+    fn a_path_or_host_decision_holds_every_such_argument_of_the_call_answered() {
+        let moving = json!({"source": "/p/a", "destination": "/p/b", "note": "tidy up"});
+        let under = Covering::PathUnder {
+            argument: "source".into(),
+            prefix: "/p".into(),
+            also: Vec::new(),
+        }
+        .check(&moving)
+        .unwrap();
+        assert_eq!(
+            under,
+            Covering::PathUnder {
+                argument: "source".into(),
+                prefix: "/p".into(),
+                also: vec!["destination".into()],
+            }
+        );
+        assert!(under.covers(&json!({"source": "/p/c", "destination": "/p/d/e", "note": "x"})));
+        assert!(!under.covers(&json!({"source": "/p/c", "destination": "/etc/cron.d/x"})));
+        assert!(!under.covers(&json!({"source": "/p/c", "destination": "../../etc/x"})));
+        assert!(!under.covers(&json!({"source": "/p/c"})));
+        // A folder that does not hold every path of the call on screen is not what was seen.
+        let narrow = Covering::PathUnder {
+            argument: "source".into(),
+            prefix: "/p".into(),
+            also: Vec::new(),
+        };
+        assert!(
+            narrow
+                .check(&json!({"source": "/p/a", "destination": "/q/b"}))
+                .is_err()
+        );
+        let fetching = json!({"url": "https://a.example/x", "callback": "https://a.example/cb"});
+        let on = Covering::UrlHost {
+            argument: "url".into(),
+            host: "A.example".into(),
+            also: Vec::new(),
+        }
+        .check(&fetching)
+        .unwrap();
+        assert!(
+            on.covers(&json!({"url": "https://a.example/y", "callback": "https://a.example/z"}))
+        );
+        assert!(
+            !on.covers(&json!({"url": "https://a.example/y", "callback": "https://evil.test/"}))
+        );
+        assert!(
+            on.describe().contains("url, callback on a.example"),
+            "{}",
+            on.describe()
+        );
+    }
+
     /// A decision about one argument does not cover a call that carries another by the same
     /// name to a lax reader: the server would read that one.
     #[test]
@@ -389,6 +514,7 @@ mod tests {
         let under = Covering::PathUnder {
             argument: "path".into(),
             prefix: "/p".into(),
+            also: Vec::new(),
         };
         assert!(under.covers(&json!({"path": "/p/a"})));
         assert!(!under.covers(&json!({"path": "/p/a", "PATH": "/etc/shadow"})));
@@ -396,6 +522,7 @@ mod tests {
         let on = Covering::UrlHost {
             argument: "url".into(),
             host: "example.com".into(),
+            also: Vec::new(),
         };
         assert!(on.covers(&json!({"url": "https://example.com/x"})));
         assert!(!on.covers(&json!({"url": "https://example.com/x", "URL": "https://evil.test/"})));
@@ -441,6 +568,7 @@ mod tests {
         let under = Covering::PathUnder {
             argument: "path".into(),
             prefix: "/p".into(),
+            also: Vec::new(),
         };
         assert!(under.covers(&json!({"path": "/p/a.txt"})));
         assert!(under.covers(&json!({"path": "/p//x/./y"})));
@@ -460,6 +588,7 @@ mod tests {
         let on = Covering::UrlHost {
             argument: "url".into(),
             host: "api.github.com".into(),
+            also: Vec::new(),
         };
         assert!(on.covers(&json!({"url": "https://API.github.com/repos"})));
         assert!(!on.covers(&json!({"url": "https://api.github.com.evil.example/"})));
@@ -487,7 +616,8 @@ mod tests {
         assert!(
             Covering::PathUnder {
                 argument: "path".into(),
-                prefix: "/etc".into()
+                prefix: "/etc".into(),
+                also: Vec::new(),
             }
             .check(&args)
             .is_err()
@@ -495,7 +625,8 @@ mod tests {
         assert!(
             Covering::PathUnder {
                 argument: "path".into(),
-                prefix: "relative".into()
+                prefix: "relative".into(),
+                also: Vec::new(),
             }
             .check(&args)
             .is_err()
