@@ -268,7 +268,7 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
     el("div", { class: "remember-sets" }, lastingSet, coveringSet),
     error,
     el("p", { class: "field-hint" },
-      "Remembered for this agent and this tool as it is now: if the server changes the tool, you are asked again. A remembered deny answers the agent at once. Revoke it in Settings."),
+      "Remembered for this agent, this tool as it is now and the server as it is configured now: if either changes, you are asked again. A remembered deny answers the agent at once. Revoke it in Settings."),
     el("div", { class: "remember-actions" }, deny, allow));
 
   toggle.addEventListener("click", () => {
