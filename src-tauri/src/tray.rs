@@ -136,7 +136,11 @@ fn menu(app: &AppHandle, pending: &[Ask]) -> tauri::Result<Menu<tauri::Wry>> {
 
 /// "server: first line", clipped, with `&` doubled so a server's text cannot set a mnemonic.
 pub fn menu_text(ask: &Ask) -> String {
-    let line = format!("{}: {}", ask.asker.server, notification::headline(ask));
+    let line = format!(
+        "{}: {}",
+        notification::visible(&ask.asker.server),
+        notification::headline(ask)
+    );
     let mut text: String = line.chars().take(MENU_TEXT_CHARS).collect();
     if line.chars().count() > MENU_TEXT_CHARS {
         text.push('…');
@@ -251,7 +255,7 @@ mod tests {
         let ask = Ask {
             id: 1,
             asker: Asker {
-                server: "R&D".into(),
+                server: "R&D\u{202E}\n".into(),
                 endpoint: Endpoint::Stdio {
                     command: "x".into(),
                 },
@@ -268,6 +272,7 @@ mod tests {
         };
         let text = menu_text(&ask);
         assert!(text.starts_with("R&&D: Delete xxx"), "{text}");
+        assert!(!text.contains(['\u{202E}', '\n']), "{text}");
         assert_eq!(text.replace("&&", "&").chars().count(), MENU_TEXT_CHARS + 1);
     }
 

@@ -83,8 +83,8 @@ impl Coalescer {
     pub fn added(&mut self, ask: &Ask, now: Instant) {
         self.batch.push(Waiting {
             id: ask.id,
-            server: ask.asker.server.clone(),
-            agent: ask.asker.agent.clone(),
+            server: visible(&ask.asker.server),
+            agent: ask.asker.agent.as_deref().map(visible),
             headline: headline(ask),
         });
         self.first_at.get_or_insert(now);
@@ -192,8 +192,11 @@ pub fn sign_in_notification(event: &crate::session::SessionEvent) -> Option<Noti
         return None;
     };
     Some(Notification {
-        summary: format!("{} needs you to sign in", event.server),
-        body: format!("{reason}. Open Countersign and press Sign in on its page."),
+        summary: format!("{} needs you to sign in", visible(&event.server)),
+        body: format!(
+            "{}. Open Countersign and press Sign in on its page.",
+            visible(reason)
+        ),
         asks: Vec::new(),
     })
 }
@@ -268,6 +271,13 @@ pub fn headline(ask: &Ask) -> String {
         None if line.is_empty() => "has a question".into(),
         None => line,
     }
+}
+
+/// `text` without the characters [`hidden`] names, as a notification or the tray's menu shows a
+/// name: server and agent names are the person's own (the config, a token's name), but a name
+/// imported from an agent host's file is that file's, and a sign-in's reason quotes the server.
+pub fn visible(text: &str) -> String {
+    text.chars().filter(|&c| !hidden(c)).collect()
 }
 
 /// Characters a server's text may not carry into a notification or a menu: controls, line
@@ -528,6 +538,31 @@ mod tests {
             now += QUIET / 2;
         }
         assert_eq!(c.due_at(), Some(start + MAX_WAIT));
+    }
+
+    /// The names in a notification's summary (server, agent) carry no line break, control or
+    /// bidi override either: a name can come from an agent host's file.
+    #[test]
+    fn a_summary_shows_names_without_hidden_characters() {
+        let mut one = Coalescer::new(QUIET, MAX_WAIT);
+        let mut a = ask(1, "fs\u{202E}txt.exe", "q");
+        a.asker.agent = Some("Claude\nCode\u{2066}".into());
+        one.added(&a, Instant::now());
+        let shown = one.flush().unwrap();
+        assert_eq!(shown.summary, "fstxt.exe asks (for ClaudeCode)");
+        let reason = "denied\u{202E}: see https://evil.test\u{2028}now".to_owned();
+        let wants = crate::session::SessionEvent {
+            server: "web\u{7}".into(),
+            state: crate::session::SessionState::SignInRequired { reason },
+            revision: 1,
+        };
+        let notice = sign_in_notification(&wants).unwrap();
+        assert_eq!(notice.summary, "web needs you to sign in");
+        assert!(
+            notice.body.starts_with("denied: see https://evil.testnow."),
+            "{}",
+            notice.body
+        );
     }
 
     #[test]
