@@ -88,7 +88,10 @@ export class HistoryPane {
           el("tbody", {}, ...refused.map((r) => el("tr", {},
             el("td", { class: "nowrap" }, dateTime(r.atMs)),
             el("td", {}, inlineText(r.server, 60)),
-            el("td", {}, inlineText(r.reason, 400))))));
+            el("td", {}, inlineText(r.reason, 400),
+              r.unrecorded > 0
+                ? el("span", { class: "muted" }, ` (and ${r.unrecorded} more from this server before it, counted but not written)`)
+                : null)))));
     const gated = [...history.gated].sort((a, b) => b.atMs - a.atMs);
     const gatedBlock = gated.length === 0
       ? null

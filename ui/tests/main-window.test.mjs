@@ -350,7 +350,8 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
       { run: "q", ask: unsent, outcome: { outcome: "declined" }, resolvedAtMs: now - 80_000, delivered: false, interrupted: false },
       { run: "q", ask: cut, outcome: null, resolvedAtMs: null, delivered: false, interrupted: true },
     ],
-    refused: [{ server: "weird", reason: "properties.x.type: \"object\" is not supported", atMs: now }],
+    refused: [{ server: "weird", reason: "properties.x.type: \"object\" is not supported", atMs: now, unrecorded: 0 },
+      { server: "noisy", reason: "too many", atMs: now - 1000, unrecorded: 980 }],
     gated: [
       { server: "demo", agent: "Claude Code", tool: "list_tickets", allowed: true, why: "rule: allow", atMs: now - 1000 },
       { server: "demo", agent: null, tool: "book_meeting", allowed: false, why: "rule: deny", atMs: now },
@@ -372,6 +373,8 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
   assert.match(texts[3], /Cut short.*No answer: Countersign stopped before recording one, so none was sent/);
   assert.match(texts[4], /Unsent answer.*Declined.*Not on record as sent.*may not have received it/);
   assert.match(await page.locator(".history-table").nth(1).textContent(), /weird.*is not supported/);
+  assert.match(await page.locator(".history-table").nth(1).textContent(),
+    /noisy.*too many \(and 980 more from this server before it, counted but not written\)/);
   const gated = await page.locator(".history-table").nth(2).locator("tbody tr").allTextContents();
   assert.equal(gated.length, 2);
   assert.match(gated[0], /an unnamed agent.*demo.*book_meeting.*Refused.*rule: deny/);

@@ -3,4 +3,8 @@
 /**
  * A refused request (e.g. a schema outside the subset) from the audit log.
  */
-export type RefusedEntry = { server: string, reason: string, atMs: number, };
+export type RefusedEntry = { server: string, reason: string, atMs: number, 
+/**
+ * The server's refusals before this one that were counted, not written (a flood).
+ */
+unrecorded: number, };

@@ -35,6 +35,9 @@ pub struct RefusedEntry {
     pub reason: String,
     #[ts(type = "number")]
     pub at_ms: u64,
+    /// The server's refusals before this one that were counted, not written (a flood).
+    #[ts(type = "number")]
+    pub unrecorded: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -105,11 +108,13 @@ pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize, run: &str)
                 server,
                 reason,
                 at_ms,
+                unrecorded,
                 ..
             } => refused.push(RefusedEntry {
                 server,
                 reason,
                 at_ms,
+                unrecorded,
             }),
             AuditRecord::Gated {
                 at_ms,

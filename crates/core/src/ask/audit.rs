@@ -77,7 +77,13 @@ pub enum AuditRecord {
         at_ms: u64,
         server: String,
         reason: String,
+        /// The request, whole up to [`KEPT_REQUEST_BYTES`] of JSON; past that, its start,
+        /// its length and its SHA-256 (`kept_request`).
         request: Value,
+        /// Refusals of the same server since its last recorded one that were counted but not
+        /// written ([`REFUSALS_BURST`]).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        unrecorded: u64,
     },
     /// The gateway's policy decided an agent's tool call without asking the person (a rule,
     /// a remembered "Always allow", or a trusted server's read-only annotation).
@@ -101,6 +107,47 @@ pub enum AuditRecord {
     },
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// A refused request is written whole up to this many bytes of JSON, and past them as its
+/// start, its length and its digest: refusals are never shown to the person, so without a
+/// bound a server could push every earlier record out of the rotated log unseen.
+pub const KEPT_REQUEST_BYTES: usize = 4 * 1024;
+
+/// Refusals of one server written in a burst; after it, one more every
+/// [`REFUSAL_REFILL_MS`], the rest counted in the next one written (`unrecorded`).
+pub const REFUSALS_BURST: u64 = 20;
+pub const REFUSAL_REFILL_MS: u64 = 10_000;
+
+/// `request` as a refusal (or a question) is written down: whole when small, else cut.
+pub fn kept_request(request: &Value) -> Value {
+    let text = serde_json::to_string(request).unwrap_or_default();
+    if text.len() <= KEPT_REQUEST_BYTES {
+        return request.clone();
+    }
+    use sha2::{Digest, Sha256};
+    let mut end = KEPT_REQUEST_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    serde_json::json!({
+        "cut": true,
+        "bytes": text.len(),
+        "sha256": hex::encode(Sha256::digest(text.as_bytes())),
+        "start": &text[..end],
+    })
+}
+
+/// How many more of a server's refusals may be written now, and how many were not.
+#[derive(Debug)]
+struct RefusalBudget {
+    tokens: u64,
+    since_ms: u64,
+    unrecorded: u64,
+}
+
 struct Inner {
     path: PathBuf,
     writer: Mutex<files::Writer>,
@@ -109,6 +156,8 @@ struct Inner {
     run: String,
     /// Whether each outcome is fsynced; benchmarks of the broker turn this off.
     sync: bool,
+    /// By server (a configured name).
+    refusals: Mutex<std::collections::HashMap<String, RefusalBudget>>,
 }
 
 #[derive(Clone)]
@@ -145,6 +194,7 @@ impl AuditLog {
                 writer: Mutex::new(writer),
                 rotation,
                 sync,
+                refusals: Mutex::default(),
             }),
         })
     }
@@ -157,12 +207,16 @@ impl AuditLog {
         &self.inner.run
     }
 
+    /// The question as the person is shown it (its `kind`) and the request it came in, cut
+    /// like a refusal's when large (`kept_request`): the shown question is the record.
     pub(crate) fn record_asked(&self, ask: &Ask) -> Result<(), AuditError> {
+        let mut ask = ask.clone();
+        ask.request = kept_request(&ask.request);
         self.append(
             &AuditRecord::Asked {
                 run: self.inner.run.clone(),
                 at_ms: unix_ms(),
-                ask: ask.clone(),
+                ask,
             },
             false,
         )
@@ -200,21 +254,58 @@ impl AuditLog {
         )
     }
 
+    /// Records a refusal of `server`'s request, within the server's budget (see
+    /// [`REFUSALS_BURST`]); past it, the refusal is counted for the next one written. Not
+    /// synced: a refusal sends nothing but a no.
     pub fn record_refused(
         &self,
         server: &str,
         reason: &str,
         request: &Value,
     ) -> Result<(), AuditError> {
+        self.record_refused_at(server, reason, request, unix_ms())
+    }
+
+    fn record_refused_at(
+        &self,
+        server: &str,
+        reason: &str,
+        request: &Value,
+        now_ms: u64,
+    ) -> Result<(), AuditError> {
+        let unrecorded = {
+            let mut budgets = self
+                .inner
+                .refusals
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            let budget = budgets.entry(server.to_owned()).or_insert(RefusalBudget {
+                tokens: REFUSALS_BURST,
+                since_ms: now_ms,
+                unrecorded: 0,
+            });
+            let earned = now_ms.saturating_sub(budget.since_ms) / REFUSAL_REFILL_MS;
+            if earned > 0 {
+                budget.tokens = (budget.tokens + earned).min(REFUSALS_BURST);
+                budget.since_ms += earned * REFUSAL_REFILL_MS;
+            }
+            if budget.tokens == 0 {
+                budget.unrecorded += 1;
+                return Ok(());
+            }
+            budget.tokens -= 1;
+            std::mem::take(&mut budget.unrecorded)
+        };
         self.append(
             &AuditRecord::Refused {
                 run: self.inner.run.clone(),
-                at_ms: unix_ms(),
+                at_ms: now_ms,
                 server: server.to_owned(),
                 reason: reason.to_owned(),
-                request: request.clone(),
+                request: kept_request(request),
+                unrecorded,
             },
-            self.inner.sync,
+            false,
         )
     }
 
@@ -396,4 +487,77 @@ pub fn read_history(path: &Path) -> Result<(Vec<AuditRecord>, usize), AuditError
         }
     }
     Ok((records, skipped))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log(name: &str) -> AuditLog {
+        let dir = std::env::temp_dir().join(format!("cs-audit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        AuditLog::open(dir.join("audit.jsonl")).unwrap()
+    }
+
+    fn refusals(log: &AuditLog) -> Vec<(String, u64, Value)> {
+        log.history()
+            .unwrap()
+            .0
+            .into_iter()
+            .filter_map(|r| match r {
+                AuditRecord::Refused {
+                    server,
+                    unrecorded,
+                    request,
+                    ..
+                } => Some((server, unrecorded, request)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// A server flooding refusals (never shown to the person) cannot fill the log and rotate
+    /// earlier records away: a burst is written, then one per refill, each later one saying
+    /// how many were counted and not written; another server's refusals are not held back.
+    #[test]
+    fn a_flood_of_refusals_is_counted_not_written() {
+        let log = log("flood");
+        let t = 1_000_000;
+        let request = serde_json::json!({"message": "x"});
+        for _ in 0..1_000 {
+            log.record_refused_at("noisy", "bad schema", &request, t)
+                .unwrap();
+        }
+        log.record_refused_at("quiet", "bad schema", &request, t)
+            .unwrap();
+        log.record_refused_at("noisy", "bad schema", &request, t + REFUSAL_REFILL_MS)
+            .unwrap();
+        let written = refusals(&log);
+        let noisy: Vec<u64> = written
+            .iter()
+            .filter(|(s, ..)| s == "noisy")
+            .map(|(_, n, _)| *n)
+            .collect();
+        assert_eq!(noisy.len() as u64, REFUSALS_BURST + 1);
+        assert_eq!(noisy.last(), Some(&(1_000 - REFUSALS_BURST)));
+        assert!(noisy[..noisy.len() - 1].iter().all(|n| *n == 0));
+        assert_eq!(written.iter().filter(|(s, ..)| s == "quiet").count(), 1);
+    }
+
+    /// A large request is written as its start, its length and its digest.
+    #[test]
+    fn a_large_refused_request_is_cut_with_its_length_and_digest() {
+        let log = log("cut");
+        let huge = serde_json::json!({"message": "é".repeat(1_000_000)});
+        log.record_refused("big", "too big", &huge).unwrap();
+        let (_, _, request) = refusals(&log).remove(0);
+        assert_eq!(request["cut"], true);
+        let whole = serde_json::to_string(&huge).unwrap();
+        assert_eq!(request["bytes"], whole.len());
+        assert_eq!(request["sha256"].as_str().unwrap().len(), 64);
+        let start = request["start"].as_str().unwrap();
+        assert!(start.len() <= KEPT_REQUEST_BYTES && whole.starts_with(start));
+        let small = serde_json::json!({"message": "hi"});
+        assert_eq!(kept_request(&small), small);
+    }
 }
