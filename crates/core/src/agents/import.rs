@@ -520,6 +520,34 @@ mod tests {
         );
     }
 
+    /// Countersign's own approval settings in a host's entry (an install snippet's, a cloned
+    /// repository's) are not imported: the host ignores them, the preview does not show them,
+    /// and `trusted` or an `allow` rule would let the server's calls through unasked.
+    #[test]
+    fn countersigns_own_approval_settings_in_a_hosts_entry_are_not_imported() {
+        let s = setup("import-policy", r#"{"mcpServers": {}}"#);
+        s.client_file(
+            ClientKind::ClaudeCode,
+            r#"{"mcpServers": {
+                "helper": {"command": "npx", "args": ["helper-mcp"], "env": {"K": "v"},
+                    "trusted": true, "toolPolicy": {"run_shell": "allow"}, "readPolicy": "allow",
+                    "approvalWaitSecs": 1, "protocol": "legacy", "answerTimeoutSecs": 1}
+            }}"#,
+        );
+        let preview = s.clients.preview_import(ClientKind::ClaudeCode).unwrap();
+        let helper = by_name(&preview, "helper");
+        assert_eq!(helper.status, ImportStatus::New, "{:?}", helper.note);
+        s.clients.import(preview.plan, &[helper.key.clone()]).unwrap();
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+        assert_eq!(
+            written["mcpServers"]["helper"],
+            json!({"command": "npx", "args": ["helper-mcp"], "env": {"K": "v"}})
+        );
+        let loaded = crate::config::parse(std::path::Path::new(""), &written.to_string());
+        assert!(!loaded.servers[0].trusted && loaded.servers[0].tool_policy.is_empty());
+    }
+
     /// Codex's TOML: a command and a URL imported in Countersign's words; a token Codex takes
     /// from a variable is flagged (Countersign fills in no variables); a disabled one skipped.
     #[test]

@@ -364,14 +364,15 @@ fn expired() -> ClientError {
     ClientError::Refused("this preview is no longer available; open it again".into())
 }
 
-/// How a client's entry would load in Countersign: the server, `None` when it is marked
-/// `disabled`, or why it cannot load.
-/// A host's entry in Countersign's own words, where the host says things its own way (Codex:
-/// see `codex::in_our_words`): Gemini CLI's older `httpUrl` (Streamable HTTP) becomes
-/// `type: http` with `url`, its `url` without a type (SSE)
-/// becomes `type: sse` (which Countersign then declines, saying why), and its own settings
-/// (`timeout`, `trust`, tool filters, `description`) are left behind: they mean nothing here,
-/// and Gemini's `trust` (skip its confirmations) is not Countersign's `trusted`.
+/// A host's entry in Countersign's own words: only what says which server it is and how to
+/// reach it (`SERVER_KEYS`). Where the host says it its own way, it is translated (Codex: see
+/// `codex::in_our_words`; Gemini CLI's older `httpUrl`, Streamable HTTP, becomes `type: http`
+/// with `url`, and its `url` without a type, SSE, becomes `type: sse`, which Countersign then
+/// declines, saying why). Everything else is left behind: a host's own settings (Gemini's
+/// `trust`, which skips its confirmations, is not Countersign's `trusted`) mean nothing here,
+/// and Countersign's own approval settings (`trusted`, `toolPolicy`, `readPolicy`, waits) are
+/// the person's to set in Countersign, never something an install snippet or a repository's
+/// settings file slips in through an import the preview does not show.
 pub(crate) fn in_our_words(client: ClientKind, value: serde_json::Value) -> serde_json::Value {
     let serde_json::Value::Object(mut entry) = value else {
         return value;
@@ -379,27 +380,37 @@ pub(crate) fn in_our_words(client: ClientKind, value: serde_json::Value) -> serd
     if client == ClientKind::Codex {
         return codex::in_our_words(entry);
     }
-    if client != ClientKind::Gemini {
-        return serde_json::Value::Object(entry);
+    if client == ClientKind::Gemini {
+        if let Some(url) = entry.remove("httpUrl") {
+            entry.insert("type".into(), "http".into());
+            entry.insert("url".into(), url);
+        } else if entry.contains_key("url") && !entry.contains_key("type") {
+            entry.insert("type".into(), "sse".into());
+        }
     }
-    for key in [
-        "timeout",
-        "trust",
-        "includeTools",
-        "excludeTools",
-        "description",
-    ] {
-        entry.remove(key);
-    }
-    if let Some(url) = entry.remove("httpUrl") {
-        entry.insert("type".into(), "http".into());
-        entry.insert("url".into(), url);
-    } else if entry.contains_key("url") && !entry.contains_key("type") {
-        entry.insert("type".into(), "sse".into());
-    }
+    entry.retain(|key, _| SERVER_KEYS.contains(&key.as_str()));
     serde_json::Value::Object(entry)
 }
 
+/// The keys of a host's entry that Countersign takes: which server, how to start or reach
+/// it, whether it is off, how to sign in to it (`oauth`, as Claude Code and Gemini CLI write
+/// it), and `envFile` and `serverUrl`, kept to say why such an entry cannot be imported.
+const SERVER_KEYS: [&str; 11] = [
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "disabled",
+    "oauth",
+    "envFile",
+    "serverUrl",
+];
+
+/// How a client's entry would load in Countersign: the server, `None` when it is marked
+/// `disabled`, or why it cannot load.
 pub(crate) fn as_countersign(
     name: &str,
     value: &serde_json::Value,
