@@ -408,7 +408,7 @@ function cursorRewrite() {
       ["gh", "github", "npx -y @gh/mcp", "http://127.0.0.1:47717/mcp/github", "Countersign serves it once restarted"],
     ],
     kept: [[`mine${IMG}`, "not in Countersign's config: import it first"]],
-    warnings: ["~/.cursor/mcp.json can be read by other users of this computer, and will hold the gateway's token."],
+    warnings: ["~/.cursor/mcp.json can be read by other users of this computer. It will hold the gateway's token, so Countersign makes it readable by you only; Undo puts its permissions back."],
     newText: NEW_CURSOR_TEXT,
   });
 }

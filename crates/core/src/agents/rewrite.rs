@@ -308,9 +308,9 @@ impl Clients {
         // Every shape carries the agent's token now (the bridge's in its `env`).
         if !changes.is_empty() {
             let mode = std::fs::metadata(&file.path).map_or(0, |m| m.permissions().mode());
-            if mode & 0o044 != 0 {
+            if mode & 0o077 != 0 {
                 warnings.push(format!(
-                    "{shown} can be read by other users of this computer, and will hold the gateway's token."
+                    "{shown} can be read by other users of this computer. It will hold the gateway's token, so Countersign makes it readable by you only; Undo puts its permissions back."
                 ));
             }
         }
@@ -392,9 +392,14 @@ impl Clients {
             .map(|m| m.permissions().mode() & 0o7777)
             .ok();
         // The backup holds what the agent's file held (tokens, keys): only the user reads it.
-        private_fs::copy_new(&plan.path, &backup)
+        // Written from the bytes checked above, not read again: the host may write meanwhile.
+        private_fs::create_new(&backup)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &current))
             .map_err(|e| io(&backup, "cannot write the backup", e))?;
-        files::write_atomic(&plan.path, plan.new_text.as_bytes(), None)
+        // The file now holds the agent's token: only the user may read it (another user
+        // reading it could call the gateway as this agent).
+        let private = mode.map_or(0o600, |m| m & !0o077);
+        files::write_atomic(&plan.path, plan.new_text.as_bytes(), Some(private))
             .map_err(|e| io(&plan.path, "cannot write", e))?;
         let at_ms = files::now_ms();
         let mut id = format!("{}-{at_ms}", plan.client.suffix());
@@ -417,7 +422,7 @@ impl Clients {
         records.rewrites.push(record.clone());
         if let Err(e) = self.save_records(&records) {
             // Without the record there is no undo: put the file back as it was.
-            let restored = files::write_atomic(&plan.path, &current, None);
+            let restored = files::write_atomic(&plan.path, &current, mode);
             return Err(match restored {
                 Ok(()) => ClientError::Io {
                     path: shown,
@@ -794,6 +799,32 @@ mod tests {
                 .reason
                 .starts_with("Countersign cannot use it: the old SSE")
         );
+    }
+
+    /// A host's file that others can read gets the token readable by its owner only; Undo puts
+    /// the file and its permissions back.
+    #[test]
+    fn a_file_others_can_read_is_made_private_when_it_gets_the_token() {
+        let s = setup("rw-private", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let path = s.client_file(ClientKind::Cursor, original);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let (preview, result) = rewrite(&s, ClientKind::Cursor);
+        assert!(
+            preview
+                .warnings
+                .iter()
+                .any(|w| w.contains("readable by you only")),
+            "{:?}",
+            preview.warnings
+        );
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&path), 0o600);
+        assert!(std::fs::read_to_string(&path).unwrap().contains("Bearer "));
+        s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        assert_eq!(mode(&path), 0o644);
     }
 
     #[test]

@@ -117,8 +117,9 @@ async fn every_file_the_app_creates_is_private_under_umask_022() {
     for (name, want) in ours.iter().zip(expected) {
         assert!(name.starts_with(want), "{ours:?}");
     }
-    // The agent's file is theirs: its mode is kept; our backup of it is ours.
-    assert_eq!(mode(&agent_file).unwrap(), 0o644);
+    // The agent's file now holds its token: readable by the user only (Undo puts 0644 back);
+    // our backup of it is ours.
+    assert_eq!(mode(&agent_file).unwrap(), 0o600);
     let backups: Vec<PathBuf> = std::fs::read_dir(agent_file.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().path())
