@@ -9,6 +9,7 @@ pub mod direct;
 pub mod handler;
 pub(crate) mod http_post;
 pub(crate) mod input;
+pub(crate) mod listing;
 pub(crate) mod needle;
 pub mod oauth;
 pub(crate) mod origins;

@@ -341,7 +341,8 @@ impl SessionManager {
     pub async fn list_tools(&self, server: &str) -> Result<Vec<Tool>, SessionError> {
         let (entry, live) = self.live(server)?;
         let timeout = entry.config.request_timeout;
-        match tokio::time::timeout(timeout, live.peer.list_all_tools()).await {
+        let listing = crate::mcp::listing::all_tools(server, &live.peer);
+        match tokio::time::timeout(timeout, listing).await {
             Err(_) => Err(timeout_error(&entry)),
             Ok(result) => {
                 let tools = result.map_err(|e| self.request_error(&entry, e))?;

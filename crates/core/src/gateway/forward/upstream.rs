@@ -674,8 +674,8 @@ impl Upstream {
         {
             return facts;
         }
-        let listed =
-            tokio::time::timeout(self.server.request_timeout, self.peer().list_all_tools()).await;
+        let listing = crate::mcp::listing::all_tools(&self.server.name, self.peer());
+        let listed = tokio::time::timeout(self.server.request_timeout, listing).await;
         if let Ok(Ok(tools)) = listed {
             let facts: HashMap<String, Arc<ToolFacts>> = tools
                 .iter()
