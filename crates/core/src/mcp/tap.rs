@@ -336,6 +336,10 @@ impl Tap {
             JsonRpcMessage::Error(error) => error.id.as_ref()?,
             _ => return None,
         };
+        // The question is over, however it was answered: also when rmcp refused it before any
+        // handler saw it (a question tied to no request on a 2026-07-28 session), which leaves
+        // its slot behind, one per question a server sends.
+        self.slots().remove(id);
         self.answer_to(id)
     }
 
@@ -424,6 +428,26 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A question answered without reaching a handler (rmcp refusing it) leaves nothing behind.
+    #[test]
+    fn a_question_answered_by_a_refusal_leaves_no_slot() {
+        let path = std::env::temp_dir().join(format!("cs-slots-{}.jsonl", std::process::id()));
+        let tap = Tap::new(Broker::new(
+            crate::ask::audit::AuditLog::open(&path).unwrap(),
+        ));
+        let _ = std::fs::remove_file(&path);
+        for n in 0..100 {
+            let id = RequestId::String(format!("q{n}").into());
+            tap.request_seen(&id);
+            let refusal = JsonRpcMessage::Error(rmcp::model::JsonRpcError::new(
+                Some(id),
+                rmcp::ErrorData::invalid_request("not tied to a request", None),
+            ));
+            assert_eq!(tap.answer_leaving(&refusal), None);
+        }
+        assert!(tap.slots().is_empty());
+    }
 
     #[test]
     fn a_question_is_the_run_whose_stream_carried_it_also_when_it_comes_after_the_cancel() {
