@@ -214,30 +214,53 @@ pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
     })
 }
 
-async fn collect_stderr(tail: Arc<Mutex<VecDeque<String>>>, stderr: tokio::process::ChildStderr) {
-    let mut lines = tokio::io::BufReader::new(stderr).lines();
+/// Keeps the last `STDERR_LINES` lines the server writes to stderr, each cut at
+/// `STDERR_LINE_MAX` bytes as it is read: a line is never held whole, so a server writing
+/// without end and without a line break costs no more than one cut line.
+async fn collect_stderr(
+    tail: Arc<Mutex<VecDeque<String>>>,
+    stderr: impl tokio::io::AsyncRead + Unpin,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
     loop {
-        match lines.next_line().await {
-            Ok(Some(mut line)) => {
-                if line.len() > STDERR_LINE_MAX {
-                    let mut cut = STDERR_LINE_MAX;
-                    while !line.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    line.truncate(cut);
-                    line.push('…');
-                }
-                let mut tail = lock(&tail);
-                if tail.len() == STDERR_LINES {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
+        let (used, ended) = match reader.fill_buf().await {
+            Ok(buf) if !buf.is_empty() => {
+                let end = buf.iter().position(|&b| b == b'\n');
+                let chunk = &buf[..end.unwrap_or(buf.len())];
+                let room = STDERR_LINE_MAX.saturating_sub(line.len());
+                cut |= chunk.len() > room;
+                line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+                (end.map_or(buf.len(), |i| i + 1), end.is_some())
             }
-            // Not UTF-8: keep reading; the line is lost but the server is not.
-            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => continue,
             _ => break,
+        };
+        reader.consume(used);
+        if ended {
+            keep_stderr_line(&tail, std::mem::take(&mut line), std::mem::take(&mut cut));
         }
     }
+    if !line.is_empty() {
+        keep_stderr_line(&tail, line, cut);
+    }
+}
+
+fn keep_stderr_line(tail: &Mutex<VecDeque<String>>, bytes: Vec<u8>, cut: bool) {
+    // Not UTF-8 (or cut inside a character): shown with replacement characters, not lost.
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if text.ends_with('\r') {
+        text.pop();
+    }
+    if cut {
+        text.push('…');
+    }
+    let mut tail = lock(tail);
+    if tail.len() == STDERR_LINES {
+        tail.pop_front();
+    }
+    tail.push_back(text);
 }
 
 pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
@@ -302,6 +325,38 @@ const REDIRECT_HINT: &str = " (Countersign follows a server's redirects only wit
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
+    /// A server writing stderr without a line break is read in bounded memory: each line is
+    /// cut at `STDERR_LINE_MAX` as it comes, and lines that are not UTF-8 are kept, not lost.
+    #[tokio::test]
+    async fn stderr_lines_are_cut_as_they_are_read() {
+        let (mut writer, reader) = tokio::io::duplex(1024);
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let reading = tokio::spawn(collect_stderr(tail.clone(), reader));
+        use tokio::io::AsyncWriteExt;
+        writer.write_all(b"starting\r\n").await.unwrap();
+        // 8 MiB without a line break, then the end of that line.
+        let chunk = vec![b'x'; 64 * 1024];
+        for _ in 0..128 {
+            writer.write_all(&chunk).await.unwrap();
+        }
+        writer.write_all(b"\nbad \xff byte\nlast").await.unwrap();
+        drop(writer);
+        reading.await.unwrap();
+        let lines: Vec<String> = lock(&tail).iter().cloned().collect();
+        assert_eq!(
+            lines.len(),
+            4,
+            "{:?}",
+            lines.iter().map(|l| l.len()).collect::<Vec<_>>()
+        );
+        assert_eq!(lines[0], "starting");
+        assert_eq!(lines[1], format!("{}…", "x".repeat(STDERR_LINE_MAX)));
+        assert_eq!(lines[2], "bad \u{FFFD} byte");
+        assert_eq!(lines[3], "last");
+    }
+
     #[test]
     fn rust_type_names_are_left_out_of_what_the_person_reads() {
         assert_eq!(
