@@ -537,7 +537,9 @@ mod tests {
         let preview = s.clients.preview_import(ClientKind::ClaudeCode).unwrap();
         let helper = by_name(&preview, "helper");
         assert_eq!(helper.status, ImportStatus::New, "{:?}", helper.note);
-        s.clients.import(preview.plan, &[helper.key.clone()]).unwrap();
+        s.clients
+            .import(preview.plan, std::slice::from_ref(&helper.key))
+            .unwrap();
         let written: Value =
             serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
         assert_eq!(

@@ -55,7 +55,9 @@ impl ChildTransport {
     /// The MCP stdio shutdown sequence: close stdin, wait; SIGTERM, wait; SIGKILL. Signals go
     /// to the whole group.
     async fn stop(&mut self) -> std::io::Result<()> {
-        let _ = self.io.close().await;
+        // Closing waits for the writer, which a server that stopped reading its stdin holds in
+        // a write to the full pipe: bounded, so the signals below (which end that write) come.
+        let _ = tokio::time::timeout(GRACE, self.io.close()).await;
         if tokio::time::timeout(GRACE, self.child.wait()).await.is_ok() {
             self.signal_group(Signal::Kill);
             return Ok(());
@@ -116,5 +118,34 @@ impl Transport<RoleClient> for ChildTransport {
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
         self.stop()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{ClientResult, CustomResult, JsonRpcMessage, RequestId};
+
+    use super::*;
+
+    /// A server that never reads its stdin, while a large message to it is being written: the
+    /// write holds the transport, and stopping still ends the server within its grace periods
+    /// instead of waiting for a write that never finishes.
+    #[tokio::test]
+    async fn a_server_that_stops_reading_is_stopped_all_the_same() {
+        let mut command = Command::new("sleep");
+        command.arg("600");
+        let (mut transport, _stderr) = ChildTransport::spawn(command, RawRequests::new()).unwrap();
+        let pid = transport.pid.unwrap();
+        let big = ClientResult::CustomResult(CustomResult::new(serde_json::json!({
+            "filler": "x".repeat(4 * 1024 * 1024)
+        })));
+        let sending =
+            tokio::spawn(transport.send(JsonRpcMessage::response(big, RequestId::Number(1))));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let stopped = tokio::time::timeout(GRACE * 4, transport.close()).await;
+        assert!(stopped.is_ok(), "stopping waited for the stuck write");
+        let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0;
+        assert!(!alive, "the server still runs");
+        sending.abort();
     }
 }

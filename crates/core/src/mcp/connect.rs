@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::ProtocolVersion;
 use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
-use tokio::io::AsyncBufReadExt;
 
 use super::child::ChildTransport;
 use super::handler::Handler;
