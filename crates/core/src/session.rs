@@ -416,8 +416,14 @@ impl SessionManager {
             let session = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
             let reason = match self.connect(&entry, session).await {
                 Ok((live, tap)) => {
-                    attempt = 0;
+                    let began = tokio::time::Instant::now();
                     let why = self.run_until_closed(&entry, session, live, tap).await;
+                    // Only a session that lasted starts the backoff afresh: a server that
+                    // crashes on its first request would otherwise be restarted every first
+                    // delay, for ever.
+                    if began.elapsed() >= self.inner.backoff.max {
+                        attempt = 0;
+                    }
                     match why {
                         None => break,
                         Some(reason) => reason,

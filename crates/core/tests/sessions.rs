@@ -106,6 +106,32 @@ async fn a_server_that_dies_at_start_reconnects_with_backoff_and_shows_its_stder
     assert_eq!(sessions.state("broken"), None);
 }
 
+/// A server that completes its handshake and then dies (on its first request, say) backs off
+/// like one that dies at start: its attempts grow instead of starting again at the first
+/// delay after each handshake.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_dies_after_its_handshake_backs_off_all_the_same() {
+    let sessions = manager("dies-after", Duration::from_secs(15));
+    let script = r#"
+        const rl = require('readline').createInterface({ input: process.stdin });
+        rl.on('line', (line) => {
+          const m = JSON.parse(line);
+          if (m.method === 'initialize') process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id,
+            result: { protocolVersion: '2025-11-25', capabilities: {}, serverInfo: { name: 'brief', version: '1' } } }) + '\n');
+          if (m.method === 'notifications/initialized') process.exit(1);
+        });"#;
+    let mut server = ServerConfig::stdio("brief", common::node(), &["-e", script]);
+    server.protocol = ProtocolChoice::Legacy;
+    sessions.start(vec![server]).await;
+    wait_state(
+        &sessions,
+        "brief",
+        |s| matches!(s, SessionState::Reconnecting { attempt, .. } if *attempt >= 3),
+    )
+    .await;
+    sessions.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_program_fails_without_retrying() {
     let sessions = manager("missing", Duration::from_secs(15));
