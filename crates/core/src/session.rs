@@ -414,7 +414,12 @@ impl SessionManager {
                 self.set_state(&entry, SessionState::Connecting);
             }
             let session = self.inner.next_session.fetch_add(1, Ordering::Relaxed);
-            let reason = match self.connect(&entry, session).await {
+            // Stopping (a reload, a sign-out, quitting) does not wait out a handshake.
+            let connected = tokio::select! {
+                connected = self.connect(&entry, session) => connected,
+                _ = entry.stop.cancelled() => break,
+            };
+            let reason = match connected {
                 Ok((live, tap)) => {
                     let began = tokio::time::Instant::now();
                     let why = self.run_until_closed(&entry, session, live, tap).await;

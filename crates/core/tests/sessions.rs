@@ -132,6 +132,22 @@ async fn a_server_that_dies_after_its_handshake_backs_off_all_the_same() {
     sessions.shutdown().await;
 }
 
+/// Stopping a server that has not answered its handshake does not wait for the handshake's
+/// timeout (a reload or a sign-out would wait that long for each such server).
+#[tokio::test(flavor = "multi_thread")]
+async fn stopping_a_server_does_not_wait_out_its_handshake() {
+    let sessions = manager("mute", Duration::from_secs(15));
+    let mut server = ServerConfig::stdio("mute", "sleep", &["600"]);
+    server.request_timeout = Duration::from_secs(120);
+    server.protocol = ProtocolChoice::Legacy;
+    sessions.start(vec![server]).await;
+    wait_state(&sessions, "mute", |s| matches!(s, SessionState::Connecting)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stopped = tokio::time::timeout(Duration::from_secs(10), sessions.stop("mute")).await;
+    assert!(stopped.is_ok(), "stopping waited for the handshake");
+    assert_eq!(sessions.state("mute"), None);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_missing_program_fails_without_retrying() {
     let sessions = manager("missing", Duration::from_secs(15));
