@@ -481,15 +481,28 @@ impl Upstream {
         let Ok(mut line) = serde_json::to_vec(&message) else {
             return;
         };
-        let written = if self.raw.direct.is_open() {
-            line.push(b'\n');
-            self.raw.direct.write(line).await.is_ok()
-        } else {
-            let posted = self.raw.direct.http.answer(&self.raw, line.into()).await;
-            if let Err(e) = &posted {
-                tracing::warn!(server = %self.server.name, error = %e, "an answer to the server's question was not taken");
+        // Bounded like any request to the server, and ended with the session: a server that
+        // never takes the answer must not hold this upstream (and its place) for ever.
+        let writing = async {
+            if self.raw.direct.is_open() {
+                line.push(b'\n');
+                self.raw.direct.write(line).await.is_ok()
+            } else {
+                let posted = self.raw.direct.http.answer(&self.raw, line.into()).await;
+                if let Err(e) = &posted {
+                    tracing::warn!(server = %self.server.name, error = %e, "an answer to the server's question was not taken");
+                }
+                posted.is_ok()
             }
-            posted.is_ok()
+        };
+        let written = tokio::select! {
+            written = tokio::time::timeout(self.server.request_timeout, writing) => {
+                written.unwrap_or_else(|_| {
+                    tracing::warn!(server = %self.server.name, "an answer to the server's question was not taken in time");
+                    false
+                })
+            }
+            _ = self.closed.cancelled() => false,
         };
         if written {
             self.tap.answer_written(ask);
