@@ -294,3 +294,19 @@ test("long messages are clipped with Show all; bidi controls are made visible", 
   assert.match(await d.locator(".field-desc").textContent(), /Named ⟨U\+2067⟩evil⟨U\+2069⟩ here/);
   await app.close();
 });
+
+test("fields named __proto__ or constructor reach the answer as fields", async () => {
+  const app = await openApp(env, { asks: [formAsk({ id: 90, fields: [
+    field.text("__proto__", { title: "Nickname", required: true }),
+    field.text("constructor", { title: "Team" }),
+  ] })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  await d.getByLabel("Nickname").fill("ana");
+  await d.getByLabel("Team").fill("blue");
+  await d.getByRole("button", { name: "Submit" }).click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.equal(answer.answer.action, "accept");
+  assert.deepEqual(Object.entries(answer.answer.content), [["__proto__", "ana"], ["constructor", "blue"]]);
+  await app.close();
+});

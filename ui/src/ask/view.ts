@@ -298,7 +298,9 @@ export class AskView {
       return;
     }
     // 2. The answer: optional fields left empty are left out.
-    const content: { [key: string]: JsonValue } = {};
+    // No prototype: a field named `__proto__` is a field like any other, not the object's
+    // prototype (which would drop the answer to it).
+    const content: { [key: string]: JsonValue } = Object.create(null);
     for (const control of this.controls) {
       const reading = control.read();
       if (reading.present) content[control.field.name] = reading.value;

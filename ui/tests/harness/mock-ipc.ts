@@ -10,14 +10,16 @@ type Reply = { ok: unknown } | { err: unknown };
 
 declare global {
   interface Window {
-    __backend?: (cmd: string, args: unknown) => Promise<Reply>;
+    __backend?: (cmd: string, argsJson: string) => Promise<Reply>;
     __emit: (event: string, payload: unknown) => Promise<void>;
   }
 }
 
 mockIPC(async (cmd, args) => {
   if (!window.__backend) throw { kind: "session", message: "no fake backend" };
-  const reply = await window.__backend(cmd, args ?? {});
+  // As JSON text, as Tauri's IPC carries it (Playwright's own copying of objects would, for
+  // one, drop a key named `__proto__`).
+  const reply = await window.__backend(cmd, JSON.stringify(args ?? {}));
   if ("err" in reply) throw reply.err;
   return reply.ok;
 }, { shouldMockEvents: true });

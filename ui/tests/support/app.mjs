@@ -59,7 +59,7 @@ export async function openApp(env, backendOrState = {}, options = {}) {
       window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`);
     });
   });
-  await page.exposeFunction("__backend", (cmd, args) => backend.handle(cmd, args));
+  await page.exposeFunction("__backend", (cmd, argsJson) => backend.handle(cmd, JSON.parse(argsJson)));
   backend.emit = (event, payload) => page.evaluate(([e, p]) => window.__emit(e, p), [event, payload]);
   await page.goto(env.url);
   await page.waitForSelector("#app[data-ready]");
