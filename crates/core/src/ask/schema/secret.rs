@@ -11,17 +11,24 @@
 //! Only fields the person types into (text and number) are flagged; a checkbox or a choice
 //! among the server's own options reveals nothing the server did not already know. A field is
 //! flagged when it carries `format: "password"` or `writeOnly: true`, or when its name, title or
-//! description names a secret: password, passwd, passphrase, passcode, secret, token, API key,
-//! private key, card number, credit card, CVV, CVC, and (name or title only) PIN.
+//! description names a secret: password, passwd, pwd, passphrase, passcode, secret, token, API
+//! key, private key, card number, credit card, CVV, CVC, OTP, and (name or title only) PIN, pass
+//! and pw.
+//!
+//! Text is read as a person sees it: compatibility forms folded (NFKC: full-width letters),
+//! invisible format characters dropped (`Pass\u{200B}word`), and Cyrillic and Greek letters
+//! that look like Latin ones read as those (`Pаssword` with a Cyrillic `а`).
 //!
 //! Matching is by whole words, case-insensitively, after splitting `snake_case`, `kebab-case`,
 //! `camelCase` and digits apart (`apiKey`, `API_KEY`, `x-api-key`, `cvv2` all match). A
 //! term followed by a word that makes it a fact *about* the secret (`token_count`,
 //! `password_hint`, `secret_name`, "password reset link") or preceded by a count word
 //! (`max_token`) is not a secret, and plurals are not matched (`max_tokens`, `tokens_used`,
-//! "number of tokens"). "PIN" counts only as the field's last word or before "code" / "number"
-//! (`pin`, `card_pin`, `pin_code`, not `pin_to_top`), and never in a description, where "pin" is
-//! usually the verb.
+//! "number of tokens"). In a title or a description, which are prose, a verb after the term
+//! does not make it a fact about it ("Password used to sign in" is a password; `token_type` as
+//! a name is not). "PIN", "pass" and "pw" count only as the field's last word or before "code",
+//! "number", "word" or "phrase" (`pin`, `card_pin`, `user_pass`, not `pin_to_top` or
+//! `pass_through`), and never in a description, where they are usually verbs.
 
 use serde_json::{Map, Value, json};
 
@@ -31,6 +38,8 @@ use super::{FieldKind, FormSchema};
 const SECRET_TERMS: &[&[&str]] = &[
     &["password"],
     &["passwd"],
+    &["pwd"],
+    &["otp"],
     &["passphrase"],
     &["passcode"],
     &["secret"],
@@ -95,6 +104,26 @@ const ABOUT_THE_SECRET: &[&str] = &[
     "used",
 ];
 
+/// Words of [`ABOUT_THE_SECRET`] that, in prose, say what is done with the secret rather than
+/// name a fact about it: "Password used to sign in to your bank".
+const VERBS_IN_PROSE: &[&str] = &[
+    "changed", "created", "expired", "expires", "type", "updated", "used",
+];
+
+/// Short words that name a secret in a label when they end it or come before one of
+/// [`SHORT_TERM_ENDS`]: `pin`, `card_pin`, `user_pass`, `pw`; elsewhere they are usually other
+/// words (`pin_to_top`, `pass_through`).
+const SHORT_TERMS: &[&str] = &["pin", "pass", "pw"];
+const SHORT_TERM_ENDS: &[&str] = &["code", "number", "word", "phrase"];
+
+/// Where a field's text comes from: its name, its title, or its description.
+#[derive(Clone, Copy, PartialEq)]
+enum Said {
+    Name,
+    Title,
+    Description,
+}
+
 /// A word right before a secret term that makes it a quantity or an errand, not the secret:
 /// `max_token`, `total_token`, "forgot password".
 const COUNT_OR_ERRAND: &[&str] = &[
@@ -127,15 +156,17 @@ pub(crate) fn looks_secret(
     if format == Some("password") || write_only {
         return true;
     }
-    let label_says = |text: &str| names_secret(&words(text), true);
-    label_says(name)
-        || title.is_some_and(label_says)
-        || description.is_some_and(|d| names_secret(&words(d), false))
+    names_secret(&words(name), Said::Name)
+        || title.is_some_and(|t| names_secret(&words(t), Said::Title))
+        || description.is_some_and(|d| names_secret(&words(d), Said::Description))
 }
 
-/// `words` (lowercase) name a secret. `is_label`: a name or title, where "pin" counts too.
-fn names_secret(words: &[String], is_label: bool) -> bool {
+/// `words` (lowercase) name a secret, as `said`.
+fn names_secret(words: &[String], said: Said) -> bool {
     let at = |i: usize| words.get(i).map(String::as_str);
+    let about = |w: &str| {
+        ABOUT_THE_SECRET.contains(&w) && (said == Said::Name || !VERBS_IN_PROSE.contains(&w))
+    };
     for start in 0..words.len() {
         let before = start.checked_sub(1).and_then(at);
         if before.is_some_and(|w| COUNT_OR_ERRAND.contains(&w)) {
@@ -146,15 +177,15 @@ fn names_secret(words: &[String], is_label: bool) -> bool {
                 .iter()
                 .enumerate()
                 .all(|(k, w)| at(start + k) == Some(*w));
-            if matches && !at(start + term.len()).is_some_and(|w| ABOUT_THE_SECRET.contains(&w)) {
+            if matches && !at(start + term.len()).is_some_and(about) {
                 return true;
             }
         }
-        if is_label && at(start) == Some("pin") {
-            match at(start + 1) {
-                None | Some("code" | "number") => return true,
-                Some(_) => {}
-            }
+        if said != Said::Description
+            && at(start).is_some_and(|w| SHORT_TERMS.contains(&w))
+            && at(start + 1).is_none_or(|w| SHORT_TERM_ENDS.contains(&w))
+        {
+            return true;
         }
     }
     false
@@ -164,7 +195,13 @@ fn names_secret(words: &[String], is_label: bool) -> bool {
 /// digits, and at camelCase humps (`APIKey` -> `api`, `key`; `cardNumber2` -> `card`,
 /// `number`, `2`).
 fn words(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
+    use unicode_general_category::{GeneralCategory, get_general_category};
+    use unicode_normalization::UnicodeNormalization;
+    let chars: Vec<char> = text
+        .nfkc()
+        .filter(|&c| get_general_category(c) != GeneralCategory::Format)
+        .map(latin_look_alike)
+        .collect();
     let mut out = Vec::new();
     let mut word = String::new();
     for (i, &c) in chars.iter().enumerate() {
@@ -191,6 +228,49 @@ fn words(text: &str) -> Vec<String> {
         out.push(word);
     }
     out
+}
+
+/// The Latin letter a Cyrillic or Greek one is drawn like, or the letter itself: a label
+/// spelled with them reads the same to the person and must to this check.
+fn latin_look_alike(c: char) -> char {
+    match c {
+        'а' | 'α' => 'a',
+        'А' | 'Α' => 'A',
+        'В' | 'Β' => 'B',
+        'с' | 'ϲ' => 'c',
+        'С' | 'Ϲ' => 'C',
+        'ԁ' => 'd',
+        'е' | 'ε' => 'e',
+        'Е' | 'Ε' => 'E',
+        'һ' => 'h',
+        'Н' | 'Η' => 'H',
+        'і' | 'ι' => 'i',
+        'І' | 'Ι' => 'I',
+        'ј' => 'j',
+        'Ј' => 'J',
+        'κ' | 'к' => 'k',
+        'К' | 'Κ' => 'K',
+        'ӏ' => 'l',
+        'М' | 'Μ' => 'M',
+        'Ν' => 'N',
+        'о' | 'ο' => 'o',
+        'О' | 'Ο' => 'O',
+        'р' | 'ρ' => 'p',
+        'Р' | 'Ρ' => 'P',
+        'ԛ' => 'q',
+        'ѕ' => 's',
+        'Ѕ' => 'S',
+        'Т' | 'Τ' => 'T',
+        'υ' => 'u',
+        'ν' => 'v',
+        'ԝ' => 'w',
+        'х' | 'χ' => 'x',
+        'Х' | 'Χ' => 'X',
+        'у' => 'y',
+        'У' | 'Υ' => 'Y',
+        'Ζ' => 'Z',
+        c => c,
+    }
 }
 
 /// `content` as it may be written down: the value of every secret field replaced by
@@ -298,6 +378,16 @@ mod tests {
             "card_pin",
             "pin_code",
             "pinNumber",
+            "pwd",
+            "db_pwd",
+            "pw",
+            "user_pass",
+            "otp",
+            "otp_code",
+            "Pаssword",
+            "Pass\u{200B}word",
+            "ＰＡＳＳＷＯＲＤ",
+            "ѕecret",
         ] {
             assert!(named(name), "{name} should be flagged");
         }
@@ -336,6 +426,9 @@ mod tests {
             "shipping",
             "topic",
             "name",
+            "pass_through",
+            "passenger",
+            "compass",
         ] {
             assert!(!named(name), "{name} should not be flagged");
         }
@@ -365,6 +458,18 @@ mod tests {
         ));
         assert!(!labelled(None, Some("Pin this note to the top")));
         assert!(!labelled(Some("Pin to top"), None));
+        // Prose: a verb after the term does not make it a fact about the secret.
+        assert!(labelled(
+            Some("Password used to sign in to your bank"),
+            None
+        ));
+        assert!(labelled(None, Some("The token used by the CLI")));
+        assert!(labelled(
+            None,
+            Some("Enter the OTP from your authenticator")
+        ));
+        assert!(!labelled(Some("Password hint"), None));
+        assert!(!labelled(None, Some("Pass the name of the branch")));
     }
 
     #[test]
