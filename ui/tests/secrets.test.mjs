@@ -85,6 +85,12 @@ test("a secret number (a PIN) is masked, checked as a number, and sent as one", 
   await page.waitForTimeout(100);
   assert.equal(backend.answers.length, 0, "nothing is sent while the PIN is not a number");
 
+  // Hexadecimal is not a decimal number, though JavaScript's Number reads "0x10" as 16.
+  await pin.fill("0x10");
+  await d.getByRole("button", { name: "Submit" }).click();
+  assert.match(await d.getByRole("alert").textContent(), /whole number/);
+  assert.equal(backend.answers.length, 0);
+
   await pin.fill("12345");
   await d.getByRole("button", { name: "Submit" }).click();
   assert.match(await d.getByRole("alert").textContent(), /at most 9999/);
@@ -109,5 +115,33 @@ test("fields that are not secrets get no warning and no toggle", async () => {
   assert.equal(await d.getByRole("button", { name: /^Show / }).count(), 0);
   assert.equal(await d.getByLabel("Note").getAttribute("type"), "text");
   assert.equal(await d.getByLabel("Max tokens").getAttribute("type"), "number");
+  await app.close();
+});
+
+test("a server's default is never filled in masked, and one the input cannot show is said below it", async () => {
+  const RLO = "\u202E";
+  const long = `Meeting notes for the quarterly review, ${"and more ".repeat(10)}end`;
+  const ask = formAsk({ fields: [
+    field.text("password", { title: "Password", secret: true, default: "hunter2" }),
+    field.number("pin", { title: "PIN", integer: true, secret: true, default: 1234 }),
+    field.text("file", { title: "File name", default: `report${RLO}fdp.exe` }),
+    field.text("notes", { title: "Notes", default: long }),
+    field.text("plain", { title: "Plain", default: "ok" }),
+  ] });
+  const app = await openApp(env, { asks: [ask] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  assert.equal(await d.getByLabel("Password").and(d.locator("input")).inputValue(), "");
+  assert.equal(await d.getByLabel("PIN").and(d.locator("input")).inputValue(), "");
+  assert.match(await d.locator(".field-hint").allTextContents().then((t) => t.join("|")), /The server suggested a value; it is left out, type your own/);
+  const hints = await d.locator(".field-hint").allTextContents();
+  assert.ok(hints.some((h) => h === "Filled in by the server: report⟨U+202E⟩fdp.exe"), hints.join("|"));
+  assert.ok(hints.some((h) => h.startsWith("Filled in by the server: Meeting notes")), hints.join("|"));
+  assert.ok(!hints.some((h) => h.includes("Filled in by the server: ok")));
+  assert.doesNotMatch(await d.textContent(), new RegExp(RLO));
+  // Left alone, the visible defaults are sent; the masked ones are not.
+  await d.getByRole("button", { name: "Submit" }).click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(answer.answer.content, { file: `report${RLO}fdp.exe`, notes: long, plain: "ok" });
   await app.close();
 });

@@ -203,7 +203,10 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
     if (max !== null) input.maxLength = max;
   }
   if (typeof field.default === "string") {
-    if (field.format === "date-time") {
+    if (input.type === "password") {
+      // Never filled in masked: the person would send text they cannot read as their answer.
+      hints.push("The server suggested a value; it is left out, type your own");
+    } else if (field.format === "date-time") {
       const shown = rfc3339ToLocalInput(field.default);
       if (shown !== null) {
         input.value = shown;
@@ -213,6 +216,11 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
       }
     } else {
       input.value = field.default;
+      // What the input cannot show (invisible characters, text past its width) is said below,
+      // so a default left alone is one the person could read.
+      if (visibleString(field.default) !== field.default || Array.from(field.default).length > 60) {
+        hints.push(`Filled in by the server: ${shortText(field.default, 300)}`);
+      }
     }
   }
 
@@ -246,7 +254,8 @@ function numberField(field: Extract<Field, { kind: "number" }>): FieldControl {
   input.step = field.integer ? "1" : "any";
   if (min !== null) input.min = String(min);
   if (max !== null) input.max = String(max);
-  if (typeof field.default === "number") input.value = String(field.default);
+  // A masked number (a PIN) is never filled in: see the text field.
+  if (typeof field.default === "number" && !field.secret) input.value = String(field.default);
 
   let hint = field.integer ? "A whole number" : "A number";
   if (min !== null && max !== null) hint += ` from ${min} to ${max}`;
@@ -258,6 +267,10 @@ function numberField(field: Extract<Field, { kind: "number" }>): FieldControl {
     const numberMessage = (): string => {
       const text = input.value.trim();
       if (text === "") return "";
+      // Decimal only, as a number input takes it (`Number` also reads "0x10" as 16).
+      if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) {
+        return field.integer ? "Enter a whole number." : "Enter a number.";
+      }
       const n = Number(text);
       if (!Number.isFinite(n)) return field.integer ? "Enter a whole number." : "Enter a number.";
       if (field.integer && !Number.isInteger(n)) return "Enter a whole number.";
