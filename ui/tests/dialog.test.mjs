@@ -339,11 +339,12 @@ test("URL ask: shows the full URL and its host, Open accepts, Escape cancels; no
   await backend.emit("ask-event", { event: "urlCompleted", id: 100, server: "github", host: "accounts.example.com" });
   await page.getByText("finished at accounts.example.com, the server reports.").waitFor();
 
-  await backend.addAsk(urlAsk({ id: 101, url: "http://xn--pple-43d.com/login", warnings: ["plainHttp", "punycode"] }));
+  await backend.addAsk(urlAsk({ id: 101, url: "http://xn--pple-43d.com/login", warnings: ["plainHttp", "punycode", "local"] }));
   await dialog(page).waitFor();
   const warnings = await dialog(page).locator(".url-warnings").textContent();
   assert.match(warnings, /Not encrypted/);
   assert.match(warnings, /international characters/);
+  assert.match(warnings, /on your computer or your local network/);
   await page.keyboard.press("Escape");
   await dialog(page).waitFor({ state: "detached" });
   await backend.addAsk(urlAsk({ id: 102, url: "javascript:alert(1)" }));

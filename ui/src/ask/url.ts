@@ -13,6 +13,8 @@ export function warningText(warning: UrlWarning, host: string): string {
       return "The host name uses international characters (shown in its xn-- form); it may imitate another site.";
     case "userInfo":
       return `The address has a user name before the host; the site it opens is ${host}.`;
+    case "local":
+      return "This address is on your computer or your local network: opening it lets the server have your browser reach a service there.";
   }
 }
 

@@ -4,4 +4,4 @@
  * What the person should know about an address before consenting. The dialog shows these
  * as sent from here; the UI does not judge addresses itself.
  */
-export type UrlWarning = "plainHttp" | "punycode" | "userInfo";
+export type UrlWarning = "plainHttp" | "punycode" | "userInfo" | "local";

@@ -16,6 +16,10 @@ pub enum UrlWarning {
     Punycode,
     /// A user name or password before the host, which can hide the real host.
     UserInfo,
+    /// The host is this computer or its local network (a loopback, private or link-local
+    /// address, `localhost`, `.local`): opening it has the person's browser reach a service
+    /// there (a router's page, a local API), which a remote server cannot reach itself.
+    Local,
 }
 
 /// An address that may be opened after consent, in the form the browser will use.
@@ -51,6 +55,9 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
     if !url.username().is_empty() || url.password().is_some() {
         warnings.push(UrlWarning::UserInfo);
     }
+    if is_local(&url) {
+        warnings.push(UrlWarning::Local);
+    }
     let host = match url.port() {
         Some(port) => format!("{host}:{port}"),
         None => host,
@@ -60,6 +67,28 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
         host,
         warnings,
     })
+}
+
+/// This computer or its local network, by address or by name.
+fn is_local(url: &url::Url) -> bool {
+    let v4 = |ip: std::net::Ipv4Addr| {
+        ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
+    };
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => v4(ip),
+        Some(url::Host::Ipv6(ip)) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || ip.is_unique_local()
+                || ip.is_unicast_link_local()
+                || ip.to_ipv4_mapped().is_some_and(v4)
+        }
+        Some(url::Host::Domain(d)) => {
+            let d = d.trim_end_matches('.');
+            d == "localhost" || d.ends_with(".localhost") || d.ends_with(".local")
+        }
+        None => false,
+    }
 }
 
 fn is_loopback(url: &url::Url) -> bool {
@@ -99,13 +128,33 @@ mod tests {
             check("http://example.com/").unwrap().warnings,
             [UrlWarning::PlainHttp]
         );
-        assert!(
-            check("http://127.0.0.1:8080/cb")
-                .unwrap()
-                .warnings
-                .is_empty()
+        assert_eq!(
+            check("http://127.0.0.1:8080/cb").unwrap().warnings,
+            [UrlWarning::Local]
         );
-        assert!(check("http://localhost/cb").unwrap().warnings.is_empty());
+        assert_eq!(
+            check("http://localhost/cb").unwrap().warnings,
+            [UrlWarning::Local]
+        );
+        // This computer or its network, however written: plain http to them is not the
+        // network's to read, but a service there is the person's.
+        for local in [
+            "https://192.168.1.1/admin",
+            "https://10.0.0.5/",
+            "https://169.254.169.254/latest/meta-data/",
+            "https://printer.local/",
+            "https://[fd00::1]/",
+            "https://[::ffff:127.0.0.1]/",
+            "https://2130706433/",
+            "https://0.0.0.0:8888/",
+        ] {
+            assert_eq!(
+                check(local).unwrap().warnings,
+                [UrlWarning::Local],
+                "{local}"
+            );
+        }
+        assert!(check("https://8.8.8.8/").unwrap().warnings.is_empty());
         assert_eq!(
             check("http://127.0.0.1:8080/cb").unwrap().host,
             "127.0.0.1:8080"
@@ -114,7 +163,10 @@ mod tests {
             check("https://example.com:443/").unwrap().host,
             "example.com"
         );
-        assert!(check("http://[::1]/cb").unwrap().warnings.is_empty());
+        assert_eq!(
+            check("http://[::1]/cb").unwrap().warnings,
+            [UrlWarning::Local]
+        );
         let idn = check("https://аррӏе.com/").unwrap();
         assert!(idn.host.starts_with("xn--"), "{}", idn.host);
         assert_eq!(idn.warnings, [UrlWarning::Punycode]);
