@@ -51,14 +51,16 @@ impl Entry {
 impl ClientFile {
     /// The entries as the host sees them: for a name given twice, the last.
     pub fn effective(&self) -> Vec<&Entry> {
+        let last: std::collections::HashMap<(&str, Option<&str>), usize> = self
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, e)| ((e.name.as_str(), e.project.as_deref()), i))
+            .collect();
         self.entries
             .iter()
             .enumerate()
-            .filter(|(i, e)| {
-                !self.entries[i + 1..]
-                    .iter()
-                    .any(|later| later.name == e.name && later.project == e.project)
-            })
+            .filter(|(i, e)| last[&(e.name.as_str(), e.project.as_deref())] == *i)
             .map(|(_, e)| e)
             .collect()
     }
@@ -75,11 +77,36 @@ pub(crate) fn io_error(path: &str, e: &std::io::Error) -> ClientError {
     }
 }
 
+/// An agent host's config file is read up to this size: the largest real ones (Claude Code's
+/// `~/.claude.json`, with its history) are a few MiB.
+const MAX_FILE: u64 = 32 * 1024 * 1024;
+
+/// The bytes of a host's file: a regular file (a symbolic link to one is followed) of at most
+/// `MAX_FILE`. A repository's settings file can be a link to `/dev/zero` or a FIFO, which
+/// would otherwise be read without end.
+pub(crate) fn read_host_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(std::io::Error::other(format!(
+            "larger than {} MiB",
+            MAX_FILE / 1024 / 1024
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Reads `client`'s file. Missing: `NotFound`; not JSON (with comments): located `Syntax`.
 pub(crate) fn client_file(places: &Places, client: ClientKind) -> Result<ClientFile, ClientError> {
     let path = places.file(client);
     let shown = places.display(&path);
-    let bytes = std::fs::read(&path).map_err(|e| io_error(&shown, &e))?;
+    let bytes = read_host_file(&path).map_err(|e| io_error(&shown, &e))?;
     let mut file = parse(client, path, &shown, bytes)?;
     if client == ClientKind::Gemini {
         gemini_projects(places, &mut file);
@@ -95,7 +122,10 @@ fn gemini_projects(places: &Places, file: &mut ClientFile) {
     /// Project folders read, at most.
     const MAX_PROJECTS: usize = 64;
     let listed = places.home.join(".gemini").join("projects.json");
-    let Ok(text) = std::fs::read_to_string(&listed) else {
+    let Some(text) = read_host_file(&listed)
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+    else {
         return;
     };
     let folders: Vec<String> = serde_json::from_str::<Value>(&text)
@@ -112,7 +142,7 @@ fn gemini_projects(places: &Places, file: &mut ClientFile) {
             continue;
         }
         let shown = places.display(&path);
-        let read = std::fs::read(&path)
+        let read = read_host_file(&path)
             .map_err(|e| io_error(&shown, &e))
             .and_then(|bytes| parse(ClientKind::Gemini, path.clone(), &shown, bytes));
         match read {
@@ -383,6 +413,49 @@ mod tests {
     use super::super::tests::setup;
     use super::*;
     use serde_json::json;
+
+    /// A host's file (or a repository's project settings file) that is a link to `/dev/zero`,
+    /// or larger than any real one, is refused with a reason instead of read without end.
+    #[test]
+    fn a_host_file_that_never_ends_is_refused() {
+        let s = setup("endless", "{}");
+        let path = s.clients.places.file(ClientKind::Cursor);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", &path).unwrap();
+        let refused = client_file(&s.clients.places, ClientKind::Cursor).unwrap_err();
+        assert!(
+            refused.to_string().contains("not a regular file"),
+            "{refused}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        let big = std::fs::File::create(&path).unwrap();
+        big.set_len(MAX_FILE + 1).unwrap();
+        let refused = client_file(&s.clients.places, ClientKind::Cursor).unwrap_err();
+        assert!(refused.to_string().contains("larger than"), "{refused}");
+    }
+
+    /// The last of the entries given twice counts, in one pass (a file with many entries
+    /// is not read in quadratic time).
+    #[test]
+    fn the_last_entry_of_a_name_counts() {
+        let s = setup("effective", "{}");
+        let many: Vec<String> = (0..50_000)
+            .map(|i| format!("\"s{i}\": {{\"command\": \"c\"}}"))
+            .collect();
+        s.client_file(
+            ClientKind::Cursor,
+            &format!(
+                "{{\"mcpServers\": {{{}, \"s7\": {{\"command\": \"last\"}}}}}}",
+                many.join(",")
+            ),
+        );
+        let file = client_file(&s.clients.places, ClientKind::Cursor).unwrap();
+        let effective = file.effective();
+        assert_eq!(effective.len(), 50_000);
+        let s7: Vec<_> = effective.iter().filter(|e| e.name == "s7").collect();
+        assert_eq!(s7.len(), 1);
+        assert_eq!(s7[0].value["command"], "last");
+    }
 
     #[test]
     fn reads_each_host_s_format() {

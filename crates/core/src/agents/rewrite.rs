@@ -377,7 +377,7 @@ impl Clients {
             path: self.places.display(path),
             message: format!("{what}: {e}"),
         };
-        let current = std::fs::read(&plan.path).map_err(|e| read::io_error(&shown, &e))?;
+        let current = read::read_host_file(&plan.path).map_err(|e| read::io_error(&shown, &e))?;
         if files::sha256_hex(&current) != plan.source_sha256 {
             return Err(ClientError::Changed {
                 message: format!(
@@ -478,7 +478,7 @@ impl Clients {
                 .map(|m| m.permissions().mode() & 0o7777)
                 .ok()
         });
-        let current = match std::fs::read(&record.path) {
+        let current = match read::read_host_file(&record.path) {
             Ok(bytes) => Some(bytes),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
             Err(e) => return Err(read::io_error(&shown, &e)),
@@ -587,8 +587,8 @@ impl Clients {
     }
 
     fn view(&self, r: &RewriteRecord) -> RewriteView {
-        let changed_since =
-            std::fs::read(&r.path).map_or(true, |bytes| files::sha256_hex(&bytes) != r.sha256);
+        let changed_since = read::read_host_file(&r.path)
+            .map_or(true, |bytes| files::sha256_hex(&bytes) != r.sha256);
         RewriteView {
             id: r.id.clone(),
             client: r.client,
