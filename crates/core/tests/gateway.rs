@@ -2244,6 +2244,36 @@ async fn a_remembered_yes_is_not_taken_for_another_server_under_the_same_name() 
     rig.gateway.shutdown().await;
 }
 
+/// A yes is for the agent holding the token: revoked while the person was asked, its call
+/// does not run whatever they answer, and its approvals waiting in the app are withdrawn.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_revoked_while_asked_makes_no_call() {
+    let dir = scratch("revoked-while-asked");
+    let log = dir.join("hostile.log");
+    let mut rig = rig_in(dir.clone(), vec![hostile_server("shifty", Some(&log))]).await;
+    let created = rig.gateway.create_agent("Doomed", "bridge").unwrap();
+    let agent = rig.agent_holding("shifty", "doomed", &created.token).await;
+    let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t1"}));
+    let ask = rig.next_ask().await;
+    rig.gateway.revoke_agent(&created.agent.id).unwrap();
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    let refused = deleting.await.unwrap().unwrap();
+    assert_eq!(refused.is_error, Some(true));
+    assert!(
+        text(&refused).contains("token was revoked"),
+        "{}",
+        text(&refused)
+    );
+    let received = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !received.contains("delete_ticket"),
+        "the call reached the server: {received}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn remembered_scopes_last_as_chosen_and_cover_only_what_was_chosen() {
     let mut rig = rig("scopes", vec![hostile_server("files", None)]).await;

@@ -313,8 +313,18 @@ impl Gateway {
     /// From the next request on, agent `id`'s token is refused.
     /// Cuts the agent off, and forgets what the person decided for it: nothing it was allowed
     /// is left in Settings to mislead.
+    /// Its approvals waiting in the app are withdrawn (the agent can make no call to use
+    /// them), and a call of its that waits for the person does not run, whatever they answer.
     pub fn revoke_agent(&self, id: &str) -> Result<(), AgentError> {
         self.shared.agents.revoke(id)?;
+        let run = self.shared.broker.audit().run().to_owned();
+        for asked in self.shared.pending.forget_agent(id) {
+            if asked.run == run {
+                self.shared
+                    .broker
+                    .withdraw(asked.id, crate::ask::CancelReason::AgentGone);
+            }
+        }
         if let Err(e) = self
             .shared
             .settings

@@ -162,6 +162,20 @@ impl PendingStore {
         self.changed.notify_waiters();
     }
 
+    /// Agent `agent`'s token was revoked: its approvals are gone, and the questions they
+    /// were asked in are returned, to be withdrawn.
+    pub(crate) fn forget_agent(&self, agent: &str) -> Vec<AskedIn> {
+        let mut entries = self.lock();
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut *entries)
+            .into_iter()
+            .partition(|e| e.agent == agent);
+        *entries = kept;
+        self.save(&entries);
+        drop(entries);
+        self.changed.notify_waiters();
+        gone.into_iter().filter_map(|e| e.asked).collect()
+    }
+
     /// Approval `id` ended without an answer (expired, withdrawn): gone.
     pub(crate) fn remove(&self, id: &str) {
         let mut entries = self.lock();
@@ -269,6 +283,11 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
         shared.pending.remove(&approval.id);
         return;
     };
+    if !shared.agents.holds(&approval.agent) {
+        // The agent's token was revoked: it can make no call, so there is nothing to ask.
+        shared.pending.remove(&approval.id);
+        return;
+    }
     let now = super::Gateway::now_ms(shared);
     let mut asker = crate::mcp::connect::asker_for(&config);
     asker.agent = Some(approval.agent_name.clone());

@@ -291,6 +291,14 @@ impl AgentStore {
         Ok(())
     }
 
+    /// Whether agent `id`'s token is still good (not revoked).
+    pub(crate) fn holds(&self, id: &str) -> bool {
+        lock(&self.state)
+            .digests
+            .iter()
+            .any(|(known, _)| known == id)
+    }
+
     /// The agent holding `given`, if any. Hashes it once and compares with every stored
     /// digest, with no early exit, so timing tells nothing about which digest came close.
     pub fn identify(&self, given: &str) -> Option<TokenAgent> {

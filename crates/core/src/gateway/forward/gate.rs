@@ -317,7 +317,23 @@ impl Forwarder {
                         config.name
                     ))
                 };
+                // A yes is for the agent holding the token: one revoked while the person was
+                // asked makes no call.
+                let revoked = || {
+                    Refusal::Denied(format!(
+                        "Countersign did not run {what} on {}: the agent's token was revoked.",
+                        config.name
+                    ))
+                };
                 match outcome {
+                    Outcome::Accepted { .. }
+                    | Outcome::AlwaysAllowed
+                    | Outcome::Remembered { .. }
+                        if !self.shared.agents.holds(&who.id) =>
+                    {
+                        // (Nothing is remembered for it either: its decisions went with it.)
+                        Err(revoked())
+                    }
                     Outcome::Accepted { .. } | Outcome::AlwaysAllowed => Ok(Some(asked)),
                     Outcome::Remembered { decision } => {
                         let allow = decision.allow;
