@@ -272,7 +272,9 @@ impl Clients {
             if let Some(folder) = &entry.project {
                 notes.push(format!("for the project {folder}"));
             }
-            keys.push(entry.key());
+            if !keys.contains(&entry.key()) {
+                keys.push(entry.key());
+            }
             changes.push(RouteChange {
                 name: entry.name.clone(),
                 server: ours_name.to_owned(),
@@ -569,7 +571,20 @@ impl Clients {
         let before =
             read::parse(record.client, record.path.clone(), &shown, backup.to_vec()).ok()?;
         let mut splices = Vec::new();
-        for key in &record.routed {
+        // A key that names two entries (a user-wide server named like a project's, `x@/p`)
+        // cannot be put back by place: the whole backup is, instead. Each key is put back once
+        // (two splices of one place would cut the text apart).
+        let keys: std::collections::BTreeSet<&String> = record.routed.iter().collect();
+        let named_twice = |file: &read::ClientFile, key: &String| {
+            file.entries.iter().filter(|e| &e.key() == key).count() > 1
+        };
+        if keys
+            .iter()
+            .any(|k| named_twice(&now, k) || named_twice(&before, k))
+        {
+            return None;
+        }
+        for key in keys {
             let current = now.entries.iter().rfind(|e| &e.key() == key)?;
             let old = before.entries.iter().rfind(|e| &e.key() == key)?;
             if !is_routed(&current.value, self.gateway_port) {
@@ -579,6 +594,11 @@ impl Clients {
         }
         let mut text = now.text.clone();
         splices.sort_by_key(|(span, _)| std::cmp::Reverse(span.start));
+        // Places that overlap (one entry inside another) cannot both be put back: the whole
+        // backup is, instead.
+        if splices.windows(2).any(|w| w[1].0.end > w[0].0.start) {
+            return None;
+        }
         for (span, value) in splices {
             text.replace_range(span, value);
         }
@@ -864,6 +884,22 @@ mod tests {
             s.clients.undo(&result.rewrite.id, false),
             Err(ClientError::Refused(_))
         ));
+    }
+
+    /// A user-wide server named like a project's (`desk@/src/a`) shares that entry's key: the
+    /// undo cannot put either back by place, so it says so (nothing is cut apart), and forced,
+    /// puts the whole file back.
+    #[test]
+    fn undo_with_two_entries_of_one_key_puts_back_the_whole_file_or_nothing() {
+        let s = setup("rw-one-key", OURS);
+        let original = "{\n  \"n\": 1,\n  \"mcpServers\": {\"desk@/src/a\": {\"command\": \"desk-mcp\", \"args\": [\"--db\", \"/tmp/d\"]}},\n  \"projects\": {\"/src/a\": {\"mcpServers\": {\"desk\": {\"command\": \"desk-mcp\", \"args\": [\"--db\", \"/tmp/d\"]}}}}\n}\n";
+        let path = s.client_file(ClientKind::ClaudeCode, original);
+        let (preview, result) = rewrite(&s, ClientKind::ClaudeCode);
+        assert_eq!(preview.changes.len(), 2, "{:?}", preview.changes);
+        std::fs::write(&path, preview.new_text.replace("\"n\": 1", "\"n\": 2")).unwrap();
+        assert!(s.clients.undo(&result.rewrite.id, false).is_err());
+        s.clients.undo(&result.rewrite.id, true).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     }
 
     /// The host changed the rest of the file since (Claude Code writes its own state there
