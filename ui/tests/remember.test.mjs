@@ -113,7 +113,7 @@ test("Allow and remember waits for arming and for clipped arguments to be shown,
 });
 
 test("a path argument offers its folder (editable, checked as absolute and holding the path); a URL argument its host", async () => {
-  const args = { path: "/home/me/p/a.txt", url: "https://API.github.com:8443/repos/x?y=1", note: "hello", rel: "./x", n: 3 };
+  const args = { path: "/home/me/p/a.txt", url: "https://API.github.com:8443/repos/x?y=1", note: "hello", name: "x.txt", n: 3 };
   const app = await openApp(env, { asks: [call({ id: 3, tool: "write_file", args })] });
   const { page, backend } = app;
   const d = dialog(page);
@@ -196,6 +196,13 @@ test("a call with two paths offers one folder holding both; two URLs on differen
   await d.waitFor({ state: "detached" });
   // The backend names every path the decision holds.
   assert.match(await page.locator(".toast").textContent(), /“source”, “destination”: any path under \/home\/me/);
+
+  // A path relative to wherever the server runs: no folder can hold it, so none is offered.
+  await backend.addAsk(call({ id: 15, tool: "move_file", args: { source: "/home/me/a", destination: "../../etc/x" } }));
+  await d.waitFor();
+  await d.getByRole("button", { name: "Remember…" }).click();
+  assert.deepEqual(await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
+    .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())), ["These exact arguments", "Any arguments"]);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

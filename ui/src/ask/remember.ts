@@ -97,11 +97,30 @@ export interface UrlArgument {
   host: string;
 }
 
-/** The call's top-level string arguments that are absolute paths (those starting with `/`, as
- * the backend counts them). */
+/** Text a server may take for a file path, as the backend judges it (`looks_like_path`): one
+ * line, and absolute (not a comment's `/*` or `// `), from `~`, relative (`.`, `..`, a word with
+ * a `/` that is no URL), or a `file:` address. */
+export function looksLikePath(text: string): boolean {
+  if (/[\n\r]/.test(text)) return false;
+  const spaced = /\s/.test(text);
+  if (text.startsWith("/")) return !text.startsWith("/*") && !(text.startsWith("//") && spaced);
+  if (text.startsWith("~") || text === "." || text === "..") return true;
+  if (text.slice(0, 5).toLowerCase() === "file:") return true;
+  if (spaced || !text.includes("/")) return false;
+  try {
+    new URL(text);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/** Every text of the call a server may read as a path (top-level strings, and the strings of
+ * top-level arrays), each with its argument's name; `path` is `null` for one no folder can
+ * hold (relative, or climbing above the root). */
 export function pathArguments(args: unknown): PathArgument[] {
   return stringArguments(args).flatMap(([argument, value]) => {
-    if (!value.startsWith("/")) return [];
+    if (!looksLikePath(value)) return [];
     const path = normalizePath(value);
     return [{ argument, path, parent: path === null ? "/" : parentDir(path) }];
   });
@@ -117,24 +136,31 @@ export function commonFolder(folders: string[]): string {
   return `/${common.join("/")}`;
 }
 
-/** The call's top-level string arguments that are http(s) URLs with a host. */
+/** Every text of the call that reads as a URL with a host (or a `file:` one), each with its
+ * argument's name; `host` is empty for one that is not http(s), which no host decision holds. */
 export function urlArguments(args: unknown): UrlArgument[] {
   return stringArguments(args).flatMap(([argument, value]) => {
+    if (/[\n\r]/.test(value)) return [];
     let url: URL;
     try {
       url = new URL(value);
     } catch {
       return [];
     }
-    if ((url.protocol !== "http:" && url.protocol !== "https:") || url.hostname === "") return [];
-    return [{ argument, host: url.hostname.toLowerCase() }];
+    if (url.hostname === "" && url.protocol !== "file:") return [];
+    const web = url.protocol === "http:" || url.protocol === "https:";
+    return [{ argument, host: web ? url.hostname.toLowerCase() : "" }];
   });
 }
 
+/** The call's top-level strings, and the strings of its top-level arrays, by argument name. */
 function stringArguments(args: unknown): [string, string][] {
   if (args === null || typeof args !== "object" || Array.isArray(args)) return [];
-  return Object.entries(args as Record<string, unknown>)
-    .filter((e): e is [string, string] => typeof e[1] === "string");
+  return Object.entries(args as Record<string, unknown>).flatMap(([name, value]): [string, string][] => {
+    if (typeof value === "string") return [[name, value]];
+    if (Array.isArray(value)) return value.filter((v): v is string => typeof v === "string").map((v) => [name, v]);
+    return [];
+  });
 }
 
 interface CoveringChoice {
@@ -165,9 +191,14 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
   ];
   // One choice holds every path of the call to the folder, and one every URL to the host: a
   // choice about `source` alone would let `destination` go anywhere.
+  // The decision names one top-level string argument (the backend holds every other path or
+  // URL of the call to the same folder or host).
+  const topLevel = (name: string) => typeof (args as Record<string, unknown>)[name] === "string";
   const paths = pathArguments(args);
-  if (paths.length > 0 && paths.every((p) => p.path !== null)) {
-    const names = paths.map((p) => `“${visibleString(p.argument)}”`).join(", ");
+  const pathNames = [...new Set(paths.map((p) => p.argument))];
+  const namedPath = paths.find((p) => topLevel(p.argument));
+  if (namedPath && paths.every((p) => p.path !== null)) {
+    const names = pathNames.map((n) => `“${visibleString(n)}”`).join(", ");
     const folder = commonFolder(paths.map((p) => p.parent));
     const dirText = el("span", { class: "untrusted mono" });
     dirText.textContent = visibleString(folder);
@@ -192,7 +223,7 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
     choices.push({
       value,
       label: [paths.length === 1 ? "Any path under " : "Any paths under ", dirText, " (",
-        ...paths.flatMap((p, i) => [i > 0 ? ", " : null, inlineText(p.argument, 60)]), ")"],
+        ...pathNames.flatMap((n, i) => [i > 0 ? ", " : null, inlineText(n, 60)]), ")"],
       extra: el("div", { class: "remember-extra" }, input),
       make: () => {
         const prefix = normalizePath(input.value.trim());
@@ -203,17 +234,19 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
         if (outside?.path) {
           return { error: `${visibleString(outside.path)} is not under ${visibleString(prefix)}: choose a folder that holds it.`, focus: input };
         }
-        return { kind: "pathUnder", argument: paths[0].argument, prefix, also: [] };
+        return { kind: "pathUnder", argument: namedPath.argument, prefix, also: [] };
       },
     });
   }
   const urls = urlArguments(args);
-  if (urls.length > 0 && urls.every((u) => u.host === urls[0].host)) {
+  const urlNames = [...new Set(urls.map((u) => u.argument))];
+  const namedUrl = urls.find((u) => topLevel(u.argument));
+  if (namedUrl && urls[0].host !== "" && urls.every((u) => u.host === urls[0].host)) {
     choices.push({
       value: "url",
       label: [urls.length === 1 ? "Any URL on " : "Any URLs on ", inlineText(urls[0].host, 80, "mono"), " (",
-        ...urls.flatMap((u, i) => [i > 0 ? ", " : null, inlineText(u.argument, 60)]), ")"],
-      make: () => ({ kind: "urlHost", argument: urls[0].argument, host: urls[0].host, also: [] }),
+        ...urlNames.flatMap((n, i) => [i > 0 ? ", " : null, inlineText(n, 60)]), ")"],
+      make: () => ({ kind: "urlHost", argument: namedUrl.argument, host: namedUrl.host, also: [] }),
     });
   }
   const coveringSet = el("fieldset", { class: "remember-set" },

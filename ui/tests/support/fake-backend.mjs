@@ -349,14 +349,17 @@ function checkRemember(ask, decision) {
   } else if (c.kind === "pathUnder") {
     const prefix = normalizePath(c.prefix);
     if (prefix === null) return { error: `${JSON.stringify(c.prefix)} is not an absolute path` };
-    // As the backend: every other absolute path of the call is held to the folder too.
-    const also = Object.keys(args).filter((k) => k !== c.argument && typeof args[k] === "string" && args[k].startsWith("/"));
-    for (const name of [c.argument, ...also]) {
-      const path = typeof args[name] === "string" ? normalizePath(args[name]) : null;
-      if (path === null || !(path === prefix || path.startsWith(prefix === "/" ? "/" : `${prefix}/`))) {
-        return { error: "the choice does not cover the call it answers" };
-      }
+    // As the backend: the named argument and every other text of the call that reads as a path
+    // are held to the folder.
+    const texts = argumentTexts(args);
+    const under = (text) => {
+      const path = typeof text === "string" ? normalizePath(text) : null;
+      return path !== null && (path === prefix || path.startsWith(prefix === "/" ? "/" : `${prefix}/`));
+    };
+    if (!under(args[c.argument]) || !texts.filter(([, t]) => looksLikePath(t)).every(([, t]) => under(t))) {
+      return { error: "the choice does not cover the call it answers" };
     }
+    const also = Object.keys(args).filter((k) => k !== c.argument && typeof args[k] === "string" && looksLikePath(args[k]));
     covering = { ...c, prefix, also };
   } else if (c.kind === "urlHost") {
     const hostOf = (text) => {
@@ -367,11 +370,20 @@ function checkRemember(ask, decision) {
         return null;
       }
     };
-    const also = Object.keys(args).filter((k) => k !== c.argument && typeof args[k] === "string" && hostOf(args[k]) !== null);
-    for (const name of [c.argument, ...also]) {
-      if (hostOf(args[name]) !== c.host.toLowerCase()) return { error: "the choice does not cover the call it answers" };
+    const urlish = (t) => {
+      try {
+        const u = new URL(t);
+        return !/[\n\r]/.test(t) && (u.hostname !== "" || u.protocol === "file:");
+      } catch {
+        return false;
+      }
+    };
+    const host = c.host.toLowerCase();
+    if (hostOf(args[c.argument]) !== host || !argumentTexts(args).filter(([, t]) => urlish(t)).every(([, t]) => hostOf(t) === host)) {
+      return { error: "the choice does not cover the call it answers" };
     }
-    covering = { ...c, host: c.host.toLowerCase(), also };
+    const also = Object.keys(args).filter((k) => k !== c.argument && typeof args[k] === "string" && urlish(args[k]));
+    covering = { ...c, host, also };
   }
   return { decision: { ...decision, covering } };
 }
@@ -387,4 +399,29 @@ function normalizePath(path) {
     } else parts.push(part);
   }
   return `/${parts.join("/")}`;
+}
+
+/** The call's top-level strings and the strings of its top-level arrays, by argument name. */
+function argumentTexts(args) {
+  return Object.entries(args).flatMap(([name, value]) => {
+    if (typeof value === "string") return [[name, value]];
+    if (Array.isArray(value)) return value.filter((v) => typeof v === "string").map((v) => [name, v]);
+    return [];
+  });
+}
+
+/** As core's `looks_like_path`. */
+function looksLikePath(text) {
+  if (/[\n\r]/.test(text)) return false;
+  const spaced = /\s/.test(text);
+  if (text.startsWith("/")) return !text.startsWith("/*") && !(text.startsWith("//") && spaced);
+  if (text.startsWith("~") || text === "." || text === "..") return true;
+  if (text.slice(0, 5).toLowerCase() === "file:") return true;
+  if (spaced || !text.includes("/")) return false;
+  try {
+    new URL(text);
+    return false;
+  } catch {
+    return true;
+  }
 }

@@ -206,8 +206,8 @@ fn only_argument<'a>(arguments: &'a Value, name: &str) -> Option<&'a Value> {
     }
 }
 
-/// The names of `arguments`' string members other than `argument` whose text is `like` (an
-/// absolute path, a URL): a decision about one covers only calls where these are alike too.
+/// The names of `arguments`' string members other than `argument` whose text is `like` (a
+/// path, a URL), for the decision's description.
 fn other_arguments(arguments: &Value, argument: &str, like: impl Fn(&str) -> bool) -> Vec<String> {
     let Some(arguments) = arguments.as_object() else {
         return Vec::new();
@@ -217,6 +217,49 @@ fn other_arguments(arguments: &Value, argument: &str, like: impl Fn(&str) -> boo
         .filter(|(name, value)| *name != argument && value.as_str().is_some_and(&like))
         .map(|(name, _)| name.clone())
         .collect()
+}
+
+/// Every string of the call's arguments a server may read as a path or an address: the
+/// top-level strings, and the strings of top-level arrays (`paths: [...]`).
+fn argument_texts(arguments: &Value) -> Vec<&str> {
+    let Some(arguments) = arguments.as_object() else {
+        return Vec::new();
+    };
+    arguments
+        .values()
+        .flat_map(|value| match value {
+            Value::String(text) => vec![text.as_str()],
+            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// Text a server may take for a file path: one line, and absolute (`/…`, `//…`; not a
+/// comment's `/* …` or `// …`), from the home directory (`~`), relative (`.`, `..`, or a word
+/// with a `/` that is no URL), or a `file:` address. A path decision holds every such text of
+/// a call to its folder, and a relative one it cannot place is not covered.
+pub fn looks_like_path(text: &str) -> bool {
+    if text.contains(['\n', '\r']) {
+        return false;
+    }
+    let spaced = text.contains(char::is_whitespace);
+    (text.starts_with('/') && !text.starts_with("/*") && !(text.starts_with("//") && spaced))
+        || text.starts_with('~')
+        || text == "."
+        || text == ".."
+        || text
+            .get(..5)
+            .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
+        || (!spaced && text.contains('/') && url::Url::parse(text).is_err())
+}
+
+/// Text a server may take for an address to fetch: one line that reads as a URL with a host
+/// (or a `file:` one). A host decision holds every such text of a call to its host.
+fn looks_like_url(text: &str) -> bool {
+    !text.contains(['\n', '\r'])
+        && url::Url::parse(text)
+            .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file")
 }
 
 /// `argument` and `also`, as a decision's description names them.
@@ -260,12 +303,20 @@ impl Covering {
                     return false;
                 };
                 let within = format!("{}/", prefix.trim_end_matches('/'));
+                let under = |text: &str| {
+                    normalize_path(text).is_some_and(|p| p == prefix || p.starts_with(&within))
+                };
+                // The named arguments, and every other text of the call a server may read as
+                // a path (one the call on screen did not have, too): a `destination` elsewhere,
+                // or one relative to wherever the server runs, is not covered.
                 std::iter::once(argument).chain(also).all(|name| {
                     only_argument(arguments, name)
                         .and_then(Value::as_str)
-                        .and_then(normalize_path)
-                        .is_some_and(|path| path == prefix || path.starts_with(&within))
-                })
+                        .is_some_and(under)
+                }) && argument_texts(arguments)
+                    .into_iter()
+                    .filter(|t| looks_like_path(t))
+                    .all(under)
             }
             Covering::UrlHost {
                 argument,
@@ -273,12 +324,15 @@ impl Covering {
                 also,
             } => {
                 let host = host.to_ascii_lowercase();
+                let on_host = |text: &str| url_host(text).is_some_and(|h| h == host);
                 std::iter::once(argument).chain(also).all(|name| {
                     only_argument(arguments, name)
                         .and_then(Value::as_str)
-                        .and_then(url_host)
-                        .is_some_and(|h| h == host)
-                })
+                        .is_some_and(on_host)
+                }) && argument_texts(arguments)
+                    .into_iter()
+                    .filter(|t| looks_like_url(t))
+                    .all(on_host)
             }
         }
     }
@@ -295,7 +349,7 @@ impl Covering {
             } => {
                 let prefix = normalize_path(&prefix)
                     .ok_or_else(|| format!("{prefix:?} is not an absolute path"))?;
-                let also = other_arguments(arguments, &argument, |text| text.starts_with('/'));
+                let also = other_arguments(arguments, &argument, looks_like_path);
                 Covering::PathUnder {
                     argument,
                     prefix,
@@ -303,7 +357,7 @@ impl Covering {
                 }
             }
             Covering::UrlHost { argument, host, .. } => {
-                let also = other_arguments(arguments, &argument, |text| url_host(text).is_some());
+                let also = other_arguments(arguments, &argument, looks_like_url);
                 Covering::UrlHost {
                     argument,
                     host: host.to_ascii_lowercase(),
@@ -475,6 +529,29 @@ mod tests {
         assert!(!under.covers(&json!({"source": "/p/c", "destination": "/etc/cron.d/x"})));
         assert!(!under.covers(&json!({"source": "/p/c", "destination": "../../etc/x"})));
         assert!(!under.covers(&json!({"source": "/p/c"})));
+        // Whatever the call on screen had: a path argument it left out, or one in an array, is
+        // held to the folder too; one relative to wherever the server runs is not covered.
+        let old = Covering::PathUnder {
+            argument: "source".into(),
+            prefix: "/p".into(),
+            also: Vec::new(),
+        };
+        assert!(old.covers(&json!({"source": "/p/c", "note": "tidy up", "n": 3})));
+        for outside in [
+            json!({"source": "/p/c", "destination": "/etc/cron.d/x"}),
+            json!({"source": "/p/c", "destination": "//etc/x"}),
+            json!({"source": "/p/c", "destination": "~/.ssh/authorized_keys"}),
+            json!({"source": "/p/c", "destination": "../../etc/x"}),
+            json!({"source": "/p/c", "destination": "docs/../../x"}),
+            json!({"source": "/p/c", "destination": "file:///etc/x"}),
+            json!({"source": "/p/c", "more": ["/p/d", "/etc/x"]}),
+        ] {
+            assert!(!old.covers(&outside), "{outside}");
+        }
+        // Content is not a path: a comment, a sentence, a URL, several lines.
+        assert!(old.covers(&json!({"source": "/p/c", "content": "/* licence */\nfn main() {}"})));
+        assert!(old.covers(&json!({"source": "/p/c", "content": "// a comment"})));
+        assert!(old.covers(&json!({"source": "/p/c", "link": "https://example.com/a/b"})));
         // A folder that does not hold every path of the call on screen is not what was seen.
         let narrow = Covering::PathUnder {
             argument: "source".into(),
@@ -500,6 +577,11 @@ mod tests {
         assert!(
             !on.covers(&json!({"url": "https://a.example/y", "callback": "https://evil.test/"}))
         );
+        assert!(!on.covers(&json!({"url": "https://a.example/y", "also": ["https://evil.test/"]})));
+        assert!(!on.covers(&json!({"url": "https://a.example/y", "then": "file:///etc/passwd"})));
+        assert!(on.covers(
+            &json!({"url": "https://a.example/y", "callback": "https://a.example/c", "note": "see a.example"})
+        ));
         assert!(
             on.describe().contains("url, callback on a.example"),
             "{}",
