@@ -21,6 +21,10 @@ pub struct Settings {
     /// for one agent's token, server and tool. (An older `alwaysAllow` list, keyed by the name
     /// agents give themselves, is not carried over: those calls are asked about once more.)
     pub remembered: Vec<RememberedDecision>,
+    /// Decisions from before they named their server were bound once (`bind_endpoints`);
+    /// any still unbound decide nothing, and are never bound later.
+    #[serde(default)]
+    pub endpoints_bound: bool,
 }
 
 /// Why a remembered decision that would decide a call no longer does.
@@ -136,19 +140,19 @@ impl SettingsStore {
     }
 
     /// Binds decisions made before they named their server's endpoint to the endpoint each
-    /// server has now (`identity_of` its name), once, when the app starts with its config: the
-    /// person gave them for the server as it was then, which is the best knowledge there is.
-    /// A decision whose server is not configured stays unbound and decides nothing.
+    /// server has now (`identity_of` its name), once ever, at the first start with this
+    /// version: the person gave them for the server as it was then, which is the best knowledge
+    /// there is. A decision whose server is not configured then stays unbound for good and
+    /// decides nothing (a server put under its name later is not the one it was given for).
     pub fn bind_endpoints(
         &self,
         identity_of: impl Fn(&str) -> Option<String>,
     ) -> Result<(), SettingsError> {
-        let unbound =
-            |d: &RememberedDecision| d.endpoint.is_empty() && identity_of(&d.server).is_some();
-        if !self.get().remembered.iter().any(unbound) {
+        if self.get().endpoints_bound {
             return Ok(());
         }
         self.update(|s| {
+            s.endpoints_bound = true;
             for d in s.remembered.iter_mut().filter(|d| d.endpoint.is_empty()) {
                 if let Some(identity) = identity_of(&d.server) {
                     d.endpoint = identity;
@@ -287,6 +291,10 @@ mod tests {
         }
         let identity_of = |name: &str| (name != "gone").then(|| format!("sha256:{name}-now"));
         store.bind_endpoints(identity_of).unwrap();
+        // Once: a server put under the unbound one's name later does not inherit it.
+        store
+            .bind_endpoints(|name| Some(format!("sha256:{name}-later")))
+            .unwrap();
         let (again, _) = SettingsStore::load(Some(path));
         let endpoints: Vec<(String, String)> = again
             .get()

@@ -11,4 +11,9 @@ mutedServers: Array<string>,
  * for one agent's token, server and tool. (An older `alwaysAllow` list, keyed by the name
  * agents give themselves, is not carried over: those calls are asked about once more.)
  */
-remembered: Array<RememberedDecision>, };
+remembered: Array<RememberedDecision>, 
+/**
+ * Decisions from before they named their server were bound once (`bind_endpoints`);
+ * any still unbound decide nothing, and are never bound later.
+ */
+endpointsBound: boolean, };
