@@ -2274,6 +2274,59 @@ async fn an_agent_revoked_while_asked_makes_no_call() {
     rig.gateway.shutdown().await;
 }
 
+/// A pending approval is for the agent and the server it was asked about: revoking the agent
+/// withdraws its question, and after a restart with the server's name running another server,
+/// the question is not asked again (its answer could never be used).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_approval_goes_with_its_agent_and_its_server() {
+    let dir = scratch("pending-bound");
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig_in(dir.clone(), vec![files.clone()]).await;
+    let doomed = rig.gateway.create_agent("Doomed", "bridge").unwrap();
+    let agent = rig.agent_holding("files", "doomed", &doomed.token).await;
+    let waited = spawn_call(&agent, "read_file", json!({"path": "/p/a"}));
+    rig.next_ask().await;
+    let told = waited.await.unwrap().unwrap();
+    assert!(text(&told).contains("Approval pending"), "{}", text(&told));
+    rig.gateway.revoke_agent(&doomed.agent.id).unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !rig.broker.pending().is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the revoked agent's question is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let waited = spawn_call(&agent, "read_file", json!({"path": "/p/b"}));
+    rig.next_ask().await;
+    assert!(text(&waited.await.unwrap().unwrap()).contains("Approval pending"));
+    rig.broker.shutdown();
+    rig.gateway.shutdown().await;
+    drop(agent);
+    let mut replaced = files.clone();
+    let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut replaced.transport
+    else {
+        unreachable!()
+    };
+    env.insert("DATA_DIR".into(), "/somewhere/else".into());
+    let rig = rig_in(dir.clone(), vec![replaced]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        rig.broker.pending().is_empty(),
+        "asked again about another server: {:?}",
+        rig.broker.pending()
+    );
+    rig.gateway.shutdown().await;
+    // Gone for good: back under the server it was asked about, it is not asked again either.
+    let rig = rig_in(dir, vec![files]).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(rig.broker.pending().is_empty(), "removed for good");
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn remembered_scopes_last_as_chosen_and_cover_only_what_was_chosen() {
     let mut rig = rig("scopes", vec![hostile_server("files", None)]).await;

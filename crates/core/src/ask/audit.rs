@@ -263,11 +263,24 @@ impl AuditLog {
         reason: &str,
         request: &Value,
     ) -> Result<(), AuditError> {
-        self.record_refused_at(server, reason, request, unix_ms())
+        self.record_refused_at(server, server, reason, request, unix_ms())
+    }
+
+    /// [`Self::record_refused`] within the budget named `budget` rather than the server's:
+    /// refusals of an agent's requests, which must not use up the server's.
+    pub(crate) fn record_refused_within(
+        &self,
+        budget: &str,
+        server: &str,
+        reason: &str,
+        request: &Value,
+    ) -> Result<(), AuditError> {
+        self.record_refused_at(budget, server, reason, request, unix_ms())
     }
 
     fn record_refused_at(
         &self,
+        budget: &str,
         server: &str,
         reason: &str,
         request: &Value,
@@ -279,7 +292,7 @@ impl AuditLog {
                 .refusals
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            let budget = budgets.entry(server.to_owned()).or_insert(RefusalBudget {
+            let budget = budgets.entry(budget.to_owned()).or_insert(RefusalBudget {
                 tokens: REFUSALS_BURST,
                 since_ms: now_ms,
                 unrecorded: 0,
@@ -525,13 +538,19 @@ mod tests {
         let t = 1_000_000;
         let request = serde_json::json!({"message": "x"});
         for _ in 0..1_000 {
-            log.record_refused_at("noisy", "bad schema", &request, t)
+            log.record_refused_at("noisy", "noisy", "bad schema", &request, t)
                 .unwrap();
         }
-        log.record_refused_at("quiet", "bad schema", &request, t)
+        log.record_refused_at("quiet", "quiet", "bad schema", &request, t)
             .unwrap();
-        log.record_refused_at("noisy", "bad schema", &request, t + REFUSAL_REFILL_MS)
-            .unwrap();
+        log.record_refused_at(
+            "noisy",
+            "noisy",
+            "bad schema",
+            &request,
+            t + REFUSAL_REFILL_MS,
+        )
+        .unwrap();
         let written = refusals(&log);
         let noisy: Vec<u64> = written
             .iter()

@@ -257,7 +257,8 @@ pub(crate) fn keep_waiting(
     outcome: Waiting,
 ) -> Option<String> {
     let id = approval.id.clone();
-    if !shared.pending.add(approval.clone()) {
+    // An agent revoked while it was asked makes no call: nothing to keep its question for.
+    if !shared.agents.holds(&approval.agent) || !shared.pending.add(approval.clone()) {
         // Dropping the wait withdraws the question.
         drop(outcome);
         return None;
@@ -283,8 +284,10 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
         shared.pending.remove(&approval.id);
         return;
     };
-    if !shared.agents.holds(&approval.agent) {
-        // The agent's token was revoked: it can make no call, so there is nothing to ask.
+    // The agent's token was revoked (it can make no call), or the server's name now runs or
+    // reaches another server than the one asked about (the answer could never be used): there
+    // is nothing to ask.
+    if !shared.agents.holds(&approval.agent) || approval.endpoint != config.transport.identity() {
         shared.pending.remove(&approval.id);
         return;
     }
@@ -358,7 +361,13 @@ async fn settle(
 ) {
     use crate::ask::{CancelReason, Outcome};
     let store = &shared.pending;
-    match outcome.await {
+    let outcome = outcome.await;
+    if !shared.agents.holds(&approval.agent) {
+        // Revoked meanwhile: its retry would be refused, and nothing is remembered for it.
+        store.remove(&approval.id);
+        return;
+    }
+    match outcome {
         Outcome::Accepted { .. } | Outcome::AlwaysAllowed => {
             store.answer(&approval.id, true, asked)
         }

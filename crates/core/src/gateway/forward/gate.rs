@@ -296,6 +296,15 @@ impl Forwarder {
                                 state: pending::PendingState::Waiting,
                                 asked: Some(asked.clone()),
                             };
+                            if !self.shared.agents.holds(&who.id) {
+                                // Revoked while asked: the question goes (dropping the wait
+                                // withdraws it), and nothing waits for a retry.
+                                return Err(Refusal::Denied(format!(
+                                    "Countersign did not run {what} on {}: the agent's token \
+                                     was revoked.",
+                                    config.name
+                                )));
+                            }
                             return pending::keep_waiting(&self.shared, approval, outcome)
                                 .map(|id| Err(Refusal::Pending { id }))
                                 .unwrap_or_else(|| {
@@ -490,12 +499,16 @@ impl Forwarder {
         reason: String,
         mut what: Value,
     ) -> McpError {
-        what["agent"] = json!(Who::of(ctx).name);
-        let refused = self
-            .shared
-            .broker
-            .audit()
-            .record_refused(&self.server, &reason, &what);
+        let who = Who::of(ctx);
+        what["agent"] = json!(who.name);
+        // Within the agent's own budget: an agent cannot use up the server's, and so hide
+        // the server's refusals, or another agent's.
+        let refused = self.shared.broker.audit().record_refused_within(
+            &format!("{}\0{}", self.server, who.id),
+            &self.server,
+            &reason,
+            &what,
+        );
         if let Err(e) = refused {
             tracing::error!(error = %e, "a refusal went unrecorded");
         }
