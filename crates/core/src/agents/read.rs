@@ -86,7 +86,13 @@ const MAX_FILE: u64 = 32 * 1024 * 1024;
 /// would otherwise be read without end.
 pub(crate) fn read_host_file(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let file = std::fs::File::open(path)?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Non-blocking, so opening a FIFO does not wait for a writer; then judged by what was
+    // opened, not by a look at the path before.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
         return Err(std::io::Error::other("not a regular file"));

@@ -515,9 +515,12 @@ impl Clients {
             return Err(ClientError::Changed { message });
         }
         let kept_as = match (&current, changed) {
-            (Some(_), true) => {
+            (Some(now), true) => {
                 let aside = files::free_name(&record.path, REPLACED, files::now_ms());
-                private_fs::copy_new(&record.path, &aside).map_err(|e| ClientError::Io {
+                // The bytes already read (bounded), not the file read again.
+                let kept = private_fs::create_new(&aside)
+                    .and_then(|mut f| std::io::Write::write_all(&mut f, now));
+                kept.map_err(|e| ClientError::Io {
                     path: self.places.display(&aside),
                     message: format!("cannot keep the changed file: {e}"),
                 })?;
@@ -526,14 +529,19 @@ impl Clients {
             _ => None,
         };
         let (restored, mode) = match &entries_only {
-            // The file's own mode now: the host may have set it since.
-            Some((text, _)) => (
-                text.as_bytes(),
-                std::fs::metadata(&record.path)
+            // The file's own mode now, which the host may have set since; unless it is the
+            // private mode the rewrite gave it, which goes back to what it was.
+            Some((text, _)) => {
+                let now = std::fs::metadata(&record.path)
                     .map(|m| m.permissions().mode() & 0o7777)
-                    .ok()
-                    .or(mode),
-            ),
+                    .ok();
+                let made_private = mode.map(|m| m & !0o077);
+                let kept = match now {
+                    Some(now) if Some(now) != made_private => Some(now),
+                    _ => mode,
+                };
+                (text.as_bytes(), kept)
+            }
             None => (backup.as_slice(), mode),
         };
         files::write_atomic(&record.path, restored, mode).map_err(|e| ClientError::Io {
@@ -844,6 +852,16 @@ mod tests {
         assert!(std::fs::read_to_string(&path).unwrap().contains("Bearer "));
         s.clients.undo(&result.rewrite.id, false).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        assert_eq!(mode(&path), 0o644);
+        // Again, and the host writes the rest of the file meanwhile: the undo that puts back
+        // only the entries puts the mode back too.
+        let (preview, result) = rewrite(&s, ClientKind::Cursor);
+        let host_wrote = preview
+            .new_text
+            .replace("\"mcpServers\"", "\"x\": 1, \"mcpServers\"");
+        std::fs::write(&path, host_wrote).unwrap();
+        let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(undone.entries_only, Some(1));
         assert_eq!(mode(&path), 0o644);
     }
 
