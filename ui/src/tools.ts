@@ -53,7 +53,7 @@ export function argumentSkeleton(schema: JsonValue): string {
   if (!isObject(schema)) return "{}";
   const properties = isObject(schema.properties) ? schema.properties : {};
   const required = Array.isArray(schema.required) ? schema.required : [];
-  const out: JsonObject = {};
+  const out: JsonObject = Object.create(null); // a property named __proto__ is one like any other
   for (const name of required) {
     if (typeof name !== "string") continue;
     const prop = properties[name];
@@ -144,7 +144,7 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
   jsonToggle.addEventListener("click", () => {
     if (!asJson) {
       // Carry what the form holds over to the JSON.
-      const args: JsonObject = {};
+      const args: JsonObject = Object.create(null); // a property named __proto__ is one like any other
       for (const c of controls) {
         const reading = c.read();
         if (reading.present) args[c.field.name] = reading.value;
@@ -190,7 +190,7 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
         problems[0].focusTarget.focus();
         return;
       }
-      const collected: JsonObject = {};
+      const collected: JsonObject = Object.create(null); // a property named __proto__ is one like any other
       for (const c of controls) {
         const reading = c.read();
         if (reading.present) collected[c.field.name] = reading.value;

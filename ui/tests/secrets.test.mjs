@@ -127,6 +127,7 @@ test("a server's default is never filled in masked, and one the input cannot sho
     field.text("file", { title: "File name", default: `report${RLO}fdp.exe` }),
     field.text("notes", { title: "Notes", default: long }),
     field.text("plain", { title: "Plain", default: "ok" }),
+    field.text("essay", { title: "Essay", default: "x".repeat(400) }),
   ] });
   const app = await openApp(env, { asks: [ask] });
   const { page, backend } = app;
@@ -138,6 +139,8 @@ test("a server's default is never filled in masked, and one the input cannot sho
   assert.ok(hints.some((h) => h === "Filled in by the server: report⟨U+202E⟩fdp.exe"), hints.join("|"));
   assert.ok(hints.some((h) => h.startsWith("Filled in by the server: Meeting notes")), hints.join("|"));
   assert.ok(!hints.some((h) => h.includes("Filled in by the server: ok")));
+  assert.equal(await d.getByLabel("Essay").inputValue(), "");
+  assert.ok(hints.some((h) => h === "The server suggested a long value; it is left out, type your own"), hints.join("|"));
   assert.doesNotMatch(await d.textContent(), new RegExp(RLO));
   // Left alone, the visible defaults are sent; the masked ones are not.
   await d.getByRole("button", { name: "Submit" }).click();

@@ -214,12 +214,15 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
         // what the input holds: it normalizes `...T14:00:00` to `...T14:00`.)
         untouchedDefault = { shown: input.value, sent: field.default };
       }
+    } else if (Array.from(field.default).length > 300) {
+      // Too long to show whole beside the field: left out rather than sent unread.
+      hints.push("The server suggested a long value; it is left out, type your own");
     } else {
       input.value = field.default;
       // What the input cannot show (invisible characters, text past its width) is said below,
       // so a default left alone is one the person could read.
       if (visibleString(field.default) !== field.default || Array.from(field.default).length > 60) {
-        hints.push(`Filled in by the server: ${shortText(field.default, 300)}`);
+        hints.push(`Filled in by the server: ${visibleString(field.default)}`);
       }
     }
   }
