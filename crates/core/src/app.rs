@@ -746,7 +746,7 @@ mod tests {
 
     #[tokio::test]
     async fn decisions_kept_before_they_named_their_server_are_bound_to_it_at_start() {
-        use crate::ask::approval::{Covering, Lasting, RememberedDecision};
+        use crate::ask::approval::RememberedDecision;
         let dir = std::env::temp_dir().join(format!("cs-app-bind-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let desk = crate::config::ServerConfig::stdio("desk", "desk-mcp", &["--x"]);
@@ -761,23 +761,7 @@ mod tests {
         };
         let settings = SettingsStore::default();
         for server in ["desk", "gone"] {
-            let old = RememberedDecision {
-                id: 0,
-                agent: "a".into(),
-                agent_name: "A".into(),
-                server: server.into(),
-                endpoint: String::new(),
-                tool: "t".into(),
-                allow: true,
-                lasting: Lasting::Always,
-                covering: Covering::AnyArguments,
-                session: None,
-                definition: json!({}),
-                digest: "d".into(),
-                created_ms: 0,
-                last_used_ms: None,
-                uses: 0,
-            };
+            let old = RememberedDecision::for_test("a", server, "", "t", true);
             settings.remember(old, 0).unwrap();
         }
         let audit = AuditLog::open(dir.join("audit.jsonl")).unwrap();

@@ -268,22 +268,8 @@ mod tests {
     #[test]
     fn decisions_without_a_server_endpoint_are_bound_to_the_server_configured_at_start() {
         let path = temp("bind");
-        let decision = |server: &str, endpoint: &str| RememberedDecision {
-            id: 0,
-            agent: "a".into(),
-            agent_name: "A".into(),
-            server: server.into(),
-            endpoint: endpoint.into(),
-            tool: "t".into(),
-            allow: true,
-            lasting: Lasting::Always,
-            covering: crate::ask::approval::Covering::AnyArguments,
-            session: None,
-            definition: serde_json::json!({}),
-            digest: "d".into(),
-            created_ms: 0,
-            last_used_ms: None,
-            uses: 0,
+        let decision = |server: &str, endpoint: &str| {
+            RememberedDecision::for_test("a", server, endpoint, "t", true)
         };
         let (store, _) = SettingsStore::load(Some(path.clone()));
         for (server, endpoint) in [("fs", ""), ("gone", ""), ("web", "sha256:kept")] {

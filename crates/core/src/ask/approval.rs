@@ -115,6 +115,37 @@ pub struct RememberedDecision {
     pub uses: u64,
 }
 
+#[cfg(test)]
+impl RememberedDecision {
+    /// For tests: `agent`'s decision to `allow` `tool` of `server` at `endpoint`, always, any
+    /// arguments, for a tool whose digest is `d`.
+    pub(crate) fn for_test(
+        agent: &str,
+        server: &str,
+        endpoint: &str,
+        tool: &str,
+        allow: bool,
+    ) -> Self {
+        RememberedDecision {
+            id: 0,
+            agent: agent.into(),
+            agent_name: agent.into(),
+            server: server.into(),
+            endpoint: endpoint.into(),
+            tool: tool.into(),
+            allow,
+            lasting: Lasting::Always,
+            covering: Covering::AnyArguments,
+            session: None,
+            definition: Value::Object(Map::new()),
+            digest: "d".into(),
+            created_ms: 0,
+            last_used_ms: None,
+            uses: 0,
+        }
+    }
+}
+
 /// One field of a tool's definition that changed since the person decided.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[ts(export)]

@@ -114,7 +114,7 @@ pub fn decide_read(server: &ServerConfig, call: &Call, settings: &SettingsStore)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ask::approval::{Covering, Lasting, RememberedDecision};
+    use crate::ask::approval::RememberedDecision;
     use serde_json::json;
 
     fn server(trusted: bool) -> ServerConfig {
@@ -141,23 +141,7 @@ mod tests {
     fn remember(settings: &SettingsStore, agent: &str, tool: &str, allow: bool) {
         settings
             .remember(
-                RememberedDecision {
-                    id: 0,
-                    agent: agent.into(),
-                    agent_name: agent.into(),
-                    server: "desk".into(),
-                    endpoint: "e".into(),
-                    tool: tool.into(),
-                    allow,
-                    lasting: Lasting::Always,
-                    covering: Covering::AnyArguments,
-                    session: None,
-                    definition: json!({}),
-                    digest: "d".into(),
-                    created_ms: 0,
-                    last_used_ms: None,
-                    uses: 0,
-                },
+                RememberedDecision::for_test(agent, "desk", "e", tool, allow),
                 0,
             )
             .unwrap();
