@@ -41,6 +41,8 @@ export function reasonText(reason: CancelReason): string {
       return "Countersign could not write its audit log, so the answer was no.";
     case "person":
       return "The question was cancelled.";
+    case "revoked":
+      return "You revoked the token of the agent that asked.";
   }
 }
 

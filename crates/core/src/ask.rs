@@ -205,6 +205,8 @@ pub enum CancelReason {
     Shutdown,
     /// The audit log could not record the question or its answer, so the answer is no.
     AuditFailed,
+    /// The person revoked the token of the agent whose call the ask belongs to.
+    Revoked,
 }
 
 impl CancelReason {
@@ -221,6 +223,7 @@ impl CancelReason {
             CancelReason::AuditFailed => {
                 "Countersign could not write its audit log, so the answer was no."
             }
+            CancelReason::Revoked => "You revoked the token of the agent that asked.",
         }
     }
 }

@@ -2256,20 +2256,118 @@ async fn an_agent_revoked_while_asked_makes_no_call() {
     let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t1"}));
     let ask = rig.next_ask().await;
     rig.gateway.revoke_agent(&created.agent.id).unwrap();
-    rig.broker
-        .answer(ask.id, Answer::Accept { content: None })
-        .unwrap();
-    let refused = deleting.await.unwrap().unwrap();
-    assert_eq!(refused.is_error, Some(true));
+    // The question goes from the desktop at once, saying why; an Allow pressed as it goes
+    // finds nothing to answer.
+    assert_eq!(
+        rig.next_resolution().await,
+        (
+            ask.id,
+            Outcome::Cancelled {
+                reason: CancelReason::Revoked
+            }
+        )
+    );
     assert!(
-        text(&refused).contains("token was revoked"),
-        "{}",
-        text(&refused)
+        rig.broker
+            .answer(ask.id, Answer::Accept { content: None })
+            .is_err()
+    );
+    let refused = tokio::time::timeout(WAIT, deleting)
+        .await
+        .expect("the call ends in time")
+        .unwrap();
+    assert!(
+        refused.is_err() || refused.as_ref().unwrap().is_error == Some(true),
+        "{refused:?}"
     );
     let received = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         !received.contains("delete_ticket"),
         "the call reached the server: {received}"
+    );
+    rig.gateway.shutdown().await;
+}
+
+/// Revoking an agent ends what it has open: a question the server asked during its call is
+/// withdrawn at once (not left on the desktop, to be refused when the person answers it), and
+/// the call ends without having run. For an agent keeping a session and a 2026-07-28 one.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoking_an_agent_withdraws_the_questions_its_calls_are_waiting_on() {
+    for (modern_agent, upstream_protocol) in [
+        (false, ProtocolChoice::Legacy),
+        (true, ProtocolChoice::Auto),
+    ] {
+        let pair = format!("agent 2026: {modern_agent}, upstream {upstream_protocol:?}");
+        let desk = desk().await;
+        let mut rig = rig(
+            &format!("revoked-mid-call-{modern_agent}"),
+            vec![upstream("desk", &desk, upstream_protocol)],
+        )
+        .await;
+        let created = rig.gateway.create_agent("Doomed", "bridge").unwrap();
+        let agent = rig
+            .agent_with("desk", "doomed", modern_agent, &created.token)
+            .await;
+        let deleting = spawn_call(&agent, "delete_ticket", json!({"id": "t2"}));
+        allow_next_call(&mut rig, "delete_ticket").await;
+        let question = rig.next_ask().await;
+        assert!(
+            matches!(question.kind, AskKind::Form { .. }),
+            "{pair}: {question:?}"
+        );
+        rig.gateway.revoke_agent(&created.agent.id).unwrap();
+        let (id, outcome) = rig.next_resolution().await;
+        assert_eq!(id, question.id, "{pair}");
+        assert!(
+            matches!(
+                outcome,
+                Outcome::Cancelled {
+                    reason: CancelReason::Revoked
+                }
+            ),
+            "{pair}: {outcome:?}"
+        );
+        let ended = tokio::time::timeout(WAIT, deleting)
+            .await
+            .expect("the call ends in time")
+            .unwrap();
+        assert!(
+            ended.is_err() || ended.as_ref().unwrap().is_error == Some(true),
+            "{pair}: {ended:?}"
+        );
+        assert!(desk.store.contains("t2"), "{pair}: the call ran");
+        rig.gateway.shutdown().await;
+    }
+}
+
+/// Revoking an agent ends its sessions: the stream on which the server's notifications would
+/// reach it closes at once, rather than when the session goes quiet minutes later.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoking_an_agent_ends_its_sessions_streams() {
+    let desk = desk().await;
+    let rig = rig(
+        "revoked-stream",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let doomed = rig.gateway.create_agent("Doomed", "bridge").unwrap();
+    let kept = rig.gateway.create_agent("Kept", "bridge").unwrap();
+    let (agent, _) = RawAgent::open(rig.url("desk"), &doomed.token, "doomed").await;
+    let (other, _) = RawAgent::open(rig.url("desk"), &kept.token, "kept").await;
+    let mut stream = agent.listen().await;
+    let mut others = other.listen().await;
+    rig.gateway.revoke_agent(&doomed.agent.id).unwrap();
+    let ended = tokio::time::timeout(WAIT, stream.recv()).await;
+    assert!(
+        matches!(ended, Ok(None)),
+        "the revoked agent's stream is still open: {ended:?}"
+    );
+    // Another agent's session goes on.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(500), others.recv())
+            .await
+            .is_err(),
+        "another agent's stream ended or got something"
     );
     rig.gateway.shutdown().await;
 }

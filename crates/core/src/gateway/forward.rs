@@ -152,6 +152,27 @@ impl Forwarder {
         }
     }
 
+    /// The id of the agent that opened this session, once it has.
+    pub(crate) fn agent_id(&self) -> Option<&str> {
+        self.session.get().map(|who| who.id.as_str())
+    }
+
+    /// A request that waited for the person goes no further once they revoked the agent's
+    /// token meanwhile: its retry with their answers is a request of the agent's too.
+    fn still_held(&self, ctx: &RequestContext<RoleServer>) -> Result<(), McpError> {
+        match crate::gateway::registry::token_agent(ctx) {
+            Some(agent) if !self.shared.agents.holds(&agent.id) => Err(McpError::invalid_request(
+                format!(
+                    "Countersign did not go on with this request to {}: the agent's token \
+                         was revoked.",
+                    self.server
+                ),
+                None,
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Whether an HTTP request on this session comes from the agent that opened it (never
     /// before the session has one).
     pub(crate) fn is_owners(&self, from: &http::Extensions) -> bool {
@@ -301,6 +322,7 @@ impl Forwarder {
                     if leaving.reason().is_some() {
                         return Err(agent_cancelled());
                     }
+                    self.still_held(ctx)?;
                     continue;
                 }
                 let answer = match sent? {
@@ -338,6 +360,7 @@ impl Forwarder {
                 if leaving.reason().is_some() {
                     return Err(agent_cancelled());
                 }
+                self.still_held(ctx)?;
                 let answers = answered.map_err(|m| {
                     McpError::internal_error(format!("{}: {m}", up.server.name), None)
                 })?;
@@ -408,6 +431,7 @@ impl Forwarder {
             if leaving.reason().is_some() {
                 return Err(agent_cancelled());
             }
+            self.still_held(&ctx)?;
             let answers = answered
                 .map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?;
             match &mut request {

@@ -81,6 +81,9 @@ pub(crate) struct Shared {
     /// Fires, per server, when the person changes or removes it: its upstreams close, so the
     /// next request opens one with what the person saved (see [`Shared::retirement`]).
     retired: Mutex<std::collections::HashMap<String, CancellationToken>>,
+    /// Fires, per agent, when the person revokes its token: its upstreams close, and the
+    /// questions asked in its calls go with them (see [`Shared::revocation`]).
+    revoked: Mutex<std::collections::HashMap<String, CancellationToken>>,
     pub(crate) broker: Broker,
     pub(crate) settings: SettingsStore,
     pub(crate) next_session: AtomicU64,
@@ -172,6 +175,22 @@ impl Shared {
             .or_default()
             .clone()
     }
+
+    /// Fires when the person revokes agent `agent` (at once if they already have). Nobody
+    /// in particular (`""`, a request that did not come through the guard) is never revoked.
+    pub(crate) fn revocation(&self, agent: &str) -> CancellationToken {
+        if agent.is_empty() {
+            return CancellationToken::new();
+        }
+        let mut revoked = lock(&self.revoked);
+        let token = revoked.entry(agent.to_owned()).or_default().clone();
+        // Looked at once the token is in place: a revoke after this finds it and fires it.
+        if !self.agents.holds(agent) {
+            revoked.remove(agent);
+            token.cancel();
+        }
+        token
+    }
 }
 
 impl Gateway {
@@ -204,6 +223,7 @@ impl Gateway {
                     servers.into_iter().map(|s| (s.name.clone(), s)).collect(),
                 ),
                 retired: Mutex::default(),
+                revoked: Mutex::default(),
                 broker,
                 settings,
                 next_session: AtomicU64::new(FIRST_GATEWAY_SESSION),
@@ -314,15 +334,21 @@ impl Gateway {
     /// Cuts the agent off, and forgets what the person decided for it: nothing it was allowed
     /// is left in Settings to mislead.
     /// Its approvals waiting in the app are withdrawn (the agent can make no call to use
-    /// them), and a call of its that waits for the person does not run, whatever they answer.
+    /// them), and so is every question its calls wait on: those calls end without running
+    /// (a call the person allowed as the token went is refused), its upstream sessions close,
+    /// and so do its sessions with the gateway.
     pub fn revoke_agent(&self, id: &str) -> Result<(), AgentError> {
         self.shared.agents.revoke(id)?;
+        if let Some(revoked) = lock(&self.shared.revoked).remove(id) {
+            revoked.cancel();
+        }
+        self.shared.lanes.end_agent(id);
         let run = self.shared.broker.audit().run().to_owned();
         for asked in self.shared.pending.forget_agent(id) {
             if asked.run == run {
                 self.shared
                     .broker
-                    .withdraw(asked.id, crate::ask::CancelReason::AgentGone);
+                    .withdraw(asked.id, crate::ask::CancelReason::Revoked);
             }
         }
         if let Err(e) = self

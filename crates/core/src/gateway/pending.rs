@@ -395,9 +395,9 @@ async fn settle(
         | Outcome::Cancelled {
             reason: CancelReason::Person | CancelReason::AuditFailed,
         } => store.answer(&approval.id, false, asked),
-        // Expired: gone, and a retry is asked about afresh.
+        // Expired: gone, and a retry is asked about afresh. Revoked: its agent makes no call.
         Outcome::Cancelled {
-            reason: CancelReason::Timeout,
+            reason: CancelReason::Timeout | CancelReason::Revoked,
         } => store.remove(&approval.id),
         // Countersign is quitting: kept, asked again at the next start.
         Outcome::Cancelled {

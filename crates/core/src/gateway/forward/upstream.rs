@@ -183,6 +183,7 @@ impl Upstream {
         who: &Who,
     ) -> Result<Arc<Self>, String> {
         let retired = shared.retirement(&server.name);
+        let revoked = shared.revocation(&who.id);
         let slot = Slot::take(shared, &server.name)?;
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (relay, notifications) = AgentRelay::new();
@@ -287,9 +288,18 @@ impl Upstream {
         });
         let end = upstream.service.cancellation_token();
         let closed = upstream.closed.clone();
+        let relay = upstream.relay.clone();
+        let broker = shared.broker.clone();
         tokio::spawn(async move {
             tokio::select! {
                 _ = retired.cancelled() => end.cancel(),
+                // A revoked agent's questions go at once, rather than wait on the desktop to
+                // be refused when answered; then its calls end with its upstream session.
+                _ = revoked.cancelled() => {
+                    broker.withdraw_session(session, CancelReason::Revoked);
+                    relay.agent_left();
+                    end.cancel();
+                }
                 _ = closed.cancelled() => {}
             }
         });

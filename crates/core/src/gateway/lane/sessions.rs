@@ -1,7 +1,7 @@
 //! The sessions the lane knows, and the end of those their agents left quiet.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use rmcp::model::{
@@ -30,8 +30,8 @@ pub(crate) struct Lanes {
     /// would only count the requests it sees itself, and the lane takes most of them.
     managers: Mutex<HashMap<String, Weak<LocalSessionManager>>>,
     idle_ms: AtomicU64,
-    /// Wakes [`end_quiet_sessions`] when the limit changes: it may be sleeping for a quarter
-    /// of the old one.
+    /// Wakes [`end_quiet_sessions`] when the limit changes (it may be sleeping for a quarter
+    /// of the old one), or when sessions are to end now.
     idle_changed: tokio::sync::Notify,
     /// The stand-in for the agent of every sessionless request (see [`Lanes::sessionless_peer`]).
     sessionless: OnceLock<Peer<RoleServer>>,
@@ -60,6 +60,8 @@ pub(super) struct Session {
     pub(super) asked: Arc<Asked>,
     /// When the agent last sent anything on this session (ms since the epoch).
     pub(super) last_seen: AtomicU64,
+    /// The person revoked the agent's token: the session ends, busy or not.
+    ending: AtomicBool,
 }
 
 /// Put in an `initialize` request's extensions; the `Forwarder` that answers it leaves its
@@ -133,6 +135,7 @@ impl Lanes {
                 in_flight: Mutex::default(),
                 asked: Arc::default(),
                 last_seen: AtomicU64::new(crate::ask::unix_ms()),
+                ending: AtomicBool::new(false),
             }),
         );
     }
@@ -155,12 +158,28 @@ impl Lanes {
         self.idle_changed.notify_one();
     }
 
+    /// Ends agent `agent`'s sessions now (the person revoked its token): its stream of the
+    /// server's notifications closes with them, and whatever it was asked to wait for goes.
+    pub(crate) fn end_agent(&self, agent: &str) {
+        let mut found = false;
+        for session in lock(&self.sessions).values() {
+            if Forwarder::upgrade(&session.forwarder).is_some_and(|f| f.agent_id() == Some(agent)) {
+                session.ending.store(true, Ordering::Relaxed);
+                found = true;
+            }
+        }
+        if found {
+            self.idle_changed.notify_one();
+        }
+    }
+
     fn idle(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.idle_ms.load(Ordering::Relaxed))
     }
 
-    /// Takes out the sessions that ended, and those quiet for longer than allowed with nothing
-    /// of theirs in flight on the lane; the latter are returned, to be ended.
+    /// Takes out the sessions that ended, those quiet for longer than allowed with nothing of
+    /// theirs in flight on the lane, and those of revoked agents; the latter two are returned,
+    /// to be ended.
     fn take_quiet(&self) -> Vec<(Arc<LocalSessionManager>, String)> {
         let now = crate::ask::unix_ms();
         let idle = self.idle_ms.load(Ordering::Relaxed);
@@ -170,8 +189,10 @@ impl Lanes {
             if session.forwarder.strong_count() == 0 {
                 return false;
             }
+            let ending = session.ending.load(Ordering::Relaxed);
             let busy = !lock(&session.in_flight).is_empty() || session.asked.is_waiting();
-            if busy || now.saturating_sub(session.last_seen.load(Ordering::Relaxed)) <= idle {
+            let left_quiet = now.saturating_sub(session.last_seen.load(Ordering::Relaxed)) > idle;
+            if !ending && (busy || !left_quiet) {
                 return true;
             }
             if let Some(manager) = managers.get(server).and_then(Weak::upgrade) {
@@ -227,10 +248,10 @@ pub(crate) async fn end_quiet_sessions(lanes: &Lanes, stop: CancellationToken) {
         tokio::select! {
             () = stop.cancelled() => return,
             () = tokio::time::sleep(period) => {}
-            () = lanes.idle_changed.notified() => continue,
+            () = lanes.idle_changed.notified() => {}
         }
         for (manager, id) in lanes.take_quiet() {
-            tracing::info!(session = %id, "gateway: an agent's session went quiet and ends");
+            tracing::info!(session = %id, "gateway: an agent's session ends (it went quiet, or its token was revoked)");
             let _ = manager.close_session(&id.into()).await;
         }
     }
