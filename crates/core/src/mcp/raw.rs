@@ -519,6 +519,12 @@ impl<R: AsyncRead + Unpin> AsyncRead for TapRead<R> {
 /// A URI as rmcp gave it, and as reqwest reads it.
 type ParsedUri = (Arc<str>, reqwest::Url);
 
+/// The least and the most a server's SSE `retry:` may make rmcp wait before it opens a stream
+/// again, in ms. rmcp waits exactly what the server says: a server that says `retry: 0` and
+/// ends every stream has it reconnect as fast as the loopback goes, for ever; one that says a
+/// day leaves the session deaf to it that long.
+const SSE_RETRY_MS: (u64, u64) = (1_000, 60_000);
+
 /// rmcp's reqwest client for Streamable HTTP, showing every SSE event's data and every plain
 /// JSON answer to [`RawRequests`]. Server-to-client requests only ever arrive on SSE streams.
 #[derive(Clone)]
@@ -582,7 +588,12 @@ impl TapHttpClient {
     ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
         let raw = self.raw.clone();
         stream
-            .filter_map(move |event| {
+            .filter_map(move |mut event| {
+                if let Ok(event) = &mut event
+                    && let Some(retry) = &mut event.retry
+                {
+                    *retry = (*retry).clamp(SSE_RETRY_MS.0, SSE_RETRY_MS.1);
+                }
                 if let Ok(event) = &event
                     && let Some(data) = &event.data
                 {
@@ -1020,6 +1031,65 @@ mod tests {
         );
         assert!(lines.next_line().await.unwrap().is_none());
         assert!(waiting.answer.try_recv().is_ok());
+    }
+
+    /// A server that says `retry: 0` on a stream it ends at once does not have the session
+    /// reconnect as fast as it can: rmcp waits at least a second between streams.
+    #[tokio::test]
+    async fn a_servers_retry_of_zero_does_not_make_the_session_spin() {
+        use axum::http::{HeaderMap, StatusCode, header::CONTENT_TYPE};
+        use axum::response::IntoResponse;
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        let streams = Arc::new(AtomicUsize::new(0));
+        let counted = streams.clone();
+        let app = axum::Router::new().route(
+            "/mcp",
+            axum::routing::post(|body: String| async move {
+                let message: serde_json::Value = serde_json::from_str(&body).unwrap();
+                if message["method"] != "initialize" {
+                    return StatusCode::ACCEPTED.into_response();
+                }
+                let result = json!({"jsonrpc": "2.0", "id": message["id"], "result": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "serverInfo": {"name": "spin", "version": "1"}}});
+                (
+                    [
+                        (CONTENT_TYPE, "application/json"),
+                        (http::HeaderName::from_static("mcp-session-id"), "s1"),
+                    ],
+                    result.to_string(),
+                )
+                    .into_response()
+            })
+            .get(move |_: HeaderMap| async move {
+                counted.fetch_add(1, SeqCst);
+                (
+                    [(CONTENT_TYPE, "text/event-stream")],
+                    "id: 1\nretry: 0\ndata: {}\n\n",
+                )
+                    .into_response()
+            })
+            .delete(|| async { StatusCode::OK }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let client = TapHttpClient::new(reqwest::Client::new(), RawRequests::new());
+        let config =
+            rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+                format!("http://{addr}/mcp"),
+            );
+        let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+        let session = rmcp::serve_client(rmcp::model::ClientInfo::default(), transport)
+            .await
+            .expect("handshake");
+        tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+        let opened = streams.load(SeqCst);
+        assert!(
+            (1..=4).contains(&opened),
+            "{opened} streams opened in 2.5 s"
+        );
+        drop(session);
     }
 
     #[tokio::test]
