@@ -322,6 +322,39 @@ impl AuditLog {
         )
     }
 
+    /// Writes down, for each budget, the refusals counted since its last written one: a flood
+    /// that stopped would otherwise keep its last count in memory until the next refusal,
+    /// which may never come. Called as the app quits.
+    pub fn record_unrecorded_refusals(&self) -> Result<(), AuditError> {
+        let counted: Vec<(String, u64)> = self
+            .inner
+            .refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .filter(|(_, budget)| budget.unrecorded > 0)
+            .map(|(key, budget)| (key.clone(), std::mem::take(&mut budget.unrecorded)))
+            .collect();
+        for (key, unrecorded) in counted {
+            // An agent's budget is named `server\0agent`.
+            let server = key.split('\0').next().unwrap_or_default();
+            self.append(
+                &AuditRecord::Refused {
+                    run: self.inner.run.clone(),
+                    at_ms: unix_ms(),
+                    server: server.to_owned(),
+                    reason: "refusals counted but not written (the last ones before Countersign \
+                             quit)"
+                        .to_owned(),
+                    request: Value::Null,
+                    unrecorded,
+                },
+                false,
+            )?;
+        }
+        Ok(())
+    }
+
     pub(crate) fn record_gated(
         &self,
         server: &str,
@@ -561,6 +594,41 @@ mod tests {
         assert_eq!(noisy.last(), Some(&(1_000 - REFUSALS_BURST)));
         assert!(noisy[..noisy.len() - 1].iter().all(|n| *n == 0));
         assert_eq!(written.iter().filter(|(s, ..)| s == "quiet").count(), 1);
+
+        // The flood's tail, counted after that last one, is written as the app quits; so is an
+        // agent's, under its server's name. Nothing counted is left out.
+        for _ in 0..5 {
+            log.record_refused_at(
+                "noisy",
+                "noisy",
+                "bad schema",
+                &request,
+                t + REFUSAL_REFILL_MS,
+            )
+            .unwrap();
+        }
+        for _ in 0..(REFUSALS_BURST + 3) {
+            log.record_refused_at("quiet\0agent-1", "quiet", "no token", &request, t)
+                .unwrap();
+        }
+        log.record_unrecorded_refusals().unwrap();
+        let written = refusals(&log);
+        let counted = |server: &str| -> u64 {
+            written
+                .iter()
+                .filter(|(s, ..)| s == server)
+                .map(|(_, n, _)| n + 1)
+                .sum::<u64>()
+                - written
+                    .iter()
+                    .filter(|(s, _, r)| s == server && r.is_null())
+                    .count() as u64
+        };
+        assert_eq!(counted("noisy"), 1_000 + 1 + 5);
+        assert_eq!(counted("quiet"), 1 + REFUSALS_BURST + 3);
+        // Said once: a second call writes nothing more.
+        log.record_unrecorded_refusals().unwrap();
+        assert_eq!(refusals(&log).len(), written.len());
     }
 
     /// A large request is written as its start, its length and its digest.
