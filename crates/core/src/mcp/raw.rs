@@ -1080,7 +1080,7 @@ mod tests {
                 format!("http://{addr}/mcp"),
             );
         let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-        let session = rmcp::serve_client(rmcp::model::ClientInfo::default(), transport)
+        let session = rmcp::serve_client(rmcp::model::ClientConfig::default(), transport)
             .await
             .expect("handshake");
         tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
