@@ -141,9 +141,27 @@ impl TransportConfig {
     /// headers). A remembered "yes" is bound to it, so it is not taken for another server put
     /// under the same name. Only the digest is kept: environment and headers may hold
     /// credentials.
+    ///
+    /// The text digested is written out here field by field, not as serde writes this enum:
+    /// a field added to the transport later (a setting that changes nothing of what runs)
+    /// must not make every decision the person made lapse at once. It is the same text serde
+    /// wrote when decisions were first bound (the test `identities_stay_as_first_bound`).
     pub fn identity(&self) -> String {
         use sha2::{Digest, Sha256};
-        let text = serde_json::to_vec(self).unwrap_or_default();
+        let text = match self {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => serde_json::json!({
+                "type": "stdio", "command": command, "args": args, "env": env, "cwd": cwd,
+            }),
+            TransportConfig::Http { url, headers } => {
+                serde_json::json!({"type": "http", "url": url, "headers": headers})
+            }
+        };
+        let text = serde_json::to_vec(&text).unwrap_or_default();
         format!("sha256:{}", hex::encode(Sha256::digest(text)))
     }
 }
@@ -618,6 +636,40 @@ mod tests {
             other_account.transport.identity()
         );
         assert!(site.transport.identity().starts_with("sha256:"));
+    }
+
+    /// Identities are what decisions were bound to when first made, or every decision would
+    /// lapse with a release. These digests are of the transport as serde wrote it then
+    /// (checked when this test was written); a field added to the transport changes none.
+    #[test]
+    fn identities_stay_as_first_bound() {
+        let mut local = ServerConfig::stdio("fs", "npx", &["-y", "server-fs", "/home/me"]);
+        if let TransportConfig::Stdio { env, cwd, .. } = &mut local.transport {
+            env.insert("TOKEN".into(), "s3cret".into());
+            *cwd = Some("/srv/é".into());
+        }
+        let bare = ServerConfig::stdio("x", "/usr/bin/x", &[]);
+        let mut remote = ServerConfig::http("web", "https://mcp.example.com/mcp");
+        if let TransportConfig::Http { headers, .. } = &mut remote.transport {
+            headers.insert("Authorization".into(), "Bearer t".into());
+        }
+        let golden = [
+            (
+                &local,
+                "sha256:0607e486f899ff06092a4556020469990c7d11a532c72c3e9ec817bcf36c800a",
+            ),
+            (
+                &bare,
+                "sha256:4da1887cd39870decbd27dd9c7b2146007bbd5967405bb3fae91425828829548",
+            ),
+            (
+                &remote,
+                "sha256:1982e39f59ec627da28f7bacd35a6b75c584eafd8c249311bdaf2eed6ee08b91",
+            ),
+        ];
+        for (config, digest) in golden {
+            assert_eq!(config.transport.identity(), digest, "{}", config.name);
+        }
     }
 
     fn p() -> PathBuf {
