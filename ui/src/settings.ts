@@ -80,15 +80,18 @@ export class SettingsPane {
     replace(this.allowedList, el("ul", { class: "allowed-list" }, ...decisions.map((decision, index) => {
       const whatId = uid("remembered-what");
       const scopeId = uid("remembered-scope");
+      const inert = inertLine(decision);
+      const inertId = inert ? uid("remembered-inert") : null;
       const revoke = el("button", {
         class: "button small",
-        attrs: { type: "button", "aria-describedby": `${whatId} ${scopeId}` },
+        attrs: { type: "button", "aria-describedby": [whatId, scopeId, inertId].filter(Boolean).join(" ") },
       }, "Revoke");
       revoke.addEventListener("click", () => this.revoke(decision, index, revoke));
-      return el("li", { attrs: { "data-id": decision.id } },
+      return el("li", { class: inert ? "inert" : undefined, attrs: { "data-id": decision.id } },
         el("div", { class: "remembered-text" },
           el("span", { id: whatId, class: "remembered-what" }, ...decisionSentence(decision)),
           el("span", { id: scopeId, class: "remembered-scope muted" }, ...scopeLine(decision)),
+          inert && inertId ? el("span", { id: inertId, class: "remembered-inert" }, ...inert) : null,
           el("span", { class: "remembered-use muted" }, useLine(decision))),
         revoke);
     })));
@@ -133,6 +136,22 @@ function scopeLine(d: RememberedDecision): Node[] {
 }
 
 /** "Last used <when>, 3 uses" / "Not used yet". */
+/** Why a decision decides nothing now (its server is gone or is another one), or null. */
+function inertLine(d: RememberedDecision): Node[] | null {
+  const text = (s: string) => document.createTextNode(s);
+  switch (d.inert) {
+    case "serverChanged":
+      return [text("Decides nothing now: "), inlineText(d.server, 80, "server-name"),
+        text(" is configured differently since (another command, arguments, environment, directory, URL or headers). Its next such call asks you.")];
+    case "serverGone":
+      return [text("Decides nothing now: no server named "), inlineText(d.server, 80, "server-name"), text(" is configured.")];
+    case "unbound":
+      return [text("Decides nothing: it was made before Countersign tied each decision to the server it was made for, and no server of its name was configured to tie it to.")];
+    default:
+      return null;
+  }
+}
+
 function useLine(d: RememberedDecision): string {
   const uses = plural(d.uses, "use", "uses");
   return d.lastUsedMs === null ? `Not used yet (${uses})` : `Last used ${dateTime(d.lastUsedMs)}, ${uses}`;

@@ -366,6 +366,35 @@ test("Settings lists the remembered decisions; Revoke forgets one by id and its 
   await app.close();
 });
 
+test("Settings says which remembered decisions decide nothing now, and why", async () => {
+  const decisions = [
+    rememberedDecision(1, { server: "tickets" }),
+    rememberedDecision(2, { server: `gh${IMG}`, inert: "serverChanged" }),
+    rememberedDecision(3, { server: "old", inert: "serverGone" }),
+    rememberedDecision(4, { server: "older", inert: "unbound" }),
+  ];
+  const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: decisions } });
+  const { page } = app;
+  await page.getByRole("tab", { name: "Settings" }).click();
+  const section = page.getByRole("region", { name: "Remembered decisions" });
+  const rows = section.getByRole("listitem");
+  await rows.first().waitFor();
+  const inert = await section.locator(".remembered-inert").allTextContents();
+  assert.deepEqual(inert, [
+    `Decides nothing now: gh${IMG} is configured differently since (another command, arguments, environment, directory, URL or headers). Its next such call asks you.`,
+    "Decides nothing now: no server named old is configured.",
+    "Decides nothing: it was made before Countersign tied each decision to the server it was made for, and no server of its name was configured to tie it to.",
+  ]);
+  assert.deepEqual(await rows.evaluateAll((li) => li.map((l) => l.classList.contains("inert"))), [false, true, true, true]);
+  // A screen reader hears why with the row's Revoke button.
+  const describedBy = await rows.nth(2).getByRole("button", { name: "Revoke" }).getAttribute("aria-describedby");
+  assert.match(await page.evaluate((ids) => ids.split(" ").map((id) => document.getElementById(id).textContent).join(" | "), describedBy),
+    /\| Decides nothing now: no server named old is configured\.$/);
+  assert.equal(await page.locator(".settings").locator("img,script").count(), 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("Settings with nothing remembered shows the empty state", async () => {
   const app = await openApp(env, state());
   await app.page.getByRole("tab", { name: "Settings" }).click();

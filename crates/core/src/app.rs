@@ -222,6 +222,7 @@ impl App {
     pub fn revoke_decision(&self, id: u64) -> Result<Settings, AppError> {
         self.settings
             .revoke(id, crate::ask::unix_ms())
+            .map(|settings| self.listed(settings))
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),
             })
@@ -391,7 +392,23 @@ impl App {
 
     /// The settings as the person sees them: expired decisions are gone.
     pub fn settings(&self) -> Settings {
-        self.settings.current(crate::ask::unix_ms())
+        self.listed(self.settings.current(crate::ask::unix_ms()))
+    }
+
+    /// `settings` as Settings lists them: each remembered decision that decides nothing now
+    /// says why, so the person is not left wondering why it still asks.
+    fn listed(&self, mut settings: Settings) -> Settings {
+        use crate::ask::approval::Inert;
+        let servers = &self.config_state().running.servers;
+        for d in &mut settings.remembered {
+            d.inert = match servers.iter().find(|s| s.name == d.server) {
+                _ if d.endpoint.is_empty() => Some(Inert::Unbound),
+                None => Some(Inert::ServerGone),
+                Some(s) if s.transport.identity() != d.endpoint => Some(Inert::ServerChanged),
+                Some(_) => None,
+            };
+        }
+        settings
     }
 
     pub fn is_muted(&self, server: &str) -> bool {
@@ -409,6 +426,7 @@ impl App {
                     s.muted_servers.remove(server);
                 }
             })
+            .map(|settings| self.listed(settings))
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),
             })
@@ -768,7 +786,9 @@ mod tests {
             settings.remember(old, 0).unwrap();
         }
         let audit = AuditLog::open(dir.join("audit.jsonl")).unwrap();
-        let app = App::start(config, audit).await.with_settings(settings);
+        let app = App::start(config, audit)
+            .await
+            .with_settings(settings.clone());
         let endpoints: Vec<(String, String)> = app
             .settings()
             .remembered
@@ -782,6 +802,37 @@ mod tests {
                 ("gone".to_owned(), String::new())
             ]
         );
+
+        // Settings says which decide nothing now, and why; what is kept says nothing of it.
+        use crate::ask::approval::Inert;
+        for (server, endpoint) in [("desk", "sha256:another"), ("removed", "sha256:x")] {
+            let bound = RememberedDecision::for_test("a", server, endpoint, "t", true);
+            settings.remember(bound, 0).unwrap();
+        }
+        let inert: Vec<(String, String, Option<Inert>)> = app
+            .settings()
+            .remembered
+            .into_iter()
+            .map(|d| (d.server, d.endpoint, d.inert))
+            .collect();
+        assert_eq!(
+            inert,
+            [
+                ("desk".into(), desk.transport.identity(), None),
+                ("gone".into(), String::new(), Some(Inert::Unbound)),
+                (
+                    "desk".into(),
+                    "sha256:another".into(),
+                    Some(Inert::ServerChanged)
+                ),
+                ("removed".into(), "sha256:x".into(), Some(Inert::ServerGone)),
+            ]
+        );
+        assert!(settings.get().remembered.iter().all(|d| d.inert.is_none()));
+        let revoked = app
+            .revoke_decision(settings.get().remembered[1].id)
+            .unwrap();
+        assert_eq!(revoked.remembered[1].inert, Some(Inert::ServerChanged));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -109,9 +109,9 @@ export const ALWAYS_ALLOW = { action: "remember", decision: { allow: true, lasti
 /** A remembered decision as Settings lists it (RememberedDecision). */
 export function rememberedDecision(id, { agent = "a1", agentName = "Claude Code", server = "tickets", tool = "delete_ticket",
   allow = true, lasting = { kind: "always" }, covering = { kind: "anyArguments" }, session = null,
-  createdMs = Date.UTC(2026, 0, 2, 9, 0, 0), lastUsedMs = null, uses = 0 } = {}) {
-  return { id, agent, agentName, server, tool, allow, lasting, covering, session,
-    definition: { name: tool }, digest: "d".repeat(64), createdMs, lastUsedMs, uses };
+  createdMs = Date.UTC(2026, 0, 2, 9, 0, 0), lastUsedMs = null, uses = 0, inert = undefined } = {}) {
+  return { id, agent, agentName, server, endpoint: "sha256:" + "e".repeat(64), tool, allow, lasting, covering, session,
+    definition: { name: tool }, digest: "d".repeat(64), createdMs, lastUsedMs, uses, ...(inert ? { inert } : {}) };
 }
 
 /** What `gateway_info` returns for a running gateway over `servers`, with `agents` (AgentView). */

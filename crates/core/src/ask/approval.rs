@@ -113,6 +113,25 @@ pub struct RememberedDecision {
     #[ts(type = "number")]
     #[serde(default)]
     pub uses: u64,
+    /// Why it decides nothing now, filled in as Settings lists it (`App::settings`); never
+    /// kept, and never read to decide: the gate compares the endpoint itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub inert: Option<Inert>,
+}
+
+/// Why a remembered decision decides nothing now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub enum Inert {
+    /// Made before decisions named their server, and not bound at the first start that did
+    /// (no server of its name was configured then).
+    Unbound,
+    /// No server of its name is configured now.
+    ServerGone,
+    /// The server of its name now runs or reaches another server.
+    ServerChanged,
 }
 
 #[cfg(test)]
@@ -142,6 +161,7 @@ impl RememberedDecision {
             created_ms: 0,
             last_used_ms: None,
             uses: 0,
+            inert: None,
         }
     }
 }
@@ -660,6 +680,7 @@ mod tests {
             created_ms: 0,
             last_used_ms: None,
             uses: 0,
+            inert: None,
         }
     }
 

@@ -721,6 +721,7 @@ pub(crate) fn keep_decision(
         created_ms: now_ms,
         last_used_ms: Some(now_ms),
         uses: 1,
+        inert: None,
     };
     if let Err(e) = settings.remember(kept, now_ms) {
         tracing::warn!(error = %e, "cannot remember a decision");
