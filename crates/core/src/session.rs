@@ -341,7 +341,7 @@ impl SessionManager {
     pub async fn list_tools(&self, server: &str) -> Result<Vec<Tool>, SessionError> {
         let (entry, live) = self.live(server)?;
         let timeout = entry.config.request_timeout;
-        let listing = crate::mcp::listing::all_tools(server, &live.peer);
+        let listing = crate::mcp::listing::all_tools(server, &live.peer, None);
         match tokio::time::timeout(timeout, listing).await {
             Err(_) => Err(timeout_error(&entry)),
             Ok(result) => {

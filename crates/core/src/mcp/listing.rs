@@ -5,8 +5,12 @@
 
 use std::collections::HashSet;
 
-use rmcp::model::{PaginatedRequestParams, Tool};
-use rmcp::service::{Peer, RoleClient, ServiceError};
+use rmcp::model::{
+    ClientRequest, ListToolsRequest, ListToolsResult, PaginatedRequestParams, ServerResult, Tool,
+};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, ServiceError};
+
+use super::raw::RawRequests;
 
 /// At most this many pages are read, and this many tools kept: far past any real server
 /// (the largest ones list a few hundred tools).
@@ -14,10 +18,12 @@ pub(crate) const MAX_PAGES: usize = 100;
 pub(crate) const MAX_TOOLS: usize = 10_000;
 
 /// The server's tools, page after page, until it gives no cursor, repeats one, or the bounds
-/// are reached (what was read so far is kept, and a warning logged).
+/// are reached (what was read so far is kept, and a warning logged). `raw`: the session's
+/// tap, when it keeps results for whoever sent the request; these pages are let go there.
 pub(crate) async fn all_tools(
     server: &str,
     peer: &Peer<RoleClient>,
+    raw: Option<&RawRequests>,
 ) -> Result<Vec<Tool>, ServiceError> {
     let mut tools = Vec::new();
     let mut seen = HashSet::new();
@@ -26,7 +32,7 @@ pub(crate) async fn all_tools(
         let params = cursor
             .clone()
             .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
-        let page = peer.list_tools(params).await?;
+        let page = list_page(peer, params, raw).await?;
         tools.extend(page.tools);
         if tools.len() >= MAX_TOOLS {
             tools.truncate(MAX_TOOLS);
@@ -53,6 +59,33 @@ pub(crate) async fn all_tools(
         "the server's tools run past {MAX_PAGES} pages: the rest are left out"
     );
     Ok(tools)
+}
+
+/// One page, asked for afresh (rmcp's `list_tools` may answer from its cache, and the gate
+/// wants the tools as the server lists them now). The page's bytes, kept by a tap that keeps
+/// every result for the request it answers, are let go: nobody else takes them.
+async fn list_page(
+    peer: &Peer<RoleClient>,
+    params: Option<PaginatedRequestParams>,
+    raw: Option<&RawRequests>,
+) -> Result<ListToolsResult, ServiceError> {
+    let request = ClientRequest::ListToolsRequest(ListToolsRequest {
+        method: Default::default(),
+        params,
+        extensions: Default::default(),
+    });
+    let handle = peer
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await?;
+    let id = handle.id.clone();
+    let answer = handle.await_response().await;
+    if let Some(raw) = raw {
+        let _ = raw.take_result_bytes(&id);
+    }
+    match answer? {
+        ServerResult::ListToolsResult(page) => Ok(page),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
 }
 
 #[cfg(test)]
@@ -106,8 +139,19 @@ mod tests {
                 let _ = running.waiting().await;
             }
         });
-        let client = ().serve(ours).await.unwrap();
-        let tools = all_tools("endless", client.peer()).await.unwrap();
+        // Read through a tap that keeps every result, as a gateway session's does.
+        let raw = RawRequests::with_results();
+        let (read, write) = tokio::io::split(ours);
+        let client =
+            ().serve((crate::mcp::raw::TapRead::new(read, raw.clone()), write))
+                .await
+                .unwrap();
+        let handshake = raw.results_kept();
+        let tools = all_tools("endless", client.peer(), Some(&raw))
+            .await
+            .unwrap();
+        // Nobody takes the pages' bytes: none are left kept (the handshake's is not ours).
+        assert_eq!(raw.results_kept(), handshake);
         let _ = client.cancel().await;
         (tools.len(), pages.load(Ordering::SeqCst))
     }

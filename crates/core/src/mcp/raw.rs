@@ -157,6 +157,14 @@ impl RawRequests {
         remember(&self.inner, id, params, size);
     }
 
+    /// How many results are kept, waiting to be taken.
+    #[cfg(test)]
+    pub(crate) fn results_kept(&self) -> usize {
+        self.results.as_ref().map_or(0, |kept| {
+            kept.0.lock().unwrap_or_else(|e| e.into_inner()).map.len()
+        })
+    }
+
     /// Notes what a result says that rmcp's types drop: the tools a listing says must run as
     /// tasks, and a handshake's task capability. Also for answers that were not kept (the
     /// gateway's own, `direct`). Returns the tree it read, if it read one.
