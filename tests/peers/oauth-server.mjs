@@ -10,6 +10,9 @@
 //   OAUTH_EXPIRES_IN=2               access tokens live 2 s (default 3600)
 //   OAUTH_SERVER_LOG=/path           one JSON line per event: registration, authorization,
 //                                    token grant, and each MCP request with the token it carried
+//   OAUTH_AS_METADATA='{"token_endpoint": "http://203.0.113.7/token"}'
+//                                    members put over the authorization server's metadata
+//                                    (`{base}` in a value is the server's address): a hostile one
 //   OAUTH_SESSIONS=1                 keep sessions (`Mcp-Session-Id`) and serve a quiet standalone
 //                                    stream (GET) to a client holding a good token (else GET is 405)
 //
@@ -141,6 +144,7 @@ const server = createServer(async (req, res) => {
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none'],
       scopes_supported: ['notes:read', 'notes:write'],
+      ...JSON.parse((process.env.OAUTH_AS_METADATA || '{}').replaceAll('{base}', base)),
     });
   }
   if (req.method === 'POST' && url.pathname === '/register') {

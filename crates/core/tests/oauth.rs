@@ -50,9 +50,24 @@ impl NotesServer {
     }
 
     async fn launch(test: &str, expires_in: u64, sessions: bool) -> NotesServer {
+        Self::launch_with(test, expires_in, sessions, "{}").await
+    }
+
+    /// A server whose authorization server's metadata has `metadata`'s members put over it.
+    async fn with_metadata(test: &str, metadata: &str) -> NotesServer {
+        Self::launch_with(test, 3600, false, metadata).await
+    }
+
+    async fn launch_with(
+        test: &str,
+        expires_in: u64,
+        sessions: bool,
+        metadata: &str,
+    ) -> NotesServer {
         let log = scratch(test).join("oauth-server.jsonl");
         let mut child = tokio::process::Command::new(common::node())
             .arg(common::peer_path("oauth-server.mjs"))
+            .env("OAUTH_AS_METADATA", metadata)
             .env("OAUTH_EXPIRES_IN", expires_in.to_string())
             .env("OAUTH_SESSIONS", if sessions { "1" } else { "0" })
             .env("OAUTH_SERVER_LOG", &log)
@@ -385,6 +400,61 @@ async fn signing_in_through_a_url_question_then_refresh_step_up_and_sign_out() {
         seen,
         vec![(host.clone(), "notes".into()), (host, "notes".into())]
     );
+}
+
+/// Metadata that would send the code where the person did not sign in, or anything in clear
+/// off this computer, or have the redirect wait for a state the metadata chose, is refused
+/// before the person is asked: nothing is registered, nobody is sent to a sign-in page.
+#[tokio::test]
+async fn a_sign_in_whose_metadata_would_leak_the_code_is_refused_before_anyone_is_asked() {
+    for (case, metadata, why) in [
+        (
+            "mix-up",
+            r#"{"authorization_endpoint": "https://login.real.example/authorize"}"#,
+            "its sign-in page is at login.real.example but the code would be sent to 127.0.0.1",
+        ),
+        (
+            "clear",
+            r#"{"token_endpoint": "http://203.0.113.7/token"}"#,
+            "its token endpoint 203.0.113.7 is not https",
+        ),
+        (
+            "state",
+            r#"{"authorization_endpoint": "{base}/authorize?state=public"}"#,
+            "its sign-in page's address sets `state` itself",
+        ),
+    ] {
+        let server = NotesServer::with_metadata(&format!("refused-{case}"), metadata).await;
+        let broker = Broker::new(
+            AuditLog::open(scratch(&format!("refused-{case}-audit")).join("a.jsonl")).unwrap(),
+        );
+        let person = person(&broker, true);
+        let sessions = sessions(&broker);
+        sessions.start(vec![server.config()]).await;
+        assert!(matches!(
+            settled(&sessions).await,
+            SessionState::SignInRequired { .. }
+        ));
+        match sessions.sign_in("notes").await {
+            Err(SessionError::SignIn { message, .. }) => {
+                assert!(message.contains(why), "{case}: {message}")
+            }
+            other => panic!("{case}: expected a refused sign-in, got {other:?}"),
+        }
+        assert!(
+            person.lock().unwrap().is_empty(),
+            "{case}: the person was asked"
+        );
+        assert!(
+            !server
+                .events()
+                .iter()
+                .any(|e| e["event"] == "register" || e["event"] == "authorize"),
+            "{case}: {:?}",
+            server.events()
+        );
+        sessions.shutdown().await;
+    }
 }
 
 #[tokio::test]

@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use rmcp::transport::AuthClient;
 use rmcp::transport::auth::{
-    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationRequest, CredentialStore,
-    OAuthState,
+    AuthError, AuthorizationCallback, AuthorizationManager, AuthorizationMetadata,
+    AuthorizationRequest, AuthorizationSession, CredentialStore, OAuthState,
 };
 use serde::Serialize;
 
@@ -149,7 +149,7 @@ impl Auth {
             ));
         }
         let loopback = Loopback::bind(config.callback_port.unwrap_or(0)).await?;
-        let manager = manager_for(url, &server.store).await?;
+        let mut manager = manager_for(url, &server.store).await?;
         let mut request = AuthorizationRequest::new(loopback.redirect_uri.clone())
             .with_client_name(CLIENT_NAME)
             // The spec's scope choice: the challenge's `scope`, else the resource's
@@ -170,23 +170,39 @@ impl Auth {
         if let Some(challenge) = challenge {
             request = request.with_challenge(challenge.to_owned());
         }
-        let mut state = OAuthState::Unauthorized(manager);
-        state
-            .start_authorization(request)
+        // rmcp's `start_authorization`, with the metadata looked at before anything is sent
+        // where it says.
+        let metadata = manager
+            .resolve_metadata_from_challenge(request.challenge.as_deref())
             .await
-            .map_err(|e| format!("cannot start the sign-in: {}", describe(&e)))?;
+            .map_err(|e| format!("cannot start the sign-in: {}", describe(&e)))?
+            .metadata;
+        endpoints_allowed(&metadata).map_err(|why| format!("the sign-in is refused: {why}"))?;
+        manager.set_metadata(metadata);
+        let session = AuthorizationSession::new(manager, request)
+            .await
+            .map_err(|(_, e)| format!("cannot start the sign-in: {}", describe(&e)))?;
+        let state = OAuthState::Session(session);
         let authorization_url = state
             .get_authorization_url()
             .await
             .map_err(|e| format!("cannot start the sign-in: {}", describe(&e)))?;
-        let sent_state = url::Url::parse(&authorization_url)
-            .ok()
-            .and_then(|url| {
+        // Exactly one `state`: an authorization endpoint that carries one of its own would
+        // have the redirect listener wait for that public value instead of ours.
+        let states: Vec<String> = url::Url::parse(&authorization_url)
+            .map(|url| {
                 url.query_pairs()
-                    .find(|(key, _)| key == "state")
+                    .filter(|(key, _)| key == "state")
                     .map(|(_, state)| state.into_owned())
+                    .collect()
             })
-            .ok_or("cannot start the sign-in: its address carries no state")?;
+            .unwrap_or_default();
+        let [sent_state] = <[String; 1]>::try_from(states).map_err(|states| {
+            format!(
+                "cannot start the sign-in: its address carries {} states, not one",
+                states.len()
+            )
+        })?;
         loopback.expect_state(&sent_state);
         Ok(PendingSignIn {
             authorization_url,
@@ -277,6 +293,87 @@ impl PendingSignIn {
     }
 }
 
+/// Where the authorization server's metadata would have Countersign go, checked before it
+/// goes there:
+///
+/// - Every endpoint is https, or on this computer (a loopback address or `localhost`): the
+///   code, the PKCE verifier, a client secret and the tokens must not cross a network in
+///   clear, nor may metadata read in clear steer them.
+/// - The sign-in page's address sets none of the parameters Countersign adds (`state`,
+///   PKCE's, the redirect, the client).
+/// - The code goes back where the person signed in. A server may name any authorization
+///   server, including its own whose metadata names another provider's sign-in page and
+///   keeps the token endpoint for itself (the "mix-up"): the person signs in at the provider
+///   they trust and the code, with the verifier (and a configured client secret), would go to
+///   the server, which can redeem it. So when the sign-in page is not on the issuer's host,
+///   the token endpoint must be on the sign-in page's host. (Providers whose token endpoint
+///   is elsewhere, such as Google's, keep their sign-in page on the issuer's host.)
+pub(crate) fn endpoints_allowed(metadata: &AuthorizationMetadata) -> Result<(), String> {
+    let parse = |what: &str, address: &str| -> Result<url::Url, String> {
+        let url = url::Url::parse(address)
+            .map_err(|e| format!("its {what} \"{}\" is not an address: {e}", short(address)))?;
+        let local = match url.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => false,
+        };
+        if url.scheme() != "https" && !(url.scheme() == "http" && local) {
+            return Err(format!(
+                "its {what} {} is not https",
+                url.host_str().unwrap_or("(no host)")
+            ));
+        }
+        Ok(url)
+    };
+    let page = parse("sign-in page", &metadata.authorization_endpoint)?;
+    // Ours are added to its query: one of its own would stand beside ours, and the first
+    // `state` may be the one the redirect is matched with.
+    const OURS: [&str; 6] = [
+        "state",
+        "code_challenge",
+        "code_challenge_method",
+        "redirect_uri",
+        "client_id",
+        "response_type",
+    ];
+    if let Some((key, _)) = page
+        .query_pairs()
+        .find(|(key, _)| OURS.contains(&key.as_ref()))
+    {
+        return Err(format!(
+            "its sign-in page's address sets `{}` itself",
+            short(&key)
+        ));
+    }
+    let token = parse("token endpoint", &metadata.token_endpoint)?;
+    if let Some(registration) = &metadata.registration_endpoint {
+        parse("registration endpoint", registration)?;
+    }
+    let issuer = match &metadata.issuer {
+        Some(issuer) => Some(parse("issuer", issuer)?),
+        None => None,
+    };
+    let same_host = |a: &url::Url, b: &url::Url| {
+        a.host_str()
+            .zip(b.host_str())
+            .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
+    };
+    let page_on_issuer = issuer.as_ref().is_some_and(|i| same_host(i, &page));
+    if !page_on_issuer && !same_host(&token, &page) {
+        return Err(format!(
+            "its sign-in page is at {} but the code would be sent to {}",
+            page.host_str().unwrap_or_default(),
+            token.host_str().unwrap_or_default()
+        ));
+    }
+    Ok(())
+}
+
+fn short(text: &str) -> String {
+    text.chars().take(120).collect()
+}
+
 async fn manager_for(url: &str, store: &VaultStore) -> Result<AuthorizationManager, String> {
     let mut manager = AuthorizationManager::new(url)
         .await
@@ -295,4 +392,137 @@ fn key(name: &str, url: &str) -> String {
 /// error codes, never tokens).
 fn describe(e: &AuthError) -> String {
     e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metadata(issuer: Option<&str>, page: &str, token: &str) -> AuthorizationMetadata {
+        serde_json::from_value(serde_json::json!({
+            "issuer": issuer,
+            "authorization_endpoint": page,
+            "token_endpoint": token,
+            "registration_endpoint": null,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_code_goes_only_where_the_person_signed_in_and_never_in_clear() {
+        let allowed = |issuer: Option<&str>, page: &str, token: &str| {
+            endpoints_allowed(&metadata(issuer, page, token))
+        };
+        // Providers as they are: one host; Google's token endpoint elsewhere, its page on
+        // the issuer's host; Cognito's page and token endpoint on one host, not the issuer's.
+        assert!(
+            allowed(
+                Some("https://a.example"),
+                "https://a.example/authorize",
+                "https://a.example/token"
+            )
+            .is_ok()
+        );
+        assert!(
+            allowed(
+                Some("https://accounts.google.com"),
+                "https://accounts.google.com/o/oauth2/v2/auth",
+                "https://oauth2.googleapis.com/token"
+            )
+            .is_ok()
+        );
+        assert!(
+            allowed(
+                Some("https://cognito-idp.eu-west-1.amazonaws.com/pool"),
+                "https://x.auth.eu-west-1.amazoncognito.com/oauth2/authorize",
+                "https://x.auth.eu-west-1.amazoncognito.com/oauth2/token"
+            )
+            .is_ok()
+        );
+        assert!(
+            allowed(
+                Some("http://127.0.0.1:4000"),
+                "http://127.0.0.1:4000/authorize",
+                "http://localhost:4000/token"
+            )
+            .is_ok(),
+            "the page on the issuer's host: its code, its token endpoint"
+        );
+        assert!(
+            allowed(
+                Some("http://127.0.0.1:4000"),
+                "http://127.0.0.1:4000/authorize",
+                "http://127.0.0.1:4000/token"
+            )
+            .is_ok()
+        );
+        // The mix-up: the server's own issuer, the provider's page, the server's token endpoint.
+        let mixed = allowed(
+            Some("https://evil.example"),
+            "https://login.real.example/authorize",
+            "https://evil.example/token",
+        );
+        assert_eq!(
+            mixed.unwrap_err(),
+            "its sign-in page is at login.real.example but the code would be sent to evil.example"
+        );
+        assert!(
+            allowed(
+                None,
+                "https://login.real.example/authorize",
+                "https://evil.example/token"
+            )
+            .is_err()
+        );
+        // In clear, off this computer.
+        let clear = allowed(
+            Some("https://a.example"),
+            "https://a.example/authorize",
+            "http://a.example/token",
+        );
+        assert_eq!(
+            clear.unwrap_err(),
+            "its token endpoint a.example is not https"
+        );
+        assert!(
+            allowed(
+                Some("http://a.example"),
+                "https://a.example/authorize",
+                "https://a.example/token"
+            )
+            .is_err()
+        );
+        assert!(
+            allowed(
+                Some("https://a.example"),
+                "javascript:alert(1)",
+                "https://a.example/token"
+            )
+            .is_err()
+        );
+        let own_state = allowed(
+            Some("https://a.example"),
+            "https://a.example/authorize?tenant=x&state=public",
+            "https://a.example/token",
+        );
+        assert_eq!(
+            own_state.unwrap_err(),
+            "its sign-in page's address sets `state` itself"
+        );
+        assert!(
+            allowed(
+                Some("https://a.example"),
+                "https://a.example/authorize?tenant=x",
+                "https://a.example/token"
+            )
+            .is_ok()
+        );
+        let mut registering = metadata(
+            Some("https://a.example"),
+            "https://a.example/authorize",
+            "https://a.example/token",
+        );
+        registering.registration_endpoint = Some("http://203.0.113.7/register".into());
+        assert!(endpoints_allowed(&registering).is_err());
+    }
 }
