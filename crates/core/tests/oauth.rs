@@ -402,6 +402,42 @@ async fn signing_in_through_a_url_question_then_refresh_step_up_and_sign_out() {
     );
 }
 
+/// An agent making calls that need more access, again and again, does not use up the person's
+/// sign-ins: only the first `insufficient_scope` after each sign-in counts toward the limit.
+#[tokio::test]
+async fn an_agent_cannot_lock_the_person_out_of_signing_in() {
+    let server = NotesServer::start("lockout", 3600).await;
+    let broker = Broker::new(AuditLog::open(scratch("lockout-audit").join("a.jsonl")).unwrap());
+    let _person = person(&broker, true);
+    let sessions = sessions(&broker);
+    sessions.start(vec![server.config()]).await;
+    settled(&sessions).await;
+    tokio::time::timeout(WAIT, sessions.sign_in("notes"))
+        .await
+        .unwrap()
+        .expect("signed in");
+    // What the gateway reports for each of an agent's calls the server found wanting.
+    let step_up = format!(
+        r#"Bearer error="insufficient_scope", scope="notes:read notes:write", resource_metadata="{}/.well-known/oauth-protected-resource/mcp""#,
+        server.base
+    );
+    for _ in 0..5 {
+        sessions.needs_sign_in("notes", &step_up);
+    }
+    tokio::time::timeout(WAIT, sessions.sign_in("notes"))
+        .await
+        .unwrap()
+        .expect("the person can still sign in");
+    sessions.wait_ready("notes", WAIT).await;
+    assert!(
+        whoami(&sessions, "write_note")
+            .await
+            .unwrap()
+            .contains("notes:write")
+    );
+    sessions.shutdown().await;
+}
+
 /// Metadata that would send the code where the person did not sign in, or anything in clear
 /// off this computer, or have the redirect wait for a state the metadata chose, is refused
 /// before the person is asked: nothing is registered, nobody is sent to a sign-in page.

@@ -64,6 +64,10 @@ struct ServerAuth {
     client: AuthClient<TapHttpClient>,
     store: VaultStore,
     step_ups: Mutex<u32>,
+    /// A sign-in finished and no `insufficient_scope` was counted since: only the first
+    /// after each sign-in counts, so an agent making calls that need more cannot use up the
+    /// person's sign-ins by itself.
+    signed_in_since: std::sync::atomic::AtomicBool,
 }
 
 /// A sign-in waiting for the person's browser to come back.
@@ -127,6 +131,7 @@ impl Auth {
             client: AuthClient::new(TapHttpClient::new(http, RawRequests::new()), manager),
             store,
             step_ups: Mutex::new(0),
+            signed_in_since: std::sync::atomic::AtomicBool::new(false),
         });
         Ok(lock(&self.servers).entry(key).or_insert(server).clone())
     }
@@ -234,9 +239,14 @@ impl Auth {
         }
     }
 
-    /// The server answered `insufficient_scope` to a signed-in request.
+    /// The server answered `insufficient_scope` to a signed-in request: counted once for
+    /// the sign-in it found wanting, however many requests it answered so.
     pub fn insufficient(&self, name: &str, url: &str) {
-        if let Some(server) = lock(&self.servers).get(&key(name, url)) {
+        if let Some(server) = lock(&self.servers).get(&key(name, url))
+            && server
+                .signed_in_since
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+        {
             *lock(&server.step_ups) += 1;
         }
     }
@@ -289,6 +299,9 @@ impl PendingSignIn {
             .into_authorization_manager()
             .ok_or("the sign-in ended in an unexpected state")?;
         *self.server.client.auth_manager.lock().await = manager;
+        self.server
+            .signed_in_since
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 }
