@@ -36,6 +36,19 @@ const GATEWAY_EVENT: &str = "gateway-event";
 /// The config file was edited (applied or not): read `servers` and `config_info` again.
 const CONFIG_EVENT: &str = "config-event";
 
+/// The log's filter: `RUST_LOG` if set, else ours. Whatever `RUST_LOG` says, rmcp's sign-in
+/// code logs warnings only: at debug it writes the authorization code and the token
+/// response's other fields (an `id_token`), which a log must never hold.
+fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let filter = rust_log
+        .and_then(|directives| tracing_subscriber::EnvFilter::try_new(directives).ok())
+        .unwrap_or_else(|| "countersign=info,countersign_core=info,rmcp=warn".into());
+    match "rmcp::transport::auth=warn".parse() {
+        Ok(quiet) => filter.add_directive(quiet),
+        Err(_) => filter,
+    }
+}
+
 pub fn run() {
     #[cfg(target_os = "linux")]
     let without_gl = launch::start_gtk_without_gl();
@@ -43,10 +56,7 @@ pub fn run() {
         .with_writer(std::io::stderr)
         // Plain text in log files and CI output; colours only on a terminal.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "countersign=info,countersign_core=info,rmcp=warn".into()),
-        )
+        .with_env_filter(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
         .init();
     // WebKit says "Disabled hardware acceleration because GTK failed to initialize GL": this
     // says why.
@@ -472,4 +482,33 @@ pub(crate) fn bring_forward(handle: &tauri::AppHandle) {
             let _ = window.set_focus();
         }
     });
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    fn logs(rust_log: Option<&str>, target_debug: fn() -> bool) -> bool {
+        let subscriber = tracing_subscriber::registry().with(super::log_filter(rust_log));
+        tracing::subscriber::with_default(subscriber, target_debug)
+    }
+
+    /// Asked for everything, the log still leaves out rmcp's sign-in debug lines (they hold
+    /// the authorization code); the rest of rmcp's debug lines are written as asked.
+    #[test]
+    fn the_sign_ins_debug_lines_never_reach_the_log() {
+        let auth = || tracing::enabled!(target: "rmcp::transport::auth", tracing::Level::DEBUG);
+        let other = || tracing::enabled!(target: "rmcp::service", tracing::Level::DEBUG);
+        let auth_warn = || tracing::enabled!(target: "rmcp::transport::auth", tracing::Level::WARN);
+        for asked in [
+            Some("trace"),
+            Some("rmcp=trace"),
+            Some("rmcp::transport::auth=trace"),
+        ] {
+            assert!(!logs(asked, auth), "{asked:?}");
+            assert!(logs(asked, auth_warn), "{asked:?}");
+        }
+        assert!(logs(Some("rmcp=debug"), other));
+        assert!(!logs(None, other));
+    }
 }
