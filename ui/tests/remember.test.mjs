@@ -203,6 +203,15 @@ test("a call with two paths offers one folder holding both; two URLs on differen
   await d.getByRole("button", { name: "Remember…" }).click();
   assert.deepEqual(await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
     .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())), ["These exact arguments", "Any arguments"]);
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  await d.waitFor({ state: "detached" });
+
+  // A URL the browser reads as on one host and curl on another: no host is offered.
+  await backend.addAsk(call({ id: 16, tool: "fetch", args: { url: "http://api.github.com\\@evil.example/" } }));
+  await d.waitFor();
+  await d.getByRole("button", { name: "Remember…" }).click();
+  assert.deepEqual(await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
+    .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())), ["These exact arguments", "Any arguments"]);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

@@ -149,8 +149,18 @@ export function urlArguments(args: unknown): UrlArgument[] {
     }
     if (url.hostname === "" && url.protocol !== "file:") return [];
     const web = url.protocol === "http:" || url.protocol === "https:";
-    return [{ argument, host: web ? url.hostname.toLowerCase() : "" }];
+    return [{ argument, host: web && readAlike(value) ? url.hostname.toLowerCase() : "" }];
   });
+}
+
+/** Whether every reader finds the same host in an http(s) URL, as core's `url_host` asks:
+ * `http(s)://` then a plain authority. The browser's parser reads `http://a.example\@b.example/`
+ * as on a.example where curl reads b.example, drops tabs, and takes `http:a.example`; no host
+ * choice is offered for such a text (core would refuse it). */
+export function readAlike(value: string): boolean {
+  if (/[\s\p{Cc}]/u.test(value)) return false;
+  const authority = /^https?:\/\/([^/?#]*)/i.exec(value)?.[1];
+  return authority !== undefined && /^[\p{L}\p{N}.\-:[\]]+$/u.test(authority);
 }
 
 /** The call's top-level strings, and the strings of its top-level arrays, by argument name. */

@@ -365,7 +365,10 @@ function checkRemember(ask, decision) {
     const hostOf = (text) => {
       try {
         const url = new URL(text);
-        return url.protocol === "http:" || url.protocol === "https:" ? url.hostname.toLowerCase() : null;
+        // As core's `url_host`: only a URL every reader reads alike has a host.
+        const authority = /^https?:\/\/([^/?#]*)/i.exec(text)?.[1];
+        const alike = !/[\s\p{Cc}]/u.test(text) && authority !== undefined && /^[\p{L}\p{N}.\-:[\]]+$/u.test(authority);
+        return alike && (url.protocol === "http:" || url.protocol === "https:") ? url.hostname.toLowerCase() : null;
       } catch {
         return null;
       }

@@ -308,9 +308,13 @@ pub fn looks_like_path(text: &str) -> bool {
 /// Text a server may take for an address to fetch: one line that reads as a URL with a host
 /// (or a `file:` one). A host decision holds every such text of a call to its host.
 fn looks_like_url(text: &str) -> bool {
+    let web = strip_prefix_ignoring_case(text, "http://")
+        .or_else(|| strip_prefix_ignoring_case(text, "https://"))
+        .is_some();
     !text.contains(['\n', '\r'])
-        && url::Url::parse(text)
-            .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file")
+        && (web
+            || url::Url::parse(text)
+                .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file"))
 }
 
 /// `argument` and `also`, as a decision's description names them.
@@ -458,13 +462,35 @@ pub fn normalize_path(path: &str) -> Option<String> {
     Some(format!("/{}", parts.join("/")))
 }
 
-/// The host (lowercase, IDNs in their `xn--` form) of an http(s) URL.
+/// The host (lowercase, IDNs in their `xn--` form) of an http(s) URL that every reader reads
+/// alike; `None` for any other. WHATWG's parser (the `url` crate's, browsers') reads
+/// `http://good.example\@evil.example/` as on `good.example`, where curl and Python read
+/// `evil.example`; it also drops tabs and line breaks and takes `http:good.example`. So only
+/// `http(s)://` followed by a plain authority (letters, digits, `-`, `.`, a port, a bracketed
+/// IPv6 address: no `\`, `@`, `%`, spaces or controls) has a host here, and a host decision
+/// covers nothing else.
 pub fn url_host(text: &str) -> Option<String> {
+    if text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return None;
+    }
+    let rest = strip_prefix_ignoring_case(text, "http://")
+        .or_else(|| strip_prefix_ignoring_case(text, "https://"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let plain = |c: char| c.is_alphanumeric() || matches!(c, '-' | '.' | ':' | '[' | ']');
+    if authority.is_empty() || !authority.chars().all(plain) {
+        return None;
+    }
     let url = url::Url::parse(text).ok()?;
     if !matches!(url.scheme(), "http" | "https") {
         return None;
     }
     url.host_str().map(str::to_ascii_lowercase)
+}
+
+fn strip_prefix_ignoring_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &text[prefix.len()..])
 }
 
 /// What the person is shown of a tool: its name, title, description, annotations and input
@@ -729,6 +755,40 @@ mod tests {
         assert!(!on.covers(&json!({"url": "https://evil.example/?api.github.com"})));
         assert!(!on.covers(&json!({"url": "https://api.github.com@evil.example/"})));
         assert!(!on.covers(&json!({"url": "file:///api.github.com"})));
+        // Read alike by every reader, or not covered: WHATWG reads each of these as on
+        // api.github.com, curl or Python as elsewhere (or not at all).
+        for ambiguous in [
+            "http://api.github.com\\@evil.example/",
+            "https://api.github.com\\.evil.example/",
+            "https://api.git\thub.com/",
+            " https://api.github.com/",
+            "https:api.github.com/x",
+            "https:/api.github.com/x",
+            "https://api.github.com%2F@evil.example/",
+            "https://user@api.github.com/",
+        ] {
+            assert!(
+                !on.covers(&json!({"url": ambiguous})),
+                "{ambiguous:?} is covered"
+            );
+            assert!(
+                !on.covers(&json!({"url": "https://api.github.com/", "to": ambiguous})),
+                "{ambiguous:?} beside is covered"
+            );
+        }
+        assert!(on.covers(&json!({"url": "HTTPS://api.github.com:443/x?y#z"})));
+        let idn = Covering::UrlHost {
+            argument: "url".into(),
+            host: "xn--mnchen-3ya.de".into(),
+            also: Vec::new(),
+        };
+        assert!(idn.covers(&json!({"url": "https://münchen.de/"})));
+        let v6 = Covering::UrlHost {
+            argument: "url".into(),
+            host: "[::1]".into(),
+            also: Vec::new(),
+        };
+        assert!(v6.covers(&json!({"url": "http://[::1]:8080/"})));
     }
 
     #[test]
