@@ -216,6 +216,27 @@ test("a call with two paths offers one folder holding both; two URLs on differen
   await app.close();
 });
 
+test("a path nested in the arguments is held by the folder offered, as core holds it", async () => {
+  const args = { path: "/home/me/p/a.txt", options: { backup: { to: "/home/me/q/a.bak" } } };
+  const app = await openApp(env, { asks: [call({ id: 17, tool: "write_file", args })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  await d.getByRole("button", { name: "Remember…" }).click();
+  const covering = d.getByRole("group", { name: "For which calls" });
+  assert.deepEqual(await covering.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
+    ["These exact arguments", "Any arguments", "Any paths under /home/me (path, options)"]);
+  await covering.getByRole("radio", { name: /Any paths under/ }).check();
+  const folder = covering.getByRole("textbox", { name: "Folder for “path”, “options”" });
+  await folder.fill("/home/me/p");
+  const allow = d.getByRole("button", { name: "Allow and remember" });
+  await armed(allow);
+  await allow.click();
+  await d.getByRole("alert").filter({ hasText: "/home/me/q/a.bak is not under /home/me/p" }).waitFor();
+  assert.equal(backend.answers.length, 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("“Until tomorrow” is the next midnight in the person's time zone", async () => {
   for (const timezoneId of ["Asia/Kolkata", "America/Los_Angeles"]) {
     const app = await openApp(env, { asks: [call({ id: 5 })] }, { timezoneId });

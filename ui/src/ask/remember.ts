@@ -163,14 +163,16 @@ export function readAlike(value: string): boolean {
   return authority !== undefined && /^[\p{L}\p{N}.\-:[\]]+$/u.test(authority);
 }
 
-/** The call's top-level strings, and the strings of its top-level arrays, by argument name. */
+/** The call's strings at any depth (as core reads them for a decision), by the name of the
+ * top-level argument they are in. */
 function stringArguments(args: unknown): [string, string][] {
   if (args === null || typeof args !== "object" || Array.isArray(args)) return [];
-  return Object.entries(args as Record<string, unknown>).flatMap(([name, value]): [string, string][] => {
-    if (typeof value === "string") return [[name, value]];
-    if (Array.isArray(value)) return value.filter((v): v is string => typeof v === "string").map((v) => [name, v]);
-    return [];
-  });
+  const strings = (value: unknown): string[] =>
+    typeof value === "string" ? [value]
+      : value !== null && typeof value === "object" ? Object.values(value as object).flatMap(strings)
+        : [];
+  return Object.entries(args as Record<string, unknown>)
+    .flatMap(([name, value]) => strings(value).map((text): [string, string] => [name, text]));
 }
 
 interface CoveringChoice {

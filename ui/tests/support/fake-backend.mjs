@@ -406,11 +406,9 @@ function normalizePath(path) {
 
 /** The call's top-level strings and the strings of its top-level arrays, by argument name. */
 function argumentTexts(args) {
-  return Object.entries(args).flatMap(([name, value]) => {
-    if (typeof value === "string") return [[name, value]];
-    if (Array.isArray(value)) return value.filter((v) => typeof v === "string").map((v) => [name, v]);
-    return [];
-  });
+  const strings = (value) => typeof value === "string" ? [value]
+    : value !== null && typeof value === "object" ? Object.values(value).flatMap(strings) : [];
+  return Object.entries(args).flatMap(([name, value]) => strings(value).map((text) => [name, text]));
 }
 
 /** As core's `looks_like_path`. */

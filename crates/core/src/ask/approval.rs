@@ -270,20 +270,23 @@ fn other_arguments(arguments: &Value, argument: &str, like: impl Fn(&str) -> boo
         .collect()
 }
 
-/// Every string of the call's arguments a server may read as a path or an address: the
-/// top-level strings, and the strings of top-level arrays (`paths: [...]`).
+/// Every string of the call's arguments a server may read as a path or an address, at any
+/// depth: a `{"options": {"destination": …}}` is the server's to read as much as a top-level
+/// one. (Keys are not read: a server that takes a path from a key is not covered here.)
 fn argument_texts(arguments: &Value) -> Vec<&str> {
-    let Some(arguments) = arguments.as_object() else {
-        return Vec::new();
-    };
-    arguments
-        .values()
-        .flat_map(|value| match value {
-            Value::String(text) => vec![text.as_str()],
-            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-            _ => Vec::new(),
-        })
-        .collect()
+    fn walk<'a>(value: &'a Value, into: &mut Vec<&'a str>) {
+        match value {
+            Value::String(text) => into.push(text),
+            Value::Array(items) => items.iter().for_each(|v| walk(v, into)),
+            Value::Object(members) => members.values().for_each(|v| walk(v, into)),
+            _ => {}
+        }
+    }
+    let mut texts = Vec::new();
+    if arguments.is_object() {
+        walk(arguments, &mut texts);
+    }
+    texts
 }
 
 /// Text a server may take for a file path: one line, and absolute (`/…`, `//…`; not a
@@ -685,6 +688,34 @@ mod tests {
         };
         assert!(on.covers(&json!({"url": "https://example.com/x"})));
         assert!(!on.covers(&json!({"url": "https://example.com/x", "URL": "https://evil.test/"})));
+    }
+
+    /// A path or an address nested in an object or a list of objects is the server's to read
+    /// too: it must be under the folder, or on the host, like a top-level one.
+    #[test]
+    fn a_path_or_host_decision_holds_nested_paths_and_addresses_too() {
+        let under = Covering::PathUnder {
+            argument: "path".into(),
+            prefix: "/p".into(),
+            also: Vec::new(),
+        };
+        assert!(!under.covers(&json!({"path": "/p/a", "opts": {"dest": "/etc/cron.d/x"}})));
+        assert!(!under.covers(&json!({"path": "/p/a", "edits": [{"file": "/etc/passwd"}]})));
+        assert!(!under.covers(&json!({"path": "/p/a", "deep": [[{"x": {"to": "../../etc"}}]]})));
+        assert!(
+            under.covers(&json!({"path": "/p/a", "opts": {"dest": "/p/b", "n": 1, "note": "hi"}}))
+        );
+        let on = Covering::UrlHost {
+            argument: "url".into(),
+            host: "example.com".into(),
+            also: Vec::new(),
+        };
+        assert!(!on.covers(
+            &json!({"url": "https://example.com/", "then": {"post_to": "https://evil.test/"}})
+        ));
+        assert!(on.covers(
+            &json!({"url": "https://example.com/", "then": {"post_to": "https://example.com/b"}})
+        ));
     }
     use serde_json::json;
 
