@@ -116,10 +116,8 @@ pub enum AskKind {
     /// write a reply to `messages`. Accept ("Allow") forwards the request to the agent as sent;
     /// anything else refuses it. Read from the request (`crate::mcp::sampling`), clipped for showing.
     Sampling {
+        /// Every message: a request with more than can be shown is refused.
         messages: Vec<SamplingLine>,
-        /// Messages past the shown ones (`crate::mcp::sampling::MAX_LINES`).
-        #[serde(default)]
-        more_messages: u32,
         #[serde(default)]
         system_prompt: Option<String>,
         #[ts(type = "number")]

@@ -3,7 +3,9 @@
 //! would be given (the system prompt, every message with its role, the tools offered), the
 //! token limit and the context the server asks the agent to add, and chooses Allow or Deny;
 //! Escape and the close button deny too (the dialog answers `cancel`). All of it is the server's
-//! text: shown as text (untrusted.ts), long parts clipped with "Show all".
+//! text: shown as text (untrusted.ts), long parts clipped with "Show all". Allow sends the
+//! request as sent, so it works only once every clipped part has been shown whole (core
+//! refuses a request longer than can be shown at all).
 
 import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
@@ -30,6 +32,9 @@ export interface SamplingParts {
   send: (answer: Answer) => void;
   /** A yes from a click: the view decides whether it counts. */
   accept: (event: Event, answer: Answer) => void;
+  /** Everything the model would be given has been shown whole (called while building when
+   * nothing is clipped). */
+  shownWhole: () => void;
 }
 
 /** What `includeContext` asks of the agent, in words; null when it asks for nothing. */
@@ -58,6 +63,28 @@ export function samplingPanel(ask: SamplingAsk, parts: SamplingParts): SamplingP
     inlineText(asker.server, 80), ".");
 
   const root = el("div", { class: "sampling-panel" }, summary);
+  // Said beside the buttons while a part is clipped: Allow waits for each "Show all".
+  const revealId = uid("reveal-note");
+  const revealNote = el("p", { class: "field-hint reveal-note", id: revealId },
+    "Show all of every clipped part (above) to allow this request.");
+  let unseen = ask.messages.length + (ask.systemPrompt ? 1 : 0);
+  let whole = false;
+  let built = false;
+  const allShown = () => {
+    whole = true;
+    revealNote.hidden = true;
+    allow.removeAttribute("aria-describedby");
+    parts.shownWhole();
+  };
+  /** The `onShownWhole` of one part: counted once, however often it is shown again. */
+  const part = () => {
+    let seen = false;
+    return () => {
+      if (seen) return;
+      seen = true;
+      if (--unseen === 0 && built && !whole) allShown();
+    };
+  };
   const context = contextText(ask.includeContext ?? null);
   if (context !== null) {
     append(root, el("p", { class: `field-hint sampling-context${ask.includeContext === "allServers" ? " warning" : ""}` },
@@ -68,21 +95,18 @@ export function samplingPanel(ask: SamplingAsk, parts: SamplingParts): SamplingP
     const id = uid("sampling-system");
     append(root, el("section", { class: "sampling-system", attrs: { "aria-labelledby": id } },
       el("p", { class: "subhead", id }, "System prompt"),
-      clippedText(ask.systemPrompt, { tag: "pre", chars: 600, lines: 8, class: "output" })));
+      clippedText(ask.systemPrompt, { tag: "pre", chars: 600, lines: 8, class: "output", onShownWhole: part() })));
   }
 
   const messagesId = uid("sampling-messages");
   const list = el("ol", { class: "sampling-messages", attrs: { "aria-labelledby": messagesId } },
     ...ask.messages.map((m) => el("li", {},
       el("span", { class: "sampling-role badge" }, inlineText(m.role, 40)),
-      clippedText(m.text, { tag: "pre", chars: 800, lines: 10, class: "output" }))));
+      clippedText(m.text, { tag: "pre", chars: 800, lines: 10, class: "output", onShownWhole: part() }))));
   append(root, el("section", { class: "sampling-conversation" },
     el("p", { class: "subhead", id: messagesId },
-      ask.messages.length === 1 ? "Message" : `Messages (${ask.messages.length + ask.moreMessages})`),
-    ask.messages.length === 0 ? el("p", { class: "muted" }, "No messages.") : list,
-    ask.moreMessages > 0
-      ? el("p", { class: "muted" }, `and ${ask.moreMessages} more, not shown.`)
-      : null));
+      ask.messages.length === 1 ? "Message" : `Messages (${ask.messages.length})`),
+    ask.messages.length === 0 ? el("p", { class: "muted" }, "No messages.") : list));
 
   if (ask.tools.length > 0) {
     append(root, el("p", { class: "sampling-tools" }, "The model may call these tools of the server's: ",
@@ -99,7 +123,10 @@ export function samplingPanel(ask: SamplingAsk, parts: SamplingParts): SamplingP
     attrs: { type: "button" },
     on: { click: (event) => parts.accept(event, { action: "accept", content: null }) },
   }, "Allow");
-  append(root, parts.errors, el("div", { class: "actions" }, deny, allow));
+  append(root, parts.errors, el("div", { class: "actions" }, revealNote, deny, allow));
+  built = true;
+  if (unseen === 0) allShown();
+  else allow.setAttribute("aria-describedby", revealId);
 
   // Focus starts on Deny, as for a tool call: nothing to fill in, and a stray Enter or Space
   // must refuse, never allow.

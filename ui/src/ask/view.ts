@@ -79,11 +79,17 @@ export class AskView {
       return;
     }
     if (ask.kind === "sampling") {
+      // As for a tool call: Allow forwards all of it, so it waits for every clipped part.
+      this.shownWhole = false;
       const panel = samplingPanel(ask, {
         summaryId: this.messageId,
         errors: this.formErrors,
         send: (answer) => this.send(answer),
         accept: (event, answer) => this.accept(event, answer),
+        shownWhole: () => {
+          this.shownWhole = true;
+          this.refreshAccept();
+        },
       });
       this.buttons.push(...panel.buttons);
       this.acceptButtons.push(...panel.acceptButtons);

@@ -51,11 +51,11 @@ serverChanged: boolean,
  * The tool takes a boolean `dryRun`: the person can have the same call made with
  * `dryRun: true` and see its result before deciding.
  */
-preview: boolean, } | { "kind": "sampling", messages: Array<SamplingLine>, 
+preview: boolean, } | { "kind": "sampling", 
 /**
- * Messages past the shown ones (`crate::mcp::sampling::MAX_LINES`).
+ * Every message: a request with more than can be shown is refused.
  */
-moreMessages: number, systemPrompt: string | null, maxTokens: number, 
+messages: Array<SamplingLine>, systemPrompt: string | null, maxTokens: number, 
 /**
  * `thisServer` / `allServers` ask the agent to add context from its sessions.
  */

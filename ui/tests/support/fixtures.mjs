@@ -72,7 +72,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
 
 /** A server's sampling request through the gateway: it wants the agent's model to reply. */
 export function samplingAsk({ id, server = "research", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
-  messages = [{ role: "user", text: "Summarise the open tickets." }], moreMessages = 0, systemPrompt = "You are a terse assistant.",
+  messages = [{ role: "user", text: "Summarise the open tickets." }], systemPrompt = "You are a terse assistant.",
   maxTokens = 200, includeContext = "thisServer", tools = [], deadlineMs = null } = {}) {
   nextId += 1;
   return {
@@ -83,7 +83,6 @@ export function samplingAsk({ id, server = "research", agent = "Claude Code", de
     deadlineMs,
     kind: "sampling",
     messages,
-    moreMessages,
     systemPrompt,
     maxTokens,
     includeContext,

@@ -20,9 +20,11 @@ use crate::ask::broker::NewAsk;
 use crate::ask::{AskKind, CancelReason, Outcome, SamplingLine};
 use crate::mcp::handler::Handler;
 
-/// Messages shown, at most; the rest are counted.
+/// Messages (and tools offered) in a request the person can be shown, at most. Allow sends
+/// the request as sent, so one with more is refused rather than shown in part.
 pub const MAX_LINES: usize = 100;
-/// Characters shown of one message or of the system prompt, at most.
+/// Characters of one message or of the system prompt the person can be shown, at most; a
+/// request with a longer one is refused, for the same reason.
 pub const MAX_TEXT: usize = 16 * 1024;
 
 /// The error code the spec gives for a sampling request the person rejected.
@@ -112,7 +114,9 @@ pub(crate) async fn create_message(
     }
 }
 
-/// The request in words for the dialog: every message's role and content as text, clipped.
+/// The request in words for the dialog: every message's role and content as text. Allow
+/// forwards the request as sent, so all of what the model would be given must be shown: a
+/// request with more than can be shown is refused, never shown in part.
 pub fn describe(params: &Value) -> Result<AskKind, String> {
     let messages = params
         .get("messages")
@@ -122,36 +126,65 @@ pub fn describe(params: &Value) -> Result<AskKind, String> {
         .get("maxTokens")
         .and_then(Value::as_u64)
         .ok_or("a sampling request needs a whole \"maxTokens\"")?;
+    if messages.len() > MAX_LINES {
+        return Err(format!(
+            "a sampling request of {} messages is more than the person can be shown ({MAX_LINES})",
+            messages.len()
+        ));
+    }
+    let whole = |what: &str, text: String, max: usize| {
+        let count = text.chars().count();
+        if count > max {
+            return Err(format!(
+                "{what} of {count} characters is more than the person can be shown ({max})"
+            ));
+        }
+        Ok(text)
+    };
     let lines = messages
         .iter()
-        .take(MAX_LINES)
-        .map(|m| SamplingLine {
-            role: m
-                .get("role")
-                .and_then(Value::as_str)
-                .map_or_else(|| "?".to_owned(), |r| clip(r, 40)),
-            text: clip(&content_text(m.get("content")), MAX_TEXT),
+        .map(|m| {
+            Ok(SamplingLine {
+                role: whole(
+                    "a role",
+                    m.get("role")
+                        .and_then(Value::as_str)
+                        .unwrap_or("?")
+                        .to_owned(),
+                    40,
+                )?,
+                text: whole("a message", content_text(m.get("content")), MAX_TEXT)?,
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, String>>()?;
     let text = |key: &str| params.get(key).and_then(Value::as_str).map(str::to_owned);
+    let tools = params
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if tools.len() > MAX_LINES {
+        return Err(format!(
+            "a sampling request offering {} tools is more than the person can be shown ({MAX_LINES})",
+            tools.len()
+        ));
+    }
     Ok(AskKind::Sampling {
         messages: lines,
-        more_messages: u32::try_from(messages.len().saturating_sub(MAX_LINES)).unwrap_or(u32::MAX),
-        system_prompt: text("systemPrompt").map(|s| clip(&s, MAX_TEXT)),
+        system_prompt: text("systemPrompt")
+            .map(|s| whole("a system prompt", s, MAX_TEXT))
+            .transpose()?,
         max_tokens,
-        include_context: text("includeContext").map(|s| clip(&s, 40)),
-        tools: params
-            .get("tools")
-            .and_then(Value::as_array)
-            .map(|tools| {
-                tools
-                    .iter()
-                    .take(MAX_LINES)
-                    .filter_map(|t| t.get("name").and_then(Value::as_str))
-                    .map(|n| clip(n, 200))
-                    .collect()
+        include_context: text("includeContext")
+            .map(|s| whole("includeContext", s, 40))
+            .transpose()?,
+        tools: tools
+            .iter()
+            .map(|t| {
+                let name = t.get("name").and_then(Value::as_str).unwrap_or("?");
+                whole("a tool's name", name.to_owned(), 200)
             })
-            .unwrap_or_default(),
+            .collect::<Result<_, _>>()?,
     })
 }
 
@@ -180,17 +213,6 @@ fn content_text(content: Option<&Value>) -> String {
     }
 }
 
-/// At most `max` characters of `text`, saying how many more there were.
-fn clip(text: &str, max: usize) -> String {
-    let count = text.chars().count();
-    if count <= max {
-        return text.to_owned();
-    }
-    let mut out: String = text.chars().take(max).collect();
-    out.push_str(&format!("… ({} more characters)", count - max));
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,7 +236,6 @@ mod tests {
         .unwrap();
         let AskKind::Sampling {
             messages,
-            more_messages,
             system_prompt,
             max_tokens,
             include_context,
@@ -229,30 +250,40 @@ mod tests {
             messages[1].text,
             "[a picture, image/png]\n[the model calls the tool calc with {\"x\":1}]"
         );
-        assert_eq!(more_messages, 0);
         assert_eq!(system_prompt.as_deref(), Some("Be brief."));
         assert_eq!(max_tokens, 100);
         assert_eq!(include_context.as_deref(), Some("allServers"));
         assert_eq!(tools, ["calc"]);
     }
 
+    /// Allow sends the request as sent: one with more than the person can be shown (a text
+    /// hidden past the shown part, messages past the shown ones) is refused, never clipped.
     #[test]
-    fn long_requests_are_clipped_and_counted() {
-        let long = "x".repeat(MAX_TEXT + 5);
-        let messages: Vec<Value> = (0..MAX_LINES + 3)
-            .map(|_| json!({"role": "user", "content": {"type": "text", "text": long}}))
+    fn a_request_too_long_to_show_whole_is_refused() {
+        let text =
+            |n: usize| json!({"role": "user", "content": {"type": "text", "text": "x".repeat(n)}});
+        let fits = vec![text(MAX_TEXT); 2];
+        assert!(describe(&json!({"messages": fits, "maxTokens": 1})).is_ok());
+        let long = describe(&json!({"messages": [text(1), text(MAX_TEXT + 1)], "maxTokens": 1}));
+        assert_eq!(
+            long.unwrap_err(),
+            format!(
+                "a message of {} characters is more than the person can be shown ({MAX_TEXT})",
+                MAX_TEXT + 1
+            )
+        );
+        let many: Vec<Value> = (0..=MAX_LINES).map(|_| text(1)).collect();
+        assert!(describe(&json!({"messages": many, "maxTokens": 1})).is_err());
+        let system = "s".repeat(MAX_TEXT + 1);
+        assert!(
+            describe(&json!({"messages": [], "maxTokens": 1, "systemPrompt": system})).is_err()
+        );
+        let tools: Vec<Value> = (0..=MAX_LINES)
+            .map(|i| json!({"name": format!("t{i}")}))
             .collect();
-        let AskKind::Sampling {
-            messages,
-            more_messages,
-            ..
-        } = describe(&json!({"messages": messages, "maxTokens": 1})).unwrap()
-        else {
-            panic!("not a sampling ask");
-        };
-        assert_eq!(messages.len(), MAX_LINES);
-        assert_eq!(more_messages, 3);
-        assert!(messages[0].text.ends_with("… (5 more characters)"));
+        assert!(describe(&json!({"messages": [], "maxTokens": 1, "tools": tools})).is_err());
+        let long_name = json!([{"name": "n".repeat(201)}]);
+        assert!(describe(&json!({"messages": [], "maxTokens": 1, "tools": long_name})).is_err());
     }
 
     #[test]
