@@ -579,13 +579,39 @@ fn offset_of(text: &str, line: usize, column: usize) -> usize {
     line_start + col_bytes
 }
 
-/// serde_json appends " at line L column C" relative to the entry; we report our own.
+/// serde_json appends " at line L column C" relative to the entry; we report our own. It
+/// also quotes the value it did not expect (`invalid type: string "Bearer sk-…"`), and a value
+/// in the wrong place is often a credential (`"headers": "Authorization: Bearer …"`): the
+/// message, logged and shown in Settings, says only what kind of value it was.
 fn strip_position(e: &serde_json::Error) -> String {
     let text = e.to_string();
-    match text.rfind(" at line ") {
-        Some(i) => text[..i].to_owned(),
-        None => text,
+    let text = match text.rfind(" at line ") {
+        Some(i) => &text[..i],
+        None => &text,
+    };
+    for prefix in ["invalid type: ", "invalid value: ", "invalid length "] {
+        if let Some(rest) = text.strip_prefix(prefix)
+            && let Some(end) = rest.find(", expected ")
+        {
+            let kind = rest[..end]
+                .split([' ', '"', '`'])
+                .next()
+                .unwrap_or_default();
+            let kind = match kind {
+                "floating" => "a number",
+                "integer" => "an integer",
+                "string" => "a string",
+                "boolean" => "a boolean",
+                "map" => "an object",
+                "sequence" => "a list",
+                "null" => "null",
+                _ if prefix == "invalid length " => "a list of another length",
+                _ => "a value of another kind",
+            };
+            return format!("{prefix}{kind}{}", &rest[end..]);
+        }
     }
+    text.to_owned()
 }
 
 #[cfg(test)]
@@ -669,6 +695,39 @@ mod tests {
         ];
         for (config, digest) in golden {
             assert_eq!(config.transport.identity(), digest, "{}", config.name);
+        }
+    }
+
+    /// A value in the wrong place is named by its kind, never quoted: it is often a
+    /// credential, and the message is logged and shown.
+    #[test]
+    fn a_misplaced_value_is_not_quoted_in_the_error() {
+        for (entry, expected) in [
+            (
+                r#"{"url": "https://a.example/mcp", "headers": "Authorization: Bearer sk-live-123"}"#,
+                "invalid type: a string, expected a map",
+            ),
+            (
+                r#"{"command": "x", "env": "KEY=sk-live-123"}"#,
+                "invalid type: a string, expected a map",
+            ),
+            (
+                r#"{"command": "x", "args": "sk-live-123"}"#,
+                "invalid type: a string, expected a sequence",
+            ),
+            (
+                r#"{"command": "x", "env": {"KEY": 123456789}}"#,
+                "invalid type: an integer, expected a string",
+            ),
+        ] {
+            let text = format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#);
+            let loaded = parse(&p(), &text);
+            let message = &loaded.errors.first().expect("an error").message;
+            assert!(
+                !message.contains("sk-live") && !message.contains("123456789"),
+                "{message}"
+            );
+            assert!(message.contains(expected), "{message}");
         }
     }
 
