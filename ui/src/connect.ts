@@ -24,7 +24,7 @@ import type { RewriteView } from "./bindings/RewriteView";
 import { el, append, replace, uid } from "./dom";
 import { dateTime, plural } from "./format";
 import { asAppError, commands, errorText } from "./ipc";
-import { inlineText, visibleText } from "./untrusted";
+import { clippedText, inlineText, visibleText } from "./untrusted";
 
 export class ConnectPane {
   readonly root: HTMLElement;
@@ -558,7 +558,8 @@ class AgentCard {
           // Claude Code's per-project (`local` scope) servers say which project.
           candidate.project === null ? null
             : el("div", { class: "muted candidate-project" }, "project ", el("code", {}, inlineText(candidate.project, 200)))),
-        el("td", {}, el("code", {}, inlineText(candidate.transport, 300))),
+        // What an import starts at once, with its directory and environment: all of it can be read.
+        el("td", {}, clippedText(candidate.transport, { tag: "div", chars: 300, lines: 4, class: "mono candidate-transport" })),
         el("td", {}, ...candidateState(candidate)));
     });
     label();

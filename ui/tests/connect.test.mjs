@@ -488,6 +488,23 @@ test("Test connection runs the host's own check and shows what it printed, as te
   await app.close();
 });
 
+test("Import servers: a long command line, with the directory and environment it starts with, can be read whole", async () => {
+  const long = `cd '/home/me/cloned repo' && GITHUB_TOKEN=… NODE_OPTIONS='--require ./x.js' ${"X=1 ".repeat(80)}npx -y server-filesystem .`;
+  const preview = importPreview("cursor", [["fs", "new", long]]);
+  const app = await openConnect(state({ importPreviews: { cursor: preview } }));
+  const { page } = app;
+  const card = await agentCard(page, "Cursor");
+  await card.getByRole("button", { name: "Import servers…" }).click();
+  const cell = card.getByRole("table").locator(".candidate-transport");
+  await cell.waitFor();
+  assert.match(await cell.textContent(), /^cd '\/home\/me\/cloned repo' && GITHUB_TOKEN=… NODE_OPTIONS='--require \.\/x\.js'/);
+  assert.doesNotMatch(await cell.textContent(), /server-filesystem/);
+  await card.getByRole("table").getByRole("button", { name: /^Show all/ }).click();
+  assert.match(await cell.textContent(), /npx -y server-filesystem \.$/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("Import servers: the preview lists what each server would become, the chosen ones are imported and start at once", async () => {
   const preview = cursorImport();
   const app = await openConnect(state({ importPreviews: { cursor: preview } }));

@@ -495,7 +495,7 @@ mod tests {
         assert_eq!(by_name(&preview, "linear").status, ImportStatus::New);
         assert_eq!(
             by_name(&preview, "linear").transport,
-            "https://mcp.linear.example/mcp"
+            "https://mcp.linear.example/mcp (headers: Authorization)"
         );
         assert_eq!(by_name(&preview, "fs").status, ImportStatus::New);
         let old = by_name(&preview, "old");

@@ -430,16 +430,47 @@ pub(crate) fn same_server(a: &ServerConfig, b: &ServerConfig) -> bool {
     a.transport == b.transport
 }
 
-/// The command line or URL, for a preview.
+/// What the entry runs or reaches, for a preview: the command line as a shell would read it,
+/// with its directory and environment (`cd DIR && NAME=value command args`: an import starts
+/// it at once, and `NODE_OPTIONS=--require ./x.js` beside a harmless command is what a cloned
+/// project's settings would slip in), or the URL with the names of its headers. Values of
+/// variables whose names say they hold a credential are left out (`…`).
 pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String {
+    use crate::agents::connect::shell_quote;
     if let Ok(Some(server)) = as_countersign(name, value) {
         return match server.transport {
-            TransportConfig::Stdio { command, args, .. } => std::iter::once(&command)
-                .chain(args.iter())
-                .map(|a| crate::agents::connect::shell_quote(a))
-                .collect::<Vec<_>>()
-                .join(" "),
-            TransportConfig::Http { url, .. } => url,
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let cd = cwd.map(|dir| format!("cd {} && ", shell_quote(&dir.to_string_lossy())));
+                let env = env.iter().map(|(name, value)| {
+                    let value = if holds_a_credential(name) {
+                        "…".to_owned()
+                    } else {
+                        shell_quote(value)
+                    };
+                    format!("{}={value}", shell_quote(name))
+                });
+                cd.into_iter()
+                    .chain(std::iter::once(
+                        env.chain(
+                            std::iter::once(&command)
+                                .chain(args.iter())
+                                .map(|a| shell_quote(a)),
+                        )
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    ))
+                    .collect()
+            }
+            TransportConfig::Http { url, headers } if headers.is_empty() => url,
+            TransportConfig::Http { url, headers } => format!(
+                "{url} (headers: {})",
+                headers.keys().cloned().collect::<Vec<_>>().join(", ")
+            ),
         };
     }
     let text = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
@@ -465,6 +496,24 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
         (None, Some(url), _) | (None, None, Some(url)) => url,
         _ => "(no command or URL)".into(),
     }
+}
+
+/// Whether an environment variable's name says it holds a credential.
+fn holds_a_credential(name: &str) -> bool {
+    let name = name.to_ascii_uppercase();
+    [
+        "KEY",
+        "TOKEN",
+        "SECRET",
+        "PASS",
+        "PWD",
+        "AUTH",
+        "CREDENTIAL",
+        "COOKIE",
+        "SESSION",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
 }
 
 /// The entry reaches Countersign's own gateway (an HTTP URL on this machine's gateway port
@@ -503,6 +552,29 @@ mod fuzz;
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// The preview shows what an import would start: its directory and environment too, with
+    /// credentials' values left out, and the names of a URL's headers.
+    #[test]
+    fn the_preview_shows_the_directory_and_environment_an_import_would_start_with() {
+        let entry = serde_json::json!({
+            "command": "npx",
+            "args": ["-y", "server-filesystem", "."],
+            "cwd": "/home/me/cloned repo",
+            "env": {"NODE_OPTIONS": "--require ./x.js", "GITHUB_TOKEN": "ghp_secret", "api_key": "k"}
+        });
+        assert_eq!(
+            transport_summary("fs", &entry),
+            "cd '/home/me/cloned repo' && GITHUB_TOKEN=… NODE_OPTIONS='--require ./x.js' \
+             api_key=… npx -y server-filesystem ."
+        );
+        let remote = serde_json::json!({"url": "https://a.example/mcp",
+            "headers": {"Authorization": "Bearer t", "X-Team": "x"}});
+        assert_eq!(
+            transport_summary("r", &remote),
+            "https://a.example/mcp (headers: Authorization, X-Team)"
+        );
+    }
 
     /// A temporary directory (a home for the tests), removed when dropped.
     pub(crate) struct TempHome(PathBuf);

@@ -756,7 +756,10 @@ mod tests {
             );
             let gh_change = preview.changes.iter().find(|c| c.name == "gh").unwrap();
             assert_eq!(gh_change.server, "github");
-            assert_eq!(gh_change.from, "https://gh.example/mcp");
+            assert_eq!(
+                gh_change.from,
+                "https://gh.example/mcp (headers: Authorization)"
+            );
             // The backup is the file as it was.
             let backup = s
                 .home
