@@ -183,6 +183,29 @@ test("Enter pressed in a fresh form does not submit it; Deny, Decline and Escape
   await app.close();
 });
 
+test("the window brought forward re-arms the question waiting in it: an Enter at once submits nothing", async () => {
+  const app = await openApp(env, {});
+  const { page, backend } = app;
+  await backend.addAsk(formAsk({ id: 110, message: "Name it", fields: [field.text("name", { title: "Name", default: "x" })] }));
+  const submit = dialog(page).getByRole("button", { name: "Submit" });
+  await armed(submit);
+  // The window loses the keyboard to another one, then is brought forward with focus in the field.
+  await page.evaluate(() => {
+    window.dispatchEvent(new FocusEvent("blur"));
+    window.dispatchEvent(new FocusEvent("focus"));
+  });
+  await page.keyboard.press("Enter");
+  await sleep(200);
+  assert.deepEqual(backend.answers, [], "an Enter at once submitted the form");
+  assert.equal(await submit.getAttribute("aria-disabled"), "true");
+  await armed(submit);
+  await page.keyboard.press("Enter");
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.equal(answer.answer.action, "accept");
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("two questions in a row: a double click on Allow once answers the first only", async () => {
   const app = await openApp(env, { asks: [call(110, { receivedAtMs: 1 }), call(111, { receivedAtMs: 2 })] });
   const { page, backend } = app;

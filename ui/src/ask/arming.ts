@@ -46,6 +46,12 @@ export class Arming {
     document.addEventListener("visibilitychange", () => {
       if (this.shown !== null) this.show(this.shown);
     });
+    // Nor does time in the background: the window brought forward (a second launch, a click on
+    // the notification) takes the keyboard, and an Enter typed for the window that had it must
+    // not submit the question that was waiting here.
+    window.addEventListener("focus", () => {
+      if (this.shown !== null) this.show(this.shown);
+    });
   }
 
   /** `view` takes the dialog: unarmed until it has been seen for the delay. */
