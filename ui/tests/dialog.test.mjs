@@ -319,6 +319,25 @@ test("an answer to an ask that is gone removes it with a notice", async () => {
   await app.close();
 });
 
+test("Countersign's own sign-in says it is Countersign's; a server's question worded the same does not", async () => {
+  const message = "Sign in to notes so Countersign can reach it for you. The sign-in page is at auth.example.com.";
+  const url = "https://auth.example.com/authorize?state=s";
+  const app = await openApp(env, { asks: [urlAsk({ id: 120, server: "notes", url, message, signIn: true })] });
+  const { page, backend } = app;
+  const ours = page.getByRole("dialog", { name: "Sign in to notes" });
+  await ours.waitFor();
+  assert.match(await ours.locator(".ask-meta").textContent(), /^From Countersign · /);
+  await ours.getByRole("button", { name: "Decline" }).click();
+  await waitForAnswers(backend, 1);
+  // The same words from the server itself: titled by the server, no "From Countersign".
+  await backend.addAsk(urlAsk({ id: 121, server: "notes", url, message }));
+  const theirs = page.getByRole("dialog", { name: "notes asks" });
+  await theirs.waitFor();
+  assert.doesNotMatch(await theirs.textContent(), /From Countersign/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("URL ask: shows the full URL and its host, Open accepts, Escape cancels; nothing is linked or fetched", async () => {
   const url = "https://accounts.example.com/oauth/authorize?client_id=abc&state=xyz";
   const app = await openApp(env, { asks: [urlAsk({ id: 100, server: "github", url, message: "Authorize access" })] });

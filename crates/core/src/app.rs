@@ -667,6 +667,7 @@ mod tests {
                         elicitation_id: "e1".into(),
                         host: String::new(),
                         warnings: Vec::new(),
+                        sign_in: false,
                     },
                     request: json!({}),
                     timeout: None,

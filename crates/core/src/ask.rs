@@ -69,6 +69,10 @@ pub enum AskKind {
         host: String,
         #[serde(default)]
         warnings: Vec<crate::ask::url_policy::UrlWarning>,
+        /// Countersign's own question (signing in to the server), never a server's: the dialog
+        /// says Countersign asks, which no server's question can.
+        #[serde(default)]
+        sign_in: bool,
     },
     /// An agent's `tools/call` through the gateway that policy says the person approves.
     /// Accept is "Allow once", `Remember` decides it for longer, anything else denies.

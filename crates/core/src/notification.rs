@@ -585,6 +585,7 @@ mod tests {
             elicitation_id: "e".into(),
             host: "auth.example.com".into(),
             warnings: vec![],
+            sign_in: false,
         };
         assert_eq!(
             headline(&url),

@@ -149,13 +149,22 @@ fn person(broker: &Broker, consent: bool) -> Seen {
             let AskEvent::Added { ask } = event else {
                 continue;
             };
-            let AskKind::Url { url, host, .. } = &ask.kind else {
+            let AskKind::Url {
+                url, host, sign_in, ..
+            } = &ask.kind
+            else {
                 continue;
+            };
+            // Countersign's own question, which the dialog says is Countersign's.
+            let host = if *sign_in {
+                host.clone()
+            } else {
+                format!("a server's question on {host}")
             };
             record
                 .lock()
                 .unwrap()
-                .push((host.clone(), ask.asker.server.clone()));
+                .push((host, ask.asker.server.clone()));
             if !consent {
                 broker.answer(ask.id, Answer::Decline).unwrap();
                 continue;

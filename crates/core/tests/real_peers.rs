@@ -571,7 +571,10 @@ async fn everything_url_elicitation_consent_is_an_accept() {
             elicitation_id,
             host,
             warnings,
+            sign_in,
         } => {
+            // A server's "Sign in to continue" is a server's question, never Countersign's.
+            assert!(!sign_in);
             assert_eq!(host, "example.com", "the policy's host is kept");
             assert!(warnings.is_empty(), "{warnings:?}");
             assert_eq!(message, "Sign in to continue");

@@ -608,6 +608,8 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
     let text = dialog.text().await.unwrap();
     let host = base.trim_start_matches("http://");
     assert!(text.contains("Sign in to notes"), "{text}");
+    // Countersign's own question, as no server's question can say.
+    assert!(text.contains("From Countersign"), "{text}");
     assert!(text.contains(host), "{text}");
     assert!(!opened.exists(), "nothing is opened before consent");
     tokio::time::sleep(std::time::Duration::from_millis(900)).await;

@@ -234,10 +234,18 @@ export class AskView {
       if (meta.hasChildNodes()) append(meta, sep());
       append(meta, el("span", { class: "deadline" }, `closes at ${deadlineTime(this.ask.deadlineMs)}`));
     }
+    // Countersign's own sign-in says so, in words no server's question can take: a server's
+    // URL question is titled by the server, whatever its message says.
+    const ours = this.ask.kind === "url" && this.ask.signIn;
+    if (ours) {
+      meta.prepend(el("span", { class: "badge ours" }, "From Countersign"), sep());
+    }
     return el("header", { class: "ask-head" },
       el("div", { class: "ask-title-row" },
         el("h2", { class: "ask-title", id: this.titleId },
-          ...(call ? ["Approve a tool call"] : [inlineText(asker.server, 80, "server-name"), " asks"])),
+          ...(call ? ["Approve a tool call"]
+            : ours ? ["Sign in to ", inlineText(asker.server, 80, "server-name")]
+              : [inlineText(asker.server, 80, "server-name"), " asks"])),
         close),
       meta.hasChildNodes() ? meta : null);
   }

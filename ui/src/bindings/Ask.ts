@@ -26,7 +26,12 @@ deadlineMs: number | null, } & ({ "kind": "form", message: string, schema: FormS
  * Where the address leads, as `url_policy` judged it on arrival (empty in records
  * written before it was kept).
  */
-host: string, warnings: Array<UrlWarning>, } | { "kind": "toolCall", tool: string, 
+host: string, warnings: Array<UrlWarning>, 
+/**
+ * Countersign's own question (signing in to the server), never a server's: the dialog
+ * says Countersign asks, which no server's question can.
+ */
+signIn: boolean, } | { "kind": "toolCall", tool: string, 
 /**
  * The tool's `title`, `description` and `annotations` as the server listed them
  * (untrusted text; annotations are hints unless the server is trusted).

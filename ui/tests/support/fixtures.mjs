@@ -24,7 +24,7 @@ export function formAsk({ id, server = "demo", message = "Please answer.", field
 /** A URL ask as the backend sends it: `host` and `warnings` are its URL policy's verdict
  * (core's url_policy), given here as the backend would compute them. */
 export function urlAsk({ id, server = "demo", message = "Sign in to continue.", url, agent = null,
-  declared = null, endpoint = endpointStdio(), host, warnings = [] } = {}) {
+  declared = null, endpoint = endpointStdio(), host, warnings = [], signIn = false } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -38,6 +38,7 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
     elicitationId: `el-${nextId}`,
     host: host ?? hostOf(url),
     warnings,
+    signIn,
   };
 }
 

@@ -203,6 +203,7 @@ mod tests {
                     elicitation_id: "e".into(),
                     host: "example.com".into(),
                     warnings: vec![],
+                    sign_in: false,
                 },
                 received_at_ms: 1,
                 deadline_ms: None,

@@ -113,6 +113,7 @@ impl Elicitor {
                     elicitation_id,
                     host: web.host,
                     warnings: web.warnings,
+                    sign_in: false,
                 },
                 Err(reason) => {
                     // A well-formed request for an address we never open: a no, recorded,
@@ -184,6 +185,7 @@ impl Elicitor {
                     elicitation_id,
                     host: String::new(),
                     warnings: Vec::new(),
+                    sign_in: false,
                 })
             }
             other => Err(format!("unknown elicitation mode \"{other}\"")),

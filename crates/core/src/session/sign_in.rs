@@ -98,6 +98,7 @@ impl SessionManager {
                     elicitation_id: "sign-in".into(),
                     host: web.host,
                     warnings: web.warnings,
+                    sign_in: true,
                 },
                 request,
                 timeout: Some(crate::mcp::oauth::SIGN_IN_WAIT),

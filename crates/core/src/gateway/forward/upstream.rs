@@ -697,7 +697,8 @@ impl Upstream {
         {
             return facts;
         }
-        let listing = crate::mcp::listing::all_tools(&self.server.name, self.peer(), Some(&self.raw));
+        let listing =
+            crate::mcp::listing::all_tools(&self.server.name, self.peer(), Some(&self.raw));
         let listed = tokio::time::timeout(self.server.request_timeout, listing).await;
         if let Ok(Ok(tools)) = listed {
             let facts: HashMap<String, Arc<ToolFacts>> = tools
