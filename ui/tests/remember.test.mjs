@@ -212,6 +212,14 @@ test("a call with two paths offers one folder holding both; two URLs on differen
   await d.getByRole("button", { name: "Remember…" }).click();
   assert.deepEqual(await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
     .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())), ["These exact arguments", "Any arguments"]);
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  await d.waitFor({ state: "detached" });
+  // Nor when another address beside it has a line break the browser would drop.
+  await backend.addAsk(call({ id: 18, tool: "fetch", args: { url: "https://api.github.com/", to: "https://evil.example/\n" } }));
+  await d.waitFor();
+  await d.getByRole("button", { name: "Remember…" }).click();
+  assert.deepEqual(await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
+    .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())), ["These exact arguments", "Any arguments"]);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

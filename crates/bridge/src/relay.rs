@@ -537,9 +537,9 @@ impl Relay {
             }
             // Whatever listens on the gateway's port (the app, or anything that took the port
             // while the app is away) may say `retry: 0` and end each stream: never faster than
-            // once a second, never deaf for longer than a minute.
+            // four times a second, never deaf for longer than a minute.
             if let Some(ms) = retry {
-                end.retry = Some(Duration::from_millis(ms.clamp(1_000, 60_000)));
+                end.retry = Some(Duration::from_millis(ms.clamp(250, 60_000)));
             }
             // Priming events carry only an id; other event types are not MCP messages.
             let Some(data) = data.filter(|d| !d.trim().is_empty()) else {

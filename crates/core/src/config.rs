@@ -591,7 +591,7 @@ fn strip_position(e: &serde_json::Error) -> String {
     };
     for prefix in ["invalid type: ", "invalid value: ", "invalid length "] {
         if let Some(rest) = text.strip_prefix(prefix)
-            && let Some(end) = rest.find(", expected ")
+            && let Some(end) = rest.rfind(", expected ")
         {
             let kind = rest[..end]
                 .split([' ', '"', '`'])
@@ -714,6 +714,10 @@ mod tests {
             (
                 r#"{"command": "x", "args": "sk-live-123"}"#,
                 "invalid type: a string, expected a sequence",
+            ),
+            (
+                r#"{"command": "x", "env": "sk-live-123, expected a map"}"#,
+                "invalid type: a string, expected a map",
             ),
             (
                 r#"{"command": "x", "env": {"KEY": 123456789}}"#,

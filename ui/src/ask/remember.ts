@@ -140,12 +140,14 @@ export function commonFolder(folders: string[]): string {
  * argument's name; `host` is empty for one that is not http(s), which no host decision holds. */
 export function urlArguments(args: unknown): UrlArgument[] {
   return stringArguments(args).flatMap(([argument, value]) => {
-    if (/[\n\r]/.test(value)) return [];
+    // The browser's parser drops tabs and line breaks, as core reads it: such a text is a URL
+    // (and on no host, `readAlike`).
     let url: URL;
     try {
       url = new URL(value);
     } catch {
-      return [];
+      // Written as a web address, it is one to core, on no host.
+      return /^[\s\p{Cc}]*https?:\/\//iu.test(value) ? [{ argument, host: "" }] : [];
     }
     if (url.hostname === "" && url.protocol !== "file:") return [];
     const web = url.protocol === "http:" || url.protocol === "https:";
@@ -160,7 +162,7 @@ export function urlArguments(args: unknown): UrlArgument[] {
 export function readAlike(value: string): boolean {
   if (/[\s\p{Cc}]/u.test(value)) return false;
   const authority = /^https?:\/\/([^/?#]*)/i.exec(value)?.[1];
-  return authority !== undefined && /^[\p{L}\p{N}.\-:[\]]+$/u.test(authority);
+  return authority !== undefined && /^[\p{Alphabetic}\p{N}._\-:[\]]+$/u.test(authority);
 }
 
 /** The call's strings at any depth (as core reads them for a decision), by the name of the

@@ -110,7 +110,7 @@ export function samplingPanel(ask: SamplingAsk, parts: SamplingParts): SamplingP
 
   if (ask.tools.length > 0) {
     append(root, el("p", { class: "sampling-tools" }, "The model may call these tools of the server's: ",
-      ...ask.tools.flatMap((t, i) => [i > 0 ? ", " : "", el("code", {}, inlineText(t, 80))]), "."));
+      ...ask.tools.flatMap((t, i) => [i > 0 ? ", " : "", el("code", {}, inlineText(t, 81))]), "."));
   }
 
   const deny = el("button", {

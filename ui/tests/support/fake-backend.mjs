@@ -367,7 +367,7 @@ function checkRemember(ask, decision) {
         const url = new URL(text);
         // As core's `url_host`: only a URL every reader reads alike has a host.
         const authority = /^https?:\/\/([^/?#]*)/i.exec(text)?.[1];
-        const alike = !/[\s\p{Cc}]/u.test(text) && authority !== undefined && /^[\p{L}\p{N}.\-:[\]]+$/u.test(authority);
+        const alike = !/[\s\p{Cc}]/u.test(text) && authority !== undefined && /^[\p{Alphabetic}\p{N}._\-:[\]]+$/u.test(authority);
         return alike && (url.protocol === "http:" || url.protocol === "https:") ? url.hostname.toLowerCase() : null;
       } catch {
         return null;
@@ -376,7 +376,7 @@ function checkRemember(ask, decision) {
     const urlish = (t) => {
       try {
         const u = new URL(t);
-        return !/[\n\r]/.test(t) && (u.hostname !== "" || u.protocol === "file:");
+        return u.hostname !== "" || u.protocol === "file:";
       } catch {
         return false;
       }

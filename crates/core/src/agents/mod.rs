@@ -447,7 +447,8 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
             } => {
                 let cd = cwd.map(|dir| format!("cd {} && ", shell_quote(&dir.to_string_lossy())));
                 let env = env.iter().map(|(name, value)| {
-                    let value = if holds_a_credential(name) {
+                    // A URL's `user:password@` holds one whatever the variable is called.
+                    let value = if holds_a_credential(name) || value.contains('@') {
                         "…".to_owned()
                     } else {
                         shell_quote(value)
@@ -511,6 +512,12 @@ fn holds_a_credential(name: &str) -> bool {
         "CREDENTIAL",
         "COOKIE",
         "SESSION",
+        "PAT",
+        "DSN",
+        "PRIVATE",
+        "BEARER",
+        "JWT",
+        "CONN",
     ]
     .iter()
     .any(|word| name.contains(word))
@@ -561,12 +568,13 @@ pub(crate) mod tests {
             "command": "npx",
             "args": ["-y", "server-filesystem", "."],
             "cwd": "/home/me/cloned repo",
-            "env": {"NODE_OPTIONS": "--require ./x.js", "GITHUB_TOKEN": "ghp_secret", "api_key": "k"}
+            "env": {"NODE_OPTIONS": "--require ./x.js", "GITHUB_TOKEN": "ghp_secret", "api_key": "k",
+                "PG": "postgres://u:hunter2@db/x"}
         });
         assert_eq!(
             transport_summary("fs", &entry),
             "cd '/home/me/cloned repo' && GITHUB_TOKEN=… NODE_OPTIONS='--require ./x.js' \
-             api_key=… npx -y server-filesystem ."
+             PG=… api_key=… npx -y server-filesystem ."
         );
         let remote = serde_json::json!({"url": "https://a.example/mcp",
             "headers": {"Authorization": "Bearer t", "X-Team": "x"}});

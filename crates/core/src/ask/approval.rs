@@ -310,14 +310,21 @@ pub fn looks_like_path(text: &str) -> bool {
 
 /// Text a server may take for an address to fetch: one line that reads as a URL with a host
 /// (or a `file:` one). A host decision holds every such text of a call to its host.
+/// Read as URL readers read it: WHATWG's parser (browsers, Node's `fetch`, Python's
+/// `urlsplit`) drops tabs and line breaks anywhere and spaces and controls around, so
+/// `"https://evil.example/\n"` is a URL to evil.example there. Such a text counts as a URL
+/// (and is on no host: `url_host` takes only a text every reader reads alike).
 fn looks_like_url(text: &str) -> bool {
-    let web = strip_prefix_ignoring_case(text, "http://")
-        .or_else(|| strip_prefix_ignoring_case(text, "https://"))
+    let read: String = text
+        .trim_matches(|c: char| c <= ' ')
+        .chars()
+        .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
+        .collect();
+    let web = strip_prefix_ignoring_case(&read, "http://")
+        .or_else(|| strip_prefix_ignoring_case(&read, "https://"))
         .is_some();
-    !text.contains(['\n', '\r'])
-        && (web
-            || url::Url::parse(text)
-                .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file"))
+    web || url::Url::parse(&read)
+        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file")
 }
 
 /// `argument` and `also`, as a decision's description names them.
@@ -479,7 +486,7 @@ pub fn url_host(text: &str) -> Option<String> {
     let rest = strip_prefix_ignoring_case(text, "http://")
         .or_else(|| strip_prefix_ignoring_case(text, "https://"))?;
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let plain = |c: char| c.is_alphanumeric() || matches!(c, '-' | '.' | ':' | '[' | ']');
+    let plain = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '[' | ']');
     if authority.is_empty() || !authority.chars().all(plain) {
         return None;
     }
@@ -797,6 +804,7 @@ mod tests {
             "https:/api.github.com/x",
             "https://api.github.com%2F@evil.example/",
             "https://user@api.github.com/",
+            "https://api.github.com/\n",
         ] {
             assert!(
                 !on.covers(&json!({"url": ambiguous})),
@@ -808,6 +816,17 @@ mod tests {
             );
         }
         assert!(on.covers(&json!({"url": "HTTPS://api.github.com:443/x?y#z"})));
+        // WHATWG drops the line break: it goes to evil.example.
+        for beside in [
+            "https://evil.example/\n",
+            "\nhttps://evil.example/",
+            "https://evil.\texample/",
+        ] {
+            assert!(
+                !on.covers(&json!({"url": "https://api.github.com/", "to": beside})),
+                "{beside:?} beside is covered"
+            );
+        }
         let idn = Covering::UrlHost {
             argument: "url".into(),
             host: "xn--mnchen-3ya.de".into(),

@@ -338,7 +338,7 @@ impl AuditLog {
         for (key, unrecorded) in counted {
             // An agent's budget is named `server\0agent`.
             let server = key.split('\0').next().unwrap_or_default();
-            self.append(
+            let written = self.append(
                 &AuditRecord::Refused {
                     run: self.inner.run.clone(),
                     at_ms: unix_ms(),
@@ -350,7 +350,20 @@ impl AuditLog {
                     unrecorded,
                 },
                 false,
-            )?;
+            );
+            if let Err(e) = written {
+                // Not lost: counted again, for whatever is written next.
+                if let Some(budget) = self
+                    .inner
+                    .refusals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(&key)
+                {
+                    budget.unrecorded += unrecorded;
+                }
+                return Err(e);
+            }
         }
         Ok(())
     }

@@ -530,8 +530,9 @@ type ParsedUri = (Arc<str>, reqwest::Url);
 /// The least and the most a server's SSE `retry:` may make rmcp wait before it opens a stream
 /// again, in ms. rmcp waits exactly what the server says: a server that says `retry: 0` and
 /// ends every stream has it reconnect as fast as the loopback goes, for ever; one that says a
-/// day leaves the session deaf to it that long.
-const SSE_RETRY_MS: (u64, u64) = (1_000, 60_000);
+/// day leaves the session deaf to it that long. The floor is below what servers ask for in
+/// earnest (the conformance suite's `sse-retry` asks 500 ms, and a client MUST wait that).
+const SSE_RETRY_MS: (u64, u64) = (250, 60_000);
 
 /// rmcp's reqwest client for Streamable HTTP, showing every SSE event's data and every plain
 /// JSON answer to [`RawRequests`]. Server-to-client requests only ever arrive on SSE streams.
@@ -1042,7 +1043,7 @@ mod tests {
     }
 
     /// A server that says `retry: 0` on a stream it ends at once does not have the session
-    /// reconnect as fast as it can: rmcp waits at least a second between streams.
+    /// reconnect as fast as it can: rmcp waits at least a quarter of a second between streams.
     #[tokio::test]
     async fn a_servers_retry_of_zero_does_not_make_the_session_spin() {
         use axum::http::{HeaderMap, StatusCode, header::CONTENT_TYPE};
@@ -1094,7 +1095,7 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
         let opened = streams.load(SeqCst);
         assert!(
-            (1..=4).contains(&opened),
+            (1..=12).contains(&opened),
             "{opened} streams opened in 2.5 s"
         );
         drop(session);

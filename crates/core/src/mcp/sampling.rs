@@ -21,11 +21,14 @@ use crate::ask::{AskKind, CancelReason, Outcome, SamplingLine};
 use crate::mcp::handler::Handler;
 
 /// Messages (and tools offered) in a request the person can be shown, at most. Allow sends
-/// the request as sent, so one with more is refused rather than shown in part.
-pub const MAX_LINES: usize = 100;
-/// Characters of one message or of the system prompt the person can be shown, at most; a
-/// request with a longer one is refused, for the same reason.
-pub const MAX_TEXT: usize = 16 * 1024;
+/// the request as sent, so one with more is refused rather than shown in part. (The dialog
+/// shows each long part behind "Show all", and Allow waits until each has been shown.)
+pub const MAX_LINES: usize = 1_000;
+/// Characters of one message or of the system prompt the person can be shown, at most (a
+/// fetched page or a diff to summarise fits); a request with a longer one is refused.
+pub const MAX_TEXT: usize = 256 * 1024;
+/// Characters of all of a request's texts together, at most.
+pub const MAX_TOTAL: usize = 1024 * 1024;
 
 /// The error code the spec gives for a sampling request the person rejected.
 const USER_REJECTED: ErrorCode = ErrorCode(-1);
@@ -156,8 +159,15 @@ pub fn describe(params: &Value) -> Result<AskKind, String> {
                 text: whole("a message", content_text(m.get("content")), MAX_TEXT)?,
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<Result<Vec<SamplingLine>, String>>()?;
     let text = |key: &str| params.get(key).and_then(Value::as_str).map(str::to_owned);
+    let total: usize = lines.iter().map(|l| l.text.chars().count()).sum::<usize>()
+        + text("systemPrompt").map_or(0, |s| s.chars().count());
+    if total > MAX_TOTAL {
+        return Err(format!(
+            "a sampling request of {total} characters is more than the person can be shown ({MAX_TOTAL})"
+        ));
+    }
     let tools = params
         .get("tools")
         .and_then(Value::as_array)
@@ -182,7 +192,7 @@ pub fn describe(params: &Value) -> Result<AskKind, String> {
             .iter()
             .map(|t| {
                 let name = t.get("name").and_then(Value::as_str).unwrap_or("?");
-                whole("a tool's name", name.to_owned(), 200)
+                whole("a tool's name", name.to_owned(), 80)
             })
             .collect::<Result<_, _>>()?,
     })
@@ -263,6 +273,10 @@ mod tests {
         let text =
             |n: usize| json!({"role": "user", "content": {"type": "text", "text": "x".repeat(n)}});
         let fits = vec![text(MAX_TEXT); 2];
+        let too_much = vec![text(MAX_TEXT); MAX_TOTAL / MAX_TEXT + 1];
+        assert!(describe(&json!({"messages": too_much, "maxTokens": 1})).is_err());
+        // A page to summarise is not too long.
+        assert!(describe(&json!({"messages": [text(20_000)], "maxTokens": 1})).is_ok());
         assert!(describe(&json!({"messages": fits, "maxTokens": 1})).is_ok());
         let long = describe(&json!({"messages": [text(1), text(MAX_TEXT + 1)], "maxTokens": 1}));
         assert_eq!(
@@ -282,7 +296,7 @@ mod tests {
             .map(|i| json!({"name": format!("t{i}")}))
             .collect();
         assert!(describe(&json!({"messages": [], "maxTokens": 1, "tools": tools})).is_err());
-        let long_name = json!([{"name": "n".repeat(201)}]);
+        let long_name = json!([{"name": "n".repeat(81)}]);
         assert!(describe(&json!({"messages": [], "maxTokens": 1, "tools": long_name})).is_err());
     }
 
