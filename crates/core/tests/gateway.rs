@@ -538,6 +538,80 @@ async fn an_agent_cancelling_one_of_two_calls_withdraws_only_that_calls_question
     rig.gateway.shutdown().await;
 }
 
+/// Posts `body` with `token` on a connection whose socket belongs to `uid` (made while the
+/// thread's file-system uid is `uid`, which is whose Linux says the socket is), and returns the
+/// answer's status line and body.
+fn post_as_uid(addr: SocketAddr, uid: u32, token: &str, body: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                // setfsuid is per thread, so the rest of the test runs as before.
+                // SAFETY: plain system calls on this thread's own credentials.
+                let before = unsafe { libc::setfsuid(uid) };
+                let now = unsafe { libc::setfsuid(u32::MAX) };
+                assert_eq!(now as u32, uid, "cannot act as uid {uid}: this test must run as root");
+                let stream = std::net::TcpStream::connect(addr);
+                unsafe { libc::setfsuid(before as u32) };
+                let mut stream = stream.unwrap();
+                write!(
+                    stream,
+                    "POST /mcp/desk HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
+                     Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+                let mut answer = String::new();
+                stream.read_to_string(&mut answer).unwrap();
+                let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+                (head.lines().next().unwrap_or("").to_owned(), body.to_owned())
+            })
+            .join()
+            .unwrap()
+    })
+}
+
+/// The token is a bearer credential that can leak to another user of the computer (a host's
+/// config file readable by all, or an HTTP entry sending it to whoever holds the port while
+/// the app is down). In another user's hands it opens nothing: the connection is refused for
+/// whose process made it, before the token is read. Needs root, to make a socket as `nobody`.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_users_process_is_refused_whatever_token_it_sends() {
+    let (desk, made) = counting_desk().await;
+    let rig = rig(
+        "peer-uid",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let token = rig.gateway.token().to_owned();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "probe", "version": "1"}}})
+    .to_string();
+    let addr = rig.addr;
+    let (status, body) = tokio::task::spawn_blocking({
+        let (token, init) = (token.clone(), init.clone());
+        move || post_as_uid(addr, 65534, &token, &init)
+    })
+    .await
+    .unwrap();
+    assert!(status.contains(" 403 "), "{status}: {body}");
+    assert!(body.contains("another user (uid 65534)"), "{body}");
+    assert_eq!(made.load(std::sync::atomic::Ordering::SeqCst), 0);
+    let refusals = rig.gateway.info().refusals;
+    assert!(
+        refusals.iter().any(|r| r.reason.contains("uid 65534")),
+        "kept for the Connect page: {refusals:?}"
+    );
+    // The same request from the person's own process, made the same way, is served.
+    // SAFETY: geteuid touches nothing.
+    let own = unsafe { libc::geteuid() };
+    let (status, body) = tokio::task::spawn_blocking(move || post_as_uid(addr, own, &token, &init))
+        .await
+        .unwrap();
+    assert!(status.contains(" 200 "), "{status}: {body}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn no_token_or_a_foreign_host_or_origin_is_refused_before_any_server_is_reached() {
     let (desk, made) = counting_desk().await;

@@ -13,6 +13,7 @@ mod faithful;
 mod forward;
 mod gone;
 mod lane;
+mod peer;
 mod pending;
 pub mod policy;
 pub mod preview;
@@ -402,20 +403,20 @@ impl Gateway {
         let router = self.router(addr);
         let stop = self.shared.stop.clone();
         let serving = move |listener: tokio::net::TcpListener| async move {
-            // An answer often leaves in two writes (an SSE priming event, then the result);
-            // with Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
-            let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
-                if let Err(e) = stream.set_nodelay(true) {
-                    tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-                }
-            });
+            let listener = peer::AgentListener(listener);
             // Served as a made service: axum's own way with a `Router` turns every route into
             // its service again for each connection (`Router::with_state`, about a tenth of a
             // forwarded call for agents that connect per request, as rmcp's do); here that is
-            // done once, and a connection costs a clone of one `Arc`.
-            let served = axum::serve(listener, router.with_state(()).into_make_service())
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await;
+            // done once, and a connection costs a clone of one `Arc` and the question of whose
+            // process connected (`peer`), which `guard` reads.
+            let served = axum::serve(
+                listener,
+                router
+                    .with_state(())
+                    .into_make_service_with_connect_info::<peer::Peer>(),
+            )
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "gateway stopped");
             }
@@ -676,6 +677,21 @@ async fn guard(
             .record(status, reason, headers, request.uri().path());
         refusal(status, reason)
     };
+    // Before the token is read: a token in another user's hands opens nothing.
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<peer::Peer>>()
+        .map(|info| info.0.refusal());
+    match peer {
+        Some(None) => {}
+        Some(Some(reason)) => return refuse(StatusCode::FORBIDDEN, &reason),
+        None => {
+            return refuse(
+                StatusCode::FORBIDDEN,
+                "whose process connected is not known",
+            );
+        }
+    }
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
     if !host.is_some_and(|h| is_local_authority(h, port)) {
         return refuse(

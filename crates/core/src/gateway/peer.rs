@@ -1,0 +1,387 @@
+//! Whose process is on the other end of an agent's connection: only the person's own.
+//!
+//! An agent's token is a bearer credential, and it does not stay secret from other users of
+//! the computer everywhere: hosts keep it in config files that may be readable by all (a home
+//! folder left open), and an HTTP entry sends it to whatever listens on the gateway's port,
+//! which any local user can take while the app is not running. So a token alone is not
+//! enough: the process that connects must be the person's. The gateway binds 127.0.0.1 only,
+//! so the agent's end of every connection is a socket on this computer, and Linux says who
+//! made it: the kernel's socket diagnostics (`sock_diag(7)`, `NETLINK_SOCK_DIAG`) look up one
+//! TCP socket by its four-tuple and report its owner's uid and its inode. This is asked once a
+//! connection, as it is accepted; a request on a connection whose other end is not the
+//! person's is refused before its token is read.
+//!
+//! Why not `/proc/net/tcp`, as the bridge reads for the listener: it lists every socket, and an
+//! agent that connects per request (rmcp's default) would have the gateway read all of them,
+//! `TIME_WAIT` ones included, for every call; the diagnostic asks for one.
+//!
+//! A socket its process already closed is refused too. Its kernel remnant (a `TIME_WAIT` or
+//! orphaned `FIN_WAIT2` socket) has no inode and reports uid 0, so another user could send a
+//! request and close at once, and be taken for root. Root is not let in either: no agent
+//! needs to run as root, and a root daemon that fetches URLs for others must not be a way in.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use axum::extract::connect_info::Connected;
+use axum::serve::{IncomingStream, Listener};
+use tokio::net::{TcpListener, TcpStream};
+
+/// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+/// `struct nlmsghdr`.
+const NLMSG_HDR: usize = 16;
+/// `struct inet_diag_req_v2`: family, protocol, ext, pad, states, then `inet_diag_sockid`.
+const REQUEST_LEN: usize = NLMSG_HDR + 8 + SOCKID_LEN;
+/// `struct inet_diag_sockid`: ports, source and destination (16 bytes each), interface, cookie.
+const SOCKID_LEN: usize = 4 + 16 + 16 + 4 + 8;
+/// `struct inet_diag_msg`: family, state, timer, retrans, the sockid, then expires, rqueue,
+/// wqueue, uid and inode (4 bytes each).
+const MESSAGE_LEN: usize = 4 + SOCKID_LEN + 20;
+
+/// Who holds the agent's end of a connection, told once as the gateway accepts it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Peer {
+    /// A process of the user the gateway runs as.
+    Own,
+    /// A process of another user (root included).
+    Other { uid: u32 },
+    /// The agent's end was closed before it could be told whose it was.
+    Closed,
+    /// The kernel could not be asked.
+    Unknown(String),
+}
+
+impl Peer {
+    /// Who holds the socket at `theirs` that is connected to the gateway's `ours`.
+    pub(crate) fn of(ours: SocketAddr, theirs: SocketAddr) -> Self {
+        // SAFETY: geteuid cannot fail and touches no memory of ours.
+        let own = unsafe { libc::geteuid() };
+        match socket_owner(theirs, ours) {
+            Ok(Some(owner)) => Self::judge(owner, own),
+            Ok(None) => Self::Closed,
+            Err(e) => Self::Unknown(e.to_string()),
+        }
+    }
+
+    fn judge(owner: SocketOwner, own: u32) -> Self {
+        if owner.inode == 0 {
+            Self::Closed
+        } else if owner.uid == own {
+            Self::Own
+        } else {
+            Self::Other { uid: owner.uid }
+        }
+    }
+
+    /// Why a request on this connection is refused; `None` for the person's own.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        match self {
+            Self::Own => None,
+            Self::Other { uid } => Some(format!(
+                "the connection comes from a process of another user (uid {uid}); only your own \
+                 processes may use Countersign's gateway, whatever token they send"
+            )),
+            Self::Closed => Some(
+                "the agent's end of the connection was closed before Countersign could tell \
+                 whose process it is"
+                    .into(),
+            ),
+            Self::Unknown(reason) => Some(format!(
+                "Countersign cannot tell whose process connected ({reason}), so it is refused"
+            )),
+        }
+    }
+}
+
+/// The gateway's listener: each connection it accepts is told whose it is ([`Peer`]).
+pub(crate) struct AgentListener(pub TcpListener);
+
+impl Listener for AgentListener {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        let (stream, addr) = Listener::accept(&mut self.0).await;
+        // An answer often leaves in two writes (an SSE priming event, then the result); with
+        // Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        (stream, addr)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+}
+
+impl Connected<IncomingStream<'_, AgentListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, AgentListener>) -> Self {
+        match stream.io().local_addr() {
+            Ok(ours) => Self::of(ours, *stream.remote_addr()),
+            Err(e) => Self::Unknown(e.to_string()),
+        }
+    }
+}
+
+/// What the kernel says of one TCP socket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SocketOwner {
+    pub uid: u32,
+    /// 0 once no process holds the socket.
+    pub inode: u32,
+}
+
+/// The owner of the TCP socket whose own address is `local` and whose peer is `remote`;
+/// `None` when there is no such socket.
+pub(crate) fn socket_owner(
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> io::Result<Option<SocketOwner>> {
+    let family = match (local.ip(), remote.ip()) {
+        (IpAddr::V4(_), IpAddr::V4(_)) => libc::AF_INET,
+        (IpAddr::V6(_), IpAddr::V6(_)) => libc::AF_INET6,
+        _ => return Ok(None),
+    };
+    // A socket a lookup: nothing of an earlier answer can be read for this one.
+    // SAFETY: plain system call; the descriptor is owned at once.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just made and nothing else owns it.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let request = request(family as u8, local, remote);
+    // SAFETY: an all-zero sockaddr_nl is valid; nl_pid 0 is the kernel.
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // SAFETY: the buffer and address outlive the call, and their lengths are theirs.
+    let sent = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            request.as_ptr().cast(),
+            request.len(),
+            0,
+            (&raw const kernel).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if sent < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // The kernel answers a request for one socket while `sendto` runs, so the answer is
+    // already queued: not waiting for it keeps a kernel that does not answer from stalling
+    // the gateway's thread.
+    let mut answer = [0u8; 1024];
+    // SAFETY: the buffer outlives the call and its length is its own.
+    let got = unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            answer.as_mut_ptr().cast(),
+            answer.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    read_answer(&answer[..got as usize], local, remote)
+}
+
+/// `SOCK_DIAG_BY_FAMILY` for the one TCP socket `local` → `remote`, in any state.
+fn request(family: u8, local: SocketAddr, remote: SocketAddr) -> [u8; REQUEST_LEN] {
+    let mut r = [0u8; REQUEST_LEN];
+    r[0..4].copy_from_slice(&(REQUEST_LEN as u32).to_ne_bytes());
+    r[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    r[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    r[8..12].copy_from_slice(&1u32.to_ne_bytes());
+    let req = &mut r[NLMSG_HDR..];
+    req[0] = family;
+    req[1] = libc::IPPROTO_TCP as u8;
+    req[4..8].copy_from_slice(&u32::MAX.to_ne_bytes());
+    write_sockid(&mut req[8..], local, remote);
+    // No cookie to match (INET_DIAG_NOCOOKIE).
+    req[8 + SOCKID_LEN - 8..8 + SOCKID_LEN].fill(0xff);
+    r
+}
+
+fn write_sockid(id: &mut [u8], local: SocketAddr, remote: SocketAddr) {
+    id[0..2].copy_from_slice(&local.port().to_be_bytes());
+    id[2..4].copy_from_slice(&remote.port().to_be_bytes());
+    id[4..20].copy_from_slice(&address_bytes(local.ip()));
+    id[20..36].copy_from_slice(&address_bytes(remote.ip()));
+}
+
+fn address_bytes(ip: IpAddr) -> [u8; 16] {
+    let mut bytes = [0u8; 16];
+    match ip {
+        IpAddr::V4(v4) => bytes[..4].copy_from_slice(&v4.octets()),
+        IpAddr::V6(v6) => bytes = v6.octets(),
+    }
+    bytes
+}
+
+/// The kernel's answer: the socket's `inet_diag_msg`, or `ENOENT` when there is none.
+fn read_answer(
+    answer: &[u8],
+    local: SocketAddr,
+    remote: SocketAddr,
+) -> io::Result<Option<SocketOwner>> {
+    let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("sock_diag: {what}"));
+    let u32_at = |at: usize| -> io::Result<u32> {
+        answer
+            .get(at..at + 4)
+            .map(|b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .ok_or_else(|| bad("a short answer"))
+    };
+    let len = u32_at(0)? as usize;
+    let kind = answer
+        .get(4..6)
+        .map(|b| u16::from_ne_bytes([b[0], b[1]]))
+        .ok_or_else(|| bad("a short answer"))?;
+    if len > answer.len() {
+        return Err(bad("a truncated answer"));
+    }
+    if kind == libc::NLMSG_ERROR as u16 {
+        let errno = -(u32_at(NLMSG_HDR)? as i32);
+        return match errno {
+            libc::ENOENT => Ok(None),
+            errno => Err(io::Error::from_raw_os_error(errno)),
+        };
+    }
+    if kind != SOCK_DIAG_BY_FAMILY || len < NLMSG_HDR + MESSAGE_LEN {
+        return Err(bad("an answer of another kind"));
+    }
+    let message = &answer[NLMSG_HDR..len];
+    let mut expected = [0u8; 36];
+    write_sockid(&mut expected, local, remote);
+    if message[4..40] != expected {
+        return Err(bad("an answer for another socket"));
+    }
+    let fields = NLMSG_HDR + 4 + SOCKID_LEN;
+    Ok(Some(SocketOwner {
+        uid: u32_at(fields + 12)?,
+        inode: u32_at(fields + 16)?,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{Ipv4Addr, TcpListener, TcpStream};
+
+    use super::*;
+
+    fn own_uid() -> u32 {
+        // SAFETY: as above.
+        unsafe { libc::geteuid() }
+    }
+
+    #[test]
+    fn both_ends_of_a_local_connection_are_told_as_their_owners() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let ours = accepted.local_addr().unwrap();
+        let theirs = accepted.peer_addr().unwrap();
+        let owner = socket_owner(theirs, ours)
+            .unwrap()
+            .expect("the client's socket");
+        assert_eq!(owner.uid, own_uid());
+        assert_ne!(owner.inode, 0);
+        assert_eq!(Peer::of(ours, theirs), Peer::Own);
+        // A four-tuple that names no socket: none, not an error.
+        let gone = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
+        assert_eq!(socket_owner(gone, ours).unwrap(), None);
+        drop(client);
+    }
+
+    #[test]
+    fn a_socket_closed_by_its_process_is_refused_though_the_kernel_says_root() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        let ours = accepted.local_addr().unwrap();
+        let theirs = accepted.peer_addr().unwrap();
+        // The client closes first: its end lingers in the kernel with no process.
+        drop(client);
+        let mut owner = None;
+        for _ in 0..100 {
+            owner = socket_owner(theirs, ours).unwrap();
+            if owner.is_some_and(|o| o.inode == 0) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let owner = owner.expect("the closed socket's remnant");
+        assert_eq!(owner.inode, 0, "{owner:?}");
+        assert_eq!(Peer::of(ours, theirs), Peer::Closed);
+        assert!(Peer::Closed.refusal().is_some());
+    }
+
+    #[test]
+    fn only_the_own_uid_with_a_live_socket_is_let_in() {
+        let live = |uid| SocketOwner { uid, inode: 7 };
+        assert_eq!(Peer::judge(live(1000), 1000), Peer::Own);
+        assert_eq!(Peer::judge(live(1001), 1000), Peer::Other { uid: 1001 });
+        assert_eq!(Peer::judge(live(0), 1000), Peer::Other { uid: 0 });
+        assert_eq!(
+            Peer::judge(
+                SocketOwner {
+                    uid: 1000,
+                    inode: 0
+                },
+                1000
+            ),
+            Peer::Closed
+        );
+        assert!(Peer::Own.refusal().is_none());
+        let told = Peer::Other { uid: 1001 }.refusal().unwrap();
+        assert!(told.contains("uid 1001"), "{told}");
+        assert!(
+            Peer::Unknown("EPERM".into())
+                .refusal()
+                .unwrap()
+                .contains("EPERM")
+        );
+    }
+
+    #[test]
+    fn an_answer_for_another_socket_or_cut_short_is_an_error() {
+        let a = SocketAddr::from((Ipv4Addr::LOCALHOST, 40000));
+        let b = SocketAddr::from((Ipv4Addr::LOCALHOST, 47717));
+        let mut answer = vec![0u8; NLMSG_HDR + MESSAGE_LEN];
+        let n = answer.len() as u32;
+        answer[0..4].copy_from_slice(&n.to_ne_bytes());
+        answer[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        write_sockid(&mut answer[NLMSG_HDR + 4..], a, b);
+        let fields = NLMSG_HDR + 4 + SOCKID_LEN;
+        answer[fields + 12..fields + 16].copy_from_slice(&1000u32.to_ne_bytes());
+        answer[fields + 16..fields + 20].copy_from_slice(&99u32.to_ne_bytes());
+        assert_eq!(
+            read_answer(&answer, a, b).unwrap(),
+            Some(SocketOwner {
+                uid: 1000,
+                inode: 99
+            })
+        );
+        assert!(read_answer(&answer, b, a).is_err());
+        assert!(read_answer(&answer[..40], a, b).is_err());
+        let mut error = vec![0u8; NLMSG_HDR + 4];
+        let n = error.len() as u32;
+        error[0..4].copy_from_slice(&n.to_ne_bytes());
+        error[4..6].copy_from_slice(&(libc::NLMSG_ERROR as u16).to_ne_bytes());
+        error[NLMSG_HDR..].copy_from_slice(&(-libc::EACCES).to_ne_bytes());
+        assert_eq!(
+            read_answer(&error, a, b).unwrap_err().raw_os_error(),
+            Some(libc::EACCES)
+        );
+    }
+}
