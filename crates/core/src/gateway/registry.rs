@@ -547,7 +547,14 @@ mod tests {
                 (gateway.shared.clone(), port),
                 super::super::guard,
             ));
-        tokio::spawn(async move { axum::serve(listener, router).await });
+        // Served as the gateway serves: the guard reads whose process connected.
+        tokio::spawn(async move {
+            axum::serve(
+                super::super::peer::AgentListener(listener),
+                router.into_make_service_with_connect_info::<super::super::peer::Peer>(),
+            )
+            .await
+        });
         let http = reqwest::Client::new();
         let ask = |token: String| {
             let request = http
