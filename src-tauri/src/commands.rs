@@ -52,7 +52,7 @@ pub async fn sign_in(app: State<'_, App>, server: String) -> Result<(), AppError
 }
 
 #[tauri::command]
-pub async fn sign_out(app: State<'_, App>, server: String) -> Result<(), AppError> {
+pub async fn sign_out(app: State<'_, App>, server: String) -> Result<String, AppError> {
     app.sign_out(&server).await
 }
 

@@ -17,7 +17,8 @@
 //                                    stream (GET) to a client holding a good token (else GET is 405)
 //
 // Tools: `whoami` (scope notes:read) answers with the token's scopes; `write_note` needs
-// notes:write too. `POST /revoke-all` revokes every token, `POST /revoke-access` every access
+// notes:write too. `POST /revoke` revokes one token (RFC 7009, named in the metadata as
+// `revocation_endpoint`). `POST /revoke-all` revokes every token, `POST /revoke-access` every access
 // token (the tests' levers).
 
 import { createServer } from 'node:http';
@@ -138,6 +139,7 @@ const server = createServer(async (req, res) => {
       issuer: base,
       authorization_endpoint: `${base}/authorize`,
       token_endpoint: `${base}/token`,
+      revocation_endpoint: `${base}/revoke`,
       registration_endpoint: `${base}/register`,
       response_types_supported: ['code'],
       grant_types_supported: ['authorization_code', 'refresh_token'],
@@ -165,6 +167,17 @@ const server = createServer(async (req, res) => {
     back.searchParams.set('code', code);
     back.searchParams.set('state', q.get('state') || '');
     res.writeHead(302, { location: back.toString() });
+    return res.end();
+  }
+  // RFC 7009: the token named stops working (a refresh token takes its access tokens along,
+  // as the RFC allows; here only itself). Unknown tokens are answered 200 too, as the RFC says.
+  if (req.method === 'POST' && url.pathname === '/revoke') {
+    const form = new URLSearchParams(await body(req));
+    const token = form.get('token') || '';
+    const known = tokens.delete(token) || refreshes.delete(token);
+    log({ event: 'revoke', token, hint: form.get('token_type_hint'), client_id: form.get('client_id'), known });
+    if (!token) return json(res, 400, { error: 'invalid_request' });
+    res.writeHead(200);
     return res.end();
   }
   if (req.method === 'POST' && url.pathname === '/token') {

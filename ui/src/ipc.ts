@@ -46,7 +46,8 @@ export const commands = {
   /** Resolves once the person finished signing in in the browser (after consenting to the
    * sign-in page's address in a URL question), rejects with why not. */
   signIn: (server: string) => invoke<null>("sign_in", { server }),
-  signOut: (server: string) => invoke<null>("sign_out", { server }),
+  /** What became of the tokens at the authorization server, in words. */
+  signOut: (server: string) => invoke<string>("sign_out", { server }),
   // `runId` makes a run happen once: Tauri re-sends an in-flight command when the page
   // reloads (tauri-apps/tauri#14154), and a re-sent destructive call must not run twice.
   runTool: (server: string, tool: string, args: JsonValue, runId: string = crypto.randomUUID()) =>

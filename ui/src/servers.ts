@@ -23,6 +23,9 @@ export class ServersPane {
   /** Bumped on every selection, so a slow reply for a server no longer shown is dropped. */
   private generation = 0;
   private reloads = 0;
+  /** What the last sign-out of each server came to (its tokens revoked or not), shown until
+   * the next sign-in: the view is drawn anew as the server's state changes. */
+  private readonly signedOut = new Map<string, string>();
   private toolsLoaded = false;
 
   constructor() {
@@ -159,18 +162,24 @@ export class ServersPane {
     if (!signIn) return null;
     const needed = server.state.state === "signInRequired";
     if (!needed && !signIn.signedIn) return null;
-    const status = el("span", { class: "muted sign-in-status", attrs: { role: "status" } });
+    const status = el("span", { class: "muted sign-in-status", attrs: { role: "status" } },
+      this.signedOut.has(server.name) ? ` ${this.signedOut.get(server.name)}` : "");
     const kept = signIn.keptIn === "secretService"
       ? "Kept in your desktop's keyring."
       : "No keyring answered (GNOME Keyring, KWallet or KeePassXC): kept in memory until Countersign quits.";
-    const act = (label: string, run: () => Promise<unknown>, waiting: string, done: string) => {
+    /** `run`'s answer, when it is text, is what the person is told once done; `kept`, it stays
+     * told when the view is drawn again. */
+    const act = (label: string, run: () => Promise<unknown>, waiting: string, done: string, kept = false) => {
       const button = el("button", { class: "button small", attrs: { type: "button" } }, label) as HTMLButtonElement;
       button.addEventListener("click", () => {
         button.disabled = true;
         status.textContent = ` ${waiting}`;
+        this.signedOut.delete(server.name);
         run().then(
-          () => {
-            status.textContent = ` ${done}`;
+          (answer) => {
+            const told = typeof answer === "string" ? answer : done;
+            if (kept) this.signedOut.set(server.name, told);
+            status.textContent = ` ${told}`;
             void this.reload();
           },
           (error: unknown) => {
@@ -186,7 +195,7 @@ export class ServersPane {
         el("p", {}, "Signed in",
           signIn.scopes.length ? el("span", { class: "muted" }, " (", inlineText(signIn.scopes.join(" "), 200), ")") : null,
           ". ", kept),
-        el("p", {}, act("Sign out", () => commands.signOut(server.name), "Signing out…", "Signed out."), status));
+        el("p", {}, act("Sign out", () => commands.signOut(server.name), "Signing out…", "Signed out.", true), status));
     }
     return el("div", { class: "detail-sign-in", attrs: { role: "group", "aria-label": "Sign-in" } },
       el("p", {}, inlineText(server.name, 80),

@@ -480,10 +480,14 @@ test("a remote server that asks for a sign-in: Sign in waits for the browser, a 
   const signedIn = page.getByRole("group", { name: "Sign-in" });
   await page.waitForFunction(() => document.querySelector(".detail-sign-in")?.textContent?.includes("Signed in"));
   assert.match(await signedIn.textContent(), /Signed in \(notes:read\)\. Kept in your desktop's keyring\./);
-  // Sign out: the server asks again, and the page offers Sign in.
+  // Sign out: the server asks again, and the page offers Sign in, and says what became of the
+  // tokens at the authorization server, though the view was drawn anew for the new state.
   await signedIn.getByRole("button", { name: "Sign out" }).click();
   await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign in" }).waitFor();
   assert.match(await page.locator(".server-item").first().textContent(), /Sign-in needed/);
+  await page.waitForFunction(() => document.querySelector(".sign-in-status")?.textContent?.includes("revoked"));
+  assert.equal(await page.getByRole("group", { name: "Sign-in" }).getByRole("status").textContent(),
+    " Signed out; notes.example.com revoked Countersign's tokens.");
   assert.deepEqual(backend.calls.filter((c) => c.cmd.startsWith("sign_")).map((c) => [c.cmd, c.args.server]),
     [["sign_in", "notes"], ["sign_in", "notes"], ["sign_out", "notes"]]);
   assert.deepEqual(await app.problems(), []);

@@ -579,9 +579,10 @@ impl App {
         Ok(self.sessions.sign_in(server).await?)
     }
 
-    /// Forgets the sign-in to a remote server, in the secret store too.
-    pub async fn sign_out(&self, server: &str) -> Result<(), AppError> {
-        Ok(self.sessions.sign_out(server).await?)
+    /// Forgets the sign-in to a remote server, in the secret store too, and has its
+    /// authorization server revoke the tokens; returns what the person is told of that.
+    pub async fn sign_out(&self, server: &str) -> Result<String, AppError> {
+        Ok(self.sessions.sign_out(server).await?.told())
     }
 
     pub fn stderr(&self, server: &str) -> Vec<String> {

@@ -14,8 +14,8 @@ use std::time::Duration;
 use countersign_core::ask::AskKind;
 use countersign_core::config::{GatewayConfig, ProtocolChoice, ToolRule};
 use countersign_core::gateway::Gateway;
-use countersign_core::mcp::oauth::Auth;
 use countersign_core::mcp::oauth::vault::Vault;
+use countersign_core::mcp::oauth::{Auth, Revocation};
 use countersign_core::session::{Backoff, DEFAULT_PING_EVERY};
 use countersign_core::settings::SettingsStore;
 use countersign_core::{
@@ -25,7 +25,7 @@ use rmcp::model::{CallToolRequestParams, ClientConfig, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, serve_client_with_lifecycle};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 use tokio_util::sync::CancellationToken;
 
@@ -384,8 +384,55 @@ async fn signing_in_through_a_url_question_then_refresh_step_up_and_sign_out() {
         assert!(!audit.contains(&token), "token {token} in the audit log");
     }
 
-    // Sign out: the tokens are forgotten and the server asks again.
-    sessions.sign_out("notes").await.unwrap();
+    // Sign out: the tokens are forgotten and the server asks again, and the authorization
+    // server revokes them (RFC 7009), so a copy taken before stops working too.
+    let last = server
+        .events()
+        .into_iter()
+        .rfind(|e| e["event"] == "token" && e["ok"] == true)
+        .unwrap();
+    assert_eq!(
+        sessions.sign_out("notes").await.unwrap(),
+        Revocation::Revoked {
+            host: "127.0.0.1".into()
+        }
+    );
+    let revoked: Vec<(Value, Value, Value)> = server
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "revoke")
+        .map(|e| (e["token"].clone(), e["hint"].clone(), e["known"].clone()))
+        .collect();
+    assert_eq!(
+        revoked,
+        vec![
+            (last["refresh"].clone(), json!("refresh_token"), json!(true)),
+            (last["access"].clone(), json!("access_token"), json!(true)),
+        ]
+    );
+    assert!(
+        server
+            .events()
+            .iter()
+            .filter(|e| e["event"] == "revoke")
+            .all(|e| e["client_id"] == "client-1"),
+        "the public client names itself"
+    );
+    let refreshed = reqwest::Client::new()
+        .post(format!("{}/token", server.base))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!(
+            "grant_type=refresh_token&refresh_token={}",
+            last["refresh"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        refreshed.status(),
+        400,
+        "the revoked refresh token still works"
+    );
     assert!(matches!(
         settled(&sessions).await,
         SessionState::SignInRequired { .. }
@@ -498,6 +545,58 @@ async fn a_sign_in_whose_metadata_would_leak_the_code_is_refused_before_anyone_i
             "{case}: {:?}",
             server.events()
         );
+        sessions.shutdown().await;
+    }
+}
+
+/// Sign-out sends the tokens for revocation only where they already went: a revocation
+/// endpoint on another host than the token endpoint's gets nothing, and the person is told the
+/// tokens were not revoked. One the metadata does not name is said to be missing.
+#[tokio::test]
+async fn sign_out_sends_the_tokens_to_no_host_but_their_own() {
+    for (case, metadata, expected) in [
+        (
+            "elsewhere",
+            r#"{"revocation_endpoint": "https://collector.example/revoke"}"#,
+            Some(
+                "its revocation endpoint is at collector.example but the tokens were granted by 127.0.0.1",
+            ),
+        ),
+        ("none", r#"{"revocation_endpoint": null}"#, None),
+    ] {
+        let server = NotesServer::with_metadata(&format!("revoke-{case}"), metadata).await;
+        let broker = Broker::new(
+            AuditLog::open(scratch(&format!("revoke-{case}-audit")).join("a.jsonl")).unwrap(),
+        );
+        let _person = person(&broker, true);
+        let sessions = sessions(&broker);
+        sessions.start(vec![server.config()]).await;
+        settled(&sessions).await;
+        tokio::time::timeout(WAIT, sessions.sign_in("notes"))
+            .await
+            .unwrap()
+            .expect("signed in");
+        let revocation = sessions.sign_out("notes").await.unwrap();
+        match expected {
+            Some(why) => {
+                assert!(
+                    matches!(&revocation, Revocation::Failed(reason) if reason.contains(why)),
+                    "{case}: {revocation:?}"
+                );
+                assert!(revocation.told().contains("did not revoke"), "{case}");
+            }
+            None => assert_eq!(revocation, Revocation::NotOffered, "{case}"),
+        }
+        assert!(
+            !server.events().iter().any(|e| e["event"] == "revoke"),
+            "{case}: {:?}",
+            server.events()
+        );
+        // Signed out all the same.
+        assert!(matches!(
+            settled(&sessions).await,
+            SessionState::SignInRequired { .. }
+        ));
         sessions.shutdown().await;
     }
 }

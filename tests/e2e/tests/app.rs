@@ -712,6 +712,11 @@ async fn e2e_signing_in_to_an_oauth_server_keeps_the_token_in_the_keyring() {
         .unwrap();
     app.find_xpath("//div[@aria-label='Sign-in']//button[normalize-space()='Sign in']")
         .await;
+    // The authorization server revoked them too, and the page says so.
+    app.find_xpath(
+        "//div[@aria-label='Sign-in']//span[@role='status'][contains(., '127.0.0.1 revoked Countersign')]",
+    )
+    .await;
     let kept = countersign_e2e::keyring_secrets(&dir);
     assert!(
         !kept.contains(&issued[0]),

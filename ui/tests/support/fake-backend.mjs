@@ -133,6 +133,8 @@ export class FakeBackend {
         if (server && cmd === "sign_out") {
           server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
           server.stateRevision += 1;
+          // As core words a revocation the authorization server carried out.
+          return { ok: `Signed out; ${server.endpoint?.host ?? "the server"} revoked Countersign's tokens.` };
         }
         return { ok: null };
       }

@@ -217,10 +217,22 @@ impl Auth {
         })
     }
 
-    /// Forgets the server's tokens (from the secret store too); its sessions need a new
-    /// sign-in.
-    pub async fn sign_out(&self, name: &str, url: &str) -> Result<(), String> {
+    /// Forgets the server's tokens (from the secret store too), so its sessions need a new
+    /// sign-in, then asks the authorization server to revoke them (RFC 7009), so a copy taken
+    /// earlier stops working too. They are forgotten first: an authorization server that
+    /// does not answer keeps nothing alive here.
+    pub async fn sign_out(
+        &self,
+        name: &str,
+        url: &str,
+        config: &OAuthConfig,
+    ) -> Result<Revocation, String> {
         let server = self.server(name, url).await?;
+        let held = server
+            .store
+            .load()
+            .await
+            .map_err(|e| format!("cannot read the sign-in: {}", describe(&e)))?;
         server
             .store
             .clear()
@@ -229,7 +241,29 @@ impl Auth {
         let fresh = manager_for(url, &server.store).await?;
         *server.client.auth_manager.lock().await = fresh;
         *lock(&server.step_ups) = 0;
-        Ok(())
+        let Some(held) = held.filter(|h| h.token_response.is_some()) else {
+            return Ok(Revocation::NothingHeld);
+        };
+        let revoked =
+            tokio::time::timeout(REVOCATION_WAIT, revoke(url, &server.store, &held, config))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "it did not answer within {} s",
+                        REVOCATION_WAIT.as_secs()
+                    ))
+                });
+        Ok(match revoked {
+            Ok(revocation) => revocation,
+            Err(reason) => {
+                tracing::warn!(
+                    server = name,
+                    reason,
+                    "the sign-in's tokens were not revoked"
+                );
+                Revocation::Failed(reason)
+            }
+        })
     }
 
     /// A request with the server's token went through: the step-up count starts over.
@@ -306,6 +340,31 @@ impl PendingSignIn {
     }
 }
 
+/// The metadata's `what` at `address`, if tokens may go there: https, or http on this computer.
+fn secure_address(what: &str, address: &str) -> Result<url::Url, String> {
+    let url = url::Url::parse(address)
+        .map_err(|e| format!("its {what} \"{}\" is not an address: {e}", short(address)))?;
+    let local = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => false,
+    };
+    if url.scheme() != "https" && !(url.scheme() == "http" && local) {
+        return Err(format!(
+            "its {what} {} is not https",
+            url.host_str().unwrap_or("(no host)")
+        ));
+    }
+    Ok(url)
+}
+
+fn same_host(a: &url::Url, b: &url::Url) -> bool {
+    a.host_str()
+        .zip(b.host_str())
+        .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
+}
+
 /// Where the authorization server's metadata would have Countersign go, checked before it
 /// goes there:
 ///
@@ -322,23 +381,7 @@ impl PendingSignIn {
 ///   the token endpoint must be on the sign-in page's host. (Providers whose token endpoint
 ///   is elsewhere, such as Google's, keep their sign-in page on the issuer's host.)
 pub(crate) fn endpoints_allowed(metadata: &AuthorizationMetadata) -> Result<(), String> {
-    let parse = |what: &str, address: &str| -> Result<url::Url, String> {
-        let url = url::Url::parse(address)
-            .map_err(|e| format!("its {what} \"{}\" is not an address: {e}", short(address)))?;
-        let local = match url.host() {
-            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => false,
-        };
-        if url.scheme() != "https" && !(url.scheme() == "http" && local) {
-            return Err(format!(
-                "its {what} {} is not https",
-                url.host_str().unwrap_or("(no host)")
-            ));
-        }
-        Ok(url)
-    };
+    let parse = secure_address;
     let page = parse("sign-in page", &metadata.authorization_endpoint)?;
     // Ours are added to its query: one of its own would stand beside ours, and the first
     // `state` may be the one the redirect is matched with.
@@ -367,11 +410,6 @@ pub(crate) fn endpoints_allowed(metadata: &AuthorizationMetadata) -> Result<(), 
         Some(issuer) => Some(parse("issuer", issuer)?),
         None => None,
     };
-    let same_host = |a: &url::Url, b: &url::Url| {
-        a.host_str()
-            .zip(b.host_str())
-            .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
-    };
     let page_on_issuer = issuer.as_ref().is_some_and(|i| same_host(i, &page));
     if !page_on_issuer && !same_host(&token, &page) {
         return Err(format!(
@@ -381,6 +419,145 @@ pub(crate) fn endpoints_allowed(metadata: &AuthorizationMetadata) -> Result<(), 
         ));
     }
     Ok(())
+}
+
+/// What became of a signed-out server's tokens at its authorization server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revocation {
+    /// There were none to revoke.
+    NothingHeld,
+    /// The authorization server revoked them.
+    Revoked { host: String },
+    /// It offers no revocation endpoint: they stay valid until they expire.
+    NotOffered,
+    /// It was asked and did not revoke them, or could not be asked, for this reason.
+    Failed(String),
+}
+
+impl Revocation {
+    /// What the person is told once signed out.
+    pub fn told(&self) -> String {
+        match self {
+            Self::NothingHeld => "Signed out.".into(),
+            Self::Revoked { host } => format!("Signed out; {host} revoked Countersign's tokens."),
+            Self::NotOffered => "Signed out here. The authorization server offers no way to \
+                revoke tokens, so they stay valid until they expire; revoke Countersign's access \
+                at the provider if that matters."
+                .into(),
+            Self::Failed(reason) => format!(
+                "Signed out here, but the authorization server did not revoke the tokens \
+                 ({reason}); revoke Countersign's access at the provider if that matters."
+            ),
+        }
+    }
+}
+
+/// How long sign-out waits for the authorization server to revoke the tokens.
+const REVOCATION_WAIT: Duration = Duration::from_secs(10);
+
+/// Has the authorization server of `held` revoke its refresh and access tokens (RFC 7009).
+/// They go only where they already went: the revocation endpoint must be on the token
+/// endpoint's host, named by the same issuer as when they were granted.
+async fn revoke(
+    url: &str,
+    store: &VaultStore,
+    held: &rmcp::transport::auth::StoredCredentials,
+    config: &OAuthConfig,
+) -> Result<Revocation, String> {
+    let manager = manager_for(url, store).await?;
+    let metadata = manager
+        .resolve_metadata()
+        .await
+        .map_err(|e| format!("its metadata could not be read: {}", describe(&e)))?
+        .metadata;
+    if metadata.issuer != held.issuer {
+        return Err(format!(
+            "the server now names another authorization server ({}) than the one that \
+             granted the tokens ({})",
+            short(metadata.issuer.as_deref().unwrap_or("none")),
+            short(held.issuer.as_deref().unwrap_or("none"))
+        ));
+    }
+    let Some(endpoint) = revocation_endpoint(&metadata)? else {
+        return Ok(Revocation::NotOffered);
+    };
+    let tokens = serde_json::to_value(&held.token_response).unwrap_or_default();
+    let http = reqwest::Client::builder()
+        // A token is never sent on to wherever a redirect points.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
+    // The refresh token first: revoking it ends the grant at most servers.
+    for hint in ["refresh_token", "access_token"] {
+        let Some(token) = tokens.get(hint).and_then(|t| t.as_str()) else {
+            continue;
+        };
+        let mut form = vec![("token", token), ("token_type_hint", hint)];
+        let mut request = http.post(endpoint.clone());
+        // Client authentication as at the token endpoint: a configured secret by HTTP Basic,
+        // else the public client's id in the form.
+        match (&config.client_id, &config.client_secret) {
+            (Some(id), Some(secret)) => {
+                request = request.basic_auth(
+                    url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>(),
+                    Some(
+                        url::form_urlencoded::byte_serialize(secret.as_bytes()).collect::<String>(),
+                    ),
+                );
+            }
+            _ => form.push(("client_id", &held.client_id)),
+        }
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .extend_pairs(form)
+            .finish();
+        let answer = request
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/x-www-form-urlencoded",
+            )
+            .body(form)
+            .send()
+            .await
+            .map_err(|e| {
+                format!(
+                    "{} could not be reached: {e}",
+                    endpoint.host_str().unwrap_or_default()
+                )
+            })?;
+        let status = answer.status();
+        if !status.is_success() {
+            let body = answer.text().await.unwrap_or_default();
+            return Err(format!("it answered {status}: {}", short(body.trim())));
+        }
+    }
+    Ok(Revocation::Revoked {
+        host: endpoint.host_str().unwrap_or_default().to_owned(),
+    })
+}
+
+/// The metadata's `revocation_endpoint`, if it names one the tokens may go to: https (or
+/// this computer) and on the token endpoint's host.
+fn revocation_endpoint(metadata: &AuthorizationMetadata) -> Result<Option<url::Url>, String> {
+    let Some(named) = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .filter(|named| !named.is_null())
+    else {
+        return Ok(None);
+    };
+    let named = named
+        .as_str()
+        .ok_or("its revocation endpoint is not an address")?;
+    let endpoint = secure_address("revocation endpoint", named)?;
+    let token = secure_address("token endpoint", &metadata.token_endpoint)?;
+    if !same_host(&endpoint, &token) {
+        return Err(format!(
+            "its revocation endpoint is at {} but the tokens were granted by {}",
+            endpoint.host_str().unwrap_or_default(),
+            token.host_str().unwrap_or_default()
+        ));
+    }
+    Ok(Some(endpoint))
 }
 
 fn short(text: &str) -> String {

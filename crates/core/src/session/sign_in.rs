@@ -136,9 +136,13 @@ impl SessionManager {
         }
     }
 
-    /// Forgets the sign-in to an HTTP server (its tokens leave the secret store) and
-    /// reconnects, so the server asks for a new one.
-    pub async fn sign_out(&self, server: &str) -> Result<(), SessionError> {
+    /// Forgets the sign-in to an HTTP server (its tokens leave the secret store), reconnects,
+    /// so the server asks for a new one, and says whether its authorization server revoked
+    /// the tokens.
+    pub async fn sign_out(
+        &self,
+        server: &str,
+    ) -> Result<crate::mcp::oauth::Revocation, SessionError> {
         let entry = self.entry(server)?;
         let TransportConfig::Http { url, .. } = &entry.config.transport else {
             return Err(SessionError::SignIn {
@@ -146,9 +150,10 @@ impl SessionManager {
                 message: "only remote (HTTP) servers are signed in to".into(),
             });
         };
-        self.inner
+        let revocation = self
+            .inner
             .auth
-            .sign_out(&entry.config.name, url)
+            .sign_out(&entry.config.name, url, &entry.config.oauth)
             .await
             .map_err(|message| SessionError::SignIn {
                 server: server.to_owned(),
@@ -156,7 +161,7 @@ impl SessionManager {
             })?;
         let config = entry.config.clone();
         self.start(vec![config]).await;
-        Ok(())
+        Ok(revocation)
     }
 
     /// A failed request: when the server wants a (new) sign-in, the session waits for one
