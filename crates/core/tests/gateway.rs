@@ -464,6 +464,44 @@ async fn an_agent_cancelling_its_call_withdraws_the_question_and_nothing_is_dele
     assert!(desk.store.contains("t3"));
 }
 
+/// An agent that posts on more than one connection (the bridge, a TypeScript SDK agent) can
+/// have its cancellation arrive before the call it withdraws. The call then runs nothing and
+/// asks nobody: it is answered as cancelled.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cancellation_that_overtakes_its_call_still_withdraws_it() {
+    let desk = desk().await;
+    let rig = rig(
+        "cancel-first",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let mut agent = rig.raw_agent("desk", "two-connections").await;
+    let cancel = agent
+        .send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 77, "reason": "changed my mind"}}),
+        )
+        .await;
+    assert_eq!(cancel.status(), 202);
+    let answer = agent
+        .post(
+            77,
+            "tools/call",
+            json!({"name": "delete_ticket", "arguments": {"id": "t3"}}),
+        )
+        .await;
+    assert_eq!(
+        answer["error"]["message"], "the agent cancelled the request",
+        "{answer}"
+    );
+    assert!(rig.broker.pending().is_empty(), "nobody is asked");
+    assert!(desk.store.contains("t3"));
+    // Only that call: the session goes on.
+    let listed = agent.post(78, "tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    rig.gateway.shutdown().await;
+}
+
 /// The TypeScript server over Streamable HTTP (2025-11-25), `tools` allowed without asking.
 fn ts_http_upstream(peer: &common::HttpPeer, tools: &[&str]) -> ServerConfig {
     let mut config = common::with_test_timeouts(ServerConfig::http("ts", &peer.url));

@@ -776,7 +776,7 @@ fn denied(message: String) -> CallToolResult {
 }
 
 /// What a cancelled request ends with (the agent no longer waits for it).
-fn agent_cancelled() -> McpError {
+pub(crate) fn agent_cancelled() -> McpError {
     McpError::new(
         ErrorCode::INTERNAL_ERROR,
         "the agent cancelled the request",

@@ -155,6 +155,15 @@ pub(crate) async fn serve(
             work,
             unmodeled,
         }) => {
+            if session.was_cancelled(&id) {
+                // Withdrawn before it came: nothing runs, and nobody is asked.
+                return in_json(
+                    &raw_id,
+                    Ok(Err(super::forward::agent_cancelled())),
+                    None,
+                    None,
+                );
+            }
             if let Some(unmodeled) = unmodeled {
                 parts.extensions.insert(unmodeled);
             }
@@ -191,7 +200,11 @@ pub(crate) async fn serve(
                     token.cancel();
                     StatusCode::ACCEPTED.into_response()
                 }
-                None => pass_on(parts, bytes, endpoint).await,
+                None => {
+                    // Perhaps it is on its way on another connection; else rmcp may hold it.
+                    session.cancelled_early(request);
+                    pass_on(parts, bytes, endpoint).await
+                }
             }
         }
         _ => pass_on(parts, bytes, endpoint).await,

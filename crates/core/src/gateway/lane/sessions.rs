@@ -58,10 +58,42 @@ pub(super) struct Session {
     pub(super) in_flight: Mutex<HashMap<RequestId, CancellationToken>>,
     /// The gateway's requests on this session's lane streams, waiting for the agent's answers.
     pub(super) asked: Arc<Asked>,
+    /// Cancellations of requests not seen yet, with when they came: an agent that posts on
+    /// more than one connection (the bridge, a TypeScript SDK agent) can have its
+    /// `notifications/cancelled` arrive before the request it withdraws.
+    early_cancels: Mutex<std::collections::VecDeque<(RequestId, std::time::Instant)>>,
     /// When the agent last sent anything on this session (ms since the epoch).
     pub(super) last_seen: AtomicU64,
     /// The person revoked the agent's token: the session ends, busy or not.
     ending: AtomicBool,
+}
+
+/// How long a cancellation waits for the request it names, and how many wait at most.
+const EARLY_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+const EARLY_CANCELS_KEPT: usize = 64;
+
+impl Session {
+    /// The agent cancelled request `id`, which has not arrived (or has already been answered).
+    pub(super) fn cancelled_early(&self, id: RequestId) {
+        let mut early = lock(&self.early_cancels);
+        if early.len() >= EARLY_CANCELS_KEPT {
+            early.pop_front();
+        }
+        early.push_back((id, std::time::Instant::now()));
+    }
+
+    /// Whether request `id`, arriving now, was already cancelled (then forgotten).
+    pub(super) fn was_cancelled(&self, id: &RequestId) -> bool {
+        let mut early = lock(&self.early_cancels);
+        early.retain(|(_, at)| at.elapsed() < EARLY_CANCEL_WAIT);
+        match early.iter().position(|(cancelled, _)| cancelled == id) {
+            Some(i) => {
+                early.remove(i);
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// Put in an `initialize` request's extensions; the `Forwarder` that answers it leaves its
@@ -134,6 +166,7 @@ impl Lanes {
                 peer,
                 in_flight: Mutex::default(),
                 asked: Arc::default(),
+                early_cancels: Mutex::default(),
                 last_seen: AtomicU64::new(crate::ask::unix_ms()),
                 ending: AtomicBool::new(false),
             }),
