@@ -1,9 +1,10 @@
 //! The relay: agent lines on stdin become POSTs to the gateway; what the gateway answers, and
 //! what it sends on its own, becomes lines on stdout.
 //!
-//! Messages stay `serde_json::Value`, and each POST body is the exact text the agent wrote:
-//! rmcp's typed model drops fields it does not know, and a transport adapter must not change
-//! what it carries. The bridge reads only what the transport needs: the method and id, the
+//! Each POST body is the exact text the agent wrote, and each line to the agent the exact text
+//! the gateway sent (line breaks, whitespace between a JSON text's tokens, become spaces):
+//! rmcp's typed model drops fields it does not know, `serde_json::Value` rounds numbers past 64
+//! bits, and a transport adapter must not change what it carries. The bridge reads only what the transport needs: the method and id, the
 //! session id and protocol version that `initialize` returns, a 2026-07-28 request's own version
 //! in `params._meta`, and tool schemas for the `Mcp-Param-*` headers.
 //!
@@ -30,7 +31,7 @@ use reqwest::{
     Response, StatusCode, Url,
     header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
 };
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, value::RawValue};
 use sse_stream::{Sse, SseStream};
 use tokio::{
     io::{AsyncBufRead, AsyncWriteExt},
@@ -145,6 +146,49 @@ fn answers(message: &Value, request: &Request) -> bool {
     message.get("method").is_none()
         && message.get("id") == Some(&request.id)
         && (message.get("result").is_some() || message.get("error").is_some())
+}
+
+/// What the bridge reads of a message from the gateway, borrowed from its text: the rest, the
+/// server's own words, is never parsed, so it reaches the agent as written (numbers past 64
+/// bits, or too large for a float, included).
+#[derive(serde::Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    jsonrpc: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+impl Envelope<'_> {
+    /// A JSON-RPC message: an object with a `jsonrpc` member.
+    fn read(text: &str) -> Result<Envelope<'_>, String> {
+        match serde_json::from_str::<Envelope>(text) {
+            Ok(envelope) if envelope.jsonrpc.is_some() => Ok(envelope),
+            Ok(_) => Err(format!("not a JSON-RPC message: {}", snippet(text))),
+            Err(e) => Err(format!("not JSON ({e})")),
+        }
+    }
+
+    fn answers(&self, request: &Request) -> bool {
+        self.method.is_none()
+            && (self.result.is_some() || self.error.is_some())
+            && self
+                .id
+                .and_then(|id| serde_json::from_str::<Value>(id.get()).ok())
+                .is_some_and(|id| id == request.id)
+    }
+}
+
+/// `text` as one line: a JSON text has line breaks only as whitespace between its tokens
+/// (never unescaped in a string), so they become spaces and nothing else changes.
+fn one_line(text: &str) -> String {
+    text.trim().replace(['\r', '\n'], " ")
 }
 
 /// What the transport has learned so far.
@@ -453,19 +497,12 @@ impl Relay {
             }
             return;
         }
-        match serde_json::from_str::<Value>(&text) {
-            Ok(message) if message.get("jsonrpc").is_some() => {
-                self.deliver(message, request).await;
-            }
-            Ok(_) => {
-                let why = format!(
-                    "the gateway's answer is not a JSON-RPC message: {}",
-                    snippet(&text)
-                );
-                self.fail(request, "", &why).await;
+        match Envelope::read(&text) {
+            Ok(message) => {
+                self.deliver(&text, &message, request).await;
             }
             Err(e) => {
-                let why = format!("the gateway's answer is not JSON ({e})");
+                let why = format!("the gateway's answer is {e}");
                 self.fail(request, "", &why).await;
             }
         }
@@ -548,14 +585,14 @@ impl Relay {
             if event.as_deref().is_some_and(|kind| kind != "message") {
                 continue;
             }
-            match serde_json::from_str::<Value>(&data) {
+            match Envelope::read(&data) {
                 Ok(message) => {
-                    if self.deliver(message, request).await {
+                    if self.deliver(&data, &message, request).await {
                         end.answered = true;
                         break;
                     }
                 }
-                Err(e) => log(format_args!("skipped an event that is not JSON ({e})")),
+                Err(e) => log(format_args!("skipped an event that is {e}")),
             }
         }
         end
@@ -563,27 +600,39 @@ impl Relay {
 
     /// Writes `message`; true if it answers `request`, after learning what the transport needs
     /// from that answer.
-    async fn deliver(&self, message: Value, request: Option<&Request>) -> bool {
-        let answered = request.filter(|request| answers(&message, request));
+    async fn deliver(&self, text: &str, message: &Envelope<'_>, request: Option<&Request>) -> bool {
+        let answered = request.filter(|request| message.answers(request));
         if let Some(request) = answered {
-            self.learn(request, &message);
+            self.learn(request, message);
         }
-        self.write(&message).await;
+        // The writer has stopped only if stdout is gone, and then nobody is listening.
+        let _ = self.out.send(one_line(text)).await;
         answered.is_some()
     }
 
-    fn learn(&self, request: &Request, answer: &Value) {
-        let Some(result) = answer.get("result") else {
+    fn learn(&self, request: &Request, answer: &Envelope<'_>) {
+        let Some(result) = answer.result else {
             return;
         };
-        let mut state = self.state();
         match request.method.as_str() {
             "initialize" => {
-                let version = result.get("protocolVersion").and_then(Value::as_str);
-                state.version = version.map(str::to_owned);
+                // Only the version is read: the rest may hold what a `Value` cannot.
+                #[derive(serde::Deserialize)]
+                struct Initialized {
+                    #[serde(rename = "protocolVersion")]
+                    protocol_version: Option<String>,
+                }
+                let version = serde_json::from_str::<Initialized>(result.get())
+                    .ok()
+                    .and_then(|i| i.protocol_version);
+                self.state().version = version;
             }
             "tools/list" => {
-                for (name, params) in headers::listed_param_headers(result) {
+                let Ok(result) = serde_json::from_str::<Value>(result.get()) else {
+                    return;
+                };
+                let mut state = self.state();
+                for (name, params) in headers::listed_param_headers(&result) {
                     if params.is_empty() {
                         state.annotated_tools.remove(&name);
                     } else {

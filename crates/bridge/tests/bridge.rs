@@ -157,6 +157,7 @@ impl FakeGateway {
         });
         let router = axum::Router::new()
             .route("/mcp/moved", moved)
+            .route("/mcp/verbatim", axum::routing::post(verbatim))
             .nest_service("/mcp/demo", desk)
             .nest_service("/mcp/regions", regions)
             .layer(front);
@@ -208,6 +209,61 @@ async fn check_token(log: Arc<Mutex<Vec<Seen>>>, request: Request, next: Next) -
         return (StatusCode::UNAUTHORIZED, "Unauthorized").into_response();
     }
     next.run(request).await
+}
+
+/// Its answer to request 1, in JSON and written over two lines, with numbers a `Value` would
+/// round or refuse.
+const VERBATIM_JSON: &str = "{\"jsonrpc\":\"2.0\",\"id\":1,\n  \"result\":{\"protocolVersion\":\"2025-11-25\",\
+    \"capabilities\":{},\"serverInfo\":{\"name\":\"verbatim\",\"version\":\"1\"},\
+    \"big\":123456789012345678901234567890,\"huge\":1e400,\"exact\":0.10000000000000000555}}";
+/// Its answer to request 2, as an SSE event.
+const VERBATIM_EVENT: &str =
+    "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[],\"n\":18446744073709551616}}";
+
+/// A gateway stand-in that answers with fixed text: request 1 in JSON, any other on a stream.
+async fn verbatim(body: String) -> Response {
+    if body.contains("\"id\":1") {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            VERBATIM_JSON,
+        )
+            .into_response()
+    } else {
+        (
+            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+            format!("data: {VERBATIM_EVENT}\n\n"),
+        )
+            .into_response()
+    }
+}
+
+/// The gateway passes on the server's bytes, and so does the bridge: numbers past 64 bits or
+/// too large for a float reach the agent as written, in a JSON answer and on a stream alike.
+#[tokio::test]
+async fn the_gateways_answers_reach_the_agent_as_written() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("verbatim");
+    scratch.write(
+        &scratch.app_data().join("gateway.json"),
+        &json!({"url": gateway.url(), "pid": 1}).to_string(),
+    );
+    scratch.write(
+        &scratch.app_data().join("gateway-token"),
+        &format!("{TOKEN}\n"),
+    );
+    let mut bridge = Bridge::spawn(&scratch, "verbatim", &[]);
+    bridge.send(initialize("2025-11-25")).await;
+    assert_eq!(bridge.recv_line().await, VERBATIM_JSON.replace('\n', " "));
+    bridge
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "count", "arguments": {}}}))
+        .await;
+    assert_eq!(bridge.recv_line().await, VERBATIM_EVENT);
+    // The version came from the JSON answer, though the rest of it cannot be read into a
+    // `Value`: the call went with it.
+    let call = gateway.seen().into_iter().last().unwrap();
+    assert_eq!(call.version.as_deref(), Some("2025-11-25"));
+    bridge.finish().await;
 }
 
 #[tokio::test]

@@ -113,12 +113,17 @@ impl Bridge {
     }
 
     pub async fn recv(&mut self) -> Value {
-        let line = tokio::time::timeout(WAIT, self.stdout.next_line())
+        let line = self.recv_line().await;
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// The next line on the bridge's stdout, as written.
+    pub async fn recv_line(&mut self) -> String {
+        tokio::time::timeout(WAIT, self.stdout.next_line())
             .await
             .expect("a line from the bridge in time")
             .expect("read stdout")
-            .expect("the bridge's stdout is open");
-        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+            .expect("the bridge's stdout is open")
     }
 
     /// Reads until the answer to request `id`; returns it and whatever came before it.
