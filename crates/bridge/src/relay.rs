@@ -61,10 +61,15 @@ const DRAIN_ON_EOF: Duration = Duration::from_secs(10);
 /// How often a response stream that ended before its answer is resumed.
 const RESUME_ATTEMPTS: u32 = 3;
 const DELETE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long posting a notification or an answer may take.
+const NOT_A_REQUEST_WAIT: Duration = Duration::from_secs(30);
 
 /// Writes `countersign-bridge: <message>` to stderr, which agents show in their logs.
 pub fn log(message: impl Display) {
-    eprintln!("countersign-bridge: {message}");
+    use std::io::Write;
+    // Not `eprintln!`, which panics when the write fails: an agent host that stopped reading
+    // stderr (EPIPE) must not cost the agent an answer.
+    let _ = writeln!(std::io::stderr(), "countersign-bridge: {message}");
 }
 
 /// The one task that writes stdout: a line per message, flushed at once.
@@ -348,7 +353,17 @@ impl Relay {
                     let this = Arc::clone(self);
                     requests.spawn(async move { this.forward(body, &message).await });
                 }
-                _ => self.forward(body, &message).await,
+                // In order, yet never past the agent's signal: a gateway that accepts and
+                // never answers must not keep the bridge from ending.
+                _ => {
+                    tokio::select! {
+                        () = self.forward(body, &message) => {}
+                        () = &mut terminated => {
+                            stopped = true;
+                            break;
+                        }
+                    }
+                }
             }
         }
         let drain = async { while requests.join_next().await.is_some() {} };
@@ -387,13 +402,13 @@ impl Relay {
         let request = request_of(message);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
         let headers = self.post_headers(&body, message);
-        let sent = self
-            .http
-            .post(self.endpoint.clone())
-            .headers(headers)
-            .body(body)
-            .send()
-            .await;
+        let mut post = self.http.post(self.endpoint.clone());
+        if request.is_none() {
+            // The gateway takes a notification or an answer at once (202): one held longer
+            // would hold up every message after it.
+            post = post.timeout(NOT_A_REQUEST_WAIT);
+        }
+        let sent = post.headers(headers).body(body).send().await;
         let response = match sent {
             Ok(response) => response,
             Err(e) => {

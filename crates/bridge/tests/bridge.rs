@@ -533,6 +533,49 @@ async fn stopped_with_sigterm_it_still_ends_the_session() {
     );
 }
 
+/// A gateway that accepts and never answers (the app stopped in a debugger, or wedged) holds
+/// the `initialize` the bridge waits on; the agent's SIGTERM still ends the bridge.
+#[tokio::test]
+async fn a_gateway_that_never_answers_does_not_keep_the_bridge_from_its_signal() {
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let held = tokio::spawn(async move {
+        let mut connections = Vec::new();
+        while let Ok((stream, _)) = silent.accept().await {
+            connections.push(stream);
+        }
+    });
+    let scratch = Scratch::new("silent");
+    let token = scratch.token_file(TOKEN);
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let mut bridge = Bridge::spawn(&scratch, "demo", &env);
+    bridge.send(initialize("2025-11-25")).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pid = bridge.child.id().expect("running").to_string();
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let started = Instant::now();
+    let (status, stderr) = tokio::time::timeout(Duration::from_secs(10), bridge.wait())
+        .await
+        .expect("the bridge ends on its signal");
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    held.abort();
+}
+
 #[tokio::test]
 async fn a_wrong_token_is_an_error_reply_and_a_message() {
     let gateway = FakeGateway::start().await;
@@ -649,6 +692,36 @@ async fn with_no_gateway_listening_it_says_so_answers_initialize_and_exits() {
         "{:?}",
         started.elapsed()
     );
+}
+
+/// An agent host that stopped reading the bridge's stderr: what the bridge logs goes nowhere
+/// (EPIPE), and the agent still gets its answer.
+#[tokio::test]
+async fn a_closed_stderr_costs_the_agent_no_answer() {
+    let scratch = Scratch::new("closed-stderr");
+    let token = scratch.token_file(TOKEN);
+    let url = format!("http://127.0.0.1:{}", closed_port().await);
+    let env = [
+        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ];
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut bridge = Bridge::spawn_with_stderr(&scratch, "demo", &env, writer.into());
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    assert!(
+        error_message(&reply).contains("Countersign is not running"),
+        "{reply}"
+    );
+    let status = tokio::time::timeout(Duration::from_secs(5), bridge.child.wait())
+        .await
+        .expect("it exits")
+        .expect("its status");
+    assert_eq!(status.code(), Some(1), "not a panic's 101: {status}");
 }
 
 #[tokio::test]

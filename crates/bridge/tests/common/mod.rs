@@ -77,6 +77,16 @@ pub struct Bridge {
 
 impl Bridge {
     pub fn spawn(scratch: &Scratch, server: &str, env: &[(&str, &str)]) -> Self {
+        Self::spawn_with_stderr(scratch, server, env, Stdio::piped())
+    }
+
+    /// The bridge with its stderr going to `stderr` (not read by [`Self::wait`]).
+    pub fn spawn_with_stderr(
+        scratch: &Scratch,
+        server: &str,
+        env: &[(&str, &str)],
+        stderr: Stdio,
+    ) -> Self {
         let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_countersign-bridge"));
         command
             .arg(server)
@@ -87,7 +97,7 @@ impl Bridge {
             .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(stderr)
             .kill_on_drop(true);
         let mut child = command.spawn().expect("spawn countersign-bridge");
         let stdin = child.stdin.take();
