@@ -115,6 +115,17 @@ async fn probe(base: &Url) -> Result<Vec<SocketAddr>, Unavailable> {
             base.as_str()
         ))
     })?;
+    // The gateway listens on 127.0.0.1 only. The owner check sees only this computer's
+    // sockets: a listener on all addresses here would pass it for an address elsewhere, and
+    // the token would cross a network in clear.
+    if let Some(away) = addrs.iter().find(|addr| !addr.ip().is_loopback()) {
+        return Err(Unavailable(format!(
+            "the gateway address {} is not on this computer ({}): Countersign's gateway \
+             listens on 127.0.0.1 only, and the token is not sent elsewhere",
+            base.as_str().trim_end_matches('/'),
+            away.ip()
+        )));
+    }
     let mut last_error = None;
     for &addr in &addrs {
         match tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(addr)).await {
@@ -166,4 +177,20 @@ fn read_token() -> Result<(String, String), Unavailable> {
 
 fn no_data_dir() -> Unavailable {
     Unavailable("cannot tell where Countersign keeps its files (is HOME set?)".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_address_off_this_computer_is_refused_before_any_connection() {
+        let away = Url::parse("http://203.0.113.5:47717").unwrap();
+        let Err(Unavailable(why)) = probe(&away).await else {
+            panic!("probed");
+        };
+        assert!(why.contains("not on this computer (203.0.113.5)"), "{why}");
+        let unspecified = Url::parse("http://0.0.0.0:47717").unwrap();
+        assert!(probe(&unspecified).await.is_err());
+    }
 }
