@@ -15,6 +15,10 @@
 //! agent that connects per request (rmcp's default) would have the gateway read all of them,
 //! `TIME_WAIT` ones included, for every call; the diagnostic asks for one.
 //!
+//! The lookup is trusted only while the gateway's own side of the connection is open: then
+//! no other socket can hold the other end's four-tuple. A connection reset while it waited in
+//! the accept queue is refused, since a new one from the same port may hold the tuple by then.
+//!
 //! A socket its process already closed is refused too. Its kernel remnant (a `TIME_WAIT` or
 //! orphaned `FIN_WAIT2` socket) has no inode and reports uid 0, so another user could send a
 //! request and close at once, and be taken for root. Root is not let in either: no agent
@@ -54,13 +58,25 @@ pub(crate) enum Peer {
 }
 
 impl Peer {
-    /// Who holds the socket at `theirs` that is connected to the gateway's `ours`.
-    pub(crate) fn of(ours: SocketAddr, theirs: SocketAddr) -> Self {
+    /// Who holds the other end of `accepted`, the gateway's side of a connection.
+    pub(crate) fn of(accepted: &impl AsRawFd, ours: SocketAddr, theirs: SocketAddr) -> Self {
         // SAFETY: geteuid cannot fail and touches no memory of ours.
         let own = unsafe { libc::geteuid() };
-        match socket_owner(theirs, ours) {
+        let found = socket_owner(theirs, ours);
+        // Asked after the lookup: while the gateway's side is open, no other socket can hold
+        // the other end's four-tuple, so the socket found was the one that connected. One
+        // reset while it waited in the accept queue has let its tuple go, and a new
+        // connection from the same port (the person's, say) could be found in its place.
+        match tcp_state(accepted) {
+            Ok(state) if state == TCP_CLOSE => return Self::Closed,
+            Ok(_) => {}
+            Err(e) => return Self::Unknown(e.to_string()),
+        }
+        match found {
             Ok(Some(owner)) => Self::judge(owner, own),
-            Ok(None) => Self::Closed,
+            // The connection is open at this end, yet the kernel knows no other end: its
+            // socket diagnostics for TCP (the `tcp_diag` module) are missing.
+            Ok(None) => Self::Unknown("the kernel's socket diagnostics found no socket".into()),
             Err(e) => Self::Unknown(e.to_string()),
         }
     }
@@ -120,10 +136,34 @@ impl Listener for AgentListener {
 impl Connected<IncomingStream<'_, AgentListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, AgentListener>) -> Self {
         match stream.io().local_addr() {
-            Ok(ours) => Self::of(ours, *stream.remote_addr()),
+            Ok(ours) => Self::of(stream.io(), ours, *stream.remote_addr()),
             Err(e) => Self::Unknown(e.to_string()),
         }
     }
+}
+
+/// `TCP_CLOSE` (linux/tcp_states.h): a socket no longer in the kernel's tables.
+const TCP_CLOSE: u8 = 7;
+
+/// The TCP state of `socket` (`TCP_INFO`'s first field).
+fn tcp_state(socket: &impl AsRawFd) -> io::Result<u8> {
+    // SAFETY: an all-zero tcp_info is valid; the kernel writes at most `len` bytes of it.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: the pointers are to `info` and `len`, which outlive the call.
+    let got = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            (&raw mut info).cast(),
+            &mut len,
+        )
+    };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(info.tcpi_state)
 }
 
 /// What the kernel says of one TCP socket.
@@ -261,9 +301,29 @@ fn read_answer(
         return Err(bad("an answer of another kind"));
     }
     let message = &answer[NLMSG_HDR..len];
-    let mut expected = [0u8; 36];
-    write_sockid(&mut expected, local, remote);
-    if message[4..40] != expected {
+    // The socket as it is: an IPv6 one that reached 127.0.0.1 as `::ffff:127.0.0.1` (Java's
+    // and .NET's dual-stack sockets) is answered in its own family for an IPv4 question.
+    let address = |at: usize| match i32::from(message[0]) {
+        libc::AF_INET => Some(IpAddr::from(
+            <[u8; 4]>::try_from(&message[at..at + 4]).ok()?,
+        )),
+        libc::AF_INET6 => Some(IpAddr::from(
+            <[u8; 16]>::try_from(&message[at..at + 16]).ok()?,
+        )),
+        _ => None,
+    };
+    let port = |at: usize| u16::from_be_bytes([message[at], message[at + 1]]);
+    let found = address(8)
+        .zip(address(24))
+        .map(|(src, dst)| (src.to_canonical(), port(4), dst.to_canonical(), port(6)));
+    if found
+        != Some((
+            local.ip().to_canonical(),
+            local.port(),
+            remote.ip().to_canonical(),
+            remote.port(),
+        ))
+    {
         return Err(bad("an answer for another socket"));
     }
     let fields = NLMSG_HDR + 4 + SOCKID_LEN;
@@ -296,7 +356,7 @@ mod tests {
             .expect("the client's socket");
         assert_eq!(owner.uid, own_uid());
         assert_ne!(owner.inode, 0);
-        assert_eq!(Peer::of(ours, theirs), Peer::Own);
+        assert_eq!(Peer::of(&accepted, ours, theirs), Peer::Own);
         // A four-tuple that names no socket: none, not an error.
         let gone = SocketAddr::from((Ipv4Addr::LOCALHOST, 1));
         assert_eq!(socket_owner(gone, ours).unwrap(), None);
@@ -322,8 +382,54 @@ mod tests {
         }
         let owner = owner.expect("the closed socket's remnant");
         assert_eq!(owner.inode, 0, "{owner:?}");
-        assert_eq!(Peer::of(ours, theirs), Peer::Closed);
+        assert_eq!(Peer::of(&accepted, ours, theirs), Peer::Closed);
         assert!(Peer::Closed.refusal().is_some());
+    }
+
+    #[test]
+    fn an_ipv6_socket_that_reached_127_0_0_1_as_v4_mapped_is_told_too() {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        // As Java's and .NET's dual-stack sockets connect.
+        let client = TcpStream::connect(format!("[::ffff:127.0.0.1]:{port}")).unwrap();
+        assert!(client.local_addr().unwrap().is_ipv6());
+        let (accepted, theirs) = listener.accept().unwrap();
+        let ours = accepted.local_addr().unwrap();
+        assert!(theirs.is_ipv4());
+        assert_eq!(Peer::of(&accepted, ours, theirs), Peer::Own);
+    }
+
+    /// Another user connects from port P, sends, and resets while the connection waits to be
+    /// accepted; a connection of the person's from the same port then holds P's four-tuple.
+    /// The reset connection is still accepted, its request readable; the lookup finds the
+    /// person's socket, yet the connection is refused for its own end being gone.
+    #[tokio::test]
+    async fn a_connection_reset_before_it_was_accepted_is_not_taken_for_the_next_one_from_its_port()
+    {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let gateway = listener.local_addr().unwrap();
+        let first = tokio::net::TcpSocket::new_v4().unwrap();
+        first.set_reuseaddr(true).unwrap();
+        first.bind((Ipv4Addr::LOCALHOST, 0).into()).unwrap();
+        let port = first.local_addr().unwrap();
+        let first = first.connect(gateway).await.unwrap();
+        first.writable().await.unwrap();
+        first.try_write(b"POST /mcp/desk HTTP/1.1\r\n").unwrap();
+        first.set_zero_linger().unwrap();
+        drop(first);
+        let second = tokio::net::TcpSocket::new_v4().unwrap();
+        second.set_reuseaddr(true).unwrap();
+        second.bind(port).unwrap();
+        let _second = second.connect(gateway).await.unwrap();
+        let (accepted, theirs) = listener.accept().unwrap();
+        assert_eq!(theirs, port);
+        let ours = accepted.local_addr().unwrap();
+        let found = socket_owner(theirs, ours).unwrap();
+        assert!(
+            found.is_some_and(|o| o.inode != 0),
+            "the second connection's socket holds the tuple: {found:?}"
+        );
+        assert_eq!(Peer::of(&accepted, ours, theirs), Peer::Closed);
     }
 
     #[test]
@@ -361,6 +467,7 @@ mod tests {
         let n = answer.len() as u32;
         answer[0..4].copy_from_slice(&n.to_ne_bytes());
         answer[4..6].copy_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+        answer[NLMSG_HDR] = libc::AF_INET as u8;
         write_sockid(&mut answer[NLMSG_HDR + 4..], a, b);
         let fields = NLMSG_HDR + 4 + SOCKID_LEN;
         answer[fields + 12..fields + 16].copy_from_slice(&1000u32.to_ne_bytes());
