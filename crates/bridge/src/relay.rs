@@ -173,6 +173,11 @@ struct Envelope<'a> {
 impl Envelope<'_> {
     /// A JSON-RPC message: an object with a `jsonrpc` member.
     fn read(text: &str) -> Result<Envelope<'_>, String> {
+        // serde's derived reading also takes an array, member by position: a batch or
+        // `["2.0"]` would pass for a message.
+        if !text.trim_start().starts_with('{') {
+            return Err(format!("not a JSON-RPC message: {}", snippet(text)));
+        }
         match serde_json::from_str::<Envelope>(text) {
             Ok(envelope) if envelope.jsonrpc.is_some() => Ok(envelope),
             Ok(_) => Err(format!("not a JSON-RPC message: {}", snippet(text))),
@@ -947,6 +952,26 @@ mod tests {
             request_of(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).is_none()
         );
         assert!(request_of(&json!({"jsonrpc": "2.0", "id": 7, "result": {}})).is_none());
+    }
+
+    #[test]
+    fn only_an_object_with_jsonrpc_is_a_message_from_the_gateway() {
+        let request = Request {
+            id: json!(1),
+            method: "ping".into(),
+        };
+        let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"big":1e400}}"#;
+        assert!(Envelope::read(answer).unwrap().answers(&request));
+        for not_one in [
+            r#"["2.0"]"#,
+            r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#,
+            r#"{"id":1,"result":{}}"#,
+            "7",
+            "{",
+        ] {
+            assert!(Envelope::read(not_one).is_err(), "{not_one}");
+        }
+        assert_eq!(one_line("{\"a\":\r\n 1}\n"), "{\"a\":   1}");
     }
 
     #[test]

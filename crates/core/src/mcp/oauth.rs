@@ -470,6 +470,13 @@ async fn revoke(
         .await
         .map_err(|e| format!("its metadata could not be read: {}", describe(&e)))?
         .metadata;
+    if held.issuer.is_none() && metadata.issuer.is_some() {
+        return Err(
+            "the sign-in does not say which authorization server granted it (it was made by \
+             an earlier version of Countersign)"
+                .into(),
+        );
+    }
     if metadata.issuer != held.issuer {
         return Err(format!(
             "the server now names another authorization server ({}) than the one that \
@@ -494,9 +501,14 @@ async fn revoke(
         };
         let mut form = vec![("token", token), ("token_type_hint", hint)];
         let mut request = http.post(endpoint.clone());
-        // Client authentication as at the token endpoint: a configured secret by HTTP Basic,
-        // else the public client's id in the form.
+        // Client authentication as the server takes it (RFC 6749 2.3.1): a configured secret
+        // by HTTP Basic, or in the form where the server takes only that; else the public
+        // client's id in the form.
         match (&config.client_id, &config.client_secret) {
+            (Some(id), Some(secret)) if secret_in_form(&metadata) => {
+                form.push(("client_id", id));
+                form.push(("client_secret", secret));
+            }
             (Some(id), Some(secret)) => {
                 request = request.basic_auth(
                     url::form_urlencoded::byte_serialize(id.as_bytes()).collect::<String>(),
@@ -533,6 +545,31 @@ async fn revoke(
     Ok(Revocation::Revoked {
         host: endpoint.host_str().unwrap_or_default().to_owned(),
     })
+}
+
+/// Whether the authorization server takes a client's secret only in the form
+/// (`client_secret_post`), by the methods it names for revocation, else for its token
+/// endpoint; HTTP Basic is every server's default.
+fn secret_in_form(metadata: &AuthorizationMetadata) -> bool {
+    let methods = |key: &str| {
+        metadata
+            .additional_fields
+            .get(key)
+            .and_then(serde_json::Value::as_array)
+            .map(|methods| {
+                methods
+                    .iter()
+                    .filter_map(serde_json::Value::as_str)
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            })
+    };
+    methods("revocation_endpoint_auth_methods_supported")
+        .or_else(|| methods("token_endpoint_auth_methods_supported"))
+        .is_some_and(|m| {
+            m.iter().any(|m| m == "client_secret_post")
+                && !m.iter().any(|m| m == "client_secret_basic")
+        })
 }
 
 /// The metadata's `revocation_endpoint`, if it names one the tokens may go to: https (or
@@ -596,6 +633,45 @@ mod tests {
             "registration_endpoint": null,
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn revocation_goes_to_the_token_endpoints_host_with_the_client_auth_it_takes() {
+        let with = |extra: serde_json::Value| {
+            let mut m = metadata(
+                Some("https://a.example"),
+                "https://a.example/authorize",
+                "https://a.example/token",
+            );
+            m.additional_fields = serde_json::from_value(extra).unwrap();
+            m
+        };
+        let endpoint = |extra| revocation_endpoint(&with(extra));
+        assert_eq!(
+            endpoint(serde_json::json!({"revocation_endpoint": "https://a.example/revoke"}))
+                .unwrap()
+                .map(|u| u.to_string()),
+            Some("https://a.example/revoke".into())
+        );
+        assert_eq!(endpoint(serde_json::json!({})).unwrap(), None);
+        assert_eq!(
+            endpoint(serde_json::json!({"revocation_endpoint": null})).unwrap(),
+            None
+        );
+        let refused = endpoint(serde_json::json!({"revocation_endpoint": "https://b.example/r"}));
+        assert!(refused.unwrap_err().contains("at b.example"));
+        let clear = endpoint(serde_json::json!({"revocation_endpoint": "http://a.example/r"}));
+        assert!(clear.unwrap_err().contains("not https"));
+        // HTTP Basic unless the server takes the secret only in the form.
+        assert!(!secret_in_form(&with(serde_json::json!({}))));
+        assert!(secret_in_form(&with(serde_json::json!({
+            "token_endpoint_auth_methods_supported": ["client_secret_post"]}))));
+        assert!(!secret_in_form(&with(serde_json::json!({
+            "token_endpoint_auth_methods_supported": ["client_secret_post", "client_secret_basic"]}))));
+        // Revocation's own list first.
+        assert!(!secret_in_form(&with(serde_json::json!({
+            "token_endpoint_auth_methods_supported": ["client_secret_post"],
+            "revocation_endpoint_auth_methods_supported": ["client_secret_basic"]}))));
     }
 
     #[test]
