@@ -502,6 +502,43 @@ async fn a_cancellation_that_overtakes_its_call_still_withdraws_it() {
     rig.gateway.shutdown().await;
 }
 
+/// The agent ends its session (DELETE) while a call of its waits for the person: the call is
+/// cancelled and its question withdrawn, and the session takes no more calls. Meanwhile a
+/// second request with the id of the one in flight is refused: it would have taken the first's
+/// cancellation.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_its_agent_ended_runs_nothing_more() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "delete-ends",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let agent = std::sync::Arc::new(rig.raw_agent("desk", "deleter").await);
+    let delete = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "delete_ticket", "arguments": {"id": "t3"}}})
+    };
+    let waiting = tokio::spawn({
+        let agent = agent.clone();
+        async move { answer_of(agent.send(delete(5)).await).await }
+    });
+    let asked = rig.next_ask().await;
+    let (_, _, twice) = agent.exchange(delete(5)).await;
+    assert!(twice.contains("already in flight"), "{twice}");
+    assert!(agent.end().await.status().is_success());
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, asked.id);
+    assert!(matches!(outcome, Outcome::Cancelled { .. }), "{outcome:?}");
+    let (_, _, body) = waiting.await.unwrap();
+    assert!(!body.contains("\"result\""), "{body}");
+    let after = agent.send(delete(6)).await;
+    assert_eq!(after.status(), 404);
+    assert!(rig.broker.pending().is_empty());
+    assert!(desk.store.contains("t3"));
+    rig.gateway.shutdown().await;
+}
+
 /// The TypeScript server over Streamable HTTP (2025-11-25), `tools` allowed without asking.
 fn ts_http_upstream(peer: &common::HttpPeer, tools: &[&str]) -> ServerConfig {
     let mut config = common::with_test_timeouts(ServerConfig::http("ts", &peer.url));
@@ -961,7 +998,6 @@ impl RawAgent {
     }
 }
 
-/// Each JSON-RPC message of an SSE answer as it arrives.
 /// The next message on `stream`, within the tests' wait.
 async fn next_on(stream: &mut tokio::sync::mpsc::UnboundedReceiver<Value>, what: &str) -> Value {
     tokio::time::timeout(WAIT, stream.recv())
@@ -983,6 +1019,7 @@ async fn allow_sampling(rig: &mut Rig) {
         .unwrap();
 }
 
+/// Each JSON-RPC message of an SSE answer as it arrives.
 fn sse_messages(mut response: reqwest::Response) -> tokio::sync::mpsc::UnboundedReceiver<Value> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     tokio::spawn(async move {

@@ -85,12 +85,22 @@ pub(crate) async fn serve(
     let lanes = &shared.lanes;
     if request.method() != Method::POST {
         // A GET (the session's stream) or a DELETE (its end) is the session's owner's alone.
-        if let Some(session) = header_str(request.headers(), SESSION_HEADER)
+        let session = header_str(request.headers(), SESSION_HEADER).map(str::to_owned);
+        if let Some(session) = &session
             && let Found::NotYours = lanes.find(server, session, request.extensions())
         {
             return not_yours();
         }
-        return endpoint.handle(request).await.into_response();
+        let deleting = request.method() == Method::DELETE;
+        let response = endpoint.handle(request).await.into_response();
+        // Ended by its agent: the lane's calls on it end too, and it takes no more.
+        if deleting
+            && response.status().is_success()
+            && let Some(session) = session
+        {
+            lanes.close(server, &session);
+        }
+        return response;
     }
     let Some(session_id) = header_str(request.headers(), SESSION_HEADER).map(str::to_owned) else {
         let (mut parts, body) = request.into_parts();
@@ -155,15 +165,6 @@ pub(crate) async fn serve(
             work,
             unmodeled,
         }) => {
-            if session.was_cancelled(&id) {
-                // Withdrawn before it came: nothing runs, and nobody is asked.
-                return in_json(
-                    &raw_id,
-                    Ok(Err(super::forward::agent_cancelled())),
-                    None,
-                    None,
-                );
-            }
             if let Some(unmodeled) = unmodeled {
                 parts.extensions.insert(unmodeled);
             }
@@ -202,7 +203,12 @@ pub(crate) async fn serve(
                 }
                 None => {
                     // Perhaps it is on its way on another connection; else rmcp may hold it.
-                    session.cancelled_early(request);
+                    session.cancelled_early(request.clone());
+                    // Registered since it was looked for: `run` registers, then looks for an
+                    // early cancellation, so one of the two sees the other.
+                    if let Some(token) = lock(&session.in_flight).get(&request).cloned() {
+                        token.cancel();
+                    }
                     pass_on(parts, bytes, endpoint).await
                 }
             }
@@ -400,7 +406,29 @@ async fn run(
     let ct = CancellationToken::new();
     let (peer, asked, session, as_2026) = match caller {
         Caller::Session(session) => {
-            lock(&session.in_flight).insert(id.clone(), ct.clone());
+            {
+                let mut in_flight = lock(&session.in_flight);
+                if in_flight.contains_key(&id) {
+                    // Ids are unique among a session's requests in flight (JSON-RPC): a
+                    // second would take the first's cancellation.
+                    let refused = rmcp::ErrorData::invalid_request(
+                        "a request with this id is already in flight on this session",
+                        None,
+                    );
+                    return in_json(&raw_id, Ok(Err(refused)), None, None);
+                }
+                in_flight.insert(id.clone(), ct.clone());
+            }
+            if session.was_cancelled(&id) {
+                // Withdrawn before it came: nothing runs, and nobody is asked.
+                lock(&session.in_flight).remove(&id);
+                return in_json(
+                    &raw_id,
+                    Ok(Err(super::forward::agent_cancelled())),
+                    None,
+                    None,
+                );
+            }
             (
                 session.peer.clone(),
                 session.asked.clone(),
@@ -434,7 +462,7 @@ async fn run(
     let kept = parts.extensions.get::<super::faithful::Kept>().cloned();
     ctx.extensions.insert(parts);
     let mut running = tokio::spawn({
-        let id = id.clone();
+        let registered = session.map(|session| sessions::Registered(session, id.clone()));
         async move {
             let result = match work {
                 Work::Call(mut params) | Work::CallOnStream(mut params) => {
@@ -469,9 +497,7 @@ async fn run(
                         .map(Answered::Other)
                 }
             };
-            if let Some(session) = session {
-                lock(&session.in_flight).remove(&id);
-            }
+            drop(registered);
             result
         }
     });

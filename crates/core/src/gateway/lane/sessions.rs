@@ -68,6 +68,16 @@ pub(super) struct Session {
     ending: AtomicBool,
 }
 
+/// A lane request's place in its session's calls in flight, given up however the request
+/// ends (a panic in the `Forwarder` included, which would leave the session busy for good).
+pub(super) struct Registered(pub(super) Arc<Session>, pub(super) RequestId);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        lock(&self.0.in_flight).remove(&self.1);
+    }
+}
+
 /// How long a cancellation waits for the request it names, and how many wait at most.
 const EARLY_CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 const EARLY_CANCELS_KEPT: usize = 64;
@@ -189,6 +199,17 @@ impl Lanes {
             .store(idle.as_millis() as u64, Ordering::Relaxed);
         // Stored for the task if it is not sleeping yet, so the change is never missed.
         self.idle_changed.notify_one();
+    }
+
+    /// The agent ended session `session` (DELETE): the lane's calls on it are cancelled, and
+    /// it takes no more requests (they go to rmcp, which no longer knows it).
+    pub(super) fn close(&self, server: &str, session: &str) {
+        let closed = lock(&self.sessions).remove(&(server.to_owned(), session.to_owned()));
+        if let Some(closed) = closed {
+            for token in lock(&closed.in_flight).values() {
+                token.cancel();
+            }
+        }
     }
 
     /// Ends agent `agent`'s sessions now (the person revoked its token): its stream of the
