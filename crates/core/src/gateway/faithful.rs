@@ -281,11 +281,23 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
         if result_type.is_some_and(|t| t == "complete") {
             edits.drop.push("resultType");
         }
-        if members
+        if let Some(structured) = members
             .get("structuredContent")
-            .is_some_and(|s| !s.get().starts_with('{'))
+            .filter(|s| !s.get().starts_with('{'))
         {
             edits.drop.push("structuredContent");
+            match members.get("content") {
+                Some(content) => {
+                    edits.replace = told_first(Some(content), structured).map(|c| ("content", c));
+                }
+                None => {
+                    if let Some(told) = told_first(None, structured)
+                        .and_then(|c| serde_json::from_str::<Value>(c.get()).ok())
+                    {
+                        edits.add.push(("content", told));
+                    }
+                }
+            }
         }
         if let Some(tools) = members.get("tools") {
             let text = tools.get().as_bytes();
@@ -306,6 +318,39 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
         return raw;
     }
     members.write(&edits).unwrap_or(raw)
+}
+
+/// A call result's `content` for an older agent, whose result cannot carry `structured`
+/// (structured content that is not an object): the value told as the first text block, as
+/// rmcp's own server does for such an agent, unless that block already says it; `None` when
+/// nothing is to change (or `content` is not a list to change).
+fn told_first(content: Option<&RawValue>, structured: &RawValue) -> Option<Box<RawValue>> {
+    #[derive(serde::Deserialize)]
+    struct Text {
+        #[serde(rename = "type")]
+        kind: String,
+        text: String,
+    }
+    let mut blocks: Vec<Box<RawValue>> = match content {
+        Some(content) => serde_json::from_str(content.get()).ok()?,
+        None => Vec::new(),
+    };
+    let value = serde_json::from_str::<Value>(structured.get()).ok();
+    let said = blocks
+        .first()
+        .and_then(|b| serde_json::from_str::<Text>(b.get()).ok())
+        .filter(|b| b.kind == "text")
+        .and_then(|b| serde_json::from_str::<Value>(&b.text).ok())
+        .zip(value.as_ref())
+        .is_some_and(|(said, value)| said == *value);
+    if said {
+        return None;
+    }
+    // Written as rmcp writes it; a value it cannot read (a number past a float) as sent.
+    let text = value.map_or_else(|| structured.get().to_owned(), |v| v.to_string());
+    let block = json!({"type": "text", "text": text});
+    blocks.insert(0, serde_json::value::to_raw_value(&block).ok()?);
+    serde_json::value::to_raw_value(&blocks).ok()
 }
 
 /// [`shape_result`] for a tool call's result made only of a tool result's members and perhaps
@@ -409,8 +454,27 @@ fn shape_tree(raw: &mut Value, modern_agent: bool) {
     if obj.get("resultType").and_then(Value::as_str) == Some("complete") {
         obj.remove("resultType");
     }
-    if obj.get("structuredContent").is_some_and(|s| !s.is_object()) {
-        obj.remove("structuredContent");
+    if let Some(structured) = obj.remove("structuredContent") {
+        if structured.is_object() {
+            obj.insert("structuredContent".into(), structured);
+        } else {
+            let said = obj
+                .get("content")
+                .and_then(|c| c.get(0))
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .and_then(|b| b.get("text")?.as_str())
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+                .is_some_and(|v| v == structured);
+            let block = json!({"type": "text", "text": structured.to_string()});
+            match obj.get_mut("content") {
+                _ if said => {}
+                Some(Value::Array(blocks)) => blocks.insert(0, block),
+                Some(_) => {}
+                None => {
+                    obj.insert("content".into(), json!([block]));
+                }
+            }
+        }
     }
     if let Some(tools) = obj.get_mut("tools") {
         strip_output_schemas(tools);
@@ -557,8 +621,24 @@ mod tests {
             shaped(listed, false),
             json!({"tools": [{"name": "a", "x-vendor": 1}, {"name": "b", "outputSchema": {"type": "object"}}]})
         );
+        // Structured content an older agent cannot take is told as the first text block, as
+        // rmcp tells it, unless that block says it already.
         let called = json!({"content": [], "structuredContent": [1, 2]});
-        assert_eq!(shaped(called, false), json!({"content": []}));
+        assert_eq!(
+            shaped(called, false),
+            json!({"content": [{"type": "text", "text": "[1,2]"}]})
+        );
+        let said =
+            json!({"content": [{"type": "text", "text": "[1, 2]"}], "structuredContent": [1, 2]});
+        assert_eq!(
+            shaped(said, false),
+            json!({"content": [{"type": "text", "text": "[1, 2]"}]})
+        );
+        let bare = json!({"structuredContent": "done"});
+        assert_eq!(
+            shaped(bare, false),
+            json!({"content": [{"type": "text", "text": "\"done\""}]})
+        );
         let escaped = r#"{"content":[],"result\u0054ype":"compl\u0065te"}"#;
         let escaped = shape_result(RawValue::from_string(escaped.into()).unwrap(), false);
         assert_eq!(escaped.get(), r#"{"content":[]}"#);
