@@ -539,6 +539,28 @@ async fn a_session_its_agent_ended_runs_nothing_more() {
     rig.gateway.shutdown().await;
 }
 
+/// What the gateway answers itself (here a denial) is in the agent's revision's shape, as
+/// rmcp's server shapes every result: no 2026 `resultType` for a 2025-11-25 session.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_denial_on_the_lane_has_the_shape_of_the_agents_revision() {
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.tool_policy = BTreeMap::from([("delete_ticket".to_owned(), ToolRule::Deny)]);
+    let rig = rig("deny-shape", vec![config]).await;
+    let mut agent = rig.raw_agent("desk", "legacy").await;
+    let answer = agent
+        .post(
+            5,
+            "tools/call",
+            json!({"name": "delete_ticket", "arguments": {"id": "t3"}}),
+        )
+        .await;
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer["result"].get("resultType").is_none(), "{answer}");
+    assert!(desk.store.contains("t3"));
+    rig.gateway.shutdown().await;
+}
+
 /// The TypeScript server over Streamable HTTP (2025-11-25), `tools` allowed without asking.
 fn ts_http_upstream(peer: &common::HttpPeer, tools: &[&str]) -> ServerConfig {
     let mut config = common::with_test_timeouts(ServerConfig::http("ts", &peer.url));

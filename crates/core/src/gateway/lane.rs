@@ -469,12 +469,29 @@ async fn run(
                     if let Some(meta) = params.meta.take() {
                         ctx.meta = meta;
                     }
+                    let modern = ctx
+                        .protocol_version()
+                        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
                     // The lane answers with the server's kept bytes: the call's result need
                     // not be read into its typed form.
                     forwarder
                         .gate_and_call(CallToolRequest::new(params), ctx, true)
                         .await
-                        .map(Answered::Call)
+                        .map(|answer| match answer {
+                            // One the gateway made (a denial, a pending answer) or read: shaped
+                            // for the agent's revision as rmcp's server shapes every result.
+                            CallAnswer::Typed(result) => {
+                                let mut result = rmcp::model::ServerResult::CallToolResult(result);
+                                if modern {
+                                    result.fill_missing_cache_hints();
+                                } else {
+                                    result.strip_result_type_for_legacy_peer();
+                                    result.strip_non_object_output_for_legacy_peer();
+                                }
+                                Answered::Other(result)
+                            }
+                            kept => Answered::Call(kept),
+                        })
                 }
                 Work::TaskCall(mut params, task) => {
                     if let Some(meta) = params.meta.take() {
