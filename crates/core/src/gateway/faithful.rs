@@ -93,7 +93,7 @@ impl Kept {
             let id: Value = serde_json::from_str(message.get("id")?.get()).ok()?;
             message.get("result")?;
             let edits = Edits {
-                replace: Some(("result", self.take(&id)?)),
+                replace: vec![("result", self.take(&id)?)],
                 ..Edits::default()
             };
             return message.write(&edits).map(|m| m.get().as_bytes().to_vec());
@@ -286,16 +286,14 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
             .filter(|s| !s.get().starts_with('{'))
         {
             edits.drop.push("structuredContent");
-            match members.get("content") {
-                Some(content) => {
-                    edits.replace = told_first(Some(content), structured).map(|c| ("content", c));
-                }
-                None => {
-                    if let Some(told) = told_first(None, structured)
-                        .and_then(|c| serde_json::from_str::<Value>(c.get()).ok())
-                    {
-                        edits.add.push(("content", told));
-                    }
+            // A `null` content is read as none, as rmcp reads it.
+            let content = members.get("content");
+            let listed = content.filter(|c| c.get() != "null");
+            if let Some(told) = told_first(listed, structured) {
+                if content.is_some() {
+                    edits.replace.push(("content", told));
+                } else if let Ok(told) = serde_json::from_str::<Value>(told.get()) {
+                    edits.add.push(("content", told));
                 }
             }
         }
@@ -306,10 +304,10 @@ pub(crate) fn shape_result(raw: Box<RawValue>, modern_agent: bool) -> Box<RawVal
                 || finder!(b"\\u").find(text).is_some()
             {
                 let mut tree: Value = serde_json::from_str(tools.get()).unwrap_or(Value::Null);
-                if strip_output_schemas(&mut tree) {
-                    edits.replace = serde_json::value::to_raw_value(&tree)
-                        .ok()
-                        .map(|tools| ("tools", tools));
+                if strip_output_schemas(&mut tree)
+                    && let Ok(tools) = serde_json::value::to_raw_value(&tree)
+                {
+                    edits.replace.push(("tools", tools));
                 }
             }
         }
@@ -401,7 +399,7 @@ pub(crate) fn with_member(
     let members = Members::read(object.get())?;
     members.get(key)?;
     members.write(&Edits {
-        replace: Some((key, value)),
+        replace: vec![(key, value)],
         ..Edits::default()
     })
 }
@@ -469,10 +467,11 @@ fn shape_tree(raw: &mut Value, modern_agent: bool) {
             match obj.get_mut("content") {
                 _ if said => {}
                 Some(Value::Array(blocks)) => blocks.insert(0, block),
-                Some(_) => {}
-                None => {
+                // A `null` content is read as none, as rmcp reads it.
+                None | Some(Value::Null) => {
                     obj.insert("content".into(), json!([block]));
                 }
+                Some(_) => {}
             }
         }
     }
@@ -633,6 +632,11 @@ mod tests {
         assert_eq!(
             shaped(said, false),
             json!({"content": [{"type": "text", "text": "[1, 2]"}]})
+        );
+        let none = json!({"content": null, "structuredContent": [1]});
+        assert_eq!(
+            shaped(none, false),
+            json!({"content": [{"type": "text", "text": "[1]"}]})
         );
         let bare = json!({"structuredContent": "done"});
         assert_eq!(

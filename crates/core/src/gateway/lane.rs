@@ -408,6 +408,11 @@ async fn run(
         Caller::Session(session) => {
             {
                 let mut in_flight = lock(&session.in_flight);
+                if session.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Its agent ended the session while this request was arriving.
+                    return (StatusCode::NOT_FOUND, "Not Found: the session has ended")
+                        .into_response();
+                }
                 if in_flight.contains_key(&id) {
                     // Ids are unique among a session's requests in flight (JSON-RPC): a
                     // second would take the first's cancellation.

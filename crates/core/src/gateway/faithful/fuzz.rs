@@ -151,6 +151,7 @@ fn result() -> impl Strategy<Value = serde_json::Value> {
     const SHAPED: &[&str] = &[
         "resultType",
         "structuredContent",
+        "content",
         "tools",
         "prompts",
         "resources",
@@ -170,6 +171,8 @@ fn result() -> impl Strategy<Value = serde_json::Value> {
         Just(json!({"a": 1})),
         Just(json!([{"name": "t", "outputSchema": {"type": "array"}}])),
         Just(json!([{"name": "t", "outputSchema": {"type": "object"}}])),
+        Just(json!([{"type": "text", "text": "[1]"}])),
+        Just(json!([1])),
         json(),
     ];
     proptest::collection::vec((key, value), 0..6)

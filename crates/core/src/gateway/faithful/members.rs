@@ -16,13 +16,13 @@ pub(super) struct Members<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
 #[derive(Default)]
 pub(super) struct Edits {
     pub(super) drop: Vec<&'static str>,
-    pub(super) replace: Option<(&'static str, Box<RawValue>)>,
+    pub(super) replace: Vec<(&'static str, Box<RawValue>)>,
     pub(super) add: Vec<(&'static str, Value)>,
 }
 
 impl Edits {
     pub(super) fn is_empty(&self) -> bool {
-        self.drop.is_empty() && self.replace.is_none() && self.add.is_empty()
+        self.drop.is_empty() && self.replace.is_empty() && self.add.is_empty()
     }
 }
 
@@ -64,9 +64,14 @@ impl Serialize for Edited<'_, '_> {
             if self.edits.drop.contains(&key.as_ref()) {
                 continue;
             }
-            match &self.edits.replace {
-                Some((replaced, new)) if replaced == key => map.serialize_entry(key, &**new)?,
-                _ => map.serialize_entry(key, value)?,
+            match self
+                .edits
+                .replace
+                .iter()
+                .find(|(replaced, _)| replaced == key)
+            {
+                Some((_, new)) => map.serialize_entry(key, &**new)?,
+                None => map.serialize_entry(key, value)?,
             }
         }
         for (key, value) in &self.edits.add {
@@ -137,7 +142,7 @@ mod tests {
 
         let edits = Edits {
             drop: vec!["b"],
-            replace: Some(("c", RawValue::from_string("{ }".into()).unwrap())),
+            replace: vec![("c", RawValue::from_string("{ }".into()).unwrap())],
             add: vec![("d", serde_json::json!("é"))],
         };
         assert_eq!(

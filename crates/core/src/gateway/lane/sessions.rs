@@ -66,6 +66,9 @@ pub(super) struct Session {
     pub(super) last_seen: AtomicU64,
     /// The person revoked the agent's token: the session ends, busy or not.
     ending: AtomicBool,
+    /// Its agent ended it (DELETE); set and read under `in_flight`'s lock, so a request
+    /// still arriving then is refused rather than run.
+    pub(super) closed: AtomicBool,
 }
 
 /// A lane request's place in its session's calls in flight, given up however the request
@@ -179,6 +182,7 @@ impl Lanes {
                 early_cancels: Mutex::default(),
                 last_seen: AtomicU64::new(crate::ask::unix_ms()),
                 ending: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
             }),
         );
     }
@@ -206,7 +210,9 @@ impl Lanes {
     pub(super) fn close(&self, server: &str, session: &str) {
         let closed = lock(&self.sessions).remove(&(server.to_owned(), session.to_owned()));
         if let Some(closed) = closed {
-            for token in lock(&closed.in_flight).values() {
+            let in_flight = lock(&closed.in_flight);
+            closed.closed.store(true, Ordering::Relaxed);
+            for token in in_flight.values() {
                 token.cancel();
             }
         }
