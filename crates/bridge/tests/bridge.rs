@@ -211,6 +211,18 @@ async fn check_token(log: Arc<Mutex<Vec<Seen>>>, request: Request, next: Next) -
     next.run(request).await
 }
 
+/// The app's side of the contract: gateway.json and the token in its data dir.
+fn app_files(scratch: &Scratch, gateway: &FakeGateway) {
+    scratch.write(
+        &scratch.app_data().join("gateway.json"),
+        &json!({"url": gateway.url(), "pid": 1}).to_string(),
+    );
+    scratch.write(
+        &scratch.app_data().join("gateway-token"),
+        &format!("{TOKEN}\n"),
+    );
+}
+
 /// Its answer to request 1, in JSON and written over two lines, with numbers a `Value` would
 /// round or refuse.
 const VERBATIM_JSON: &str = "{\"jsonrpc\":\"2.0\",\"id\":1,\n  \"result\":{\"protocolVersion\":\"2025-11-25\",\
@@ -243,14 +255,7 @@ async fn verbatim(body: String) -> Response {
 async fn the_gateways_answers_reach_the_agent_as_written() {
     let gateway = FakeGateway::start().await;
     let scratch = Scratch::new("verbatim");
-    scratch.write(
-        &scratch.app_data().join("gateway.json"),
-        &json!({"url": gateway.url(), "pid": 1}).to_string(),
-    );
-    scratch.write(
-        &scratch.app_data().join("gateway-token"),
-        &format!("{TOKEN}\n"),
-    );
+    app_files(&scratch, &gateway);
     let mut bridge = Bridge::spawn(&scratch, "verbatim", &[]);
     bridge.send(initialize("2025-11-25")).await;
     assert_eq!(bridge.recv_line().await, VERBATIM_JSON.replace('\n', " "));
@@ -270,15 +275,7 @@ async fn the_gateways_answers_reach_the_agent_as_written() {
 async fn legacy_session_round_trip_found_through_gateway_json() {
     let gateway = FakeGateway::start().await;
     let scratch = Scratch::new("legacy");
-    // The app's side of the contract: gateway.json and the token in its data dir.
-    scratch.write(
-        &scratch.app_data().join("gateway.json"),
-        &json!({"url": gateway.url(), "pid": 1}).to_string(),
-    );
-    scratch.write(
-        &scratch.app_data().join("gateway-token"),
-        &format!("{TOKEN}\n"),
-    );
+    app_files(&scratch, &gateway);
     let mut bridge = Bridge::spawn(&scratch, "demo", &[]);
 
     let init = bridge
