@@ -211,6 +211,17 @@ async fn check_token(log: Arc<Mutex<Vec<Seen>>>, request: Request, next: Next) -
     next.run(request).await
 }
 
+/// The environment that points the bridge at `url` with the token in file `token`.
+fn gateway_at<'a>(url: &'a str, token: &'a std::path::Path) -> [(&'static str, &'a str); 2] {
+    [
+        ("COUNTERSIGN_GATEWAY_URL", url),
+        (
+            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
+            token.to_str().expect("utf-8 path"),
+        ),
+    ]
+}
+
 /// The app's side of the contract: gateway.json and the token in its data dir.
 fn app_files(scratch: &Scratch, gateway: &FakeGateway) {
     scratch.write(
@@ -355,13 +366,7 @@ async fn a_question_mid_call_goes_to_the_agent_and_a_ping_is_not_held_up() {
     let scratch = Scratch::new("elicit");
     let token = scratch.token_file(TOKEN);
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "demo", &env);
     bridge.send(initialize("2025-11-25")).await;
     bridge.answer(json!(1)).await;
@@ -397,13 +402,7 @@ async fn stateless_2026_07_28_requests_carry_their_version_and_routing_headers()
     let scratch = Scratch::new("modern");
     let token = scratch.token_file(TOKEN);
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "demo", &env);
 
     let discover = bridge
@@ -457,13 +456,7 @@ async fn annotated_tool_arguments_travel_as_param_headers_on_2026_07_28() {
     let scratch = Scratch::new("params");
     let token = scratch.token_file(TOKEN);
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "regions", &env);
     // The bridge learns the annotation from tools/list, as rmcp's client does; rmcp's server
     // refuses a call whose annotated argument is missing from the headers.
@@ -496,13 +489,7 @@ async fn stopped_with_sigterm_it_still_ends_the_session() {
     let scratch = Scratch::new("sigterm");
     let token = scratch.token_file(TOKEN);
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "demo", &env);
     bridge.send(initialize("2025-11-25")).await;
     bridge.answer(json!(1)).await;
@@ -544,13 +531,7 @@ async fn a_gateway_that_never_answers_does_not_keep_the_bridge_from_its_signal()
     });
     let scratch = Scratch::new("silent");
     let token = scratch.token_file(TOKEN);
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "demo", &env);
     bridge.send(initialize("2025-11-25")).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -579,13 +560,7 @@ async fn a_wrong_token_is_an_error_reply_and_a_message() {
     let scratch = Scratch::new("token");
     let token = scratch.token_file("not-the-token");
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "demo", &env);
     bridge.send(initialize("2025-11-25")).await;
     let (reply, _) = bridge.answer(json!(1)).await;
@@ -603,13 +578,7 @@ async fn a_redirect_is_not_followed_and_the_agent_is_told() {
     let scratch = Scratch::new("redirect");
     let token = scratch.token_file(TOKEN);
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "moved", &env);
     bridge.send(initialize("2025-11-25")).await;
     let (reply, _) = bridge.answer(json!(1)).await;
@@ -634,13 +603,7 @@ async fn an_unknown_server_is_named_in_the_error() {
     let scratch = Scratch::new("unknown");
     let token = scratch.token_file(TOKEN);
     let url = gateway.url();
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let mut bridge = Bridge::spawn(&scratch, "no such/server", &env);
     bridge.send(initialize("2025-11-25")).await;
     let (reply, _) = bridge.answer(json!(1)).await;
@@ -667,13 +630,7 @@ async fn with_no_gateway_listening_it_says_so_answers_initialize_and_exits() {
     let scratch = Scratch::new("closed");
     let token = scratch.token_file(TOKEN);
     let url = format!("http://127.0.0.1:{}", closed_port().await);
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let started = Instant::now();
     let mut bridge = Bridge::spawn(&scratch, "demo", &env);
     bridge.send(initialize("2025-11-25")).await;
@@ -698,13 +655,7 @@ async fn a_closed_stderr_costs_the_agent_no_answer() {
     let scratch = Scratch::new("closed-stderr");
     let token = scratch.token_file(TOKEN);
     let url = format!("http://127.0.0.1:{}", closed_port().await);
-    let env = [
-        ("COUNTERSIGN_GATEWAY_URL", url.as_str()),
-        (
-            "COUNTERSIGN_GATEWAY_TOKEN_FILE",
-            token.to_str().expect("utf-8 path"),
-        ),
-    ];
+    let env = gateway_at(&url, &token);
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
     let mut bridge = Bridge::spawn_with_stderr(&scratch, "demo", &env, writer.into());
