@@ -376,13 +376,13 @@ enum Caller {
     Sessionless(Peer<RoleServer>),
 }
 
-/// An answer: a call's (its result kept as the server sent it, or typed), the typed result of
-/// another request (unless the server's own was kept), or one as the server sent it. Made once
-/// per request and moved once: boxing the larger variant would only add an allocation to every
-/// call.
+/// An answer: a call's result kept as the server sent it, a typed result (a call's the
+/// gateway made or read, or another request's; unless the server's own was kept), or one as
+/// the server sent it. Made once per request and moved once: boxing the larger variant would
+/// only add an allocation to every call.
 #[allow(clippy::large_enum_variant)]
 enum Answered {
-    Call(CallAnswer),
+    Kept,
     Other(rmcp::model::ServerResult),
     AsSent(Value),
 }
@@ -495,7 +495,7 @@ async fn run(
                                 }
                                 Answered::Other(result)
                             }
-                            kept => Answered::Call(kept),
+                            CallAnswer::Kept => Answered::Kept,
                         })
                 }
                 Work::TaskCall(mut params, task) => {
@@ -739,10 +739,9 @@ fn answer(
     raw: Option<Box<RawValue>>,
 ) -> serde_json::Result<Vec<u8>> {
     match result {
-        Ok(Ok(Answered::Call(answer))) => match (raw, answer) {
-            (Some(raw), _) => reply(raw_id, "result", &raw),
-            (None, CallAnswer::Typed(result)) => reply(raw_id, "result", &result),
-            (None, CallAnswer::Kept) => reply(raw_id, "error", &CallAnswer::lost()),
+        Ok(Ok(Answered::Kept)) => match raw {
+            Some(raw) => reply(raw_id, "result", &raw),
+            None => reply(raw_id, "error", &CallAnswer::lost()),
         },
         Ok(Ok(Answered::Other(result))) => match raw {
             Some(raw) => reply(raw_id, "result", &raw),
@@ -904,12 +903,12 @@ mod tests {
     fn a_kept_result_is_the_answer_and_without_it_an_error() {
         let id: Box<RawValue> = serde_json::from_str("7").unwrap();
         let kept: Box<RawValue> = serde_json::from_str(r#"{"content": []}"#).unwrap();
-        let body = answer(&id, Ok(Ok(Answered::Call(CallAnswer::Kept))), Some(kept)).unwrap();
+        let body = answer(&id, Ok(Ok(Answered::Kept)), Some(kept)).unwrap();
         assert_eq!(
             std::str::from_utf8(&body).unwrap(),
             r#"{"jsonrpc":"2.0","id":7,"result":{"content": []}}"#
         );
-        let body = answer(&id, Ok(Ok(Answered::Call(CallAnswer::Kept))), None).unwrap();
+        let body = answer(&id, Ok(Ok(Answered::Kept)), None).unwrap();
         let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert!(parsed.get("result").is_none(), "{parsed}");
         assert_eq!(parsed["error"]["code"], -32603, "{parsed}");
