@@ -8,9 +8,12 @@
 //   two_rounds     a form, then (with the first answer in requestState) a second form
 //   state_only     a round with no questions at all, only requestState, then the result
 //   with_sampling  a form and a sampling request in one result
+//   asks_forever   a form in every round, never a result
 //
 // and the same beyond tools: prompts/get `greeting` asks for a name first, resources/read
-// `note://private` asks for a confirmation first. Two tools ask the way a 2026-07-28 server
+// `note://private` asks for a confirmation first, and resources/read `note://linked` answers
+// its first read with URLElicitationRequiredError (-32042), an address to open, and the
+// ones after it with the note. Two tools ask the way a 2026-07-28 server
 // still may, with a request of its own while the call is in flight (SEP-2260):
 //
 //   asks_by_request      sends elicitation/create and answers with the reply it got
@@ -53,7 +56,7 @@ const ask = (inputRequests, requestState) => ({
 });
 const done = (text) => ({ content: [{ type: 'text', text }] });
 
-const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling',
+const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling', 'asks_forever',
   'asks_by_request', 'asks_then_withdraws', 'asks_roots', 'asks_and_waits']
   .map((name) => ({ name, inputSchema: { type: 'object' } }))
   .concat([{ name: 'regional', inputSchema: { type: 'object', properties: {
@@ -62,6 +65,7 @@ const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_
 // The replies awaited to this server's own requests, by id.
 const awaiting = new Map();
 let asked = 0;
+let linkedReads = 0;
 const request = (out, method, params) => {
   const id = `q${++asked}`;
   out({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
@@ -104,6 +108,10 @@ function call(p) {
         ok: form('Fine?', { ok: { type: 'boolean' } }),
         llm: { method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 10 } },
       });
+    case 'asks_forever': {
+      const round = Number(state ?? '0') + 1;
+      return ask({ again: form(`Round ${round}: once more?`, { again: { type: 'boolean' } }) }, String(round));
+    }
     case 'regional':
       return done(`region ${p.arguments?.region}`);
     default:
@@ -169,6 +177,14 @@ function handle(m, out) {
     case 'resources/list':
       return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', resources: [{ uri: 'note://private', name: 'private' }] } });
     case 'resources/read': {
+      if (p.uri === 'note://linked' && linkedReads++ === 0) {
+        return out({ jsonrpc: '2.0', id: m.id, error: { code: -32042, message: 'Connect your notes first',
+          data: { elicitations: [{ mode: 'url', elicitationId: 'link-1', url: 'https://consent.example.com/notes',
+            message: 'Connect your notes' }] } } });
+      }
+      if (p.uri === 'note://linked') {
+        return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', contents: [{ uri: p.uri, text: 'the linked note' }] } });
+      }
       const ok = p.inputResponses?.sure?.content?.sure === true;
       const result = ok
         ? { resultType: 'complete', contents: [{ uri: p.uri, text: 'the private note' }] }

@@ -14,6 +14,7 @@ pub(crate) mod needle;
 pub mod oauth;
 pub(crate) mod origins;
 pub mod raw;
+pub(crate) mod rounds;
 pub mod sampling;
 pub mod standard_headers;
 pub mod tap;

@@ -4288,8 +4288,8 @@ async fn a_2026_http_server_sees_the_agents_cancellation_as_the_calls_stream_clo
     let _ = std::fs::remove_file(&wire);
 }
 
-/// `prompts/get` and `resources/read` that need the person first (multi round-trip requests):
-/// asked on the desktop, and the agent gets the prompt and the resource.
+/// `prompts/get` and `resources/read` that need the person first (multi round-trip requests, or
+/// an address to open): asked on the desktop, and the agent gets the prompt and the resource.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_and_resources_that_ask_first_reach_the_agent() {
     let script = common::peer_path("mrtr-server.mjs");
@@ -4340,6 +4340,37 @@ async fn prompts_and_resources_that_ask_first_reach_the_agent() {
         serde_json::to_string(&read)
             .unwrap()
             .contains("the private note"),
+        "{read:?}"
+    );
+
+    // A resource behind an address to open (-32042): the person opens it on the desktop, and
+    // the read is made again; the agent, which never offered URL mode, sees only the note.
+    let peer = agent.peer().clone();
+    let read = tokio::spawn(async move {
+        peer.read_resource(rmcp::model::ReadResourceRequestParams::new("note://linked"))
+            .await
+    });
+    let ask = rig.next_ask().await;
+    let AskKind::Url { host, .. } = &ask.kind else {
+        panic!("a URL question, got {:?}", ask.kind);
+    };
+    assert_eq!(host, "consent.example.com");
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    // The server reports no completion: the person says they are done.
+    let done = rig.next_ask().await;
+    assert!(matches!(done.kind, AskKind::Form { .. }), "{:?}", done.kind);
+    accept(&rig, done.id, json!({}));
+    let read = tokio::time::timeout(WAIT, read)
+        .await
+        .unwrap()
+        .unwrap()
+        .expect("the linked resource");
+    assert!(
+        serde_json::to_string(&read)
+            .unwrap()
+            .contains("the linked note"),
         "{read:?}"
     );
     let _ = agent.cancel().await;

@@ -1,8 +1,8 @@
 //! Multi round-trip input requests (2026-07-28) judged as sent, against an SDK-less server
 //! (`tests/peers/mrtr-server.mjs`): a `pattern` schema is refused and recorded (rmcp's typed
 //! model would drop the keyword and show a form that accepts what the server rejects), two
-//! questions in one result, two rounds, a state-only round, and a sampling request that refuses
-//! the round before the person is asked anything.
+//! questions in one result, two rounds, a state-only round, a sampling request that refuses
+//! the round before the person is asked anything, and a server that never stops asking.
 
 use countersign_core::ask::AskKind;
 use countersign_core::ask::audit::AuditRecord;
@@ -169,5 +169,35 @@ async fn a_sampling_request_refuses_the_round_before_anyone_is_asked() {
     let audit = std::fs::read_to_string(&h.audit_path).unwrap_or_default();
     assert!(!audit.contains("\"asked\""), "nobody was asked: {audit}");
     assert_eq!(calls(&log).len(), 1, "no second round was sent");
+    h.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_never_stops_asking_is_refused_before_a_round_the_call_could_not_use() {
+    let (h, log) = mrtr("forever").await;
+    let mut person = Person::new(&h.broker);
+    let call = h.spawn_call("mrtr", "asks_forever", json!({}));
+    // The call is made ten times at most: the person answers the first nine rounds, and the
+    // tenth is refused unasked, since no call would carry its answer.
+    for round in 1..=9 {
+        let ask = person.next_ask().await;
+        let AskKind::Form { message, .. } = &ask.kind else {
+            panic!("{:?}", ask.kind)
+        };
+        assert_eq!(message, &format!("Round {round}: once more?"));
+        accept(&h, ask.id, json!({"again": true}));
+    }
+    let ended = tokio::time::timeout(common::WAIT, call)
+        .await
+        .expect("the call ends without a tenth question")
+        .unwrap()
+        .expect_err("refused");
+    assert!(ended.to_string().contains("after 10 rounds"), "{ended}");
+    assert!(h.broker.pending().is_empty(), "{:?}", h.broker.pending());
+    let made = calls(&log)
+        .into_iter()
+        .filter(|c| c["name"] == "asks_forever")
+        .count();
+    assert_eq!(made, 10);
     h.shutdown().await;
 }

@@ -67,12 +67,10 @@ use crate::lock;
 use crate::mcp::connect::{ConnectError, asker_for, lifecycle_for, open_client};
 use crate::mcp::direct::Upstreamed;
 use crate::mcp::handler::{Elicitor, Handler, client_config};
-use crate::mcp::input::{InputAnswers, answer_input_requests};
 use crate::mcp::raw::{RawRequests, tree};
+use crate::mcp::rounds::{Halt, Next, Rounds, Sent};
 use crate::mcp::tap::{Relay, Tap};
 
-/// Rounds of multi round-trip input one forwarded call may take.
-const MAX_INPUT_ROUNDS: usize = 10;
 /// What an agent is called when it gives no `clientInfo`.
 const UNNAMED_AGENT: &str = "an unnamed agent";
 
@@ -278,10 +276,12 @@ impl Forwarder {
             return result.map(CallAnswer::Typed);
         }
         let result = async {
-            let mut url_rounds = 0;
-            // The last round's answers, delivered once the retried call is answered.
-            let mut delivering: Option<InputAnswers> = None;
-            for _round in 0..MAX_INPUT_ROUNDS {
+            let mut rounds = Rounds::new(&up.elicitor, &up.tap, leaving.withdraw());
+            loop {
+                if let Some(answers) = rounds.answers() {
+                    request.params.input_responses = Some(answers.responses.clone());
+                    request.params.request_state = answers.request_state.clone();
+                }
                 let sent = up
                     .send_as_sent(
                         super::sent::upstream_call(&request, super::sent::Unmodeled::of(ctx)),
@@ -290,91 +290,40 @@ impl Forwarder {
                         Some(call),
                     )
                     .await;
-                if sent.is_ok()
-                    && let Some(answers) = delivering.take()
-                {
-                    answers.delivered(&up.elicitor);
-                }
-                // Addresses to open first: the person opens them on the desktop (the agent
-                // need not know URL mode), then the same call is made again.
-                if let Err(error) = &sent
-                    && let Some(urls) = crate::mcp::url_required::required_urls(error)
-                {
-                    url_rounds += 1;
-                    if url_rounds > crate::mcp::url_required::MAX_URL_ROUNDS {
-                        return Err(McpError::internal_error(
-                            format!(
-                                "{} still asks for addresses to be opened after {} rounds",
-                                up.server.name,
-                                crate::mcp::url_required::MAX_URL_ROUNDS
-                            ),
-                            None,
-                        ));
-                    }
-                    crate::mcp::url_required::satisfy(
-                        &up.elicitor,
-                        &up.tap,
-                        urls,
-                        &leaving.withdraw(),
-                    )
-                    .await
-                    .map_err(|m| McpError::internal_error(m, None))?;
-                    if leaving.reason().is_some() {
-                        return Err(agent_cancelled());
-                    }
-                    self.still_held(ctx)?;
-                    continue;
-                }
-                let answer = match sent? {
-                    Upstreamed::PlainCall(plain) if as_sent => {
+                let sent = match sent {
+                    // Addresses to open first: the person opens them on the desktop (the agent
+                    // need not know URL mode), then the same call is made again.
+                    Err(error) => Sent::from_error(error),
+                    Ok(Upstreamed::PlainCall(plain)) if as_sent => {
                         super::faithful::Kept::keep(
                             ctx,
                             super::faithful::shape_plain_call_result(plain, modern_agent(ctx)),
                         );
-                        return Ok(CallAnswer::Kept);
+                        Ok(Sent::Answered(CallAnswer::Kept))
                     }
-                    answer => answer.typed().map_err(|e| up.error(e))?,
-                };
-                let required = match answer {
-                    (ServerResult::CallToolResult(result), raw) => {
-                        keep_raw(ctx, raw);
-                        return Ok(CallAnswer::Typed(result));
-                    }
-                    (ServerResult::InputRequiredResult(required), raw) => (required, raw),
-                    (ServerResult::EmptyResult(_), _) => {
-                        return Ok(CallAnswer::Typed(CallToolResult::success(vec![])));
-                    }
-                    _ => {
-                        return Err(McpError::internal_error(
+                    Ok(answer) => match answer.typed().map_err(|e| up.error(e))? {
+                        (ServerResult::CallToolResult(result), raw) => {
+                            keep_raw(ctx, raw);
+                            Ok(Sent::Answered(CallAnswer::Typed(result)))
+                        }
+                        (ServerResult::InputRequiredResult(required), raw) => {
+                            Ok(Sent::Input(required, raw.as_deref().and_then(tree)))
+                        }
+                        (ServerResult::EmptyResult(_), _) => Ok(Sent::Answered(CallAnswer::Typed(
+                            CallToolResult::success(vec![]),
+                        ))),
+                        _ => Err(McpError::internal_error(
                             format!("{} answered tools/call with something else", up.server.name),
                             None,
-                        ));
-                    }
+                        )),
+                    },
                 };
-                let (required, raw) = required;
-                let inputs = required.input_requests.unwrap_or_default();
-                let raw = raw.as_deref().and_then(tree);
-                let answered =
-                    answer_input_requests(&up.elicitor, inputs, raw.as_ref(), &leaving.withdraw())
-                        .await;
-                if leaving.reason().is_some() {
-                    return Err(agent_cancelled());
+                match rounds.after(sent, || self.still_held(ctx)).await {
+                    Next::Answered(answer) => return Ok(answer),
+                    Next::Again => {}
+                    Next::Halted(halt) => return Err(halted_error(halt)),
                 }
-                self.still_held(ctx)?;
-                let answers = answered.map_err(|m| {
-                    McpError::internal_error(format!("{}: {m}", up.server.name), None)
-                })?;
-                request.params.input_responses = Some(answers.responses.clone());
-                request.params.request_state = required.request_state;
-                delivering = Some(answers);
             }
-            Err(McpError::internal_error(
-                format!(
-                    "{} still asked for input after {MAX_INPUT_ROUNDS} rounds",
-                    up.server.name
-                ),
-                None,
-            ))
         }
         .await;
         up.relay.call_ended(call, leaving.reason());
@@ -397,60 +346,43 @@ impl Forwarder {
         }
         let mut request = request;
         let leaving = Leaving::of(&ctx);
-        let mut rounds = 0;
-        let mut delivering: Option<InputAnswers> = None;
+        let mut rounds = Rounds::new(&up.elicitor, &up.tap, leaving.withdraw());
         let (result, raw) = loop {
-            let (result, raw) = up
+            // A prompt or resource that needs the person first (multi round-trip requests, or
+            // addresses to open): asked on the desktop, then the same request again.
+            if let Some(answers) = rounds.answers() {
+                let (responses, state) = match &mut request {
+                    ClientRequest::GetPromptRequest(r) => {
+                        (&mut r.params.input_responses, &mut r.params.request_state)
+                    }
+                    ClientRequest::ReadResourceRequest(r) => {
+                        (&mut r.params.input_responses, &mut r.params.request_state)
+                    }
+                    _ => {
+                        return Err(McpError::internal_error(
+                            format!("{} asked for input on {method}", up.server.name),
+                            None,
+                        ));
+                    }
+                };
+                *responses = Some(answers.responses.clone());
+                *state = answers.request_state.clone();
+            }
+            let sent = match up
                 .send(request.clone(), &ctx, up.server.request_timeout, None)
-                .await?;
-            if let Some(answers) = delivering.take() {
-                answers.delivered(&up.elicitor);
-            }
-            // A prompt or resource that needs the person first (multi round-trip requests):
-            // asked on the desktop, then the same request again with the answers.
-            let ServerResult::InputRequiredResult(required) = result else {
-                break (result, raw);
+                .await
+            {
+                Ok((ServerResult::InputRequiredResult(required), raw)) => {
+                    Ok(Sent::Input(required, raw.as_deref().and_then(tree)))
+                }
+                Ok(answered) => Ok(Sent::Answered(answered)),
+                Err(error) => Sent::from_error(error),
             };
-            rounds += 1;
-            if rounds > MAX_INPUT_ROUNDS {
-                return Err(McpError::internal_error(
-                    format!(
-                        "{} still asked for input after {MAX_INPUT_ROUNDS} rounds",
-                        up.server.name
-                    ),
-                    None,
-                ));
+            match rounds.after(sent, || self.still_held(&ctx)).await {
+                Next::Answered(answered) => break answered,
+                Next::Again => {}
+                Next::Halted(halt) => return Err(halted_error(halt)),
             }
-            let answered = answer_input_requests(
-                &up.elicitor,
-                required.input_requests.unwrap_or_default(),
-                raw.as_deref().and_then(tree).as_ref(),
-                &leaving.withdraw(),
-            )
-            .await;
-            if leaving.reason().is_some() {
-                return Err(agent_cancelled());
-            }
-            self.still_held(&ctx)?;
-            let answers = answered
-                .map_err(|m| McpError::internal_error(format!("{}: {m}", up.server.name), None))?;
-            match &mut request {
-                ClientRequest::GetPromptRequest(r) => {
-                    r.params.input_responses = Some(answers.responses.clone());
-                    r.params.request_state = required.request_state;
-                }
-                ClientRequest::ReadResourceRequest(r) => {
-                    r.params.input_responses = Some(answers.responses.clone());
-                    r.params.request_state = required.request_state;
-                }
-                _ => {
-                    return Err(McpError::internal_error(
-                        format!("{} asked for input on {method}", up.server.name),
-                        None,
-                    ));
-                }
-            }
-            delivering = Some(answers);
         };
         let picked = pick(result).ok_or_else(|| {
             McpError::internal_error(
@@ -816,6 +748,15 @@ impl CallAnswer {
 fn keep_raw(ctx: &RequestContext<RoleServer>, raw: Option<Box<RawValue>>) {
     if let Some(raw) = raw {
         super::faithful::Kept::keep(ctx, shape_result(raw, modern_agent(ctx)));
+    }
+}
+
+/// What the agent is told when a request's rounds end without the server's answer.
+fn halted_error(halt: Halt<McpError>) -> McpError {
+    match halt {
+        Halt::Failed(error) => error,
+        Halt::Withdrawn => agent_cancelled(),
+        Halt::Refused(why) => McpError::internal_error(why, None),
     }
 }
 

@@ -12,10 +12,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Live, SessionError, SessionManager, timeout_error};
 use crate::ask::{CancelReason, Withdrawal};
+use crate::mcp::rounds::{Halt, Next, Rounds, Sent};
 use crate::mcp::tap::Tap;
-
-/// Rounds of multi round-trip input a single call may take before we give up on the server.
-const MAX_INPUT_ROUNDS: usize = 10;
 
 impl SessionManager {
     /// Calls a tool, answering the server's questions through the broker, whether it asks
@@ -67,93 +65,53 @@ impl SessionManager {
         }
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
-        let mut url_rounds = 0;
-        // The last round's answers, delivered once the retried call is answered.
-        let mut delivering: Option<crate::mcp::input::InputAnswers> = None;
-        for _round in 0..MAX_INPUT_ROUNDS {
+        let withdraw = Withdrawal::new().when(cancel.clone(), CancelReason::Agent);
+        let mut rounds = Rounds::new(&live.elicitor, &live.tap, withdraw);
+        loop {
+            if let Some(answers) = rounds.answers() {
+                params.input_responses = Some(answers.responses.clone());
+                params.request_state = answers.request_state.clone();
+            }
             // Dropping the request future (timeout, cancel) sends the server a cancellation.
             let once = call_once(&live, call, params.clone(), progress.as_ref());
-            let response = tokio::select! {
+            let sent = tokio::select! {
                 r = tokio::time::timeout(timeout, once) => match r {
                     Err(_) => return Err(timeout_error(&entry)),
-                    Ok(Err(rmcp::ServiceError::McpError(error)))
-                        if crate::mcp::url_required::required_urls(&error).is_some() =>
-                    {
-                        // Addresses to open first: asked, then the same call made again.
-                        url_rounds += 1;
-                        if url_rounds > crate::mcp::url_required::MAX_URL_ROUNDS {
-                            return Err(SessionError::Protocol {
-                                server: entry.config.name.clone(),
-                                message: format!(
-                                    "still asks for addresses to be opened after {} rounds",
-                                    crate::mcp::url_required::MAX_URL_ROUNDS
-                                ),
-                            });
-                        }
-                        let urls = crate::mcp::url_required::required_urls(&error).unwrap_or_default();
-                        crate::mcp::url_required::satisfy(
-                            &live.elicitor,
-                            &live.tap,
-                            urls,
-                            &Withdrawal::new().when(cancel.clone(), CancelReason::Agent),
-                        )
-                        .await
-                        .map_err(|message| SessionError::Protocol {
-                            server: entry.config.name.clone(),
-                            message,
-                        })?;
-                        if cancel.is_cancelled() {
-                            return Err(SessionError::Cancelled);
-                        }
-                        continue;
+                    Ok(Err(rmcp::ServiceError::McpError(error))) => {
+                        Sent::from_error(error).map_err(|e| {
+                            self.request_error(&entry, rmcp::ServiceError::McpError(e))
+                        })
                     }
-                    Ok(r) => r.map_err(|e| self.request_error(&entry, e))?,
+                    Ok(Err(e)) => Err(self.request_error(&entry, e)),
+                    Ok(Ok((CallToolResponse::Complete(result), _))) => Ok(Sent::Answered(result)),
+                    Ok(Ok((CallToolResponse::InputRequired(required), raw))) => {
+                        Ok(Sent::Input(required, raw))
+                    }
+                    Ok(Ok(_)) => Err(SessionError::Protocol {
+                        server: entry.config.name.clone(),
+                        message: "the server answered with a task, which Countersign does not poll"
+                            .into(),
+                    }),
                 },
                 _ = cancel.cancelled() => return Err(SessionError::Cancelled),
                 _ = live.ended.cancelled() => return Err(live.ended_error(&entry)),
             };
-            let (response, raw) = response;
-            if let Some(answers) = delivering.take() {
-                answers.delivered(&live.elicitor);
-            }
-            match response {
-                CallToolResponse::Complete(result) => {
+            match rounds.after(sent, || Ok(())).await {
+                Next::Answered(result) => {
                     self.succeeded(&entry);
                     return Ok(result);
                 }
-                CallToolResponse::InputRequired(required) => {
-                    let requests = required.input_requests.unwrap_or_default();
-                    let answered = crate::mcp::input::answer_input_requests(
-                        &live.elicitor,
-                        requests,
-                        raw.as_ref(),
-                        &Withdrawal::new().when(cancel.clone(), CancelReason::Agent),
-                    )
-                    .await;
-                    if cancel.is_cancelled() {
-                        return Err(SessionError::Cancelled);
-                    }
-                    let answers = answered.map_err(|message| SessionError::Protocol {
-                        server: entry.config.name.clone(),
-                        message,
-                    })?;
-                    params.input_responses = Some(answers.responses.clone());
-                    params.request_state = required.request_state;
-                    delivering = Some(answers);
-                }
-                _ => {
+                Next::Again => {}
+                Next::Halted(Halt::Failed(e)) => return Err(e),
+                Next::Halted(Halt::Withdrawn) => return Err(SessionError::Cancelled),
+                Next::Halted(Halt::Refused(message)) => {
                     return Err(SessionError::Protocol {
                         server: entry.config.name.clone(),
-                        message: "the server answered with a task, which Countersign does not poll"
-                            .into(),
+                        message,
                     });
                 }
             }
         }
-        Err(SessionError::Protocol {
-            server: entry.config.name.clone(),
-            message: format!("still asking for input after {MAX_INPUT_ROUNDS} rounds"),
-        })
     }
 }
 
