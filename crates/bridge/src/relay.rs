@@ -120,7 +120,7 @@ pub async fn refuse_first_request(
             Ok(Ok(Line::TooLong)) => continue,
             _ => return,
         }
-        let Ok(message_in) = serde_json::from_slice::<Value>(&buf) else {
+        let Some(Ok(Ok(message_in))) = line_text(&buf).map(|t| t.map(read_message)) else {
             continue;
         };
         if let Some(Request { id, .. }) = request_of(&message_in) {
@@ -193,6 +193,69 @@ impl Envelope<'_> {
                 .and_then(|id| serde_json::from_str::<Value>(id.get()).ok())
                 .is_some_and(|id| id == request.id)
     }
+}
+
+/// An agent's line as the bridge reads it: the whole message, or, when it is JSON that a `Value`
+/// cannot hold (a number too large for a float, a lone surrogate in a string), what the
+/// transport reads of it: `jsonrpc`, `id` and `method`, and the `name` and `_meta` of its
+/// `params`. The line goes to the gateway as written either way, so the agent gets an answer
+/// to its request rather than a parse error without its id.
+fn read_message(text: &str) -> Result<Value, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct Line<'a> {
+        #[serde(borrow, default)]
+        jsonrpc: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        method: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        params: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow, default)]
+        name: Option<&'a RawValue>,
+        #[serde(borrow, default, rename = "_meta")]
+        meta: Option<&'a RawValue>,
+    }
+    fn readable(raw: Option<&RawValue>) -> Option<Value> {
+        serde_json::from_str(raw?.get()).ok()
+    }
+    let refused = match serde_json::from_str::<Value>(text) {
+        Ok(message) => return Ok(message),
+        Err(e) => e,
+    };
+    // serde's derived reading also takes an array, member by position.
+    if !text.trim_start().starts_with('{') {
+        return Err(refused);
+    }
+    let Ok(line) = serde_json::from_str::<Line>(text) else {
+        return Err(refused);
+    };
+    let mut message = Map::new();
+    for (key, raw) in [
+        ("jsonrpc", line.jsonrpc),
+        ("id", line.id),
+        ("method", line.method),
+    ] {
+        if let Some(value) = readable(raw) {
+            message.insert(key.into(), value);
+        }
+    }
+    if let Some(params) = line
+        .params
+        .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+    {
+        let mut read = Map::new();
+        for (key, raw) in [("name", params.name), ("_meta", params.meta)] {
+            if let Some(value) = readable(raw) {
+                read.insert(key.into(), value);
+            }
+        }
+        message.insert("params".into(), Value::Object(read));
+    }
+    Ok(Value::Object(message))
 }
 
 /// `text` as one line: a JSON text has line breaks only as whitespace between its tokens
@@ -338,7 +401,7 @@ impl Relay {
                 }
                 Some(Ok(text)) => text,
             };
-            let message = match serde_json::from_str::<Value>(text) {
+            let message = match read_message(text) {
                 Ok(message) if message.is_object() => message,
                 Ok(_) => {
                     log("a line on stdin is JSON but not a JSON-RPC message object");
@@ -997,6 +1060,25 @@ mod tests {
             &json!({"jsonrpc": "2.0", "id": "a", "method": "elicitation/create"}),
             &request
         ));
+    }
+
+    #[test]
+    fn a_line_a_value_cannot_hold_is_still_read_for_what_the_transport_needs() {
+        let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"count",
+            "arguments":{"n":1e400,"s":"\ud800"},
+            "_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#;
+        assert!(serde_json::from_str::<Value>(text).is_err());
+        let message = read_message(text).unwrap();
+        let request = request_of(&message).unwrap();
+        assert_eq!(
+            (request.id, request.method.as_str()),
+            (json!(7), "tools/call")
+        );
+        assert_eq!(message["params"]["name"], "count");
+        assert_eq!(headers::inline_version(&message), Some("2026-07-28"));
+        // Not JSON, or not a message object: refused as before.
+        assert!(read_message(r#"{"id": 1e400"#).is_err());
+        assert!(read_message("[1e400]").is_err());
     }
 
     #[test]

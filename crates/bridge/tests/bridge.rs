@@ -243,9 +243,19 @@ const VERBATIM_JSON: &str = "{\"jsonrpc\":\"2.0\",\"id\":1,\n  \"result\":{\"pro
 const VERBATIM_EVENT: &str =
     "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"content\":[],\"n\":18446744073709551616}}";
 
-/// A gateway stand-in that answers with fixed text: request 1 in JSON, any other on a stream.
+/// A gateway stand-in that answers with fixed text: request 1 in JSON, request 3 with the
+/// body it was sent, any other on a stream.
 async fn verbatim(body: String) -> Response {
-    if body.contains("\"id\":1") {
+    if body.contains("\"id\":3") {
+        let echo = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{{\"content\":[],\"sent\":{body}}}}}"
+        );
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            echo,
+        )
+            .into_response()
+    } else if body.contains("\"id\":1") {
         (
             [(axum::http::header::CONTENT_TYPE, "application/json")],
             VERBATIM_JSON,
@@ -279,6 +289,15 @@ async fn the_gateways_answers_reach_the_agent_as_written() {
     // `Value`: the call went with it.
     let call = gateway.seen().into_iter().last().unwrap();
     assert_eq!(call.version.as_deref(), Some("2025-11-25"));
+    // The agent's own words the same way: a request a `Value` cannot hold goes to the gateway
+    // as written, and its answer comes back to the agent with the request's id (it was a
+    // parse error with no id, which left the agent waiting).
+    let line = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"count","arguments":{"n":1e400,"s":"\ud800"}}}"#;
+    bridge.send_line(line).await;
+    assert_eq!(
+        bridge.recv_line().await,
+        format!(r#"{{"jsonrpc":"2.0","id":3,"result":{{"content":[],"sent":{line}}}}}"#)
+    );
     bridge.finish().await;
 }
 
