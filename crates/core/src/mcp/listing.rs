@@ -1,4 +1,5 @@
-//! Listing a server's tools across pages, within bounds. rmcp's `list_all_tools` follows
+//! Listing a server's tools across pages, within bounds (and the requests of Countersign's own,
+//! whose results nobody else takes: `our_own`). rmcp's `list_all_tools` follows
 //! `nextCursor` for as long as the server gives one, keeping every page: a server that always
 //! answers with another cursor (or the same one) would grow the app's memory until the request
 //! timed out, and the gateway, in the same process, with it.
@@ -74,18 +75,29 @@ async fn list_page(
         params,
         extensions: Default::default(),
     });
-    let handle = peer
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
-        .await?;
+    match our_own(peer, request, PeerRequestOptions::no_options(), raw).await? {
+        ServerResult::ListToolsResult(page) => Ok(page),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// A request of Countersign's own (a listing, a preview's dry run) on a session whose tap
+/// keeps every result for the agent request it answers (`raw`): nobody takes this one's
+/// bytes, so they are let go here rather than left to fill the tap's budget. Within `options`'
+/// timeout, which rmcp keeps, so the bytes are let go however the answer ends.
+pub(crate) async fn our_own(
+    peer: &Peer<RoleClient>,
+    request: ClientRequest,
+    options: PeerRequestOptions,
+    raw: Option<&RawRequests>,
+) -> Result<ServerResult, ServiceError> {
+    let handle = peer.send_cancellable_request(request, options).await?;
     let id = handle.id.clone();
     let answer = handle.await_response().await;
     if let Some(raw) = raw {
         let _ = raw.take_result_bytes(&id);
     }
-    match answer? {
-        ServerResult::ListToolsResult(page) => Ok(page),
-        _ => Err(ServiceError::UnexpectedResponse),
-    }
+    answer
 }
 
 #[cfg(test)]
@@ -93,8 +105,11 @@ mod tests {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
-    use rmcp::model::{ListToolsResult, ServerCapabilities, ServerConfig};
-    use rmcp::service::{RequestContext, RoleServer};
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
+        ListToolsResult, ServerCapabilities, ServerConfig,
+    };
+    use rmcp::service::{RequestContext, RoleServer, RunningService};
     use rmcp::{ErrorData, ServerHandler, ServiceExt};
 
     use super::*;
@@ -108,6 +123,14 @@ mod tests {
     impl ServerHandler for Endless {
         fn get_info(&self) -> ServerConfig {
             ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn call_tool(
+            &self,
+            _: CallToolRequestParams,
+            _: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            Ok(CallToolResult::success(vec![ContentBlock::text("a dry run's diff")]).into())
         }
 
         async fn list_tools(
@@ -127,7 +150,15 @@ mod tests {
         }
     }
 
-    async fn listed(repeat: bool) -> (usize, usize) {
+    /// A client of an [`Endless`] server through a tap that keeps every result, as a gateway
+    /// session's does.
+    async fn tapped(
+        repeat: bool,
+    ) -> (
+        RunningService<RoleClient, ()>,
+        Arc<RawRequests>,
+        Arc<AtomicUsize>,
+    ) {
         let pages = Arc::new(AtomicUsize::new(0));
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
         let server = Endless {
@@ -139,13 +170,42 @@ mod tests {
                 let _ = running.waiting().await;
             }
         });
-        // Read through a tap that keeps every result, as a gateway session's does.
         let raw = RawRequests::with_results();
         let (read, write) = tokio::io::split(ours);
         let client =
             ().serve((crate::mcp::raw::TapRead::new(read, raw.clone()), write))
                 .await
                 .unwrap();
+        (client, raw, pages)
+    }
+
+    /// A preview's dry run is a request of Countersign's own: its result's bytes are not left
+    /// in the tap, where they would count against the results kept for the agent's calls.
+    #[tokio::test]
+    async fn a_request_of_our_own_leaves_no_result_kept() {
+        let (client, raw, _) = tapped(false).await;
+        let handshake = raw.results_kept();
+        let call = ClientRequest::CallToolRequest(CallToolRequest::new(
+            CallToolRequestParams::new("edit_file"),
+        ));
+        let answer = our_own(
+            client.peer(),
+            call,
+            PeerRequestOptions::no_options(),
+            Some(&raw),
+        )
+        .await
+        .unwrap();
+        assert!(
+            matches!(answer, ServerResult::CallToolResult(_)),
+            "{answer:?}"
+        );
+        assert_eq!(raw.results_kept(), handshake);
+        let _ = client.cancel().await;
+    }
+
+    async fn listed(repeat: bool) -> (usize, usize) {
+        let (client, raw, pages) = tapped(repeat).await;
         let handshake = raw.results_kept();
         let tools = all_tools("endless", client.peer(), Some(&raw))
             .await

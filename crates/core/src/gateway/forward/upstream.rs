@@ -680,13 +680,20 @@ impl Upstream {
                 "tools/call (preview, dryRun: true)",
             )
             .map_err(|e| e.to_string())?;
-        let sent = tokio::time::timeout(
-            self.server.request_timeout,
-            self.peer().call_tool(request.params),
-        )
-        .await
-        .map_err(|_| format!("{} did not answer in time", self.server.name))?;
-        sent.map_err(|e| e.to_string())
+        let mut options = PeerRequestOptions::no_options();
+        options.timeout = Some(self.server.request_timeout);
+        let request = ClientRequest::CallToolRequest(request);
+        match crate::mcp::listing::our_own(self.peer(), request, options, Some(&self.raw)).await {
+            Ok(ServerResult::CallToolResult(result)) => Ok(result),
+            Ok(_) => Err(format!(
+                "{} answered the dry run with something else",
+                self.server.name
+            )),
+            Err(rmcp::ServiceError::Timeout { .. }) => {
+                Err(format!("{} did not answer in time", self.server.name))
+            }
+            Err(e) => Err(e.to_string()),
+        }
     }
 
     /// What the gate needs to know about `tool`, listing the tools if they were not yet.
