@@ -262,26 +262,29 @@ fn keep_stderr_line(tail: &Mutex<VecDeque<String>>, bytes: Vec<u8>, cut: bool) {
     tail.push_back(text);
 }
 
+/// Who asks, for the dialog and the audit log: the server's command line or address with
+/// whatever in them may be a credential left out (`shown_url`, `shown_command`), since the
+/// log holds no secrets.
 pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
     let endpoint = match &config.transport {
         TransportConfig::Stdio { command, args, .. } => Endpoint::Stdio {
-            command: std::iter::once(command.as_str())
-                .chain(args.iter().map(String::as_str))
-                .collect::<Vec<_>>()
-                .join(" "),
+            command: shown_command(command, args),
         },
-        TransportConfig::Http { url, .. } => Endpoint::Http {
-            host: url::Url::parse(url)
-                .ok()
-                .and_then(|u| {
-                    u.host_str().map(|h| match u.port() {
-                        Some(p) => format!("{h}:{p}"),
-                        None => h.to_owned(),
+        TransportConfig::Http { url, .. } => {
+            let parsed = url::Url::parse(url).ok();
+            Endpoint::Http {
+                host: parsed
+                    .as_ref()
+                    .and_then(|u| {
+                        u.host_str().map(|h| match u.port() {
+                            Some(p) => format!("{h}:{p}"),
+                            None => h.to_owned(),
+                        })
                     })
-                })
-                .unwrap_or_else(|| url.clone()),
-            url: url.clone(),
-        },
+                    .unwrap_or_else(|| shown_url(url)),
+                url: shown_url(url),
+            }
+        }
     };
     Asker {
         server: config.name.clone(),
@@ -289,6 +292,85 @@ pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
         agent: None,
         declared: None,
     }
+}
+
+/// What stands for a left-out credential.
+const LEFT_OUT: &str = "…";
+
+/// A server's address without what may hold a credential: many services put the key in the
+/// query (`?api_key=…`) or the user part (`user:password@`). Scheme, host, port and path are
+/// kept; the query, the fragment and the user part become `…`.
+pub(crate) fn shown_url(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        // Unreadable as a URL: cut where a query or a fragment would start, and before an `@`.
+        let cut = url.find(['?', '#']).unwrap_or(url.len());
+        let kept = &url[..cut];
+        let kept = kept.rsplit_once('@').map_or(kept, |(_, host)| host);
+        return if kept.len() < url.len() {
+            format!("{kept}{LEFT_OUT}")
+        } else {
+            kept.to_owned()
+        };
+    };
+    let user = !parsed.username().is_empty() || parsed.password().is_some();
+    let query = parsed.query().is_some() || parsed.fragment().is_some();
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    parsed.set_query(None);
+    parsed.set_fragment(None);
+    let mut shown = parsed.to_string();
+    if user && let Some(at) = shown.find("://") {
+        shown.insert_str(at + 3, &format!("{LEFT_OUT}@"));
+    }
+    if query {
+        shown.push('?');
+        shown.push_str(LEFT_OUT);
+    }
+    shown
+}
+
+/// A command line without what may hold a credential: the value of a flag whose name says it
+/// holds one (`--api-key sk-…`, `--token=…`) and addresses as [`shown_url`] shows them.
+pub(crate) fn shown_command(command: &str, args: &[String]) -> String {
+    fn names_a_credential(flag: &str) -> bool {
+        let name = flag.trim_start_matches('-').to_ascii_uppercase();
+        flag.starts_with('-')
+            && [
+                "KEY",
+                "TOKEN",
+                "SECRET",
+                "PASS",
+                "PWD",
+                "AUTH",
+                "CREDENTIAL",
+                "COOKIE",
+                "BEARER",
+                "JWT",
+                "PRIVATE",
+            ]
+            .iter()
+            .any(|word| name.contains(word))
+    }
+    let mut shown = vec![command.to_owned()];
+    let mut value_of_a_credential = false;
+    for arg in args {
+        let arg = arg.as_str();
+        shown.push(if std::mem::take(&mut value_of_a_credential) {
+            LEFT_OUT.to_owned()
+        } else if let Some((flag, _)) = arg.split_once('=')
+            && names_a_credential(flag)
+        {
+            format!("{flag}={LEFT_OUT}")
+        } else if names_a_credential(arg) {
+            value_of_a_credential = true;
+            arg.to_owned()
+        } else if arg.contains("://") {
+            shown_url(arg)
+        } else {
+            arg.to_owned()
+        });
+    }
+    shown.join(" ")
 }
 
 /// An error as the person reads it: rmcp names the transport's Rust type in brackets
@@ -354,6 +436,45 @@ mod tests {
         assert_eq!(lines[1], format!("{}…", "x".repeat(STDERR_LINE_MAX)));
         assert_eq!(lines[2], "bad \u{FFFD} byte");
         assert_eq!(lines[3], "last");
+    }
+
+    #[test]
+    fn what_may_hold_a_credential_is_left_out_of_who_asks() {
+        use super::{shown_command, shown_url};
+        assert_eq!(
+            shown_url("https://user:pw@mcp.example.com:8443/v1/mcp?api_key=SEKRIT#x"),
+            "https://…@mcp.example.com:8443/v1/mcp?…"
+        );
+        assert_eq!(
+            shown_url("https://mcp.example.com/mcp"),
+            "https://mcp.example.com/mcp"
+        );
+        assert_eq!(shown_url("not a url?key=SEKRIT"), "not a url…");
+        assert_eq!(shown_url("nope://me:SEKRIT@[x"), "[x…");
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            shown_command(
+                "npx",
+                &args(&[
+                    "-y",
+                    "mcp-remote",
+                    "https://host/mcp?token=SEKRIT",
+                    "--api-key",
+                    "SEKRIT",
+                    "--auth-token=SEKRIT",
+                    "/home/me/projects",
+                    "--path",
+                    "/srv",
+                ])
+            ),
+            "npx -y mcp-remote https://host/mcp?… --api-key … --auth-token=… /home/me/projects --path /srv"
+        );
+        // What the dialog and the audit log are told of who asks.
+        let asker = super::asker_for(&crate::ServerConfig::http(
+            "remote",
+            "https://mcp.example.com/mcp?api_key=SEKRIT",
+        ));
+        assert!(!format!("{asker:?}").contains("SEKRIT"), "{asker:?}");
     }
 
     #[test]

@@ -161,11 +161,14 @@ impl Post<'_> {
         if let Some(session) = &self.session_id {
             request = request.header(HEADER_SESSION_ID, session.as_ref());
         }
+        // reqwest names the URL in its errors, and a server's URL may hold its key
+        // (`?api_key=…`): such an error reaches the agent, the person and the log.
         let response = request
             .header(CONTENT_TYPE, JSON_MIME_TYPE)
             .body(body)
             .send()
-            .await?;
+            .await
+            .map_err(reqwest::Error::without_url)?;
         let status = response.status();
         if let Some(challenge) = response.headers().get(WWW_AUTHENTICATE)
             && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN)

@@ -647,6 +647,15 @@ impl TapHttpClient {
 type Headers = HashMap<http::HeaderName, http::HeaderValue>;
 type HttpResult<T> = Result<T, StreamableHttpError<reqwest::Error>>;
 
+/// reqwest names the URL in its errors, and a server's URL may hold its key (`?api_key=…`):
+/// such an error reaches the agent, the person and the log without it (see `http_post`).
+fn without_url(e: StreamableHttpError<reqwest::Error>) -> StreamableHttpError<reqwest::Error> {
+    match e {
+        StreamableHttpError::Client(e) => StreamableHttpError::Client(e.without_url()),
+        other => other,
+    }
+}
+
 impl StreamableHttpClient for TapHttpClient {
     type Error = reqwest::Error;
 
@@ -751,6 +760,7 @@ impl StreamableHttpClient for TapHttpClient {
         self.inner
             .delete_session(uri, session_id, auth_header, custom_headers)
             .await
+            .map_err(without_url)
     }
 
     async fn get_stream(
@@ -764,7 +774,8 @@ impl StreamableHttpClient for TapHttpClient {
         let stream = self
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
-            .await?;
+            .await
+            .map_err(without_url)?;
         Ok(self.standalone(stream))
     }
 
@@ -787,7 +798,8 @@ impl StreamableHttpClient for TapHttpClient {
                 custom_headers,
                 max_sse_event_size,
             )
-            .await?;
+            .await
+            .map_err(without_url)?;
         Ok(self.standalone(stream))
     }
 }
