@@ -36,28 +36,48 @@ const GATEWAY_EVENT: &str = "gateway-event";
 /// The config file was edited (applied or not): read `servers` and `config_info` again.
 const CONFIG_EVENT: &str = "config-event";
 
-/// The log's filter: `RUST_LOG` if set, else ours. Whatever `RUST_LOG` says, rmcp's sign-in
-/// code logs warnings only: at debug it writes the authorization code and the token
-/// response's other fields (an `id_token`), which a log must never hold.
+/// The log's filter: `RUST_LOG` if set, else ours. rmcp's lines are held further by
+/// [`rmcp_within_bounds`], whatever `RUST_LOG` says.
 fn log_filter(rust_log: Option<&str>) -> tracing_subscriber::EnvFilter {
-    let filter = rust_log
+    rust_log
         .and_then(|directives| tracing_subscriber::EnvFilter::try_new(directives).ok())
-        .unwrap_or_else(|| "countersign=info,countersign_core=info,rmcp=warn".into());
-    match "rmcp::transport::auth=warn".parse() {
-        Ok(quiet) => filter.add_directive(quiet),
-        Err(_) => filter,
+        .unwrap_or_else(|| "countersign=info,countersign_core=info,rmcp=warn".into())
+}
+
+/// Whether a line of rmcp's may be written at all. Below these levels rmcp writes what a log
+/// must never hold: its sign-in code, at debug, the authorization code and the token
+/// response's other fields (an `id_token`); its service, at debug and trace, every message's
+/// content (the answers to a form, a password among them, and the agents' arguments). A
+/// filter of its own, beside `RUST_LOG`'s: a directive there for a narrower target (say
+/// `rmcp::service=debug`) would win over any directive added to that filter.
+fn rmcp_within_bounds(meta: &tracing::Metadata<'_>) -> bool {
+    let target = meta.target();
+    if target.starts_with("rmcp::transport::auth") {
+        *meta.level() <= tracing::Level::WARN
+    } else if target == "rmcp" || target.starts_with("rmcp::") {
+        *meta.level() <= tracing::Level::INFO
+    } else {
+        true
     }
 }
 
 pub fn run() {
     #[cfg(target_os = "linux")]
     let without_gl = launch::start_gtk_without_gl();
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // Plain text in log files and CI output; colours only on a terminal.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
-        .init();
+    {
+        use tracing_subscriber::layer::SubscriberExt;
+        use tracing_subscriber::util::SubscriberInitExt;
+        tracing_subscriber::registry()
+            .with(log_filter(std::env::var("RUST_LOG").ok().as_deref()))
+            .with(tracing_subscriber::filter::filter_fn(rmcp_within_bounds))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    // Plain text in log files and CI output; colours only on a terminal.
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
+            .init();
+    }
     // WebKit says "Disabled hardware acceleration because GTK failed to initialize GL": this
     // says why.
     #[cfg(target_os = "linux")]
@@ -489,26 +509,38 @@ mod log_filter_tests {
     use tracing_subscriber::layer::SubscriberExt;
 
     fn logs(rust_log: Option<&str>, target_debug: fn() -> bool) -> bool {
-        let subscriber = tracing_subscriber::registry().with(super::log_filter(rust_log));
+        let subscriber = tracing_subscriber::registry()
+            .with(super::log_filter(rust_log))
+            .with(tracing_subscriber::filter::filter_fn(
+                super::rmcp_within_bounds,
+            ));
         tracing::subscriber::with_default(subscriber, target_debug)
     }
 
     /// Asked for everything, the log still leaves out rmcp's sign-in debug lines (they hold
-    /// the authorization code); the rest of rmcp's debug lines are written as asked.
+    /// the authorization code) and its service's debug and trace lines (they hold every
+    /// message: a form's answers, a password among them), however narrowly they are asked
+    /// for; its info lines and our own debug lines are written as asked.
     #[test]
-    fn the_sign_ins_debug_lines_never_reach_the_log() {
+    fn rmcps_lines_that_hold_secrets_never_reach_the_log() {
         let auth = || tracing::enabled!(target: "rmcp::transport::auth", tracing::Level::DEBUG);
-        let other = || tracing::enabled!(target: "rmcp::service", tracing::Level::DEBUG);
         let auth_warn = || tracing::enabled!(target: "rmcp::transport::auth", tracing::Level::WARN);
+        let service = || tracing::enabled!(target: "rmcp::service", tracing::Level::DEBUG);
+        let service_info = || tracing::enabled!(target: "rmcp::service", tracing::Level::INFO);
+        let ours = || tracing::enabled!(target: "countersign_core::gateway", tracing::Level::DEBUG);
         for asked in [
             Some("trace"),
             Some("rmcp=trace"),
             Some("rmcp::transport::auth=trace"),
+            Some("rmcp::transport::auth::manager=trace"),
+            Some("rmcp::service=trace"),
         ] {
             assert!(!logs(asked, auth), "{asked:?}");
-            assert!(logs(asked, auth_warn), "{asked:?}");
+            assert!(!logs(asked, service), "{asked:?}");
         }
-        assert!(logs(Some("rmcp=debug"), other));
-        assert!(!logs(None, other));
+        assert!(logs(Some("trace"), auth_warn));
+        assert!(logs(Some("rmcp=info"), service_info));
+        assert!(logs(Some("countersign_core=debug"), ours));
+        assert!(!logs(None, service_info));
     }
 }
