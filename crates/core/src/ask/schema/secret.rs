@@ -12,8 +12,10 @@
 //! among the server's own options reveals nothing the server did not already know. A field is
 //! flagged when it carries `format: "password"` or `writeOnly: true`, or when its name, title or
 //! description names a secret: password, passwd, pwd, passphrase, passcode, secret, token, API
-//! key, private key, card number, credit card, CVV, CVC, OTP, and (name or title only) PIN, pass
-//! and pw.
+//! key, private key, card number, credit card, CVV, CVC, OTP, TOTP, 2FA, one-time and recovery
+//! codes (MFA, security, verification, auth, authentication, authorization, recovery, backup and
+//! one-time code, authenticator), seed and recovery phrase, mnemonic, passkey, credential(s),
+//! bearer, cookie, access, signing and SSH key, and (name or title only) PIN, pass and pw.
 //!
 //! Text is read as a person sees it: compatibility forms folded (NFKC: full-width letters),
 //! invisible format characters dropped (`Pass\u{200B}word`), and Cyrillic and Greek letters
@@ -54,6 +56,31 @@ const SECRET_TERMS: &[&[&str]] = &[
     &["credit", "card"],
     &["cvv"],
     &["cvc"],
+    // One-time and recovery codes, which open an account as a password does.
+    &["totp"],
+    &["2", "fa"],
+    &["mfa", "code"],
+    &["security", "code"],
+    &["verification", "code"],
+    &["auth", "code"],
+    &["authentication", "code"],
+    &["authorization", "code"],
+    &["authenticator"],
+    &["recovery", "code"],
+    &["backup", "code"],
+    &["one", "time", "code"],
+    &["seed", "phrase"],
+    &["recovery", "phrase"],
+    &["mnemonic"],
+    // Credentials by other names.
+    &["passkey"],
+    &["credential"],
+    &["credentials"],
+    &["bearer"],
+    &["cookie"],
+    &["access", "key"],
+    &["signing", "key"],
+    &["ssh", "key"],
 ];
 
 /// A word right after a secret term that makes the field about the secret rather than the
@@ -384,6 +411,24 @@ mod tests {
             "user_pass",
             "otp",
             "otp_code",
+            "totp",
+            "2fa_code",
+            "mfa_code",
+            "security_code",
+            "Security code",
+            "verification_code",
+            "auth_code",
+            "recovery_code",
+            "backup_code",
+            "seed_phrase",
+            "mnemonic",
+            "passkey",
+            "credentials",
+            "session_cookie",
+            "bearer",
+            "aws_access_key",
+            "signing_key",
+            "ssh_key",
             "Pаssword",
             "Pass\u{200B}word",
             "ＰＡＳＳＷＯＲＤ",
@@ -418,6 +463,9 @@ mod tests {
             "api_endpoint",
             "card_type",
             "credit_card_expiry",
+            "access_key_id",
+            "credential_name",
+            "cookie_policy",
             "tokenizer",
             "passage",
             "pinned",
