@@ -5162,6 +5162,7 @@ fn sessionless_request(
 /// never reaches the server: with `NAME` read last, the gate judged `params` (trusted and
 /// read-only, so nobody was asked) and the server ran another tool; with `InputResponses`, the
 /// agent answered the server's questions for the person. Both reached the server before.
+/// So does what a Python SDK server reads as one of them: `input_responses`, `meta`.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_field_a_lax_server_would_read_as_the_calls_own_is_refused_before_the_gate() {
     let mut raw = raw_server();
@@ -5174,6 +5175,11 @@ async fn a_field_a_lax_server_would_read_as_the_calls_own_is_refused_before_the_
         ("Arguments", json!({"path": "/"})),
         ("InputResponses", json!({"q": {"action": "accept"}})),
         ("taſk", json!({"ttl": 1})),
+        // The Python SDK's models take a field's Python name beside its alias
+        // (`populate_by_name`): `input_responses` is `inputResponses` there, `meta` is `_meta`.
+        ("input_responses", json!({"q": {"action": "accept"}})),
+        ("Request_State", json!("s")),
+        ("meta", json!({"progressToken": 1})),
     ]
     .into_iter()
     .enumerate()
@@ -5190,7 +5196,7 @@ async fn a_field_a_lax_server_would_read_as_the_calls_own_is_refused_before_the_
     // A field of its own name stays the agent's to send.
     let answer = agent
         .post(
-            9,
+            19,
             "tools/call",
             json!({"name": "params", "arguments": {}, "names": "x"}),
         )

@@ -56,14 +56,16 @@ impl Unmodeled {
             .map(|u| &u.fields)
     }
 
-    /// A field that a lax reader (a Go server) takes for one of the call's own: `NAME` beside
-    /// `name`, read last, would run another tool than the one judged; `InputResponses` would
-    /// answer the server's questions for the person.
+    /// A field that a lax reader takes for one of the call's own: `NAME` beside `name`, read
+    /// last by a Go server, would run another tool than the one judged; `InputResponses`, or
+    /// `input_responses` to a Python SDK server (whose models take a field's Python name beside
+    /// its camelCase alias), would answer the server's questions for the person.
     pub(crate) fn shadowing(fields: &Map<String, Value>) -> Option<&str> {
         fields.keys().map(String::as_str).find(|key| {
-            OWNED
-                .iter()
-                .any(|owned| crate::ask::approval::same_key_to_a_lax_reader(key, owned))
+            OWNED.iter().any(|owned| {
+                crate::ask::approval::same_key_to_a_lax_reader(key, owned)
+                    || same_name_in_another_case_style(key, owned)
+            })
         })
     }
 
@@ -71,6 +73,19 @@ impl Unmodeled {
     pub(crate) fn fields(&self) -> &Map<String, Value> {
         &self.fields
     }
+}
+
+/// Whether `a` and `b` name the same field in different case styles (`input_responses`,
+/// `input-responses`, `inputResponses`; `meta` for `_meta`): the Python SDK's models take a
+/// field by its snake_case name and its camelCase alias alike.
+fn same_name_in_another_case_style(a: &str, b: &str) -> bool {
+    let squash = |k: &str| -> String {
+        k.chars()
+            .filter(|c| !matches!(c, '_' | '-'))
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    squash(a) == squash(b)
 }
 
 /// A POST for rmcp's way, its body read: a `tools/call` with fields rmcp does not model
