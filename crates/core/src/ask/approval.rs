@@ -289,23 +289,31 @@ fn argument_texts(arguments: &Value) -> Vec<&str> {
     texts
 }
 
-/// Text a server may take for a file path: one line, and absolute (`/…`, `//…`; not a
-/// comment's `/* …` or `// …`), from the home directory (`~`), relative (`.`, `..`, or a word
-/// with a `/` that is no URL), or a `file:` address. A path decision holds every such text of
-/// a call to its folder, and a relative one it cannot place is not covered.
+/// Text a server may take for a file path: absolute (`/…`, `//…`; not a comment's `/* …` or
+/// `// …`), from the home directory (`~`), relative to where the server runs (`.`, `..`, `./…`,
+/// `../…`), or a `file:` address, whatever else it holds (a line break and a space are as
+/// good in a file's name as any other character); or, on one line, a word with a `/` that is
+/// no URL. A path decision holds every such text of a call to its folder, and a relative one
+/// it cannot place is not covered: so a text that only starts like a path (a file's content,
+/// say) takes the call out of the decision, and the person is asked.
 pub fn looks_like_path(text: &str) -> bool {
-    if text.contains(['\n', '\r']) {
-        return false;
-    }
     let spaced = text.contains(char::is_whitespace);
-    (text.starts_with('/') && !text.starts_with("/*") && !(text.starts_with("//") && spaced))
+    let anchored = (text.starts_with('/')
+        && !text.starts_with("/*")
+        && !(text.starts_with("//") && spaced))
         || text.starts_with('~')
         || text == "."
         || text == ".."
+        || text.starts_with("./")
+        || text.starts_with("../")
         || text
             .get(..5)
-            .is_some_and(|s| s.eq_ignore_ascii_case("file:"))
-        || (!spaced && text.contains('/') && url::Url::parse(text).is_err())
+            .is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+    anchored
+        || (!text.contains(['\n', '\r'])
+            && !spaced
+            && text.contains('/')
+            && url::Url::parse(text).is_err())
 }
 
 /// Text a server may take for an address to fetch: one line that reads as a URL with a host
@@ -709,6 +717,10 @@ mod tests {
         assert!(!under.covers(&json!({"path": "/p/a", "opts": {"dest": "/etc/cron.d/x"}})));
         assert!(!under.covers(&json!({"path": "/p/a", "edits": [{"file": "/etc/passwd"}]})));
         assert!(!under.covers(&json!({"path": "/p/a", "deep": [[{"x": {"to": "../../etc"}}]]})));
+        // A line break or a space is as good in a file's name as any other character.
+        assert!(!under.covers(&json!({"path": "/p/a", "opts": {"dest": "/etc/cron.d/x\n"}})));
+        assert!(!under.covers(&json!({"path": "/p/a", "out": "../../x y"})));
+        assert!(!under.covers(&json!({"path": "/p/a", "out": "./a b"})));
         assert!(
             under.covers(&json!({"path": "/p/a", "opts": {"dest": "/p/b", "n": 1, "note": "hi"}}))
         );
