@@ -2938,6 +2938,52 @@ async fn a_retry_allowed_by_a_remembered_decision_uses_up_the_pending_answer() {
     rig.gateway.shutdown().await;
 }
 
+/// The person allows a pending call once, then, before the agent retries it, remembers a
+/// denial of the tool for a minute: the retry is denied, and that uses up the allow. Left, the
+/// allow ran the same call once the denial had lapsed, though the person's latest word on it
+/// was no.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_denied_by_a_later_decision_uses_up_the_pending_allow() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("durable-later-deny", vec![files]).await;
+    let clock = test_clock(&rig);
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let args = json!({"path": "/p/a"});
+    let waited = spawn_call(&agent, "read_file", args.clone());
+    let ask = rig.next_ask().await;
+    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    // Another call of the tool, answered with a denial to remember for a minute.
+    let other = spawn_call(&agent, "read_file", json!({"path": "/p/b"}));
+    let ask = rig.next_ask().await;
+    let minute = now_ms() + 60_000;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                false,
+                Lasting::Until { until_ms: minute },
+                Covering::AnyArguments,
+            ),
+        )
+        .unwrap();
+    let _ = other.await;
+    let retried = call(&agent, "read_file", args.clone()).await;
+    assert_eq!(retried.is_error, Some(true), "{}", text(&retried));
+    // Two minutes on, the denial has lapsed: the same call is asked about again.
+    clock.fetch_add(120_000, std::sync::atomic::Ordering::Relaxed);
+    let again = spawn_call(&agent, "read_file", args.clone());
+    let ask = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("asked again, not run on the allow the denial overruled");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(again.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pending_denial_answers_the_retry_and_only_the_same_call() {
     let mut files = hostile_server("files", None);

@@ -84,6 +84,10 @@ pub(crate) enum Found {
     Waiting {
         id: String,
     },
+    /// Answered, but that the answer is used up cannot be saved: not used.
+    Unsaved {
+        id: String,
+    },
     None,
 }
 
@@ -123,16 +127,17 @@ impl PendingStore {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn save(&self, entries: &[PendingApproval]) {
+    fn save(&self, entries: &[PendingApproval]) -> std::io::Result<()> {
         let Some(path) = &self.path else {
-            return;
+            return Ok(());
         };
         let written = serde_json::to_vec_pretty(entries)
             .map_err(std::io::Error::other)
             .and_then(|bytes| crate::private_fs::write_atomic(path, &bytes));
-        if let Err(e) = written {
+        if let Err(e) = &written {
             tracing::error!(path = %path.display(), error = %e, "cannot save pending approvals");
         }
+        written
     }
 
     /// Keeps `approval`; `false` when the store is full.
@@ -142,7 +147,7 @@ impl PendingStore {
             return false;
         }
         entries.push(approval);
-        self.save(&entries);
+        let _ = self.save(&entries);
         true
     }
 
@@ -156,7 +161,7 @@ impl PendingStore {
             } else {
                 PendingState::Denied
             };
-            self.save(&entries);
+            let _ = self.save(&entries);
         }
         drop(entries);
         self.changed.notify_waiters();
@@ -170,7 +175,7 @@ impl PendingStore {
             .into_iter()
             .partition(|e| e.agent == agent);
         *entries = kept;
-        self.save(&entries);
+        let _ = self.save(&entries);
         drop(entries);
         self.changed.notify_waiters();
         gone.into_iter().filter_map(|e| e.asked).collect()
@@ -180,7 +185,7 @@ impl PendingStore {
     pub(crate) fn remove(&self, id: &str) {
         let mut entries = self.lock();
         entries.retain(|e| e.id != id);
-        self.save(&entries);
+        let _ = self.save(&entries);
         drop(entries);
         self.changed.notify_waiters();
     }
@@ -211,7 +216,13 @@ impl PendingStore {
             },
             state => {
                 let used = entries.remove(i);
-                self.save(&entries);
+                if self.save(&entries).is_err() {
+                    // Still on file, the answer would be used again after a restart: it is
+                    // used only once that it was can be kept.
+                    let id = used.id.clone();
+                    entries.insert(i, used);
+                    return Found::Unsaved { id };
+                }
                 Found::Answered {
                     id: used.id,
                     allow: state == PendingState::Allowed,
@@ -531,5 +542,34 @@ mod tests {
             assert!(store.add(approval(&format!("p-{i}"), 100)));
         }
         assert!(!store.add(approval("one-more", 100)));
+    }
+
+    /// An answer is used up only once that it was is on file: else, after a restart, the file
+    /// would hand it out again. (A file where the folder should be: even root cannot save.)
+    #[test]
+    fn an_answer_whose_use_cannot_be_saved_is_not_used() {
+        let dir = std::env::temp_dir().join(format!("cs-pending-unsaved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_file(&dir);
+        let path = dir.join("pending-approvals.json");
+        let store = PendingStore::load(Some(path.clone()), 0);
+        assert!(store.add(approval("p-1", 100)));
+        store.answer("p-1", true, None);
+        let call = same("a", "s", "e", "t", "{}", "d");
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::write(&dir, "in the way").unwrap();
+        assert_eq!(store.find(&call, 10), Found::Unsaved { id: "p-1".into() });
+        assert_eq!(store.find(&call, 10), Found::Unsaved { id: "p-1".into() });
+        std::fs::remove_file(&dir).unwrap();
+        assert!(matches!(
+            store.find(&call, 10),
+            Found::Answered { allow: true, .. }
+        ));
+        assert_eq!(store.find(&call, 10), Found::None);
+        assert_eq!(
+            PendingStore::load(Some(path), 10).find(&call, 10),
+            Found::None
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

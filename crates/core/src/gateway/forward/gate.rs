@@ -206,6 +206,11 @@ impl Forwarder {
                 if let Some(id) = remembered {
                     settings.touch(id, now_ms);
                 }
+                // The person's latest word on this call is no: an allow they gave it while it
+                // was pending must not run it once the denial lapses.
+                if !gated.read {
+                    self.use_up_pending_answer(&who, up, &gated, now_ms);
+                }
                 if let Err(e) =
                     audit.record_gated(&config.name, Some(&who.name), gated.key, false, &why)
                 {
@@ -440,6 +445,14 @@ impl Forwarder {
                             gated.what, config.name
                         )))
                     }));
+                }
+                pending::Found::Unsaved { id } => {
+                    return Ok(Some(Err(Refusal::Denied(format!(
+                        "Countersign did not carry out the person's answer to pending approval \
+                         {id} for {}: it cannot note that the answer was used, and an answer is \
+                         used once.",
+                        gated.what
+                    )))));
                 }
                 pending::Found::Waiting { id } => {
                     if tokio::time::timeout_at(deadline, changed).await.is_err() {
