@@ -52,6 +52,11 @@ impl Withdrawal {
         self.triggers.is_empty()
     }
 
+    /// How many triggers it holds.
+    pub fn len(&self) -> usize {
+        self.triggers.len()
+    }
+
     /// The truest reason among the triggers fired so far, if any has fired.
     pub fn fired(&self) -> Option<CancelReason> {
         self.triggers

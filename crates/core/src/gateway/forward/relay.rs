@@ -57,8 +57,10 @@ pub(crate) struct AgentRelay {
     /// The agent's session, for notifications not tied to a request (session agents only).
     pub(super) agent: Mutex<Option<Peer<RoleServer>>>,
     progress: Mutex<ProgressRoutes>,
-    /// In-flight calls: the withdraw tokens of the questions asked during each, with the
-    /// reason each stands for.
+    /// In-flight calls: each call's two withdraw tokens (the agent cancelled it, the agent
+    /// went away), which every question asked during it holds a clone of. One pair a call,
+    /// whatever the server asks: a token a question made the call's list grow with every
+    /// question, for as long as the call lasts.
     calls: Mutex<HashMap<u64, Withdrawal>>,
     /// The in-flight calls answered on a lane stream, by call.
     lanes: Mutex<HashMap<u64, LaneStream>>,
@@ -214,7 +216,10 @@ impl AgentRelay {
         if let Some(stream) = lane {
             lock(&self.lanes).insert(id, stream);
         }
-        lock(&self.calls).insert(id, Withdrawal::new());
+        let withdrawal = Withdrawal::new()
+            .when(CancellationToken::new(), CancelReason::Agent)
+            .when(CancellationToken::new(), CancelReason::AgentGone);
+        lock(&self.calls).insert(id, withdrawal);
         id
     }
 
@@ -275,6 +280,15 @@ impl AgentRelay {
         let outgoing = match progress.routes.get(&n.params.progress_token) {
             Some((to, token)) => to_agent(n, sent, to, token),
             None => {
+                // Kept for a route about to be made; a large one is for none (progress is a
+                // number and a line of text), and 32 of them would be held twice over.
+                let size = sent.as_ref().map_or_else(
+                    || n.params.message.as_ref().map_or(0, String::len),
+                    |sent| sent.get().len(),
+                );
+                if size > crate::mcp::tap::MAX_UNCLAIMED_PROGRESS_BYTES {
+                    return;
+                }
                 if progress.unclaimed.len() >= UNCLAIMED_PROGRESS {
                     progress.unclaimed.pop_front();
                 }
@@ -348,26 +362,18 @@ impl Relay for AgentRelay {
             return Withdrawal::new().when(ended, reason);
         }
         let own_call = self.origins.call_of(origin);
-        let mut calls = lock(&self.calls);
-        let joined = || {
-            Withdrawal::new()
-                .when(CancellationToken::new(), CancelReason::Agent)
-                .when(CancellationToken::new(), CancelReason::AgentGone)
-        };
-        let mut withdrawal = if let Some(call) = own_call.and_then(|call| calls.get_mut(&call)) {
+        let calls = lock(&self.calls);
+        let mut withdrawal = if let Some(call) = own_call.and_then(|call| calls.get(&call)) {
             // Asked on that call's own stream: the question is that call's alone.
-            let own = joined();
-            call.join(&own);
-            own
-        } else if calls.is_empty() {
-            Withdrawal::new()
+            call.clone()
         } else {
             // Without a call to tie it to, a question belongs to every call in flight;
             // cancelling any of them withdraws it (a no, which is the safe side).
-            let shared = joined();
-            calls.values_mut().for_each(|w| w.join(&shared));
+            let mut shared = Withdrawal::new();
+            calls.values().for_each(|w| shared.join(w));
             shared
         };
+        drop(calls);
         // Not joined to the calls: one call ending must not end the session's.
         withdrawal.add(self.left.clone(), CancelReason::AgentGone);
         withdrawal
@@ -567,6 +573,50 @@ mod tests {
         assert_eq!(seconds.fired(), None, "answered: the server's to end");
         let after = relay.agent_cancel(Some(&upstream(2)));
         assert_eq!(after.fired(), None);
+    }
+
+    /// Progress for no route yet is kept for one about to be made, but not a large one: 32
+    /// of a server's megabytes, each held twice, would be a gigabyte an agent and server.
+    #[test]
+    fn progress_for_nobody_is_kept_only_when_small() {
+        let (relay, _rx) = AgentRelay::new();
+        let sent = |token: u32, message: &str| {
+            let message = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                "params": {"progressToken": token, "progress": 1, "message": message}});
+            assert!(relay.progress_sent(message.to_string().as_bytes()));
+        };
+        sent(1, "a line");
+        sent(
+            2,
+            &"x".repeat(crate::mcp::tap::MAX_UNCLAIMED_PROGRESS_BYTES + 1),
+        );
+        let progress = lock(&relay.progress);
+        let kept: Vec<_> = progress
+            .unclaimed
+            .iter()
+            .map(|(n, _)| n.params.progress_token.clone())
+            .collect();
+        assert_eq!(
+            kept,
+            [ProgressToken(rmcp::model::NumberOrString::Number(1))]
+        );
+    }
+
+    /// A server may ask during a call for as long as it lasts (eleven minutes by default):
+    /// what the call keeps does not grow with each question, and each is still withdrawn
+    /// with the call.
+    #[test]
+    fn questions_asked_during_a_call_grow_nothing_it_keeps() {
+        let (relay, _rx) = AgentRelay::new();
+        let call = relay.call_started(None);
+        let questions: Vec<Withdrawal> = (0..10_000).map(|_| relay.agent_cancel(None)).collect();
+        assert_eq!(lock(&relay.calls)[&call].len(), 2);
+        relay.call_ended(call, Some(CancelReason::AgentGone));
+        assert!(
+            questions
+                .iter()
+                .all(|q| q.fired() == Some(CancelReason::AgentGone))
+        );
     }
 
     #[test]
