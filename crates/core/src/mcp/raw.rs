@@ -36,6 +36,8 @@ const KEEP: usize = 256;
 /// `RawRequests`; past it the oldest are forgotten, so a server sending answers nobody
 /// asked for cannot make us hold more.
 const KEEP_BYTES: usize = 16 * 1024 * 1024;
+/// The longest request id of a server's whose origin is kept (`note_origin`).
+const MAX_ORIGIN_ID: usize = 256;
 /// A line longer than this is not scanned: rmcp drops a line past the same length
 /// (`DEFAULT_MAX_LINE_LENGTH`), so every line it reads is seen here whole.
 const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -269,6 +271,15 @@ impl RawRequests {
             return;
         };
         if !ATTRIBUTED.contains(&request.method.as_ref()) {
+            return;
+        }
+        // Kept by count, so kept small: an id of megabytes is no id a server needs, and one
+        // rmcp never sees (no `jsonrpc`, say) would never be taken.
+        let id_len = match &request.id {
+            NumberOrString::Number(_) => 0,
+            NumberOrString::String(s) => s.len(),
+        };
+        if id_len > MAX_ORIGIN_ID {
             return;
         }
         let mut origins = lock(origins);
@@ -898,6 +909,19 @@ mod tests {
             "the oldest went past the bound"
         );
         assert_eq!(raw.origin_of(&asked(KEEP as i64 + 9)), Some(ours.clone()));
+        // Kept by count, so an id of megabytes is not kept at all (`KEEP` of them would be
+        // gigabytes); one of an ordinary length is.
+        let long = "x".repeat(MAX_ORIGIN_ID + 1);
+        let event = format!(r#"{{"jsonrpc":"2.0","id":"{long}","method":"roots/list"}}"#);
+        raw.note_origin(event.as_bytes(), &ours);
+        assert_eq!(raw.origin_of(&NumberOrString::String(long.into())), None);
+        let fine = "y".repeat(MAX_ORIGIN_ID);
+        let event = format!(r#"{{"jsonrpc":"2.0","id":"{fine}","method":"roots/list"}}"#);
+        raw.note_origin(event.as_bytes(), &ours);
+        assert_eq!(
+            raw.origin_of(&NumberOrString::String(fine.into())),
+            Some(ours.clone())
+        );
         // Nor does a reader that keeps no results (the sign-in's).
         let bare = RawRequests::new();
         bare.note_origin(br#"{"id":1,"method":"roots/list"}"#, &ours);

@@ -89,6 +89,9 @@ const MAX_ANSWERING: usize = 1024;
 
 /// Progress notifications kept for a route not registered yet, per session, at most.
 const UNCLAIMED_PROGRESS: usize = 32;
+/// The largest progress notification kept before its route is made: progress is a number and
+/// a line of text, and a server's megabytes would otherwise be held `UNCLAIMED_PROGRESS` times.
+pub(crate) const MAX_UNCLAIMED_PROGRESS_BYTES: usize = 64 * 1024;
 
 /// Where progress goes, and what came before its route.
 #[derive(Default)]
@@ -200,6 +203,10 @@ impl Tap {
                 let _ = sink.send(params.clone());
             }
             None => {
+                // Kept for a route about to be made; a large one is for none.
+                if params.message.as_ref().map_or(0, String::len) > MAX_UNCLAIMED_PROGRESS_BYTES {
+                    return;
+                }
                 if routes.unclaimed.len() >= UNCLAIMED_PROGRESS {
                     routes.unclaimed.pop_front();
                 }
@@ -522,5 +529,19 @@ mod tests {
             tap.progressed(&p);
         }
         assert!(tap.progress.lock().unwrap().unclaimed.len() <= UNCLAIMED_PROGRESS);
+        // And a large one is kept for no route at all.
+        let before = tap.progress.lock().unwrap().unclaimed.len();
+        let large: rmcp::model::ProgressNotificationParam =
+            serde_json::from_value(serde_json::json!({"progressToken": 9, "progress": 1,
+                "message": "x".repeat(MAX_UNCLAIMED_PROGRESS_BYTES + 1)}))
+            .unwrap();
+        tap.progressed(&large);
+        let unclaimed = &tap.progress.lock().unwrap().unclaimed;
+        assert_eq!(unclaimed.len(), before);
+        assert!(
+            unclaimed
+                .iter()
+                .all(|p| p.progress_token != large.progress_token)
+        );
     }
 }
