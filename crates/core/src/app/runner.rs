@@ -48,6 +48,22 @@ pub struct RunProgress {
     pub message: Option<String>,
 }
 
+/// A run's progress message is a line for the person to read: a server's megabytes would be
+/// held in the event channel (up to its 256 events) and sent to the window whole.
+const MAX_PROGRESS_MESSAGE: usize = 4 * 1024;
+
+fn clip_progress_message(mut message: String) -> String {
+    if message.len() > MAX_PROGRESS_MESSAGE {
+        let mut end = MAX_PROGRESS_MESSAGE;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
 impl App {
     pub async fn tools(&self, server: &str) -> Result<Vec<ToolView>, AppError> {
         let tools = self.sessions.list_tools(server).await?;
@@ -154,7 +170,7 @@ impl App {
                     run_id: id.clone(),
                     progress: p.progress,
                     total: p.total,
-                    message: p.message,
+                    message: p.message.map(clip_progress_message),
                 });
             }
         });
@@ -192,5 +208,16 @@ pub(super) fn check_arguments(schema: &Value, arguments: &Value) -> Result<(), A
             message: "the arguments do not fit the tool's input schema".into(),
             errors,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_runs_progress_message_is_a_line_not_a_megabyte() {
+        assert_eq!(super::clip_progress_message("half way".into()), "half way");
+        let clipped = super::clip_progress_message("é".repeat(super::MAX_PROGRESS_MESSAGE));
+        assert!(clipped.len() <= super::MAX_PROGRESS_MESSAGE + '…'.len_utf8());
+        assert!(clipped.ends_with('…'));
     }
 }
