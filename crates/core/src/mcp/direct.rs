@@ -301,15 +301,36 @@ impl StdinWriter {
     }
 }
 
+/// A line the server has not taken in this long means it reads no more of its stdin: the pipe
+/// is closed. rmcp answers each request a server sends with a task that waits for its turn to
+/// write, so a server that floods requests and never reads would grow those tasks without end;
+/// once the pipe is closed every write fails at once, and the server reads end of file.
+const STUCK_WRITE: std::time::Duration = if cfg!(test) {
+    std::time::Duration::from_millis(300)
+} else {
+    std::time::Duration::from_secs(60)
+};
+
 async fn write_lines(mut stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<Write>) {
     while let Some(write) = rx.recv().await {
         match write {
             Write::Line(line, done) => {
-                let written = async {
+                let written = tokio::time::timeout(STUCK_WRITE, async {
                     stdin.write_all(&line).await?;
                     stdin.flush().await
-                }
+                })
                 .await;
+                let Ok(written) = written else {
+                    let _ = done.send(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!(
+                            "the server took in no input for {} s",
+                            STUCK_WRITE.as_secs()
+                        ),
+                    )));
+                    // Dropping it closes the pipe; the lines still queued fail with it.
+                    return;
+                };
                 let _ = done.send(written);
             }
             Write::Close(done) => {
@@ -497,6 +518,25 @@ mod tests {
     use super::*;
     use serde_json::Value;
     use tokio::io::AsyncBufReadExt;
+
+    /// A server that stops reading its stdin: once a line has waited past the bound, the pipe
+    /// is closed and every write fails at once, rather than each waiting behind the first.
+    #[tokio::test]
+    async fn a_server_that_reads_no_more_of_its_input_has_its_pipe_closed() {
+        let (stdin, mut unread) = tokio::io::duplex(64);
+        let (writer, _rmcp) = StdinWriter::spawn(stdin);
+        let stuck = writer.write(vec![b'x'; 1024]).await.unwrap_err();
+        assert_eq!(stuck.kind(), io::ErrorKind::TimedOut);
+        let started = tokio::time::Instant::now();
+        assert!(writer.write(b"{}\n".to_vec()).await.is_err());
+        assert!(started.elapsed() < STUCK_WRITE, "failed at once");
+        // The server reads what fitted in the pipe, then end of file.
+        let mut read = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut unread, &mut read)
+            .await
+            .unwrap();
+        assert_eq!(read.len(), 64);
+    }
 
     #[test]
     fn only_an_answer_with_one_of_our_ids_is_ours() {
