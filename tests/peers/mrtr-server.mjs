@@ -13,7 +13,8 @@
 // and the same beyond tools: prompts/get `greeting` asks for a name first, resources/read
 // `note://private` asks for a confirmation first, and resources/read `note://linked` answers
 // its first read with URLElicitationRequiredError (-32042), an address to open, and the
-// ones after it with the note. Two tools ask the way a 2026-07-28 server
+// ones after it with the note; `note://formed` answers every read with -32042 whose item is a
+// form (a password), not an address. Two tools ask the way a 2026-07-28 server
 // still may, with a request of its own while the call is in flight (SEP-2260):
 //
 //   asks_by_request      sends elicitation/create and answers with the reply it got
@@ -181,6 +182,11 @@ function handle(m, out) {
         return out({ jsonrpc: '2.0', id: m.id, error: { code: -32042, message: 'Connect your notes first',
           data: { elicitations: [{ mode: 'url', elicitationId: 'link-1', url: 'https://consent.example.com/notes',
             message: 'Connect your notes' }] } } });
+      }
+      if (p.uri === 'note://formed') {
+        return out({ jsonrpc: '2.0', id: m.id, error: { code: -32042, message: 'Sign in first',
+          data: { elicitations: [{ mode: 'form', message: 'Your password', requestedSchema: {
+            type: 'object', properties: { password: { type: 'string' } } } }] } } });
       }
       if (p.uri === 'note://linked') {
         return out({ jsonrpc: '2.0', id: m.id, result: { resultType: 'complete', contents: [{ uri: p.uri, text: 'the linked note' }] } });

@@ -4419,6 +4419,20 @@ async fn prompts_and_resources_that_ask_first_reach_the_agent() {
             .contains("the linked note"),
         "{read:?}"
     );
+
+    // An "address to open" that is a form (a password) is no address: refused, and nobody
+    // is shown a form whose answers would go nowhere.
+    let refused = tokio::time::timeout(
+        WAIT,
+        agent
+            .peer()
+            .read_resource(rmcp::model::ReadResourceRequestParams::new("note://formed")),
+    )
+    .await
+    .unwrap()
+    .expect_err("refused");
+    assert!(refused.to_string().contains("address"), "{refused}");
+    assert!(rig.broker.pending().is_empty(), "{:?}", rig.broker.pending());
     let _ = agent.cancel().await;
 }
 

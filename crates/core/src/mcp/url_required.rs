@@ -62,10 +62,10 @@ pub async fn satisfy(
     let mut completions = Vec::new();
     let result = async {
         for mut params in elicitations {
+            // An address to open, whatever mode the server wrote: a form here would ask the
+            // person for answers that go nowhere (only whether they opened it is used).
             if let Some(object) = params.as_object_mut() {
-                object
-                    .entry("mode")
-                    .or_insert_with(|| Value::String("url".into()));
+                object.insert("mode".into(), Value::String("url".into()));
             }
             let id = params
                 .get("elicitationId")
