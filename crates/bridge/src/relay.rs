@@ -168,6 +168,9 @@ struct Envelope<'a> {
     result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     error: Option<&'a RawValue>,
+    /// Read only of an agent's line (`read_message`).
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
 }
 
 impl Envelope<'_> {
@@ -202,17 +205,6 @@ impl Envelope<'_> {
 /// to its request rather than a parse error without its id.
 fn read_message(text: &str) -> Result<Value, serde_json::Error> {
     #[derive(serde::Deserialize)]
-    struct Line<'a> {
-        #[serde(borrow, default)]
-        jsonrpc: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        id: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        method: Option<&'a RawValue>,
-        #[serde(borrow, default)]
-        params: Option<&'a RawValue>,
-    }
-    #[derive(serde::Deserialize)]
     struct Params<'a> {
         #[serde(borrow, default)]
         name: Option<&'a RawValue>,
@@ -230,7 +222,7 @@ fn read_message(text: &str) -> Result<Value, serde_json::Error> {
     if !text.trim_start().starts_with('{') {
         return Err(refused);
     }
-    let Ok(line) = serde_json::from_str::<Line>(text) else {
+    let Ok(line) = serde_json::from_str::<Envelope>(text) else {
         return Err(refused);
     };
     let mut message = Map::new();

@@ -39,6 +39,20 @@ pub use ask::{
 pub use config::{LoadedConfig, ServerConfig};
 pub use session::{SessionError, SessionEvent, SessionManager, SessionState};
 
+/// Cuts `text` to at most `max` bytes, at a character's boundary; whether it was cut. (Text
+/// from a server or a process is shown and kept within bounds in several places.)
+pub(crate) fn cut_to(text: &mut String, max: usize) -> bool {
+    if text.len() <= max {
+        return false;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
+    true
+}
+
 /// Locks `m`, also after a thread panicked holding it: every value behind these locks stays
 /// whole between statements, so a panic elsewhere must not take the app down with it.
 pub(crate) fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -213,12 +213,7 @@ fn plain(bytes: &[u8]) -> String {
 }
 
 fn clip(mut text: String) -> String {
-    if text.len() > MAX_OUTPUT {
-        let mut at = MAX_OUTPUT;
-        while !text.is_char_boundary(at) {
-            at -= 1;
-        }
-        text.truncate(at);
+    if crate::cut_to(&mut text, MAX_OUTPUT) {
         text.push_str("\n… (cut)");
     }
     text

@@ -502,25 +502,12 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
 /// Whether an environment variable's name says it holds a credential.
 fn holds_a_credential(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
-    [
-        "KEY",
-        "TOKEN",
-        "SECRET",
-        "PASS",
-        "PWD",
-        "AUTH",
-        "CREDENTIAL",
-        "COOKIE",
-        "SESSION",
-        "PAT",
-        "DSN",
-        "PRIVATE",
-        "BEARER",
-        "JWT",
-        "CONN",
-    ]
-    .iter()
-    .any(|word| name.contains(word))
+    // A variable's name says more than a flag's: these also name connection strings and
+    // personal access tokens there (a flag such as `--path` would match `PAT`).
+    crate::mcp::connect::CREDENTIAL_WORDS
+        .iter()
+        .chain(&["SESSION", "PAT", "DSN", "CONN"])
+        .any(|word| name.contains(word))
 }
 
 /// The entry reaches Countersign's own gateway (an HTTP URL on this machine's gateway port

@@ -53,12 +53,7 @@ pub struct RunProgress {
 const MAX_PROGRESS_MESSAGE: usize = 4 * 1024;
 
 fn clip_progress_message(mut message: String) -> String {
-    if message.len() > MAX_PROGRESS_MESSAGE {
-        let mut end = MAX_PROGRESS_MESSAGE;
-        while !message.is_char_boundary(end) {
-            end -= 1;
-        }
-        message.truncate(end);
+    if crate::cut_to(&mut message, MAX_PROGRESS_MESSAGE) {
         message.push('…');
     }
     message

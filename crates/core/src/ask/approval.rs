@@ -298,17 +298,16 @@ fn argument_texts(arguments: &Value) -> Vec<&str> {
 /// say) takes the call out of the decision, and the person is asked.
 pub fn looks_like_path(text: &str) -> bool {
     let spaced = text.contains(char::is_whitespace);
-    let anchored = (text.starts_with('/')
-        && !text.starts_with("/*")
-        && !(text.starts_with("//") && spaced))
-        || text.starts_with('~')
-        || text == "."
-        || text == ".."
-        || text.starts_with("./")
-        || text.starts_with("../")
-        || text
-            .get(..5)
-            .is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+    let anchored =
+        (text.starts_with('/') && !text.starts_with("/*") && !(text.starts_with("//") && spaced))
+            || text.starts_with('~')
+            || text == "."
+            || text == ".."
+            || text.starts_with("./")
+            || text.starts_with("../")
+            || text
+                .get(..5)
+                .is_some_and(|s| s.eq_ignore_ascii_case("file:"));
     anchored
         || (!text.contains(['\n', '\r'])
             && !spaced

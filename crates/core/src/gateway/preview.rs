@@ -115,14 +115,7 @@ impl Previews {
             .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
             .collect::<Vec<_>>()
             .join("\n");
-        let clipped = text.len() > MAX_TEXT;
-        if clipped {
-            let mut end = MAX_TEXT;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-        }
+        let clipped = crate::cut_to(&mut text, MAX_TEXT);
         Ok(PreviewResult {
             text,
             is_error: result.is_error == Some(true),

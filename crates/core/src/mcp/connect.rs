@@ -294,6 +294,21 @@ pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
     }
 }
 
+/// Words in a name (a flag's, a variable's) that say its value is a credential.
+pub(crate) const CREDENTIAL_WORDS: &[&str] = &[
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASS",
+    "PWD",
+    "AUTH",
+    "CREDENTIAL",
+    "COOKIE",
+    "BEARER",
+    "JWT",
+    "PRIVATE",
+];
+
 /// What stands for a left-out credential.
 const LEFT_OUT: &str = "…";
 
@@ -334,22 +349,7 @@ pub(crate) fn shown_url(url: &str) -> String {
 pub(crate) fn shown_command(command: &str, args: &[String]) -> String {
     fn names_a_credential(flag: &str) -> bool {
         let name = flag.trim_start_matches('-').to_ascii_uppercase();
-        flag.starts_with('-')
-            && [
-                "KEY",
-                "TOKEN",
-                "SECRET",
-                "PASS",
-                "PWD",
-                "AUTH",
-                "CREDENTIAL",
-                "COOKIE",
-                "BEARER",
-                "JWT",
-                "PRIVATE",
-            ]
-            .iter()
-            .any(|word| name.contains(word))
+        flag.starts_with('-') && CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
     }
     let mut shown = vec![command.to_owned()];
     let mut value_of_a_credential = false;
