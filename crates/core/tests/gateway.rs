@@ -2898,6 +2898,15 @@ async fn an_approval_outlives_the_call_and_a_restart_and_its_answer_is_used_once
     rig.gateway.shutdown().await;
 }
 
+/// Calls `read_file` with `args` and leaves its question unanswered until the agent is told
+/// the call is pending; the question.
+async fn left_pending(rig: &mut Rig, agent: &Agent, args: Value) -> Ask {
+    let waited = spawn_call(agent, "read_file", args);
+    let ask = rig.next_ask().await;
+    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    ask
+}
+
 /// The person answers a pending call with a decision to remember ("allow for a minute"); the
 /// agent's retry runs by that decision, and uses up the answer to the pending call with it.
 /// Left, that answer let the same call run once more after the decision had lapsed, asking
@@ -2910,9 +2919,7 @@ async fn a_retry_allowed_by_a_remembered_decision_uses_up_the_pending_answer() {
     let clock = test_clock(&rig);
     let agent = rig.agent("files", "patient-agent", false).await;
     let args = json!({"path": "/p/a"});
-    let waited = spawn_call(&agent, "read_file", args.clone());
-    let ask = rig.next_ask().await;
-    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    let ask = left_pending(&mut rig, &agent, args.clone()).await;
     let minute = now_ms() + 60_000;
     rig.broker
         .answer(
@@ -2950,9 +2957,7 @@ async fn a_retry_denied_by_a_later_decision_uses_up_the_pending_allow() {
     let clock = test_clock(&rig);
     let agent = rig.agent("files", "patient-agent", false).await;
     let args = json!({"path": "/p/a"});
-    let waited = spawn_call(&agent, "read_file", args.clone());
-    let ask = rig.next_ask().await;
-    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    let ask = left_pending(&mut rig, &agent, args.clone()).await;
     rig.broker
         .answer(ask.id, Answer::Accept { content: None })
         .unwrap();
@@ -2990,9 +2995,7 @@ async fn a_pending_denial_answers_the_retry_and_only_the_same_call() {
     files.approval_wait = Duration::from_millis(300);
     let mut rig = rig("durable-deny", vec![files]).await;
     let agent = rig.agent("files", "patient-agent", false).await;
-    let waited = spawn_call(&agent, "read_file", json!({"path": "/p/a"}));
-    let ask = rig.next_ask().await;
-    assert!(text(&waited.await.unwrap().unwrap()).contains("pending"));
+    let ask = left_pending(&mut rig, &agent, json!({"path": "/p/a"})).await;
     rig.broker.answer(ask.id, Answer::Decline).unwrap();
     // Other arguments: not this approval; asked.
     let other = spawn_call(&agent, "read_file", json!({"path": "/p/b"}));
