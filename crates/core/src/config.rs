@@ -123,6 +123,8 @@ pub struct GatewayConfig {
 pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(120);
 /// A day.
 pub const DEFAULT_PENDING_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+/// The longest any timeout of a server's may be: a year.
+pub const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 60 * 60;
 
 pub const DEFAULT_GATEWAY_PORT: u16 = 47717;
 
@@ -385,7 +387,7 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                 line: e.line(),
                 column: e.column(),
                 server: None,
-                message: e.to_string(),
+                message: strip_position(&e),
             });
             return loaded;
         }
@@ -401,9 +403,11 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                     column,
                     server: None,
                     message:
-                        "gateway: \"port\" must be a fixed port (1-65535) that agents can be told"
+                        "gateway: \"port\" must be a fixed port (1-65535) that agents can be told; \
+                         the gateway stays off until it is"
                             .into(),
                 });
+                loaded.gateway.enabled = false;
             }
             Ok(g) => {
                 loaded.gateway = GatewayConfig {
@@ -420,8 +424,14 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                     line,
                     column,
                     server: None,
-                    message: format!("gateway: {}", strip_position(&e)),
+                    message: format!(
+                        "gateway: {}; the gateway stays off until this is fixed",
+                        strip_position(&e)
+                    ),
                 });
+                // Whatever the block meant, it did not say "on" in a way that could be read:
+                // a misspelt `"enabeld": false` must not leave agents' tokens working.
+                loaded.gateway.enabled = false;
             }
         }
     }
@@ -538,6 +548,12 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         match v {
             None => Ok(default),
             Some(0) => Err("timeouts must be at least one second".into()),
+            // A timeout meant as "never" (u64::MAX) would overflow the moment it is added to
+            // the clock, and fail every call it governs.
+            Some(s) if s > MAX_TIMEOUT_SECS => Err(format!(
+                "timeouts must be at most {MAX_TIMEOUT_SECS} seconds ({} days)",
+                MAX_TIMEOUT_SECS / 86_400
+            )),
             Some(s) => Ok(Duration::from_secs(s)),
         }
     };
@@ -701,6 +717,49 @@ mod tests {
     /// A value in the wrong place is named by its kind, never quoted: it is often a
     /// credential, and the message is logged and shown.
     #[test]
+    fn a_gateway_block_that_cannot_be_read_leaves_the_gateway_off() {
+        for block in [
+            r#"{"enabled": "false"}"#,
+            r#"{"enabeld": false}"#,
+            r#"{"enabled": false, "port": 0}"#,
+            r#"{"port": 0}"#,
+        ] {
+            let text = format!(r#"{{"gateway": {block}, "mcpServers": {{}}}}"#);
+            let loaded = parse(&p(), &text);
+            assert!(!loaded.gateway.enabled, "{block}");
+            assert_eq!(loaded.errors.len(), 1, "{block}: {:?}", loaded.errors);
+        }
+        let loaded = parse(&p(), r#"{"gateway": {"port": 47000}}"#);
+        assert!(loaded.gateway.enabled && loaded.errors.is_empty());
+    }
+
+    #[test]
+    fn a_timeout_meant_as_never_is_refused_not_overflowed() {
+        for key in [
+            "requestTimeoutSecs",
+            "answerTimeoutSecs",
+            "approvalWaitSecs",
+            "pendingApprovalSecs",
+        ] {
+            let text = format!(
+                r#"{{"mcpServers": {{"s": {{"command": "x", "{key}": {}}}}}}}"#,
+                u64::MAX
+            );
+            let loaded = parse(&p(), &text);
+            assert!(loaded.servers.is_empty(), "{key}");
+            assert!(
+                loaded.errors[0].message.contains("at most"),
+                "{key}: {:?}",
+                loaded.errors
+            );
+        }
+        let text = format!(
+            r#"{{"mcpServers": {{"s": {{"command": "x", "pendingApprovalSecs": {MAX_TIMEOUT_SECS}}}}}}}"#
+        );
+        assert_eq!(parse(&p(), &text).servers.len(), 1);
+    }
+
+    #[test]
     fn a_misplaced_value_is_not_quoted_in_the_error() {
         for (entry, expected) in [
             (
@@ -733,6 +792,11 @@ mod tests {
             );
             assert!(message.contains(expected), "{message}");
         }
+        // The file as a whole, too.
+        let loaded = parse(&p(), r#"{"mcpServers": "Authorization: Bearer sk-live-1"}"#);
+        let message = &loaded.errors.first().expect("an error").message;
+        assert!(!message.contains("sk-live"), "{message}");
+        assert!(message.contains("expected a map"), "{message}");
     }
 
     fn p() -> PathBuf {
