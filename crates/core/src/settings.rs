@@ -27,6 +27,29 @@ pub struct Settings {
     pub endpoints_bound: bool,
 }
 
+/// The settings in `bytes`, and how many remembered decisions were left out because they do
+/// not read: one that does not (a newer version's kind of decision) costs only itself.
+fn read_settings(bytes: &[u8]) -> Result<(Settings, usize), serde_json::Error> {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Loose {
+        #[serde(default)]
+        remembered: Vec<serde_json::Value>,
+        #[serde(flatten)]
+        rest: serde_json::Map<String, serde_json::Value>,
+    }
+    let loose: Loose = serde_json::from_slice(bytes)?;
+    let mut settings: Settings = serde_json::from_value(serde_json::Value::Object(loose.rest))?;
+    let read = loose.remembered.len();
+    settings.remembered = loose
+        .remembered
+        .into_iter()
+        .filter_map(|d| serde_json::from_value(d).ok())
+        .collect();
+    let dropped = read - settings.remembered.len();
+    Ok((settings, dropped))
+}
+
 /// Why a remembered decision that would decide a call no longer does.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChangedSince {
@@ -52,25 +75,67 @@ pub struct SettingsStore {
 }
 
 impl SettingsStore {
-    /// Reads `path`; a missing file is the defaults, a broken one too, with a warning returned;
-    /// the broken file is moved aside (`settings.json.bad`) so the next save does not destroy
-    /// what the person may want to recover.
+    /// Reads `path`; a missing file is the defaults. A file that cannot be read is not
+    /// written over: the settings are kept in memory only for this run, and the warning says
+    /// so. A file that is not JSON is moved aside (`settings.json.bad`) so the next save does
+    /// not destroy what the person may want to recover; one whose remembered decisions do not
+    /// all read (say, a newer version's) keeps every decision that does, and a copy of it is
+    /// kept aside the same way.
     pub fn load(path: Option<PathBuf>) -> (SettingsStore, Option<String>) {
+        let mut path = path;
         let (settings, warning) = match path.as_deref().map(std::fs::read) {
             None => (Settings::default(), None),
-            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => (Settings::default(), None),
-            Some(Err(e)) => (
-                Settings::default(),
-                Some(format!("cannot read settings: {e}")),
-            ),
-            Some(Ok(bytes)) => match serde_json::from_slice(&bytes) {
-                Ok(s) => (s, None),
+            // No file there (nor a folder for one): nothing to keep.
+            Some(Err(e))
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                (Settings::default(), None)
+            }
+            Some(Err(e)) => {
+                let unread = path.take().unwrap_or_default();
+                (
+                    Settings::default(),
+                    Some(format!(
+                        "cannot read settings from {}: {e}; nothing is saved there until it \
+                         can be read (changes last until Countersign quits)",
+                        unread.display()
+                    )),
+                )
+            }
+            Some(Ok(bytes)) => match read_settings(&bytes) {
+                Ok((settings, 0)) => (settings, None),
+                Ok((settings, dropped)) => {
+                    let file = path.as_deref().unwrap_or(Path::new(""));
+                    let aside = file.with_extension("json.bad");
+                    let kept = match crate::private_fs::write_atomic(&aside, &bytes) {
+                        Ok(()) => format!("the file as it was is kept as {}", aside.display()),
+                        Err(e) => format!("cannot keep a copy of the file: {e}"),
+                    };
+                    (
+                        settings,
+                        Some(format!(
+                            "{}: {dropped} remembered decision(s) could not be read and are \
+                             left out; {kept}",
+                            file.display()
+                        )),
+                    )
+                }
                 Err(e) => {
-                    let broken = path.as_deref().unwrap_or(Path::new(""));
+                    let broken = path.clone().unwrap_or_default();
                     let aside = broken.with_extension("json.bad");
-                    let kept = match std::fs::rename(broken, &aside) {
+                    let kept = match std::fs::rename(&broken, &aside) {
                         Ok(()) => format!("kept as {}", aside.display()),
-                        Err(move_error) => format!("cannot move it aside: {move_error}"),
+                        Err(move_error) => {
+                            // Not moved aside: not written over either.
+                            path = None;
+                            format!(
+                                "cannot move it aside ({move_error}), so nothing is saved there \
+                                 until it is fixed"
+                            )
+                        }
                     };
                     (
                         Settings::default(),
@@ -260,6 +325,44 @@ mod tests {
         let (again, _) = SettingsStore::load(Some(path));
         assert!(again.is_muted("github"));
         assert!(!again.is_muted("demo"));
+    }
+
+    /// A settings file that cannot be read is never written over; one decision that does not
+    /// read costs only itself, and the file as it was is kept aside.
+    #[test]
+    fn what_cannot_be_read_is_kept_not_destroyed() {
+        let path = temp("unreadable");
+        let (store, _) = SettingsStore::load(Some(path.clone()));
+        for tool in ["a", "b"] {
+            store
+                .remember(RememberedDecision::for_test("x", "s", "e", tool, false), 0)
+                .unwrap();
+        }
+        // A decision of a kind a newer version made.
+        let mut text: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        text["remembered"][1]["lasting"] = serde_json::json!({"kind": "untilTheMoon"});
+        std::fs::write(&path, text.to_string()).unwrap();
+        let (store, warning) = SettingsStore::load(Some(path.clone()));
+        assert!(warning.unwrap().contains("1 remembered decision"));
+        let tools: Vec<String> = store.get().remembered.into_iter().map(|d| d.tool).collect();
+        assert_eq!(tools, ["a"]);
+        assert_eq!(
+            std::fs::read(path.with_extension("json.bad")).unwrap(),
+            text.to_string().into_bytes()
+        );
+        // A file that cannot be read (a directory in its place: even root cannot read it).
+        let _ = std::fs::remove_file(&path);
+        std::fs::create_dir_all(path.join("in-the-way")).unwrap();
+        let (store, warning) = SettingsStore::load(Some(path.clone()));
+        assert!(warning.unwrap().contains("nothing is saved there"));
+        store
+            .update(|s| {
+                s.muted_servers.insert("github".into());
+            })
+            .unwrap();
+        assert!(store.is_muted("github"));
+        assert!(path.join("in-the-way").is_dir(), "not written over");
     }
 
     /// Decisions from before they named their server are bound once to the server of that name
