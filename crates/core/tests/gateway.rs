@@ -2119,6 +2119,47 @@ async fn the_approval_shows_the_arguments_as_they_will_be_forwarded() {
     rig.gateway.shutdown().await;
 }
 
+/// One agent, holding its own token, cannot take every place a server has: past its own share
+/// it is refused, and another agent still gets in.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_agent_cannot_take_every_upstream_session_of_a_server() {
+    let desk = desk().await;
+    let rig = rig(
+        "capped-per-agent",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let greedy = rig.gateway.create_agent("Greedy", "bridge").unwrap();
+    let mut kept = Vec::new();
+    for n in 0..8 {
+        kept.push(
+            rig.raw_agent_holding("desk", &format!("greedy-{n}"), &greedy.token)
+                .await,
+        );
+    }
+    let (_, refused) = RawAgent::open(rig.url("desk"), &greedy.token, "greedy-9").await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("this agent already has 8 sessions"),
+        "{refused}"
+    );
+    let other = rig.gateway.create_agent("Other", "bridge").unwrap();
+    rig.raw_agent_holding("desk", "other", &other.token).await;
+    // An agent that ends one of its sessions may open another.
+    let ended = kept.pop().unwrap().end().await;
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let (_, again) = RawAgent::open(rig.url("desk"), &greedy.token, "greedy-again").await;
+        if again.get("result").is_some() {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{again}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_place() {
     let desk = desk().await;
@@ -4435,7 +4476,11 @@ async fn prompts_and_resources_that_ask_first_reach_the_agent() {
     .unwrap()
     .expect_err("refused");
     assert!(refused.to_string().contains("address"), "{refused}");
-    assert!(rig.broker.pending().is_empty(), "{:?}", rig.broker.pending());
+    assert!(
+        rig.broker.pending().is_empty(),
+        "{:?}",
+        rig.broker.pending()
+    );
     let _ = agent.cancel().await;
 }
 

@@ -104,7 +104,7 @@ pub(crate) struct Shared {
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
     pub(crate) clock: std::sync::RwLock<Clock>,
     /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, `forward::upstream`).
-    pub(crate) open_upstreams: Mutex<std::collections::HashMap<String, usize>>,
+    pub(crate) open_upstreams: Mutex<forward::OpenUpstreams>,
     /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
     /// never sees the server's tokens.
     pub(crate) auth: std::sync::OnceLock<crate::mcp::oauth::Auth>,

@@ -15,6 +15,10 @@ const IDLE: Duration = Duration::from_secs(10 * 60);
 /// agents: each agent session gets its own, so without a cap one agent holding the token
 /// could start processes without end.
 pub(crate) const MAX_UPSTREAMS_PER_SERVER: usize = 32;
+/// Of those, one agent's at most: an agent holding its own token cannot take every place and
+/// lock the others out (it could open sessions, or, without sessions, name itself anew in each
+/// request to get a pooled upstream each time).
+pub(crate) const MAX_UPSTREAMS_PER_AGENT: usize = 8;
 /// (server, the agent's token id, the name and version it gives itself).
 type PoolKey = (String, String, String, String);
 
@@ -130,16 +134,34 @@ pub(crate) struct Upstream {
     _slot: Slot,
 }
 
-/// One of a server's [`MAX_UPSTREAMS_PER_SERVER`] places, given back when dropped.
+/// One of a server's [`MAX_UPSTREAMS_PER_SERVER`] places, and of its agent's
+/// [`MAX_UPSTREAMS_PER_AGENT`], given back when dropped.
 struct Slot {
     shared: Arc<Shared>,
     server: String,
+    /// The agent it counts against, unless it holds the shared token.
+    agent: Option<String>,
 }
 
 impl Slot {
-    fn take(shared: &Arc<Shared>, server: &str) -> Result<Slot, String> {
+    fn take(shared: &Arc<Shared>, server: &str, agent: &str) -> Result<Slot, String> {
         let mut open = lock(&shared.open_upstreams);
-        let count = open.entry(server.to_owned()).or_default();
+        // The shared token is every older setup's at once: only the server's cap holds it.
+        let agent = (agent != crate::gateway::registry::SHARED_ID).then(|| agent.to_owned());
+        if let Some(agent) = &agent
+            && open
+                .by_agent
+                .get(&(server.to_owned(), agent.clone()))
+                .copied()
+                .unwrap_or(0)
+                >= MAX_UPSTREAMS_PER_AGENT
+        {
+            return Err(format!(
+                "this agent already has {MAX_UPSTREAMS_PER_AGENT} sessions open with {server} \
+                 through Countersign (the limit for one agent); close some of them first"
+            ));
+        }
+        let count = open.by_server.entry(server.to_owned()).or_default();
         if *count >= MAX_UPSTREAMS_PER_SERVER {
             return Err(format!(
                 "{server} already has {MAX_UPSTREAMS_PER_SERVER} agent sessions open through \
@@ -147,19 +169,43 @@ impl Slot {
             ));
         }
         *count += 1;
+        if let Some(agent) = &agent {
+            *open
+                .by_agent
+                .entry((server.to_owned(), agent.clone()))
+                .or_default() += 1;
+        }
         Ok(Slot {
             shared: shared.clone(),
             server: server.to_owned(),
+            agent,
         })
     }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        if let Some(count) = lock(&self.shared.open_upstreams).get_mut(&self.server) {
+        let mut open = lock(&self.shared.open_upstreams);
+        if let Some(count) = open.by_server.get_mut(&self.server) {
             *count = count.saturating_sub(1);
         }
+        if let Some(agent) = self.agent.take() {
+            let key = (std::mem::take(&mut self.server), agent);
+            if let Some(count) = open.by_agent.get_mut(&key) {
+                *count = count.saturating_sub(1);
+                if *count == 0 {
+                    open.by_agent.remove(&key);
+                }
+            }
+        }
     }
+}
+
+/// Upstream sessions open, by server and by (server, agent id).
+#[derive(Default)]
+pub(crate) struct OpenUpstreams {
+    by_server: HashMap<String, usize>,
+    by_agent: HashMap<(String, String), usize>,
 }
 
 /// What the gate knows of one tool, made once per listing: its definition as the person sees
@@ -184,7 +230,7 @@ impl Upstream {
     ) -> Result<Arc<Self>, String> {
         let retired = shared.retirement(&server.name);
         let revoked = shared.revocation(&who.id);
-        let slot = Slot::take(shared, &server.name)?;
+        let slot = Slot::take(shared, &server.name, &who.id)?;
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
         let (relay, notifications) = AgentRelay::new();
         let tap = Tap::with_relay(shared.broker.clone(), relay.clone());
