@@ -638,8 +638,8 @@ async fn an_agent_cancelling_one_of_two_calls_withdraws_only_that_calls_question
 /// Posts `body` with `token` on a connection whose socket belongs to `uid` (made while the
 /// thread's file-system uid is `uid`, which is whose Linux says the socket is), and returns the
 /// answer's status line and body.
-fn post_as_uid(addr: SocketAddr, uid: u32, token: &str, body: &str) -> (String, String) {
-    use std::io::{Read, Write};
+/// A connection to `addr` made as `uid` (its socket is that user's), from a thread of its own.
+fn connect_as_uid(addr: SocketAddr, uid: u32) -> std::net::TcpStream {
     std::thread::scope(|scope| {
         scope
             .spawn(|| {
@@ -647,10 +647,25 @@ fn post_as_uid(addr: SocketAddr, uid: u32, token: &str, body: &str) -> (String, 
                 // SAFETY: plain system calls on this thread's own credentials.
                 let before = unsafe { libc::setfsuid(uid) };
                 let now = unsafe { libc::setfsuid(u32::MAX) };
-                assert_eq!(now as u32, uid, "cannot act as uid {uid}: this test must run as root");
+                assert_eq!(
+                    now as u32, uid,
+                    "cannot act as uid {uid}: this test must run as root"
+                );
                 let stream = std::net::TcpStream::connect(addr);
                 unsafe { libc::setfsuid(before as u32) };
-                let mut stream = stream.unwrap();
+                stream.unwrap()
+            })
+            .join()
+            .unwrap()
+    })
+}
+
+fn post_as_uid(addr: SocketAddr, uid: u32, token: &str, body: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut stream = connect_as_uid(addr, uid);
                 write!(
                     stream,
                     "POST /mcp/desk HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n\
@@ -667,6 +682,36 @@ fn post_as_uid(addr: SocketAddr, uid: u32, token: &str, body: &str) -> (String, 
             .join()
             .unwrap()
     })
+}
+
+/// Another user's connection is answered and closed at once, whether it sends a request or
+/// nothing at all: served, it could idle with one of the app's descriptors for as long as it
+/// liked, and enough of them would leave none for the person's agents. Needs root.
+#[tokio::test(flavor = "multi_thread")]
+async fn another_users_silent_connection_is_told_why_and_closed_at_once() {
+    let (desk, _) = counting_desk().await;
+    let rig = rig(
+        "peer-silent",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let addr = rig.addr;
+    let answer = tokio::task::spawn_blocking(move || {
+        use std::io::Read;
+        let mut stream = connect_as_uid(addr, 65534);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut answer = String::new();
+        // Sends nothing, and is answered all the same, to the end.
+        stream.read_to_string(&mut answer).map(|_| answer)
+    })
+    .await
+    .unwrap()
+    .expect("answered and closed, not left waiting");
+    assert!(answer.starts_with("HTTP/1.1 403"), "{answer}");
+    assert!(answer.contains("another user (uid 65534)"), "{answer}");
+    rig.gateway.shutdown().await;
 }
 
 /// The token is a bearer credential that can leak to another user of the computer (a host's

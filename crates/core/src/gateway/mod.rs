@@ -98,7 +98,7 @@ pub(crate) struct Shared {
     /// The broker session of the questions behind pending approvals, tied to no upstream.
     pub(crate) pending_session: u64,
     /// The requests refused lately, for the Connect page.
-    pub(crate) refusals: refusals::Refusals,
+    pub(crate) refusals: Arc<refusals::Refusals>,
     /// Calls waiting for the person that can be previewed with `dryRun: true`.
     pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
@@ -234,7 +234,7 @@ impl Gateway {
                 pending: pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms()),
                 pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
-                refusals: refusals::Refusals::default(),
+                refusals: Arc::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::ask::unix_ms)),
                 open_upstreams: Mutex::default(),
                 auth: std::sync::OnceLock::new(),
@@ -402,8 +402,9 @@ impl Gateway {
         self.changed();
         let router = self.router(addr);
         let stop = self.shared.stop.clone();
+        let refusals = self.shared.refusals.clone();
         let serving = move |listener: tokio::net::TcpListener| async move {
-            let listener = peer::AgentListener(listener);
+            let listener = peer::AgentListener::new(listener, refusals);
             // Served as a made service: axum's own way with a `Router` turns every route into
             // its service again for each connection (`Router::with_state`, about a tenth of a
             // forwarded call for agents that connect per request, as rmcp's do); here that is
@@ -767,17 +768,22 @@ fn no_such_server(shared: &Shared, request: &Request) -> Response {
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32001, "message": format!("Countersign: {message}")},
-    });
-    let mut response = (status, Body::from(body.to_string())).into_response();
+    let mut response = (status, Body::from(refusal_body(message))).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     response
+}
+
+/// What a refused request is answered with: a JSON-RPC error saying why.
+fn refusal_body(message: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32001, "message": format!("Countersign: {message}")},
+    })
+    .to_string()
 }
 
 #[cfg(test)]

@@ -28,9 +28,17 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+
+use super::refusals::Refusals;
 
 /// `SOCK_DIAG_BY_FAMILY` (linux/sock_diag.h).
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -111,34 +119,145 @@ impl Peer {
     }
 }
 
-/// The gateway's listener: each connection it accepts is told whose it is ([`Peer`]).
-pub(crate) struct AgentListener(pub TcpListener);
+/// The gateway's listener: each connection it accepts is told whose it is ([`Peer`]), once. One
+/// that is not the person's is answered 403 with why, kept for the Connect page, and closed at
+/// once, never served: served, it could idle with a descriptor of the app's for as long as it
+/// liked (axum sets no read timeout), and two thousand such would leave none for the person's
+/// agents, servers and audit log.
+pub(crate) struct AgentListener {
+    listener: TcpListener,
+    refusals: Arc<Refusals>,
+    turning_away: Arc<AtomicUsize>,
+}
+
+impl AgentListener {
+    pub(crate) fn new(listener: TcpListener, refusals: Arc<Refusals>) -> Self {
+        AgentListener {
+            listener,
+            refusals,
+            turning_away: Arc::default(),
+        }
+    }
+}
+
+/// Connections being told why they are refused at once, at most; past this a connection is
+/// closed without a word.
+const MAX_TURNING_AWAY: usize = 64;
+/// How long a refused connection may take to be told, and to finish sending.
+const TURN_AWAY_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Listener for AgentListener {
-    type Io = TcpStream;
+    type Io = Accepted;
     type Addr = SocketAddr;
 
-    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
-        let (stream, addr) = Listener::accept(&mut self.0).await;
-        // An answer often leaves in two writes (an SSE priming event, then the result); with
-        // Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+    async fn accept(&mut self) -> (Accepted, SocketAddr) {
+        loop {
+            let (stream, addr) = Listener::accept(&mut self.listener).await;
+            let peer = match stream.local_addr() {
+                Ok(ours) => Peer::of(&stream, ours, addr),
+                Err(e) => Peer::Unknown(e.to_string()),
+            };
+            if let Some(reason) = peer.refusal() {
+                self.refusals.record(
+                    axum::http::StatusCode::FORBIDDEN,
+                    &reason,
+                    &axum::http::HeaderMap::new(),
+                    "",
+                );
+                if self.turning_away.fetch_add(1, Ordering::Relaxed) < MAX_TURNING_AWAY {
+                    let turning_away = self.turning_away.clone();
+                    tokio::spawn(async move {
+                        turn_away(stream, &reason).await;
+                        turning_away.fetch_sub(1, Ordering::Relaxed);
+                    });
+                } else {
+                    self.turning_away.fetch_sub(1, Ordering::Relaxed);
+                }
+                continue;
+            }
+            // An answer often leaves in two writes (an SSE priming event, then the result);
+            // with Nagle's algorithm against the agent's delayed ACK the second waits ~40 ms.
+            if let Err(e) = stream.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+            return (Accepted { stream, peer }, addr);
         }
-        (stream, addr)
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.0.local_addr()
+        self.listener.local_addr()
+    }
+}
+
+/// Answers a refused connection's request with 403 and why, unread, and closes it; what it
+/// sent meanwhile is read and dropped, so the close does not reset the answer away.
+async fn turn_away(mut stream: TcpStream, reason: &str) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let body = super::refusal_body(reason);
+    let answer = format!(
+        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+         connection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(TURN_AWAY_WAIT, async {
+        stream.write_all(answer.as_bytes()).await?;
+        stream.shutdown().await?;
+        let mut sink = [0u8; 8192];
+        while stream.read(&mut sink).await? > 0 {}
+        io::Result::Ok(())
+    })
+    .await;
+}
+
+/// A connection of the person's own, as served: the stream, and whose it is.
+pub(crate) struct Accepted {
+    stream: TcpStream,
+    peer: Peer,
+}
+
+impl AsyncRead for Accepted {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Accepted {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
     }
 }
 
 impl Connected<IncomingStream<'_, AgentListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, AgentListener>) -> Self {
-        match stream.io().local_addr() {
-            Ok(ours) => Self::of(stream.io(), ours, *stream.remote_addr()),
-            Err(e) => Self::Unknown(e.to_string()),
-        }
+        stream.io().peer.clone()
     }
 }
 

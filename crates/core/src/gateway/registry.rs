@@ -548,9 +548,10 @@ mod tests {
                 super::super::guard,
             ));
         // Served as the gateway serves: the guard reads whose process connected.
+        let refusals = gateway.shared.refusals.clone();
         tokio::spawn(async move {
             axum::serve(
-                super::super::peer::AgentListener(listener),
+                super::super::peer::AgentListener::new(listener, refusals),
                 router.into_make_service_with_connect_info::<super::super::peer::Peer>(),
             )
             .await
