@@ -2205,6 +2205,30 @@ async fn one_agent_cannot_take_every_upstream_session_of_a_server() {
     rig.gateway.shutdown().await;
 }
 
+/// A server the person removes and puts back gets a new endpoint; a session opened on the old
+/// one still ends when its agent leaves it quiet, and gives its place back (it was stranded,
+/// holding one of the server's places and, for a stdio server, a process, until a restart).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_on_a_server_removed_and_put_back_still_ends_when_left_quiet() {
+    let desk = desk().await;
+    let config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    let rig = rig("put-back", vec![config.clone()]).await;
+    let _quiet = rig.raw_agent("desk", "quiet-agent").await;
+    assert_eq!(rig.gateway.open_upstreams("desk"), 1);
+    rig.gateway.set_servers(vec![]);
+    rig.gateway.set_servers(vec![config]);
+    rig.gateway.set_session_idle(Duration::from_millis(200));
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while rig.gateway.open_upstreams("desk") > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the session was stranded with its place"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_place() {
     let desk = desk().await;

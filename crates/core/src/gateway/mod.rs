@@ -461,6 +461,12 @@ impl Gateway {
         self.shared.pool.len().await
     }
 
+    /// Upstream sessions of `server` open now, across agents (for tests: a session that ended
+    /// must give its place back).
+    pub fn open_upstreams(&self, server: &str) -> usize {
+        lock(&self.shared.open_upstreams).of_server(server)
+    }
+
     /// Tasks alive on the gateway's own thread (for tests and the soak: a session that ended
     /// must leave none behind); `None` when it runs on the caller's runtime.
     pub fn tasks_alive(&self) -> Option<usize> {

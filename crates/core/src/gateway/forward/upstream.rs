@@ -208,6 +208,12 @@ pub(crate) struct OpenUpstreams {
     by_agent: HashMap<(String, String), usize>,
 }
 
+impl OpenUpstreams {
+    pub(crate) fn of_server(&self, server: &str) -> usize {
+        self.by_server.get(server).copied().unwrap_or(0)
+    }
+}
+
 /// What the gate knows of one tool, made once per listing: its definition as the person sees
 /// it and that definition's digest (which remembered decisions are bound to) are the same for
 /// every call until the server lists the tool again.

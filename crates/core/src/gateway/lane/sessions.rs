@@ -52,6 +52,9 @@ impl Default for Lanes {
 pub(super) struct Session {
     /// Weak: the session is rmcp's; when it ends, its `Forwarder` (and upstream) go with it.
     pub(super) forwarder: Weak<ForwarderState>,
+    /// The session manager of the endpoint it was opened on, which alone can end it: a server
+    /// removed and put back gets a new endpoint, and the new one's manager does not know it.
+    manager: Weak<LocalSessionManager>,
     /// The agent's side of the session, as rmcp made it at `initialize`.
     pub(super) peer: Peer<RoleServer>,
     /// The lane's calls in flight, by the agent's request id, for its cancellations.
@@ -168,6 +171,10 @@ impl Lanes {
         forwarder: Weak<ForwarderState>,
         peer: Peer<RoleServer>,
     ) {
+        let manager = lock(&self.managers)
+            .get(server)
+            .cloned()
+            .unwrap_or_default();
         let mut sessions = lock(&self.sessions);
         if sessions.len() >= SWEEP_ABOVE {
             sessions.retain(|_, s| s.forwarder.strong_count() > 0);
@@ -176,6 +183,7 @@ impl Lanes {
             (server.to_owned(), session.to_owned()),
             Arc::new(Session {
                 forwarder,
+                manager,
                 peer,
                 in_flight: Mutex::default(),
                 asked: Arc::default(),
@@ -243,9 +251,8 @@ impl Lanes {
     fn take_quiet(&self) -> Vec<(Arc<LocalSessionManager>, String)> {
         let now = crate::ask::unix_ms();
         let idle = self.idle_ms.load(Ordering::Relaxed);
-        let managers = lock(&self.managers).clone();
         let mut quiet = Vec::new();
-        lock(&self.sessions).retain(|(server, id), session| {
+        lock(&self.sessions).retain(|(_, id), session| {
             if session.forwarder.strong_count() == 0 {
                 return false;
             }
@@ -255,7 +262,7 @@ impl Lanes {
             if !ending && (busy || !left_quiet) {
                 return true;
             }
-            if let Some(manager) = managers.get(server).and_then(Weak::upgrade) {
+            if let Some(manager) = session.manager.upgrade() {
                 quiet.push((manager, id.clone()));
             }
             false
