@@ -123,6 +123,53 @@ pub struct GatewayConfig {
 pub const DEFAULT_APPROVAL_WAIT: Duration = Duration::from_secs(120);
 /// A day.
 pub const DEFAULT_PENDING_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+/// The longest name a server may have, in characters.
+const MAX_SERVER_NAME_CHARS: usize = 128;
+
+/// A server's name is how dialogs, notifications and agents tell it apart from the others, and
+/// its path on the gateway (`/mcp/<name>`): one that looks like another (spaces around it,
+/// invisible or control characters) or that no agent can reach (`.`, `..`) is refused in words.
+fn check_server_name(name: &str) -> Result<(), String> {
+    use unicode_general_category::{GeneralCategory, get_general_category};
+    if name.trim().is_empty() {
+        return Err("a server needs a non-empty name".into());
+    }
+    if name.trim() != name {
+        return Err(format!(
+            "the server name {:?} starts or ends with spaces, so it looks like {:?}",
+            name,
+            name.trim()
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(format!(
+            "the server name {name:?} cannot be an address on the gateway (/mcp/{name} is read as \
+             a folder)"
+        ));
+    }
+    if name.chars().count() > MAX_SERVER_NAME_CHARS {
+        return Err(format!(
+            "a server's name may be at most {MAX_SERVER_NAME_CHARS} characters"
+        ));
+    }
+    if name.chars().any(|c| {
+        c.is_control()
+            || matches!(
+                get_general_category(c),
+                GeneralCategory::Format
+                    | GeneralCategory::LineSeparator
+                    | GeneralCategory::ParagraphSeparator
+            )
+    }) {
+        return Err(format!(
+            "the server name {:?} holds control or invisible characters, so it can look like \
+             another",
+            name.escape_unicode().to_string()
+        ));
+    }
+    Ok(())
+}
+
 /// The longest any timeout of a server's may be: a year.
 pub const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 60 * 60;
 
@@ -469,9 +516,7 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
 }
 
 fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
-    if name.trim().is_empty() {
-        return Err("a server needs a non-empty name".into());
-    }
+    check_server_name(name)?;
     let kind = raw.kind.as_deref().map(str::to_ascii_lowercase);
     let transport = match (kind.as_deref(), raw.command, raw.url) {
         (None | Some("stdio"), Some(command), None) => {
@@ -731,6 +776,28 @@ mod tests {
         }
         let loaded = parse(&p(), r#"{"gateway": {"port": 47000}}"#);
         assert!(loaded.gateway.enabled && loaded.errors.is_empty());
+    }
+
+    #[test]
+    fn a_name_that_looks_like_another_or_cannot_be_reached_is_refused() {
+        for name in [
+            "github ",
+            " github",
+            "..",
+            ".",
+            "git\u{202e}hub",
+            "a\u{7}b",
+            "a\u{200b}b",
+        ] {
+            let text = serde_json::json!({"mcpServers": {name: {"command": "x"}}}).to_string();
+            let loaded = parse(&p(), &text);
+            assert!(loaded.servers.is_empty(), "{name:?}");
+            assert_eq!(loaded.errors.len(), 1, "{name:?}");
+        }
+        for name in ["my desk.v2", "github", "ünïcode", "a.b"] {
+            let text = serde_json::json!({"mcpServers": {name: {"command": "x"}}}).to_string();
+            assert_eq!(parse(&p(), &text).servers.len(), 1, "{name:?}");
+        }
     }
 
     #[test]
