@@ -316,7 +316,8 @@ pub fn looks_like_path(text: &str) -> bool {
 }
 
 /// Text a server may take for an address to fetch: one line that reads as a URL with a host
-/// (or a `file:` one). A host decision holds every such text of a call to its host.
+/// (or a `file:` one, or `//host/…` relative to a scheme). A host decision holds every such
+/// text of a call to its host.
 /// Read as URL readers read it: WHATWG's parser (browsers, Node's `fetch`, Python's
 /// `urlsplit`) drops tabs and line breaks anywhere and spaces and controls around, so
 /// `"https://evil.example/\n"` is a URL to evil.example there. Such a text counts as a URL
@@ -327,9 +328,12 @@ fn looks_like_url(text: &str) -> bool {
         .chars()
         .filter(|c| !matches!(c, '\t' | '\n' | '\r'))
         .collect();
+    // `//host/…` is an address relative to a scheme: a reader with a base URL (a browser,
+    // `urljoin`) fetches it from that host.
     let web = strip_prefix_ignoring_case(&read, "http://")
         .or_else(|| strip_prefix_ignoring_case(&read, "https://"))
-        .is_some();
+        .is_some()
+        || (read.starts_with("//") && !read.starts_with("///"));
     web || url::Url::parse(&read)
         .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file")
 }
@@ -734,6 +738,12 @@ mod tests {
         assert!(on.covers(
             &json!({"url": "https://example.com/", "then": {"post_to": "https://example.com/b"}})
         ));
+        // An address relative to a scheme is on whatever host it names: not this decision's.
+        assert!(
+            !on.covers(
+                &json!({"url": "https://example.com/", "then": {"post_to": "//evil.test/x"}})
+            )
+        );
     }
     use serde_json::json;
 
