@@ -34,6 +34,32 @@ pub struct GatewayRefusal {
 #[derive(Default)]
 pub(crate) struct Refusals {
     kept: Mutex<VecDeque<GatewayRefusal>>,
+    logged: Mutex<Logged>,
+}
+
+/// A refusal is written to the log at most once in [`LOG_EVERY_MS`], with how many went
+/// unwritten before it: a web page can send thousands a second, and each would be a line.
+const LOG_EVERY_MS: u64 = 10_000;
+
+#[derive(Default)]
+struct Logged {
+    last_ms: Option<u64>,
+    unwritten: u64,
+}
+
+impl Logged {
+    /// Whether a refusal at `now_ms` is written, and how many before it were not.
+    fn due(&mut self, now_ms: u64) -> Option<u64> {
+        if self
+            .last_ms
+            .is_some_and(|last| now_ms.saturating_sub(last) < LOG_EVERY_MS)
+        {
+            self.unwritten += 1;
+            return None;
+        }
+        self.last_ms = Some(now_ms);
+        Some(std::mem::take(&mut self.unwritten))
+    }
 }
 
 impl Refusals {
@@ -49,7 +75,14 @@ impl Refusals {
             client,
             path: clip(path),
         };
-        tracing::info!(status = refusal.status, reason, client = ?refusal.client, "gateway refused a request");
+        let due = self
+            .logged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .due(refusal.at_ms);
+        if let Some(unwritten) = due {
+            tracing::info!(status = refusal.status, reason, client = ?refusal.client, unwritten, "gateway refused a request (and `unwritten` more since the last line)");
+        }
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.push_front(refusal);
         kept.truncate(KEEP);
@@ -73,6 +106,17 @@ fn clip(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flood_of_refusals_is_one_log_line_in_ten_seconds_with_a_count() {
+        let mut logged = Logged::default();
+        assert_eq!(logged.due(1_000), Some(0));
+        for n in 0..1_000 {
+            assert_eq!(logged.due(1_000 + n), None);
+        }
+        assert_eq!(logged.due(1_000 + LOG_EVERY_MS), Some(1_000));
+        assert_eq!(logged.due(1_000 + LOG_EVERY_MS + 1), None);
+    }
 
     #[test]
     fn the_newest_are_kept_clipped() {
