@@ -365,7 +365,12 @@ pub fn load(path: &Path) -> LoadedConfig {
 
 #[derive(Deserialize)]
 struct RawFile<'a> {
-    #[serde(rename = "mcpServers", borrow, default)]
+    #[serde(
+        rename = "mcpServers",
+        borrow,
+        default,
+        deserialize_with = "each_key_once"
+    )]
     mcp_servers: BTreeMap<String, &'a RawValue>,
     #[serde(borrow, default)]
     gateway: Option<&'a RawValue>,
@@ -411,13 +416,46 @@ struct RawServer {
     /// Other clients' switch for an entry; honoured so a pasted block behaves the same.
     #[serde(default)]
     disabled: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "each_key_once")]
     tool_policy: BTreeMap<String, ToolRule>,
     read_policy: Option<ToolRule>,
     approval_wait_secs: Option<u64>,
     pending_approval_secs: Option<u64>,
     #[serde(default)]
     oauth: Option<OAuthConfig>,
+}
+
+/// A map whose keys each come once: JSON readers keep the last of a key written twice, so a
+/// second `"rm": "allow"` below `"rm": "deny"` would quietly undo the rule the person sees
+/// first, and a second server of one name hide the first.
+fn each_key_once<'de, D, V>(deserializer: D) -> Result<BTreeMap<String, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Once<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Once<V> {
+        type Value = BTreeMap<String, V>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut read = BTreeMap::new();
+            while let Some((key, value)) = map.next_entry::<String, V>()? {
+                if read.contains_key(&key) {
+                    return Err(serde::de::Error::custom(format!(
+                        "{key:?} is written twice (a reader keeps only the last)"
+                    )));
+                }
+                read.insert(key, value);
+            }
+            Ok(read)
+        }
+    }
+    deserializer.deserialize_map(Once(std::marker::PhantomData))
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -776,6 +814,30 @@ mod tests {
         }
         let loaded = parse(&p(), r#"{"gateway": {"port": 47000}}"#);
         assert!(loaded.gateway.enabled && loaded.errors.is_empty());
+    }
+
+    #[test]
+    fn a_rule_or_a_server_written_twice_is_refused_not_read_as_the_last() {
+        let loaded = parse(
+            &p(),
+            r#"{"mcpServers": {"fs": {"command": "x", "toolPolicy": {"rm": "deny", "rm": "allow"}}}}"#,
+        );
+        assert!(loaded.servers.is_empty());
+        assert!(
+            loaded.errors[0].message.contains("\"rm\" is written twice"),
+            "{:?}",
+            loaded.errors
+        );
+        let loaded = parse(
+            &p(),
+            r#"{"mcpServers": {"fs": {"command": "x"}, "fs": {"command": "y"}}}"#,
+        );
+        assert!(loaded.servers.is_empty());
+        assert!(
+            loaded.errors[0].message.contains("\"fs\" is written twice"),
+            "{:?}",
+            loaded.errors
+        );
     }
 
     #[test]
