@@ -346,8 +346,8 @@ pub fn load_or_create(source: &ConfigSource, demo_command: &str) -> LoadedConfig
 
 /// Loads the config at `path`.
 pub fn load(path: &Path) -> LoadedConfig {
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse(path, &text),
+    match std::fs::read(path) {
+        Ok(bytes) => parse_bytes(path, &bytes),
         Err(e) => LoadedConfig {
             path: path.to_owned(),
             servers: Vec::new(),
@@ -456,6 +456,30 @@ where
         }
     }
     deserializer.deserialize_map(Once(std::marker::PhantomData))
+}
+
+/// Parses the config file's bytes, at start and on each edit alike: a file that is not UTF-8
+/// text is refused whole (read leniently, a byte in an argument would become U+FFFD, and the
+/// server be started with an argument the file does not hold).
+pub fn parse_bytes(path: &Path, bytes: &[u8]) -> LoadedConfig {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => parse(path, text),
+        Err(e) => {
+            let valid = std::str::from_utf8(&bytes[..e.valid_up_to()]).unwrap_or_default();
+            let (line, column) = line_col(valid, valid.len());
+            LoadedConfig {
+                path: path.to_owned(),
+                errors: vec![ConfigError {
+                    file: path.to_owned(),
+                    line,
+                    column,
+                    server: None,
+                    message: "the config is not UTF-8 text".into(),
+                }],
+                ..Default::default()
+            }
+        }
+    }
 }
 
 /// Parses config text; `path` is only used to name the file in errors.
@@ -838,6 +862,22 @@ mod tests {
             "{:?}",
             loaded.errors
         );
+    }
+
+    #[test]
+    fn a_file_that_is_not_utf8_is_refused_whole_not_read_leniently() {
+        let loaded = parse_bytes(
+            &p(),
+            b"{\"mcpServers\": {\"s\": {\"command\": \"caf\xe9\"}}}",
+        );
+        assert!(loaded.servers.is_empty());
+        assert_eq!(loaded.errors.len(), 1);
+        assert!(
+            loaded.errors[0].message.contains("UTF-8"),
+            "{:?}",
+            loaded.errors
+        );
+        assert_eq!(parse_bytes(&p(), br#"{"mcpServers": {}}"#).errors.len(), 0);
     }
 
     #[test]

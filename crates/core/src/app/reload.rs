@@ -129,7 +129,7 @@ impl App {
                 continue;
             };
             let loaded = match now {
-                Some(bytes) => crate::config::parse(&path, &String::from_utf8_lossy(&bytes)),
+                Some(bytes) => crate::config::parse_bytes(&path, &bytes),
                 None => crate::config::load(&path),
             };
             let reload = self.apply_config(loaded).await;
