@@ -146,9 +146,10 @@ impl<'a> Rounds<'a> {
                     answer_input_requests(elicitor, requests, raw.as_ref(), &self.withdraw).await;
                 answered
                     .map_err(|why| format!("{server}: {why}"))
-                    .map(|answers| {
+                    .map(|mut answers| {
+                        // The retried request carries them; the asks stay to be delivered.
                         self.answers = Some(Answers {
-                            responses: answers.responses.clone(),
+                            responses: std::mem::take(&mut answers.responses),
                             request_state: required.request_state,
                         });
                         self.delivering = Some(answers);
