@@ -185,6 +185,12 @@ pub fn revoke_decision(app: State<'_, App>, id: u64) -> Result<Settings, AppErro
     app.revoke_decision(id)
 }
 
+/// Forgets the remembered decisions this version cannot read; returns the settings as saved.
+#[tauri::command(async)]
+pub fn forget_unread_decisions(app: State<'_, App>) -> Result<Settings, AppError> {
+    app.forget_unread_decisions()
+}
+
 /// The agents' config files Countersign knows and the rewrites that can be undone.
 #[tauri::command(async)]
 pub fn agent_configs(app: State<'_, App>) -> Result<AgentConfigs, AppError> {

@@ -171,6 +171,7 @@ pub fn run() {
             commands::set_gateway_paused,
             commands::get_settings,
             commands::revoke_decision,
+            commands::forget_unread_decisions,
             commands::agent_configs,
             commands::check_agent_host,
             commands::preview_import,

@@ -74,6 +74,8 @@ export const commands = {
   getSettings: () => invoke<Settings>("get_settings"),
   /** Forgets a remembered decision (by its id); the settings as they are now. */
   revokeDecision: (id: number) => invoke<Settings>("revoke_decision", { id }),
+  /** Forgets the remembered decisions this version cannot read; the settings as they are now. */
+  forgetUnreadDecisions: () => invoke<Settings>("forget_unread_decisions"),
   /** The agents' config files and the rewrites that can be undone. */
   agentConfigs: () => invoke<AgentConfigs>("agent_configs"),
   /** Runs the host's own check of its servers (`claude mcp list`, ...); what it printed. */

@@ -5,6 +5,7 @@
 //! server's page. Server, tool and argument text came from servers and agents: shown as text.
 
 import type { RememberedDecision } from "./bindings/RememberedDecision";
+import type { Settings } from "./bindings/Settings";
 import { el, replace, uid } from "./dom";
 import { commands, errorText } from "./ipc";
 import { coveringText, dateTime, lastingText, plural } from "./format";
@@ -15,6 +16,8 @@ export class SettingsPane {
   private readonly body = el("div", { class: "settings-body" });
   private readonly allowedHeading = el("h3", { id: uid("remembered"), attrs: { tabindex: "-1" } }, "Remembered decisions");
   private readonly allowedList = el("div", { class: "allowed" });
+  /** Remembered decisions this version cannot read, and the allows they hold back. */
+  private readonly heldBack = el("div", { class: "held-back" });
   private readonly allowedStatus = el("p", { class: "muted", attrs: { role: "status" } });
 
   constructor() {
@@ -25,6 +28,7 @@ export class SettingsPane {
         this.allowedHeading,
         el("p", { class: "muted" },
           "Tool calls you chose to allow or deny without being asked (“Always allow”, “Remember…”). Each belongs to one agent and one tool as the server described it when you chose; revoke one to be asked again."),
+        this.heldBack,
         this.allowedList,
         this.allowedStatus));
   }
@@ -65,6 +69,7 @@ export class SettingsPane {
   private async loadAllowed(): Promise<void> {
     try {
       const settings = await commands.getSettings();
+      this.drawHeldBack(settings);
       this.drawAllowed(settings.remembered);
     } catch (error) {
       replace(this.allowedList, el("p", { class: "error-text" },
@@ -95,6 +100,41 @@ export class SettingsPane {
           el("span", { class: "remembered-use muted" }, useLine(decision))),
         revoke);
     })));
+  }
+
+  /** Says which servers' allows wait on decisions this version cannot read, with a way out. */
+  private drawHeldBack(settings: Settings): void {
+    const servers = settings.heldBack ?? [];
+    if (servers.length === 0) {
+      replace(this.heldBack);
+      return;
+    }
+    const textId = uid("held-back");
+    const forget = el("button", { class: "button small", attrs: { type: "button", "aria-describedby": textId } }, "Forget them");
+    forget.addEventListener("click", () => {
+      forget.disabled = true;
+      commands.forgetUnreadDecisions().then(
+        (saved) => {
+          this.drawHeldBack(saved);
+          this.drawAllowed(saved.remembered);
+          this.allowedStatus.textContent = "Forgotten: remembered and trusted allows run again.";
+          this.allowedHeading.focus();
+        },
+        (error: unknown) => {
+          forget.disabled = false;
+          this.allowedStatus.textContent = `Could not forget them: ${errorText(error)}`;
+        },
+      );
+    });
+    const which = servers.includes("")
+      ? ["any server"]
+      : servers.flatMap((server, i) => [i === 0 ? "" : ", ", el("strong", {}, inlineText(server, 80))]);
+    replace(this.heldBack, el("div", { class: "warn-note" },
+      el("p", { id: textId },
+        "Some remembered decisions were made by another version of Countersign and cannot be read here; one may be a denial. Until you forget them, no remembered or trusted allow runs a tool call on ",
+        ...which,
+        " without asking you."),
+      forget));
   }
 
   private revoke(decision: RememberedDecision, index: number, button: HTMLButtonElement): void {

@@ -395,6 +395,48 @@ test("Settings says which remembered decisions decide nothing now, and why", asy
   await app.close();
 });
 
+test("Settings says whose allows wait on decisions it cannot read, and forgets them on request", async () => {
+  const app = await openApp(env, {
+    ...state(),
+    settings: { mutedServers: [], remembered: [rememberedDecision(1, { server: "tickets" })], heldBack: ["tickets", `gh${IMG}`] },
+  });
+  const { page } = app;
+  await page.getByRole("tab", { name: "Settings" }).click();
+  const section = page.getByRole("region", { name: "Remembered decisions" });
+  const forget = section.getByRole("button", { name: "Forget them" });
+  await forget.waitFor();
+  const note = await section.locator(".held-back").textContent();
+  assert.match(note, /cannot be read here; one may be a denial/);
+  assert.ok(note.includes(`no remembered or trusted allow runs a tool call on tickets, gh${IMG} without asking you.`), note);
+  // The button's description is the sentence, so a screen reader hears what it forgets.
+  assert.match(await page.evaluate((id) => document.getElementById(id).textContent, await forget.getAttribute("aria-describedby")), /^Some remembered decisions/);
+  // A failed save keeps the note and says why.
+  app.backend.onGateway = () => ({ err: { kind: "settings", message: "cannot save settings: read-only" } });
+  await forget.click();
+  await section.getByText("Could not forget them: cannot save settings: read-only").waitFor();
+  assert.ok(await forget.isEnabled());
+  app.backend.onGateway = null;
+  await forget.focus();
+  await page.keyboard.press("Enter");
+  await section.getByText(/Forgotten: remembered and trusted allows run again/).waitFor();
+  assert.equal(await section.locator(".held-back").textContent(), "");
+  assert.equal(await section.getByRole("listitem").count(), 1);
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Remembered decisions");
+  assert.equal(app.backend.calls.filter((c) => c.cmd === "forget_unread_decisions").length, 2);
+  assert.equal(await page.locator(".settings").locator("img,script").count(), 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
+test("A decision that names no server holds back every server's allows", async () => {
+  const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: [], heldBack: ["", "tickets"] } });
+  await app.page.getByRole("tab", { name: "Settings" }).click();
+  const section = app.page.getByRole("region", { name: "Remembered decisions" });
+  await section.getByText(/runs a tool call on any server without asking you\./).waitFor();
+  await section.getByText(/Nothing is remembered/).waitFor();
+  await app.close();
+});
+
 test("Settings with nothing remembered shows the empty state", async () => {
   const app = await openApp(env, state());
   await app.page.getByRole("tab", { name: "Settings" }).click();
@@ -723,7 +765,7 @@ test("screenshot of Connect agents (looked at by a person)", async () => {
   await app.page.screenshot({ path: join(dir, "connect.png"), fullPage: true });
   await app.page.getByRole("tab", { name: "Settings" }).click();
   await app.close();
-  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2) } });
+  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2), heldBack: ["github"] } });
   await app2.page.getByRole("tab", { name: "Settings" }).click();
   await app2.page.locator(".allowed-list").waitFor();
   await app2.page.screenshot({ path: join(dir, "settings.png") });

@@ -228,6 +228,17 @@ impl App {
             })
     }
 
+    /// Forgets the remembered decisions this version cannot read: the allows they held back
+    /// run again.
+    pub fn forget_unread_decisions(&self) -> Result<Settings, AppError> {
+        self.settings
+            .forget_unread()
+            .map(|settings| self.listed(settings))
+            .map_err(|e| AppError::Settings {
+                message: e.to_string(),
+            })
+    }
+
     /// Uses `clients` (tests: a temporary home) instead of this user's files.
     pub fn with_clients(mut self, clients: crate::agents::Clients) -> App {
         self.clients = Some(clients);
@@ -399,6 +410,9 @@ impl App {
     /// says why, so the person is not left wondering why it still asks.
     fn listed(&self, mut settings: Settings) -> Settings {
         use crate::ask::approval::Inert;
+        if !settings.unread.is_empty() {
+            settings.held_back = Some(settings.held_back_servers());
+        }
         let servers = &self.config_state().running.servers;
         for d in &mut settings.remembered {
             d.inert = match servers.iter().find(|s| s.name == d.server) {

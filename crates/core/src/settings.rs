@@ -25,11 +25,49 @@ pub struct Settings {
     /// any still unbound decide nothing, and are never bound later.
     #[serde(default)]
     pub endpoints_bound: bool,
+    /// Remembered decisions this version cannot read (a newer version's kind, say), kept as
+    /// they came and written back with the rest, so they are not lost. One of them may be a
+    /// denial, so while any names a server (or names none), that server's calls are decided by
+    /// the config's rules and readable denials only: no remembered allow and no trusted
+    /// server's automatic allow runs a call it might refuse (`holds_back`).
+    #[serde(skip)]
+    #[ts(skip)]
+    pub unread: Vec<serde_json::Value>,
+    /// The servers `unread` holds back (`""`: every server), as Settings lists them; never
+    /// kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub held_back: Option<Vec<String>>,
 }
 
-/// The settings in `bytes`, and how many remembered decisions were left out because they do
-/// not read: one that does not (a newer version's kind of decision) costs only itself.
-fn read_settings(bytes: &[u8]) -> Result<(Settings, usize), serde_json::Error> {
+impl Settings {
+    /// The server an unread decision names: `None` when it names none readable (then it may
+    /// be about any server).
+    fn unread_server(decision: &serde_json::Value) -> Option<&str> {
+        decision.get("server").and_then(serde_json::Value::as_str)
+    }
+
+    /// Whether unread decisions hold back allows for `server`.
+    pub fn holds_back(&self, server: &str) -> bool {
+        self.unread
+            .iter()
+            .any(|d| Self::unread_server(d).is_none_or(|named| named == server))
+    }
+
+    /// The servers unread decisions hold back, each once (`""` for one that names none).
+    pub fn held_back_servers(&self) -> Vec<String> {
+        let named: BTreeSet<&str> = self
+            .unread
+            .iter()
+            .map(|d| Self::unread_server(d).unwrap_or(""))
+            .collect();
+        named.into_iter().map(str::to_owned).collect()
+    }
+}
+
+/// The settings in `bytes`: a remembered decision that does not read (a newer version's kind)
+/// costs only itself, and is kept in `unread`.
+fn read_settings(bytes: &[u8]) -> Result<Settings, serde_json::Error> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Loose {
@@ -38,16 +76,17 @@ fn read_settings(bytes: &[u8]) -> Result<(Settings, usize), serde_json::Error> {
         #[serde(flatten)]
         rest: serde_json::Map<String, serde_json::Value>,
     }
-    let loose: Loose = serde_json::from_slice(bytes)?;
+    let mut loose: Loose = serde_json::from_slice(bytes)?;
+    // Only ever worked out from `unread`, never taken from the file.
+    loose.rest.remove("heldBack");
     let mut settings: Settings = serde_json::from_value(serde_json::Value::Object(loose.rest))?;
-    let read = loose.remembered.len();
-    settings.remembered = loose
-        .remembered
-        .into_iter()
-        .filter_map(|d| serde_json::from_value(d).ok())
-        .collect();
-    let dropped = read - settings.remembered.len();
-    Ok((settings, dropped))
+    for decision in loose.remembered {
+        match RememberedDecision::deserialize(&decision) {
+            Ok(read) => settings.remembered.push(read),
+            Err(_) => settings.unread.push(decision),
+        }
+    }
+    Ok(settings)
 }
 
 /// Why a remembered decision that would decide a call no longer does.
@@ -78,9 +117,8 @@ impl SettingsStore {
     /// Reads `path`; a missing file is the defaults. A file that cannot be read is not
     /// written over: the settings are kept in memory only for this run, and the warning says
     /// so. A file that is not JSON is moved aside (`settings.json.bad`) so the next save does
-    /// not destroy what the person may want to recover; one whose remembered decisions do not
-    /// all read (say, a newer version's) keeps every decision that does, and a copy of it is
-    /// kept aside the same way.
+    /// not destroy what the person may want to recover; remembered decisions that do not read
+    /// (say, a newer version's) are kept as they are, and hold back allows (`Settings::unread`).
     pub fn load(path: Option<PathBuf>) -> (SettingsStore, Option<String>) {
         let mut path = path;
         let (settings, warning) = match path.as_deref().map(std::fs::read) {
@@ -106,22 +144,23 @@ impl SettingsStore {
                 )
             }
             Some(Ok(bytes)) => match read_settings(&bytes) {
-                Ok((settings, 0)) => (settings, None),
-                Ok((settings, dropped)) => {
+                Ok(settings) if settings.unread.is_empty() => (settings, None),
+                Ok(settings) => {
                     let file = path.as_deref().unwrap_or(Path::new(""));
-                    let aside = file.with_extension("json.bad");
-                    let kept = match crate::private_fs::write_atomic(&aside, &bytes) {
-                        Ok(()) => format!("the file as it was is kept as {}", aside.display()),
-                        Err(e) => format!("cannot keep a copy of the file: {e}"),
+                    let servers = settings.held_back_servers();
+                    let which = if servers.iter().any(String::is_empty) {
+                        "any server".to_owned()
+                    } else {
+                        servers.join(", ")
                     };
-                    (
-                        settings,
-                        Some(format!(
-                            "{}: {dropped} remembered decision(s) could not be read and are \
-                             left out; {kept}",
-                            file.display()
-                        )),
-                    )
+                    let warning = format!(
+                        "{}: {} remembered decision(s) cannot be read by this version and are \
+                         kept as they are; until you forget them in Settings, no remembered or \
+                         trusted allow runs a tool call on {which} without asking you",
+                        file.display(),
+                        settings.unread.len()
+                    );
+                    (settings, Some(warning))
                 }
                 Err(e) => {
                     let broken = path.clone().unwrap_or_default();
@@ -170,6 +209,21 @@ impl SettingsStore {
             .expect("settings lock")
             .muted_servers
             .contains(server)
+    }
+
+    /// Whether remembered decisions that cannot be read hold back allows for `server`
+    /// (`Settings::holds_back`).
+    pub fn holds_back(&self, server: &str) -> bool {
+        self.current
+            .read()
+            .expect("settings lock")
+            .holds_back(server)
+    }
+
+    /// Forgets the remembered decisions that cannot be read: the person has seen that they
+    /// are there, and allows run again.
+    pub fn forget_unread(&self) -> Result<Settings, SettingsError> {
+        self.update(|s| s.unread.clear())
     }
 
     /// The remembered decision that decides `call`, if one does: a deny before an allow, so
@@ -245,7 +299,16 @@ impl SettingsStore {
     ) -> Result<RememberedDecision, SettingsError> {
         self.update(|s| {
             s.remembered.retain(|d| !d.is_expired(now_ms));
-            decision.id = s.remembered.iter().map(|d| d.id).max().unwrap_or(0) + 1;
+            // Not an id an unread decision has: a version that reads it would see two.
+            let unread_ids = s.unread.iter().filter_map(|d| d.get("id")?.as_u64());
+            decision.id = s
+                .remembered
+                .iter()
+                .map(|d| d.id)
+                .chain(unread_ids)
+                .max()
+                .unwrap_or(0)
+                .saturating_add(1);
             s.remembered.push(decision.clone());
         })?;
         Ok(decision)
@@ -294,7 +357,14 @@ impl SettingsStore {
 }
 
 fn save(path: &Path, settings: &Settings) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(settings).map_err(std::io::Error::other)?;
+    let mut value = serde_json::to_value(settings).map_err(std::io::Error::other)?;
+    if let Some(remembered) = value
+        .get_mut("remembered")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        remembered.extend(settings.unread.iter().cloned());
+    }
+    let mut bytes = serde_json::to_vec_pretty(&value).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
     // Who is always allowed to do what is the person's business: 0600.
     crate::private_fs::write_atomic(path, &bytes)
@@ -328,7 +398,7 @@ mod tests {
     }
 
     /// A settings file that cannot be read is never written over; one decision that does not
-    /// read costs only itself, and the file as it was is kept aside.
+    /// read costs only itself, and is written back as it came until the person forgets it.
     #[test]
     fn what_cannot_be_read_is_kept_not_destroyed() {
         let path = temp("unreadable");
@@ -342,15 +412,44 @@ mod tests {
         let mut text: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         text["remembered"][1]["lasting"] = serde_json::json!({"kind": "untilTheMoon"});
+        // What is held back is worked out, never read from the file.
+        text["heldBack"] = serde_json::json!(["nothing"]);
         std::fs::write(&path, text.to_string()).unwrap();
         let (store, warning) = SettingsStore::load(Some(path.clone()));
-        assert!(warning.unwrap().contains("1 remembered decision"));
+        let warning = warning.unwrap();
+        assert!(warning.contains("1 remembered decision"), "{warning}");
+        assert!(
+            warning.contains("tool call on s without asking"),
+            "{warning}"
+        );
         let tools: Vec<String> = store.get().remembered.into_iter().map(|d| d.tool).collect();
         assert_eq!(tools, ["a"]);
-        assert_eq!(
-            std::fs::read(path.with_extension("json.bad")).unwrap(),
-            text.to_string().into_bytes()
-        );
+        assert!(store.holds_back("s") && !store.holds_back("t"));
+        assert_eq!(store.get().held_back, None);
+        // Saved with the next change, under a new id of its own, and read back as it was.
+        let c = store
+            .remember(RememberedDecision::for_test("x", "s", "e", "c", true), 0)
+            .unwrap();
+        assert_eq!(c.id, 3);
+        let on_disk: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(on_disk["remembered"][2], text["remembered"][1]);
+        assert!(on_disk.get("heldBack").is_none());
+        let (store, _) = SettingsStore::load(Some(path.clone()));
+        assert!(store.holds_back("s"));
+        assert_eq!(store.get().held_back_servers(), ["s"]);
+        // One that names no server holds back every server.
+        store
+            .update(|s| s.unread.push(serde_json::json!({"kind": "everything"})))
+            .unwrap();
+        assert!(store.holds_back("t"));
+        assert_eq!(store.get().held_back_servers(), ["", "s"]);
+        // Forgotten: gone from the file, and nothing is held back.
+        store.forget_unread().unwrap();
+        let (store, warning) = SettingsStore::load(Some(path.clone()));
+        assert_eq!(warning, None);
+        assert!(!store.holds_back("s") && !store.holds_back("t"));
+        assert_eq!(store.get().remembered.len(), 2);
         // A file that cannot be read (a directory in its place: even root cannot read it).
         let _ = std::fs::remove_file(&path);
         std::fs::create_dir_all(path.join("in-the-way")).unwrap();

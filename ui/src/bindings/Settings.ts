@@ -16,4 +16,9 @@ remembered: Array<RememberedDecision>,
  * Decisions from before they named their server were bound once (`bind_endpoints`);
  * any still unbound decide nothing, and are never bound later.
  */
-endpointsBound: boolean, };
+endpointsBound: boolean, 
+/**
+ * The servers `unread` holds back (`""`: every server), as Settings lists them; never
+ * kept.
+ */
+heldBack?: Array<string>, };

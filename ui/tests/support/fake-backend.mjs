@@ -197,6 +197,12 @@ export class FakeBackend {
         this.settings.remembered = this.settings.remembered.filter((d) => d.id !== args.id);
         return { ok: this.settings };
       }
+      case "forget_unread_decisions": {
+        const reply = this.onGateway?.(args);
+        if (reply) return reply;
+        delete this.settings.heldBack;
+        return { ok: this.settings };
+      }
       case "agent_configs":
       case "check_agent_host":
       case "preview_import":

@@ -2,7 +2,9 @@
 //! the person. In order: the person's explicit rule for (server, tool), then a decision the
 //! person remembered for this agent's token that still lasts, covers these arguments and was
 //! made for the tool as it is now, then the tool's annotations, which count only for servers
-//! marked `trusted` (annotations are the server's own untrusted hints), then ask.
+//! marked `trusted` (annotations are the server's own untrusted hints), then ask. While
+//! remembered decisions this version cannot read name the server, only rules and readable
+//! denials decide: one of those decisions may be a denial (`Settings::unread`).
 
 use serde_json::Value;
 
@@ -41,6 +43,14 @@ impl Decision {
         }
     }
 
+    /// `self`, unless it is an allow that unread decisions hold back: then the person is asked.
+    fn unless_held_back(self, call: &Call, settings: &SettingsStore) -> Decision {
+        match self {
+            Decision::Allow { .. } if settings.holds_back(call.server) => Decision::Ask,
+            decision => decision,
+        }
+    }
+
     fn remembered(call: &Call, settings: &SettingsStore) -> Option<Decision> {
         let d = settings.decision_for(call)?;
         let why = d.describe();
@@ -73,7 +83,7 @@ pub fn decide(
     if !READ_METHODS.contains(&call.tool)
         && let Some(decision) = Decision::remembered(call, settings)
     {
-        return decision;
+        return decision.unless_held_back(call, settings);
     }
     // The spec's defaults: readOnlyHint false. Only a trusted server's claim counts.
     let read_only = annotations
@@ -84,7 +94,8 @@ pub fn decide(
         return Decision::Allow {
             why: "trusted server: read-only tool".into(),
             remembered: None,
-        };
+        }
+        .unless_held_back(call, settings);
     }
     Decision::Ask
 }
@@ -100,13 +111,14 @@ pub fn decide_read(server: &ServerConfig, call: &Call, settings: &SettingsStore)
         return Decision::rule(rule, " reading").unwrap_or(Decision::Ask);
     }
     if let Some(decision) = Decision::remembered(call, settings) {
-        return decision;
+        return decision.unless_held_back(call, settings);
     }
     if server.trusted {
         return Decision::Allow {
             why: "trusted server: reading".into(),
             remembered: None,
-        };
+        }
+        .unless_held_back(call, settings);
     }
     Decision::Ask
 }
@@ -256,5 +268,68 @@ mod tests {
             ),
             Decision::Ask
         );
+    }
+
+    /// A remembered decision this version cannot read may be a denial: until the person forgets
+    /// it, no remembered or trusted allow runs a call on its server; rules and readable
+    /// denials still decide, and other servers are untouched.
+    #[test]
+    fn a_decision_that_cannot_be_read_holds_back_every_allow_on_its_server() {
+        let settings = SettingsStore::default();
+        remember(&settings, "a", "book", true);
+        remember(&settings, "a", "burn", false);
+        remember(&settings, "a", "resources/read", true);
+        settings
+            .update(|s| {
+                s.unread
+                    .push(json!({"server": "desk", "tool": "book", "lasting": "untilTheMoon"}))
+            })
+            .unwrap();
+        let ro = json!({"readOnlyHint": true});
+        let mut s = server(true);
+        s.tool_policy.insert("list".into(), ToolRule::Allow);
+        assert_eq!(
+            decide(&s, &call("a", "book"), None, &settings),
+            Decision::Ask
+        );
+        assert_eq!(
+            decide(&s, &call("a", "peek"), Some(&ro), &settings),
+            Decision::Ask
+        );
+        assert_eq!(
+            decide_read(&s, &call("a", "resources/read"), &settings),
+            Decision::Ask
+        );
+        assert_eq!(
+            decide_read(&s, &call("b", "prompts/get"), &settings),
+            Decision::Ask
+        );
+        assert!(matches!(
+            decide(&s, &call("a", "burn"), None, &settings),
+            Decision::Deny { .. }
+        ));
+        assert!(matches!(
+            decide(&s, &call("a", "list"), None, &settings),
+            Decision::Allow { .. }
+        ));
+        // Another server's trusted allows run as before.
+        let other = Call {
+            server: "other",
+            ..call("a", "peek")
+        };
+        assert!(matches!(
+            decide(&s, &other, Some(&ro), &settings),
+            Decision::Allow { .. }
+        ));
+        // Forgotten: allows run again.
+        settings.forget_unread().unwrap();
+        assert!(matches!(
+            decide(&s, &call("a", "book"), None, &settings),
+            Decision::Allow { .. }
+        ));
+        assert!(matches!(
+            decide_read(&s, &call("a", "resources/read"), &settings),
+            Decision::Allow { .. }
+        ));
     }
 }
