@@ -170,6 +170,25 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
   await app.close();
 });
 
+test("an address written without a scheme beside a URL offers no host, as core holds it on none", async () => {
+  for (const bare of ["evil.example/x", "www.evil.example", "localhost:3000/admin", "git@evil.example:me/r.git"]) {
+    const args = { url: "https://api.github.com/repos", mirror: bare, name: "notes.txt" };
+    const app = await openApp(env, { asks: [call({ id: 21, tool: "fetch", args })] });
+    const d = dialog(app.page);
+    await d.getByRole("button", { name: "Remember…" }).click();
+    const covering = d.getByRole("group", { name: "For which calls" });
+    const offered = await covering.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim()));
+    assert.ok(!offered.some((o) => o.startsWith("Any URL")), `${bare}: ${offered}`);
+    await app.close();
+  }
+  // A file name with a dot is no address: the host is offered.
+  const app = await openApp(env, { asks: [call({ id: 22, tool: "fetch", args: { url: "https://api.github.com/repos", name: "notes.txt" } })] });
+  const d = dialog(app.page);
+  await d.getByRole("button", { name: "Remember…" }).click();
+  await d.getByRole("radio", { name: /Any URL on api\.github\.com/ }).waitFor();
+  await app.close();
+});
+
 test("a call with two paths offers one folder holding both; two URLs on different hosts offer no host", async () => {
   const args = { source: "/home/me/p/a.txt", destination: "/home/me/q/b.txt", from: "https://a.example/x", to: "https://b.example/y" };
   const app = await openApp(env, { asks: [call({ id: 14, tool: "move_file", args })] });

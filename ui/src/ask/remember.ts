@@ -146,13 +146,41 @@ export function urlArguments(args: unknown): UrlArgument[] {
     try {
       url = new URL(value);
     } catch {
-      // Written as a web address, it is one to core, on no host.
-      return /^[\s\p{Cc}]*https?:\/\//iu.test(value) ? [{ argument, host: "" }] : [];
+      // Written as a web address, or without a scheme, it is one to core, on no host.
+      return /^[\s\p{Cc}]*https?:\/\//iu.test(value) || looksLikeBareAddress(value) ? [{ argument, host: "" }] : [];
     }
+    // `localhost:3000/x` parses as a URL of scheme `localhost:`.
+    if (looksLikeBareAddress(value)) return [{ argument, host: "" }];
     if (url.hostname === "" && url.protocol !== "file:") return [];
     const web = url.protocol === "http:" || url.protocol === "https:";
     return [{ argument, host: web && readAlike(value) ? url.hostname.toLowerCase() : "" }];
   });
+}
+
+/** An address written without a scheme, as core's `looks_like_bare_address` reads one: a host
+ * name (a dot and a top-level domain of letters, `localhost`, an IPv4 address), perhaps after
+ * `user@`, then a path, query, fragment or `:`; or alone when it starts `www.`. Tools complete
+ * such text with `https://`, so no host decision holds it. */
+export function looksLikeBareAddress(text: string): boolean {
+  if (text === "" || /[\s\p{Cc}]/u.test(text)) return false;
+  const end = text.search(/[/?#:]/);
+  const authority = end < 0 ? text : text.slice(0, end);
+  const rest = end < 0 ? "" : text.slice(end);
+  let host = authority;
+  const at = authority.indexOf("@");
+  if (at >= 0) {
+    const user = authority.slice(0, at);
+    host = authority.slice(at + 1);
+    if (user === "" || !/^[\p{Alphabetic}\p{N}._-]+$/u.test(user)) return false;
+  }
+  const labels = host.split(".");
+  const ipv4 = labels.length === 4 && labels.every((l) => /^[0-9]{1,3}$/.test(l));
+  const named = labels.length >= 2
+    && labels.every((l) => l !== "" && !l.startsWith("-") && /^[\p{Alphabetic}\p{N}-]+$/u.test(l))
+    && /^\p{Alphabetic}{2,}$/u.test(labels[labels.length - 1]);
+  const local = host.toLowerCase() === "localhost";
+  if (!(ipv4 || named || local)) return false;
+  return (rest !== "" && rest !== ":") || (rest === "" && named && host.slice(0, 4).toLowerCase() === "www.");
 }
 
 /** Whether every reader finds the same host in an http(s) URL, as core's `url_host` asks:

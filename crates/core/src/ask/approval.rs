@@ -316,8 +316,8 @@ pub fn looks_like_path(text: &str) -> bool {
 }
 
 /// Text a server may take for an address to fetch: one line that reads as a URL with a host
-/// (or a `file:` one, or `//host/…` relative to a scheme). A host decision holds every such
-/// text of a call to its host.
+/// (or a `file:` one, `//host/…` relative to a scheme, or an address written without a scheme,
+/// [`looks_like_bare_address`]). A host decision holds every such text of a call to its host.
 /// Read as URL readers read it: WHATWG's parser (browsers, Node's `fetch`, Python's
 /// `urlsplit`) drops tabs and line breaks anywhere and spaces and controls around, so
 /// `"https://evil.example/\n"` is a URL to evil.example there. Such a text counts as a URL
@@ -334,8 +334,60 @@ fn looks_like_url(text: &str) -> bool {
         .or_else(|| strip_prefix_ignoring_case(&read, "https://"))
         .is_some()
         || (read.starts_with("//") && !read.starts_with("///"));
-    web || url::Url::parse(&read)
-        .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file")
+    web || looks_like_bare_address(&read)
+        || url::Url::parse(&read)
+            .is_ok_and(|u| u.host_str().is_some_and(|h| !h.is_empty()) || u.scheme() == "file")
+}
+
+/// An address written without a scheme, which many tools complete with `https://` (and git
+/// reads `git@host:path` as SSH to that host): a host name (with a dot and a top-level
+/// domain of letters, `localhost`, or an IPv4 address), perhaps after `user@`, followed by a
+/// path, query, fragment or `:` (a port, or git's path), or alone when it starts `www.`. Such
+/// a text is on no host for a decision ([`url_host`]): the person is asked. A bare name with a
+/// dot (`notes.txt`) is not one, so file names leave host decisions alone.
+fn looks_like_bare_address(text: &str) -> bool {
+    if text.is_empty() || text.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
+    let end = text.find(['/', '?', '#', ':']).unwrap_or(text.len());
+    let (authority, rest) = text.split_at(end);
+    let host = match authority.split_once('@') {
+        Some((user, host))
+            if !user.is_empty()
+                && user
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-')) =>
+        {
+            host
+        }
+        Some(_) => return false,
+        None => authority,
+    };
+    let labels: Vec<&str> = host.split('.').collect();
+    let label_ok = |l: &&str| {
+        !l.is_empty() && !l.starts_with('-') && l.chars().all(|c| c.is_alphanumeric() || c == '-')
+    };
+    let ipv4 = labels.len() == 4
+        && labels
+            .iter()
+            .all(|l| !l.is_empty() && l.len() <= 3 && l.chars().all(|c| c.is_ascii_digit()));
+    let named = labels.len() >= 2
+        && labels.iter().all(label_ok)
+        && labels
+            .last()
+            .is_some_and(|tld| tld.chars().count() >= 2 && tld.chars().all(char::is_alphabetic));
+    let local = host.eq_ignore_ascii_case("localhost");
+    if !(ipv4 || named || local) {
+        return false;
+    }
+    // `//` after the name is no path of a host (`a.b//c`); a lone name counts when it is
+    // written as one (`www.…`).
+    (!rest.is_empty() && rest != ":")
+        || (rest.is_empty()
+            && named
+            && host
+                .get(..4)
+                .is_some_and(|w| w.eq_ignore_ascii_case("www.")))
 }
 
 /// `argument` and `also`, as a decision's description names them.
@@ -744,6 +796,45 @@ mod tests {
                 &json!({"url": "https://example.com/", "then": {"post_to": "//evil.test/x"}})
             )
         );
+        // Nor is one written without a scheme, which many tools complete with `https://`.
+        for bare in [
+            "evil.test/x",
+            "evil.test:8443",
+            "evil.test?q=1",
+            "www.evil.test",
+            "Evil.Test/",
+            "git@evil.test:me/repo.git",
+            "10.0.0.1:8080",
+            "localhost:3000/admin",
+            "xn--bcher-kva.example/x",
+            "bücher.example/x",
+            "example.com/x",
+        ] {
+            assert!(
+                !on.covers(&json!({"url": "https://example.com/", "then": {"post_to": bare}})),
+                "{bare}"
+            );
+        }
+        // File names, versions, mail addresses and words are no addresses.
+        for not_an_address in [
+            "notes.txt",
+            "src/main.rs",
+            "v1.2.3/notes",
+            "1.2.3.4.5/x",
+            "me@example.com",
+            "ratio 3.5/4",
+            "a.b",
+            "https",
+            "..",
+            "see: the docs",
+        ] {
+            assert!(
+                on.covers(
+                    &json!({"url": "https://example.com/", "then": {"note": not_an_address}})
+                ),
+                "{not_an_address}"
+            );
+        }
     }
     use serde_json::json;
 
