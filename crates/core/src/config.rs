@@ -569,12 +569,55 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
         if server.disabled {
             continue;
         }
-        match build_server(&name, server) {
+        let gateway_port = loaded.gateway.port;
+        match build_server(&name, server)
+            .and_then(|s| check_not_the_gateway(&s.transport, gateway_port).map(|()| s))
+        {
             Ok(s) => loaded.servers.push(s),
             Err(message) => loaded.errors.push(entry_error(0, message)),
         }
     }
     loaded
+}
+
+/// Whether `command` runs `countersign-bridge`, which reaches Countersign's own gateway.
+pub(crate) fn runs_the_bridge(command: &str) -> bool {
+    Path::new(command)
+        .file_name()
+        .is_some_and(|n| n == "countersign-bridge")
+}
+
+/// Whether `url` is a server path of Countersign's own gateway on `gateway_port` (an HTTP URL
+/// on this machine's loopback under `/mcp/`).
+pub(crate) fn is_gateway_url(url: &str, gateway_port: u16) -> bool {
+    let Ok(url) = url::Url::parse(url) else {
+        return false;
+    };
+    let local = match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback() || ip.is_unspecified(),
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        None => false,
+    };
+    local && url.port_or_known_default() == Some(gateway_port) && url.path().starts_with("/mcp/")
+}
+
+/// Why `transport` may not be one of Countersign's servers: it is Countersign's own gateway,
+/// whose every request would come back to the gateway (pasted from an agent's config, say).
+fn check_not_the_gateway(transport: &TransportConfig, gateway_port: u16) -> Result<(), String> {
+    let ours = match transport {
+        TransportConfig::Stdio { command, .. } => runs_the_bridge(command),
+        TransportConfig::Http { url, .. } => is_gateway_url(url, gateway_port),
+    };
+    if ours {
+        return Err(
+            "this entry reaches Countersign's own gateway, so every request would come \
+                    back to Countersign; put the server's own command or URL here (agents use \
+                    the gateway's address)"
+                .into(),
+        );
+    }
+    Ok(())
 }
 
 fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
@@ -838,6 +881,39 @@ mod tests {
         }
         let loaded = parse(&p(), r#"{"gateway": {"port": 47000}}"#);
         assert!(loaded.gateway.enabled && loaded.errors.is_empty());
+    }
+
+    /// An agent's entry pasted into Countersign's config would send every request back to
+    /// the gateway, which would forward it to itself again.
+    #[test]
+    fn an_entry_that_reaches_countersigns_own_gateway_is_refused() {
+        let loaded = parse(
+            &p(),
+            r#"{"gateway": {"port": 47100}, "mcpServers": {
+                "a": {"url": "http://127.0.0.1:47100/mcp/a", "headers": {"Authorization": "Bearer cs_x"}},
+                "b": {"url": "http://LOCALHOST:47100/mcp/other"},
+                "c": {"type": "http", "url": "http://[::1]:47100/mcp/c/"},
+                "d": {"command": "/usr/local/bin/countersign-bridge", "args": ["d"]},
+                "e": {"url": "http://127.0.0.2:47100/mcp/e"},
+                "f": {"url": "http://127.0.0.1:47101/mcp/f"},
+                "g": {"url": "http://127.0.0.1:47100/other"},
+                "h": {"command": "countersign-demo-server"}
+            }}"#,
+        );
+        let refused: Vec<&str> = loaded
+            .errors
+            .iter()
+            .map(|e| e.server.as_deref().unwrap_or_default())
+            .collect();
+        assert_eq!(refused, ["a", "b", "c", "d", "e"], "{:?}", loaded.errors);
+        assert!(
+            loaded.errors[0]
+                .message
+                .contains("reaches Countersign's own gateway")
+        );
+        assert!(!loaded.errors[0].message.contains("cs_x"));
+        let kept: Vec<&str> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(kept, ["f", "g", "h"]);
     }
 
     #[test]

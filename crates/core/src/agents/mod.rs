@@ -514,30 +514,12 @@ fn holds_a_credential(name: &str) -> bool {
 /// under `/mcp/`, or `countersign-bridge`).
 pub(crate) fn is_routed(value: &serde_json::Value, gateway_port: u16) -> bool {
     let command = value.get("command").and_then(|c| c.as_str()).unwrap_or("");
-    let program = Path::new(command)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    if program == "countersign-bridge" {
-        return true;
-    }
-    let Some(url) = value
+    let url = value
         .get("url")
         .or_else(|| value.get("serverUrl"))
-        .and_then(|u| u.as_str())
-    else {
-        return false;
-    };
-    let Ok(url) = url::Url::parse(url) else {
-        return false;
-    };
-    let local = match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
-        None => false,
-    };
-    local && url.port_or_known_default() == Some(gateway_port) && url.path().starts_with("/mcp/")
+        .and_then(|u| u.as_str());
+    crate::config::runs_the_bridge(command)
+        || url.is_some_and(|url| crate::config::is_gateway_url(url, gateway_port))
 }
 
 #[cfg(test)]
