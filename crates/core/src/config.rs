@@ -425,6 +425,68 @@ struct RawServer {
     oauth: Option<OAuthConfig>,
 }
 
+/// A server entry's keys: the ones agents' configs share, then Countersign's own.
+const SERVER_KEYS: [&str; 17] = [
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "disabled",
+    "trusted",
+    "answerTimeoutSecs",
+    "requestTimeoutSecs",
+    "protocol",
+    "toolPolicy",
+    "readPolicy",
+    "approvalWaitSecs",
+    "pendingApprovalSecs",
+    "oauth",
+];
+/// Countersign's own keys of a server entry, which no agent's config has.
+const OWN_SERVER_KEYS: &[&str] = SERVER_KEYS.split_at(8).1;
+/// The file's own keys at the top (other apps' keys may sit beside them).
+const TOP_KEYS: [&str; 2] = ["mcpServers", "gateway"];
+
+/// The key of `own` that `key` is a typo of: the same but for case, `_`, `-` or spaces
+/// (`toolpolicy`, `tool_policy`), or one or two letters off a long one (`toolsPolicy`). Such
+/// a key is never read, so ignoring it would drop the person's rule (a deny, a gateway turned
+/// off) without a word. Keys other agents use beside these (`trust`, `timeout`) are far enough
+/// off not to be taken for them.
+fn mistyped_key<'k>(key: &str, known: &[&str], own: &[&'k str]) -> Option<&'k str> {
+    if known.contains(&key) {
+        return None;
+    }
+    let fold = |k: &str| -> String {
+        k.chars()
+            .filter(|c| !matches!(c, '_' | '-' | ' '))
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let folded = fold(key);
+    own.iter().copied().find(|own| {
+        let own_folded = fold(own);
+        let off = match own.len() {
+            9.. => 2,
+            7..=8 => 1,
+            _ => 0,
+        };
+        own_folded == folded || strsim::levenshtein(&own_folded, &folded) <= off
+    })
+}
+
+/// The first of `text`'s keys (a JSON object's) that is a typo of one of `own`, and the
+/// message that says so.
+fn mistyped_keys(text: &str, known: &[&str], own: &[&str]) -> Option<String> {
+    let keys: BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_str(text).ok()?;
+    keys.keys().find_map(|key| {
+        mistyped_key(key, known, own)
+            .map(|meant| format!("{key:?} is not a key Countersign reads; did you mean {meant:?}?"))
+    })
+}
+
 /// A map whose keys each come once: JSON readers keep the last of a key written twice, so a
 /// second `"rm": "allow"` below `"rm": "deny"` would quietly undo the rule the person sees
 /// first, and a second server of one name hide the first.
@@ -501,6 +563,17 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
             return loaded;
         }
     };
+    if let Some(message) = mistyped_keys(text, &TOP_KEYS, &TOP_KEYS) {
+        loaded.errors.push(ConfigError {
+            file: path.to_owned(),
+            line: 1,
+            column: 1,
+            server: None,
+            message: format!("{message} (the gateway stays off until this is fixed)"),
+        });
+        // It may be the gateway block, saying "off".
+        loaded.gateway.enabled = false;
+    }
     if let Some(raw) = file.gateway {
         match serde_json::from_str::<RawGateway>(raw.get()) {
             Ok(g) if g.port == 0 => {
@@ -520,7 +593,8 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
             }
             Ok(g) => {
                 loaded.gateway = GatewayConfig {
-                    enabled: g.enabled,
+                    // Not on if a mistyped key beside it may have said off.
+                    enabled: g.enabled && loaded.gateway.enabled,
                     port: g.port,
                 }
             }
@@ -558,6 +632,10 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                 message,
             }
         };
+        if let Some(message) = mistyped_keys(raw.get(), &SERVER_KEYS, OWN_SERVER_KEYS) {
+            loaded.errors.push(entry_error(0, message));
+            continue;
+        }
         let server: RawServer = match serde_json::from_str(raw.get()) {
             Ok(s) => s,
             Err(e) => {
@@ -880,6 +958,64 @@ mod tests {
             assert_eq!(loaded.errors.len(), 1, "{block}: {:?}", loaded.errors);
         }
         let loaded = parse(&p(), r#"{"gateway": {"port": 47000}}"#);
+        assert!(loaded.gateway.enabled && loaded.errors.is_empty());
+    }
+
+    /// A key that is a typo of Countersign's own is never read, so the person's rule would be
+    /// dropped without a word: the entry is refused, and says what was meant. Other agents' keys
+    /// beside Countersign's are left alone.
+    #[test]
+    fn a_mistyped_key_of_countersigns_own_is_refused_with_what_was_meant() {
+        for (entry, meant) in [
+            (
+                r#"{"command": "x", "toolpolicy": {"rm": "deny"}}"#,
+                "toolPolicy",
+            ),
+            (
+                r#"{"command": "x", "tool_policy": {"rm": "deny"}}"#,
+                "toolPolicy",
+            ),
+            (
+                r#"{"command": "x", "toolsPolicy": {"rm": "deny"}}"#,
+                "toolPolicy",
+            ),
+            (r#"{"command": "x", "read-policy": "deny"}"#, "readPolicy"),
+            (r#"{"command": "x", "Trusted": false}"#, "trusted"),
+            (r#"{"url": "https://a.example/mcp", "OAuth": {}}"#, "oauth"),
+            (
+                r#"{"command": "x", "approvalWaitSec": 5}"#,
+                "approvalWaitSecs",
+            ),
+        ] {
+            let loaded = parse(&p(), &format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#));
+            assert!(loaded.servers.is_empty(), "{entry}");
+            assert!(
+                loaded.errors[0]
+                    .message
+                    .ends_with(&format!("did you mean {meant:?}?")),
+                "{entry}: {:?}",
+                loaded.errors
+            );
+        }
+        // Other agents' keys, and Countersign's own spelt right.
+        let loaded = parse(
+            &p(),
+            r#"{"mcpServers": {"s": {"command": "x", "trust": true, "timeout": 5,
+                "alwaysAllow": [], "autoApprove": [], "description": "d", "toolPolicy": {}}}}"#,
+        );
+        assert_eq!(loaded.servers.len(), 1, "{:?}", loaded.errors);
+        assert!(loaded.errors.is_empty());
+        // At the top: a misspelt gateway block may say "off", so the gateway is off.
+        for text in [
+            r#"{"gatway": {"enabled": false}, "mcpServers": {}}"#,
+            r#"{"Gateway": {"enabled": false}, "gateway": {"port": 47100}}"#,
+            r#"{"mcp_servers": {"s": {"command": "x"}}}"#,
+        ] {
+            let loaded = parse(&p(), text);
+            assert!(!loaded.gateway.enabled, "{text}");
+            assert_eq!(loaded.errors.len(), 1, "{text}: {:?}", loaded.errors);
+        }
+        let loaded = parse(&p(), r#"{"globalShortcut": "x", "mcpServers": {}}"#);
         assert!(loaded.gateway.enabled && loaded.errors.is_empty());
     }
 
