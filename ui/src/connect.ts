@@ -106,7 +106,7 @@ export class ConnectPane {
         " The gateway is turned off in the config (", el("code", {}, "\"gateway\": {\"enabled\": false}"), ").");
     } else if (info.paused) {
       append(line, el("span", { class: "state state-connecting" }, "Paused"),
-        " Every agent request is refused until you resume; agents stay connected.");
+        " Every agent request is refused until you resume, and the calls in flight when you paused were stopped; agents stay connected.");
     } else if (info.listening) {
       append(line, el("span", { class: "state state-ready" }, "Listening"),
         " at ", el("code", {}, inlineText(info.url, 200)), " (this computer only).");

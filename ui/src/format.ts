@@ -43,6 +43,8 @@ export function reasonText(reason: CancelReason): string {
       return "The question was cancelled.";
     case "revoked":
       return "You revoked the token of the agent that asked.";
+    case "paused":
+      return "You paused the gateway, which stopped the call that asked.";
   }
 }
 

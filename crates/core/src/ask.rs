@@ -209,6 +209,8 @@ pub enum CancelReason {
     AuditFailed,
     /// The person revoked the token of the agent whose call the ask belongs to.
     Revoked,
+    /// The person paused the gateway while the agent's call the ask belongs to was in flight.
+    Paused,
 }
 
 impl CancelReason {
@@ -226,6 +228,7 @@ impl CancelReason {
                 "Countersign could not write its audit log, so the answer was no."
             }
             CancelReason::Revoked => "You revoked the token of the agent that asked.",
+            CancelReason::Paused => "You paused the gateway, which stopped the call that asked.",
         }
     }
 }

@@ -1725,6 +1725,106 @@ async fn upstream_sees_the_agents_cancellation(
     }
 }
 
+/// Pausing is the person's stop: a call in flight ends at once and its agent is told why, the
+/// server is told to cancel it, and the question it asked is withdrawn as the pause's. The
+/// agent's session stays, and goes on once the person resumes.
+#[tokio::test(flavor = "multi_thread")]
+async fn pausing_the_gateway_stops_the_calls_in_flight_and_withdraws_their_questions() {
+    let dir = scratch("pause-stops");
+    let log = dir.join("raw-server.log");
+    let mut raw = raw_server();
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut raw.transport {
+        env.insert("RAW_SERVER_LOG".into(), log.display().to_string());
+    }
+    raw.tool_policy = BTreeMap::from([("ask_and_wait".to_owned(), ToolRule::Allow)]);
+    let mut rig = rig_in(dir, vec![raw]).await;
+    let agent = rig.agent("raw", "test-agent", false).await;
+    let peer = agent.peer().clone();
+    let call = tokio::spawn(async move {
+        peer.call_tool(CallToolRequestParams::new("ask_and_wait"))
+            .await
+    });
+    let question = rig.next_ask().await;
+    rig.gateway.set_paused(true);
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, question.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Paused
+        }
+    );
+    let error = tokio::time::timeout(WAIT, call)
+        .await
+        .expect("the call ends at once")
+        .unwrap()
+        .expect_err("a stopped call is no result");
+    assert!(
+        error.to_string().contains("paused Countersign's gateway"),
+        "{error}"
+    );
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .starts_with("cancelled ")
+    {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the server never heard the call was cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Resumed: the same session calls again.
+    rig.gateway.set_paused(false);
+    agent.peer().list_tools(None).await.unwrap();
+}
+
+/// A call that waits for the person's approval when they pause is not run, then or later:
+/// its question goes, and the agent is told why.
+#[tokio::test(flavor = "multi_thread")]
+async fn pausing_the_gateway_withdraws_an_approval_a_call_waits_for() {
+    let desk = desk().await;
+    let mut rig = rig(
+        "pause-approval",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let agent = rig.agent("desk", "test-agent", false).await;
+    let peer = agent.peer().clone();
+    let call = tokio::spawn(async move {
+        let mut params = CallToolRequestParams::new("delete_ticket");
+        params.arguments = json!({"id": "t3"}).as_object().cloned();
+        peer.call_tool(params).await
+    });
+    let approval = rig.next_ask().await;
+    assert!(matches!(approval.kind, AskKind::ToolCall { .. }));
+    rig.gateway.set_paused(true);
+    let (id, outcome) = rig.next_resolution().await;
+    assert_eq!(id, approval.id);
+    assert_eq!(
+        outcome,
+        Outcome::Cancelled {
+            reason: CancelReason::Paused
+        }
+    );
+    let result = tokio::time::timeout(WAIT, call)
+        .await
+        .expect("the call ends at once")
+        .unwrap()
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    assert!(
+        text(&result).contains("paused the gateway"),
+        "{}",
+        text(&result)
+    );
+    // A late yes runs nothing.
+    assert!(rig.broker.answer(approval.id, confirm()).is_err());
+    rig.gateway.set_paused(false);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(desk.store.contains("t3"));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_that_goes_away_takes_its_open_approval_with_it() {
     agent_goes_away_during_approval("gone", json!({})).await;

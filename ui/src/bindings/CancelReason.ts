@@ -3,4 +3,4 @@
 /**
  * Why an ask ended without the person's Submit or Decline.
  */
-export type CancelReason = "person" | "timeout" | "server" | "agent" | "agentGone" | "disconnect" | "shutdown" | "auditFailed" | "revoked";
+export type CancelReason = "person" | "timeout" | "server" | "agent" | "agentGone" | "disconnect" | "shutdown" | "auditFailed" | "revoked" | "paused";

@@ -321,7 +321,7 @@ impl Forwarder {
                 match rounds.after(sent, || self.still_held(ctx)).await {
                     Next::Answered(answer) => return Ok(answer),
                     Next::Again => {}
-                    Next::Halted(halt) => return Err(halted_error(halt)),
+                    Next::Halted(halt) => return Err(halted_error(halt, &leaving)),
                 }
             }
         }
@@ -381,7 +381,7 @@ impl Forwarder {
             match rounds.after(sent, || self.still_held(&ctx)).await {
                 Next::Answered(answered) => break answered,
                 Next::Again => {}
-                Next::Halted(halt) => return Err(halted_error(halt)),
+                Next::Halted(halt) => return Err(halted_error(halt, &leaving)),
             }
         };
         let picked = pick(result).ok_or_else(|| {
@@ -752,10 +752,10 @@ fn keep_raw(ctx: &RequestContext<RoleServer>, raw: Option<Box<RawValue>>) {
 }
 
 /// What the agent is told when a request's rounds end without the server's answer.
-fn halted_error(halt: Halt<McpError>) -> McpError {
+fn halted_error(halt: Halt<McpError>, leaving: &Leaving) -> McpError {
     match halt {
         Halt::Failed(error) => error,
-        Halt::Withdrawn => agent_cancelled(),
+        Halt::Withdrawn => leaving.error(),
         Halt::Refused(why) => McpError::internal_error(why, None),
     }
 }

@@ -113,6 +113,9 @@ pub(crate) struct Shared {
     config: GatewayConfig,
     agents: registry::AgentStore,
     paused: AtomicBool,
+    /// Fired when the person pauses the gateway, and replaced when they resume: every agent
+    /// request in flight holds it (`Paused`), and stops when it fires.
+    halt: Mutex<CancellationToken>,
     /// Tells whoever watches (the shell: the tray and the Connect page) that the gateway
     /// started listening, failed to, or was paused or resumed: a count of such changes.
     changes: tokio::sync::watch::Sender<u64>,
@@ -242,6 +245,7 @@ impl Gateway {
                 config,
                 agents,
                 paused: AtomicBool::new(false),
+                halt: Mutex::default(),
                 changes: tokio::sync::watch::Sender::new(0),
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
@@ -604,9 +608,22 @@ impl Gateway {
         self.shared.paused.load(Ordering::Relaxed)
     }
 
-    /// While paused every agent request is refused (503); open sessions stay.
+    /// While paused every agent request is refused (503), and the ones in flight stop: the
+    /// servers are told to cancel them, the questions they asked are withdrawn, and their
+    /// agents told why. Open sessions stay, and go on once resumed.
     pub fn set_paused(&self, paused: bool) {
-        self.shared.paused.store(paused, Ordering::Relaxed);
+        if paused {
+            // Paused first: a request the guard lets through from here takes the fired token.
+            self.shared.paused.store(true, Ordering::SeqCst);
+            lock(&self.shared.halt).cancel();
+        } else {
+            let mut halt = lock(&self.shared.halt);
+            if halt.is_cancelled() {
+                *halt = CancellationToken::new();
+            }
+            drop(halt);
+            self.shared.paused.store(false, Ordering::SeqCst);
+        }
         self.changed();
         tracing::info!(paused, "gateway");
     }
@@ -738,7 +755,7 @@ async fn guard(
         );
         return response;
     };
-    if shared.paused.load(Ordering::Relaxed) {
+    if shared.paused.load(Ordering::SeqCst) {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "Countersign's gateway is paused; resume it from the app or its tray menu",
@@ -746,7 +763,36 @@ async fn guard(
     }
     // Handlers read it from the request's parts (`registry::token_agent`).
     request.extensions_mut().insert(agent);
+    request
+        .extensions_mut()
+        .insert(Paused(lock(&shared.halt).clone()));
     next.run(request).await
+}
+
+/// Fires when the person pauses the gateway while the request it travels with is in flight
+/// (in the HTTP request's extensions, which rmcp hands the handler).
+#[derive(Clone)]
+pub(crate) struct Paused(pub(crate) CancellationToken);
+
+impl Paused {
+    /// The token of request `ctx`, when it came through the guard.
+    pub(crate) fn of(
+        ctx: &rmcp::service::RequestContext<rmcp::service::RoleServer>,
+    ) -> Option<CancellationToken> {
+        ctx.extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Paused>())
+            .map(|p| p.0.clone())
+    }
+}
+
+/// What an agent's request stopped by a pause ends with.
+pub(crate) fn paused_error() -> rmcp::ErrorData {
+    rmcp::ErrorData::internal_error(
+        "the person paused Countersign's gateway, which stopped this request; it was not \
+         finished (resume it from the app or its tray menu)",
+        None,
+    )
 }
 
 /// `127.0.0.1:PORT`, `localhost:PORT` or `[::1]:PORT`, with exactly our port.

@@ -381,6 +381,13 @@ impl Forwarder {
                     Outcome::Cancelled {
                         reason: CancelReason::Agent | CancelReason::AgentGone,
                     } => Err(Refusal::AgentLeft),
+                    Outcome::Cancelled {
+                        reason: CancelReason::Paused,
+                    } => Err(Refusal::Denied(format!(
+                        "Countersign did not run {what} on {}: the person paused the gateway \
+                         while it waited for approval.",
+                        config.name
+                    ))),
                     Outcome::Cancelled { reason } => Err(Refusal::Denied(format!(
                         "Countersign did not allow {what} on {}: nobody approved it ({}).",
                         config.name,
@@ -747,6 +754,7 @@ struct WhileWaiting {
     detached: CancellationToken,
     cancelled: CancellationToken,
     gone: CancellationToken,
+    paused: CancellationToken,
 }
 
 impl WhileWaiting {
@@ -756,11 +764,13 @@ impl WhileWaiting {
             detached: CancellationToken::new(),
             cancelled: CancellationToken::new(),
             gone: CancellationToken::new(),
+            paused: CancellationToken::new(),
         };
-        let (detached, cancelled, gone) = (
+        let (detached, cancelled, gone, paused) = (
             link.detached.clone(),
             link.cancelled.clone(),
             link.gone.clone(),
+            link.paused.clone(),
         );
         tokio::spawn(async move {
             tokio::select! {
@@ -768,6 +778,7 @@ impl WhileWaiting {
                 _ = detached.cancelled() => {}
                 reason = leaving.left() => match reason {
                     CancelReason::AgentGone => gone.cancel(),
+                    CancelReason::Paused => paused.cancel(),
                     _ => cancelled.cancel(),
                 },
             }
@@ -775,11 +786,13 @@ impl WhileWaiting {
         link
     }
 
-    /// How the question is withdrawn: the agent cancelling, or going away.
+    /// How the question is withdrawn: the agent cancelling or going away, or the person
+    /// pausing the gateway.
     fn tokens(&self) -> Withdrawal {
         Withdrawal::new()
             .when(self.cancelled.clone(), CancelReason::Agent)
             .when(self.gone.clone(), CancelReason::AgentGone)
+            .when(self.paused.clone(), CancelReason::Paused)
     }
 
     fn detach(&self) {

@@ -218,7 +218,8 @@ impl AgentRelay {
         }
         let withdrawal = Withdrawal::new()
             .when(CancellationToken::new(), CancelReason::Agent)
-            .when(CancellationToken::new(), CancelReason::AgentGone);
+            .when(CancellationToken::new(), CancelReason::AgentGone)
+            .when(CancellationToken::new(), CancelReason::Paused);
         lock(&self.calls).insert(id, withdrawal);
         id
     }
@@ -464,6 +465,8 @@ fn to_agent(
 pub(super) struct Leaving {
     cancelled: CancellationToken,
     gone: Option<CancellationToken>,
+    /// The person paused the gateway (`gateway::Paused`).
+    paused: Option<CancellationToken>,
 }
 
 impl Leaving {
@@ -471,15 +474,29 @@ impl Leaving {
         Leaving {
             cancelled: ctx.ct.clone(),
             gone: crate::gateway::gone::token(ctx),
+            paused: crate::gateway::Paused::of(ctx),
         }
     }
 
     /// How a question that belongs to this request is withdrawn.
     pub(super) fn withdraw(&self) -> Withdrawal {
         let withdrawal = Withdrawal::new().when(self.cancelled.clone(), CancelReason::Agent);
-        match &self.gone {
+        let withdrawal = match &self.gone {
             Some(gone) => withdrawal.when(gone.clone(), CancelReason::AgentGone),
             None => withdrawal,
+        };
+        match &self.paused {
+            Some(paused) => withdrawal.when(paused.clone(), CancelReason::Paused),
+            None => withdrawal,
+        }
+    }
+
+    /// What the agent is told of its request ended this way: a pause is the person's, and
+    /// the agent still waits to hear it.
+    pub(super) fn error(&self) -> McpError {
+        match self.reason() {
+            Some(CancelReason::Paused) => crate::gateway::paused_error(),
+            _ => super::agent_cancelled(),
         }
     }
 
@@ -610,7 +627,7 @@ mod tests {
         let (relay, _rx) = AgentRelay::new();
         let call = relay.call_started(None);
         let questions: Vec<Withdrawal> = (0..10_000).map(|_| relay.agent_cancel(None)).collect();
-        assert_eq!(lock(&relay.calls)[&call].len(), 2);
+        assert_eq!(lock(&relay.calls)[&call].len(), 3);
         relay.call_ended(call, Some(CancelReason::AgentGone));
         assert!(
             questions

@@ -454,9 +454,13 @@ impl Upstream {
                     self.relay.call_ended(call, Some(reason));
                 }
                 drop(awaited);
-                tell_cancelled(&peer, &id, "the agent cancelled the call", timeout);
+                let why = match reason {
+                    CancelReason::Paused => "the person paused the gateway",
+                    _ => "the agent cancelled the call",
+                };
+                tell_cancelled(&peer, &id, why, timeout);
                 let _ = self.raw.take_result_bytes(&id);
-                Err(agent_cancelled())
+                Err(leaving.error())
             }
             Ok(result) => {
                 self.follow_task(step, &upstream_token, &result);
