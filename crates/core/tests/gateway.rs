@@ -1389,11 +1389,14 @@ async fn a_plain_call_result_reaches_the_agent_unread() {
 }
 
 /// A stdio server that exits in the middle of a call fails that call at once: the agent is
-/// not left waiting out the request's timeout.
+/// not left waiting out the request's timeout. Its next call starts the server again.
 #[tokio::test(flavor = "multi_thread")]
-async fn an_upstream_that_exits_mid_call_fails_the_call_at_once() {
+async fn an_upstream_that_exits_mid_call_fails_the_call_at_once_and_the_session_goes_on() {
     let mut raw = raw_server();
-    raw.tool_policy = BTreeMap::from([("exit".to_owned(), ToolRule::Allow)]);
+    raw.tool_policy = BTreeMap::from([
+        ("exit".to_owned(), ToolRule::Allow),
+        ("echo".to_owned(), ToolRule::Allow),
+    ]);
     let rig = rig("direct-exit", vec![raw]).await;
     let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
     let started = std::time::Instant::now();
@@ -1405,6 +1408,16 @@ async fn an_upstream_that_exits_mid_call_fails_the_call_at_once() {
     .expect("the call failed at once");
     assert!(answer["error"]["message"].is_string(), "{answer}");
     assert!(started.elapsed() < Duration::from_secs(5));
+    // The agent's session goes on with the server started again, as the app's own sessions
+    // reconnect: many agents open their session once, at their start.
+    let answer = agent
+        .post(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"x": 1}}),
+        )
+        .await;
+    assert!(answer["result"].is_object(), "{answer}");
     rig.gateway.shutdown().await;
 }
 
@@ -1777,6 +1790,46 @@ async fn pausing_the_gateway_stops_the_calls_in_flight_and_withdraws_their_quest
     // Resumed: the same session calls again.
     rig.gateway.set_paused(false);
     agent.peer().list_tools(None).await.unwrap();
+}
+
+/// An agent can hold its request between the headers the guard reads and the body the call is
+/// read from: a pause in between still stops it, and nothing reaches the server, though a rule
+/// allows the call.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_held_past_the_guard_runs_nothing_once_the_gateway_is_paused() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.tool_policy = BTreeMap::from([("delete_ticket".to_owned(), ToolRule::Allow)]);
+    let rig = rig("pause-held", vec![config]).await;
+    let (agent, _) = RawAgent::open(rig.url("desk"), rig.gateway.token(), "raw-agent").await;
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "delete_ticket", "arguments": {"id": "t3"}}})
+    .to_string();
+    let mut stream = tokio::net::TcpStream::connect(rig.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp/desk HTTP/1.1\r\nhost: {}\r\nauthorization: Bearer {}\r\n\
+         accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n\
+         mcp-session-id: {}\r\nmcp-protocol-version: 2025-11-25\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n",
+        rig.addr,
+        rig.gateway.token(),
+        agent.session.as_deref().unwrap(),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    // The guard has let the headers through; then the person pauses.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    rig.gateway.set_paused(true);
+    stream.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tokio::time::timeout(WAIT, stream.read_to_string(&mut answer))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(answer.contains("paused the gateway"), "{answer}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(desk.store.contains("t3"), "the call reached the server");
 }
 
 /// A call that waits for the person's approval when they pause is not run, then or later:

@@ -198,10 +198,13 @@ impl Forwarder {
                 ));
             }
             let mut held = self.session_upstream.lock().await;
-            if let Some(up) = held.as_ref().filter(|up| !up.is_retired()) {
+            if let Some(up) = held.as_ref().filter(|up| !up.is_closed()) {
                 return Ok(up.clone());
             }
-            // The person changed the server since: the session goes on with what they saved.
+            // The person changed the server since, or it ended (a crash, a broken connection):
+            // the session goes on with the server as saved, started or reached again, as the
+            // app's own sessions reconnect. Many agents open their session once, at their
+            // start, and would otherwise be told "closed" until restarted.
             let up = Upstream::connect(&self.shared, &self.config()?, who)
                 .await
                 .map_err(|reason| unreachable_error(&self.server, &reason))?;
