@@ -44,7 +44,10 @@ impl Settings {
     /// The server an unread decision names: `None` when it names none readable (then it may
     /// be about any server).
     fn unread_server(decision: &serde_json::Value) -> Option<&str> {
-        decision.get("server").and_then(serde_json::Value::as_str)
+        decision
+            .get("server")
+            .and_then(serde_json::Value::as_str)
+            .filter(|name| !name.is_empty())
     }
 
     /// Whether unread decisions hold back allows for `server`.
@@ -440,7 +443,10 @@ mod tests {
         assert_eq!(store.get().held_back_servers(), ["s"]);
         // One that names no server holds back every server.
         store
-            .update(|s| s.unread.push(serde_json::json!({"kind": "everything"})))
+            .update(|s| {
+                s.unread
+                    .push(serde_json::json!({"kind": "everything", "server": ""}))
+            })
             .unwrap();
         assert!(store.holds_back("t"));
         assert_eq!(store.get().held_back_servers(), ["", "s"]);

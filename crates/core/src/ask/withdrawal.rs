@@ -99,7 +99,8 @@ impl Withdrawal {
 
 fn rank(reason: CancelReason) -> u8 {
     match reason {
-        CancelReason::Agent => 0,
+        // The person's pause, like the agent's cancel, comes first: the server only echoes it.
+        CancelReason::Agent | CancelReason::Paused => 0,
         CancelReason::AgentGone => 1,
         CancelReason::Disconnect => 2,
         CancelReason::Server => 3,

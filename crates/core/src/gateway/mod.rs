@@ -612,18 +612,16 @@ impl Gateway {
     /// servers are told to cancel them, the questions they asked are withdrawn, and their
     /// agents told why. Open sessions stay, and go on once resumed.
     pub fn set_paused(&self, paused: bool) {
+        // The flag and the token change together, under the lock the guard reads both under:
+        // a pause and a resume at once leave them agreeing.
+        let mut halt = lock(&self.shared.halt);
         if paused {
-            // Paused first: a request the guard lets through from here takes the fired token.
-            self.shared.paused.store(true, Ordering::SeqCst);
-            lock(&self.shared.halt).cancel();
-        } else {
-            let mut halt = lock(&self.shared.halt);
-            if halt.is_cancelled() {
-                *halt = CancellationToken::new();
-            }
-            drop(halt);
-            self.shared.paused.store(false, Ordering::SeqCst);
+            halt.cancel();
+        } else if halt.is_cancelled() {
+            *halt = CancellationToken::new();
         }
+        self.shared.paused.store(paused, Ordering::SeqCst);
+        drop(halt);
         self.changed();
         tracing::info!(paused, "gateway");
     }
@@ -755,17 +753,19 @@ async fn guard(
         );
         return response;
     };
-    if shared.paused.load(Ordering::SeqCst) {
+    let halt = {
+        let halt = lock(&shared.halt);
+        (!shared.paused.load(Ordering::SeqCst)).then(|| halt.clone())
+    };
+    let Some(halt) = halt else {
         return refuse(
             StatusCode::SERVICE_UNAVAILABLE,
             "Countersign's gateway is paused; resume it from the app or its tray menu",
         );
-    }
+    };
     // Handlers read it from the request's parts (`registry::token_agent`).
     request.extensions_mut().insert(agent);
-    request
-        .extensions_mut()
-        .insert(Paused(lock(&shared.halt).clone()));
+    request.extensions_mut().insert(Paused(halt));
     next.run(request).await
 }
 

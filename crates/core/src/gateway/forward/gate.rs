@@ -165,6 +165,11 @@ impl Forwarder {
         let who = Who::of(ctx);
         let audit = self.shared.broker.audit();
         let what = &gated.what;
+        // Paused (or left) before it was judged: nobody is asked, and nothing runs.
+        let leaving = Leaving::of(ctx);
+        if let Some(reason) = leaving.reason() {
+            return Err(Refusal::left(reason, what, &config.name));
+        }
         let digest = &gated.digest;
         let now_ms = crate::gateway::Gateway::now_ms(&self.shared);
         let call = approval::Call {
@@ -232,7 +237,7 @@ impl Forwarder {
                 if !gated.read {
                     // The person may have answered this very call while it was pending.
                     if let Some(answered) = self
-                        .pending_answer(up, &who, &gated, &arguments, now_ms)
+                        .pending_answer(up, &who, &gated, &arguments, now_ms, &leaving)
                         .await?
                     {
                         return answered;
@@ -383,11 +388,7 @@ impl Forwarder {
                     } => Err(Refusal::AgentLeft),
                     Outcome::Cancelled {
                         reason: CancelReason::Paused,
-                    } => Err(Refusal::Denied(format!(
-                        "Countersign did not run {what} on {}: the person paused the gateway \
-                         while it waited for approval.",
-                        config.name
-                    ))),
+                    } => Err(Refusal::left(CancelReason::Paused, what, &config.name)),
                     Outcome::Cancelled { reason } => Err(Refusal::Denied(format!(
                         "Countersign did not allow {what} on {}: nobody approved it ({}).",
                         config.name,
@@ -422,6 +423,7 @@ impl Forwarder {
         gated: &Gated<'_>,
         arguments: &str,
         now_ms: u64,
+        leaving: &Leaving,
     ) -> Result<Option<Result<Option<AskedIn>, Refusal>>, Refusal> {
         let store = &self.shared.pending;
         let config = &up.server;
@@ -462,8 +464,17 @@ impl Forwarder {
                     )))));
                 }
                 pending::Found::Waiting { id } => {
-                    if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                        return Ok(Some(Err(Refusal::Pending { id })));
+                    tokio::select! {
+                        waited = tokio::time::timeout_at(deadline, changed) => {
+                            if waited.is_err() {
+                                return Ok(Some(Err(Refusal::Pending { id })));
+                            }
+                        }
+                        // The retry goes with its request: an answer given after a pause
+                        // runs nothing for it.
+                        reason = leaving.left() => {
+                            return Ok(Some(Err(Refusal::left(reason, &gated.what, &config.name))));
+                        }
                     }
                 }
             }
@@ -667,6 +678,19 @@ pub(super) enum Refusal {
     AgentLeft,
     /// The person has not answered yet: the approval waits in Countersign under `id`.
     Pending { id: String },
+}
+
+impl Refusal {
+    /// The request ended before it ran, for `reason` (`Leaving`): the person's pause is said
+    /// in words; an agent that left hears nothing more.
+    fn left(reason: CancelReason, what: &str, server: &str) -> Refusal {
+        match reason {
+            CancelReason::Paused => Refusal::Denied(format!(
+                "Countersign did not run {what} on {server}: the person paused the gateway."
+            )),
+            _ => Refusal::AgentLeft,
+        }
+    }
 }
 
 /// What the agent is told when the person has not answered yet: a result, not an error, in

@@ -409,6 +409,12 @@ impl Upstream {
         timeout: Duration,
         call: Option<u64>,
     ) -> Result<Upstreamed, McpError> {
+        let leaving = Leaving::of(ctx);
+        // Paused (or cancelled) since it was judged: nothing is sent. (A cancellation sent
+        // after the request is only the server's to honour.)
+        if leaving.reason().is_some() {
+            return Err(leaving.error());
+        }
         self.last_used
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
@@ -435,7 +441,6 @@ impl Upstream {
             self.relay.call_sent(call, &id);
         }
         self.relay.route_progress(&upstream_token, progress_to);
-        let leaving = Leaving::of(ctx);
         // Pinned out here so that losing the race below does not drop it: dropping it tells
         // the server at once (rmcp's way) or forgets the request (ours), and the server's
         // withdrawal of its questions could then overtake the agent's (recorded as the
