@@ -85,11 +85,31 @@ fn read_settings(bytes: &[u8]) -> Result<Settings, serde_json::Error> {
     let mut settings: Settings = serde_json::from_value(serde_json::Value::Object(loose.rest))?;
     for decision in loose.remembered {
         match RememberedDecision::deserialize(&decision) {
-            Ok(read) => settings.remembered.push(read),
-            Err(_) => settings.unread.push(decision),
+            Ok(read) if knows_every_field(&decision, &read) => settings.remembered.push(read),
+            _ => settings.unread.push(decision),
         }
     }
     Ok(settings)
+}
+
+/// Whether `read` holds every field `decision` has, at any depth: one this version does not
+/// know (a newer version's narrowing of what it covers, say) would be dropped in the reading,
+/// and the decision read as a wider one than the person made.
+fn knows_every_field(decision: &serde_json::Value, read: &RememberedDecision) -> bool {
+    fn within(written: &serde_json::Value, kept: &serde_json::Value) -> bool {
+        match (written, kept) {
+            (serde_json::Value::Object(written), serde_json::Value::Object(kept)) => written
+                .iter()
+                .all(|(key, value)| kept.get(key).is_some_and(|k| within(value, k))),
+            _ => true,
+        }
+    }
+    let mut decision = decision.clone();
+    // Worked out as Settings lists a decision, never kept: not a field of the decision's.
+    if let Some(fields) = decision.as_object_mut() {
+        fields.remove("inert");
+    }
+    serde_json::to_value(read).is_ok_and(|kept| within(&decision, &kept))
 }
 
 /// Why a remembered decision that would decide a call no longer does.
@@ -441,6 +461,36 @@ mod tests {
         let (store, _) = SettingsStore::load(Some(path.clone()));
         assert!(store.holds_back("s"));
         assert_eq!(store.get().held_back_servers(), ["s"]);
+        // A newer version's field, which may narrow what it covers, at any level: unread, not
+        // read as wider. (`inert` is how Settings lists one, never a field of its own.)
+        let known = serde_json::to_value(&store.get().remembered[0]).unwrap();
+        for (at, field) in [
+            ("", "ports"),
+            ("covering", "ports"),
+            ("lasting", "onlyOnWeekdays"),
+        ] {
+            let mut decision = known.clone();
+            match at {
+                "" => decision[field] = serde_json::json!([443]),
+                place => decision[place][field] = serde_json::json!([443]),
+            }
+            let file = serde_json::json!({"remembered": [decision, known]});
+            let read = read_settings(file.to_string().as_bytes()).unwrap();
+            assert_eq!(
+                (read.remembered.len(), read.unread.len()),
+                (1, 1),
+                "{at}.{field}"
+            );
+        }
+        let mut listed = known.clone();
+        listed["inert"] = serde_json::json!("serverGone");
+        let file = serde_json::json!({"remembered": [listed]});
+        assert!(
+            read_settings(file.to_string().as_bytes())
+                .unwrap()
+                .unread
+                .is_empty()
+        );
         // One that names no server holds back every server.
         store
             .update(|s| {
