@@ -171,7 +171,9 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
 });
 
 test("an address written without a scheme beside a URL offers no host, as core holds it on none", async () => {
-  for (const bare of ["evil.example/x", "www.evil.example", "localhost:3000/admin", "git@evil.example:me/r.git"]) {
+  for (const bare of ["evil.example/x", "www.evil.example", "localhost:3000/admin", "git@evil.example:me/r.git",
+    "user:pw@evil.example/x", "evil.example./x", "[2001:db8::1]/x", "127.1/x", "0x7f.0.0.1/x", "evil_x.example/x",
+    "evil.example\\x", " evil.example/x", "evil.example/x\n", "evil.xn--p1ai/x"]) {
     const args = { url: "https://api.github.com/repos", mirror: bare, name: "notes.txt" };
     const app = await openApp(env, { asks: [call({ id: 21, tool: "fetch", args })] });
     const d = dialog(app.page);

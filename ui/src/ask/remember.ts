@@ -147,10 +147,10 @@ export function urlArguments(args: unknown): UrlArgument[] {
       url = new URL(value);
     } catch {
       // Written as a web address, or without a scheme, it is one to core, on no host.
-      return /^[\s\p{Cc}]*https?:\/\//iu.test(value) || looksLikeBareAddress(value) ? [{ argument, host: "" }] : [];
+      return /^[\s\p{Cc}]*https?:\/\//iu.test(value) || looksLikeBareAddress(readAsUrl(value)) ? [{ argument, host: "" }] : [];
     }
     // `localhost:3000/x` parses as a URL of scheme `localhost:`.
-    if (looksLikeBareAddress(value)) return [{ argument, host: "" }];
+    if (looksLikeBareAddress(readAsUrl(value))) return [{ argument, host: "" }];
     if (url.hostname === "" && url.protocol !== "file:") return [];
     const web = url.protocol === "http:" || url.protocol === "https:";
     return [{ argument, host: web && readAlike(value) ? url.hostname.toLowerCase() : "" }];
@@ -158,29 +158,49 @@ export function urlArguments(args: unknown): UrlArgument[] {
 }
 
 /** An address written without a scheme, as core's `looks_like_bare_address` reads one: a host
- * name (a dot and a top-level domain of letters, `localhost`, an IPv4 address), perhaps after
- * `user@`, then a path, query, fragment or `:`; or alone when it starts `www.`. Tools complete
- * such text with `https://`, so no host decision holds it. */
+ * (a name with a dot and a top-level domain of letters or `xn--`, perhaps ending in a dot;
+ * `localhost`; an IPv4 address in any form readers take; a bracketed IPv6 one), perhaps after
+ * `user@` or `user:password@`, then a path, query, fragment or `\`, or `:` and more; or alone
+ * when it starts `www.` or is bracketed. Tools complete such text with `https://`, so no host
+ * decision holds it. `text` is read as core reads it: spaces and controls around it, and tabs
+ * and line breaks in it, dropped (`readAsUrl`). */
 export function looksLikeBareAddress(text: string): boolean {
   if (text === "" || /[\s\p{Cc}]/u.test(text)) return false;
-  const end = text.search(/[/?#:]/);
+  const end = text.search(/[/?#\\]/);
   const authority = end < 0 ? text : text.slice(0, end);
   const rest = end < 0 ? "" : text.slice(end);
-  let host = authority;
-  const at = authority.indexOf("@");
+  let hostPort = authority;
+  const at = authority.lastIndexOf("@");
   if (at >= 0) {
     const user = authority.slice(0, at);
-    host = authority.slice(at + 1);
-    if (user === "" || !/^[\p{Alphabetic}\p{N}._-]+$/u.test(user)) return false;
+    hostPort = authority.slice(at + 1);
+    if (user === "" || !/^[\p{Alphabetic}\p{N}._\-:%+~!]+$/u.test(user)) return false;
   }
+  if (hostPort.startsWith("[")) {
+    const close = hostPort.indexOf("]");
+    if (close < 0) return false;
+    const address = hostPort.slice(1, close);
+    return address.includes(":") && /^[0-9A-Fa-f:.]+$/.test(address);
+  }
+  const colon = hostPort.indexOf(":");
+  let host = colon < 0 ? hostPort : hostPort.slice(0, colon);
+  const port = colon < 0 ? "" : hostPort.slice(colon + 1);
+  if (host.endsWith(".")) host = host.slice(0, -1);
   const labels = host.split(".");
-  const ipv4 = labels.length === 4 && labels.every((l) => /^[0-9]{1,3}$/.test(l));
+  const number = (l: string) => /^0x/i.test(l) ? /^[0-9A-Fa-f]*$/.test(l.slice(2)) : /^[0-9]+$/.test(l);
+  const ip = labels.length >= 2 && labels.length <= 4 && labels.every(number);
+  const topLevel = (t: string) => /^\p{Alphabetic}{2,}$/u.test(t) || (t.length > 4 && t.slice(0, 4).toLowerCase() === "xn--");
   const named = labels.length >= 2
-    && labels.every((l) => l !== "" && !l.startsWith("-") && /^[\p{Alphabetic}\p{N}-]+$/u.test(l))
-    && /^\p{Alphabetic}{2,}$/u.test(labels[labels.length - 1]);
-  const local = host.toLowerCase() === "localhost";
-  if (!(ipv4 || named || local)) return false;
-  return (rest !== "" && rest !== ":") || (rest === "" && named && host.slice(0, 4).toLowerCase() === "www.");
+    && labels.every((l) => l !== "" && !l.startsWith("-") && /^[\p{Alphabetic}\p{N}_-]+$/u.test(l))
+    && topLevel(labels[labels.length - 1]);
+  if (!(ip || named || host.toLowerCase() === "localhost")) return false;
+  return rest !== "" || port !== "" || (named && host.slice(0, 4).toLowerCase() === "www.");
+}
+
+/** Text as URL readers read it, as core's `looks_like_url` does: spaces and controls around
+ * it, and tabs and line breaks in it, dropped. */
+function readAsUrl(text: string): string {
+  return text.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, "").replace(/[\t\n\r]/g, "");
 }
 
 /** Whether every reader finds the same host in an http(s) URL, as core's `url_host` asks:

@@ -340,51 +340,70 @@ fn looks_like_url(text: &str) -> bool {
 }
 
 /// An address written without a scheme, which many tools complete with `https://` (and git
-/// reads `git@host:path` as SSH to that host): a host name (with a dot and a top-level
-/// domain of letters, `localhost`, or an IPv4 address), perhaps after `user@`, followed by a
-/// path, query, fragment or `:` (a port, or git's path), or alone when it starts `www.`. Such
-/// a text is on no host for a decision ([`url_host`]): the person is asked. A bare name with a
-/// dot (`notes.txt`) is not one, so file names leave host decisions alone.
+/// reads `git@host:path` as SSH to that host): a host (a name with a dot and a top-level domain
+/// of letters or `xn--`, perhaps ending in a dot; `localhost`; an IPv4 address in any of the
+/// forms readers take, `127.1` or `0x7f.0.0.1`; a bracketed IPv6 one), perhaps after `user@` or
+/// `user:password@`, followed by a path, query or fragment (`\` too, as WHATWG reads it) or a
+/// `:` and more (a port, or git's path); or alone when it starts `www.` or is bracketed. Such a
+/// text is on no host for a decision ([`url_host`]): the person is asked. A bare name with a dot
+/// (`notes.txt`) or a mail address is not one, so file names leave host decisions alone.
 fn looks_like_bare_address(text: &str) -> bool {
     if text.is_empty() || text.contains(|c: char| c.is_whitespace() || c.is_control()) {
         return false;
     }
-    let end = text.find(['/', '?', '#', ':']).unwrap_or(text.len());
+    let end = text.find(['/', '?', '#', '\\']).unwrap_or(text.len());
     let (authority, rest) = text.split_at(end);
-    let host = match authority.split_once('@') {
+    let host_port = match authority.rsplit_once('@') {
         Some((user, host))
             if !user.is_empty()
-                && user
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || matches!(c, '.' | '_' | '-')) =>
+                && user.chars().all(|c| {
+                    c.is_alphanumeric()
+                        || matches!(c, '.' | '_' | '-' | ':' | '%' | '+' | '~' | '!')
+                }) =>
         {
             host
         }
         Some(_) => return false,
         None => authority,
     };
-    let labels: Vec<&str> = host.split('.').collect();
-    let label_ok = |l: &&str| {
-        !l.is_empty() && !l.starts_with('-') && l.chars().all(|c| c.is_alphanumeric() || c == '-')
+    if let Some(inner) = host_port.strip_prefix('[') {
+        return inner.split_once(']').is_some_and(|(address, _)| {
+            address.contains(':')
+                && address
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | '.'))
+        });
+    }
+    let (host, port) = match host_port.split_once(':') {
+        Some((host, port)) => (host, port),
+        None => (host_port, ""),
     };
-    let ipv4 = labels.len() == 4
-        && labels
-            .iter()
-            .all(|l| !l.is_empty() && l.len() <= 3 && l.chars().all(|c| c.is_ascii_digit()));
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let labels: Vec<&str> = host.split('.').collect();
+    let number = |l: &str| match l.get(..2) {
+        Some(x) if x.eq_ignore_ascii_case("0x") => l[2..].chars().all(|c| c.is_ascii_hexdigit()),
+        _ => !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()),
+    };
+    let ip = (2..=4).contains(&labels.len()) && labels.iter().all(|l| number(l));
+    let label = |l: &&str| {
+        !l.is_empty()
+            && !l.starts_with('-')
+            && l.chars()
+                .all(|c| c.is_alphanumeric() || matches!(c, '-' | '_'))
+    };
+    let top_level = |t: &str| {
+        (t.chars().count() >= 2 && t.chars().all(char::is_alphabetic))
+            || (t.len() > 4 && t.get(..4).is_some_and(|p| p.eq_ignore_ascii_case("xn--")))
+    };
     let named = labels.len() >= 2
-        && labels.iter().all(label_ok)
-        && labels
-            .last()
-            .is_some_and(|tld| tld.chars().count() >= 2 && tld.chars().all(char::is_alphabetic));
-    let local = host.eq_ignore_ascii_case("localhost");
-    if !(ipv4 || named || local) {
+        && labels.iter().all(label)
+        && labels.last().is_some_and(|t| top_level(t));
+    if !(ip || named || host.eq_ignore_ascii_case("localhost")) {
         return false;
     }
-    // `//` after the name is no path of a host (`a.b//c`); a lone name counts when it is
-    // written as one (`www.…`).
-    (!rest.is_empty() && rest != ":")
-        || (rest.is_empty()
-            && named
+    !rest.is_empty()
+        || !port.is_empty()
+        || (named
             && host
                 .get(..4)
                 .is_some_and(|w| w.eq_ignore_ascii_case("www.")))
@@ -809,6 +828,17 @@ mod tests {
             "xn--bcher-kva.example/x",
             "bücher.example/x",
             "example.com/x",
+            "user:pw@evil.test/x",
+            "evil.test./x",
+            "[2001:db8::1]/x",
+            "[::1]",
+            "evil.xn--p1ai/x",
+            "127.1/x",
+            "0x7f.0.0.1/x",
+            "evil_x.test/x",
+            "evil.test\\x",
+            " evil.test/x",
+            "evil.test/x\n",
         ] {
             assert!(
                 !on.covers(&json!({"url": "https://example.com/", "then": {"post_to": bare}})),
