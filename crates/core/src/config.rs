@@ -445,16 +445,16 @@ const SERVER_KEYS: [&str; 17] = [
     "pendingApprovalSecs",
     "oauth",
 ];
-/// Countersign's own keys of a server entry, which no agent's config has.
-const OWN_SERVER_KEYS: &[&str] = SERVER_KEYS.split_at(8).1;
 /// The file's own keys at the top (other apps' keys may sit beside them).
 const TOP_KEYS: [&str; 2] = ["mcpServers", "gateway"];
 
 /// The key of `own` that `key` is a typo of: the same but for case, `_`, `-` or spaces
-/// (`toolpolicy`, `tool_policy`), or one or two letters off a long one (`toolsPolicy`). Such
-/// a key is never read, so ignoring it would drop the person's rule (a deny, a gateway turned
-/// off) without a word. Keys other agents use beside these (`trust`, `timeout`) are far enough
-/// off not to be taken for them.
+/// (`toolpolicy`, `tool_policy`), a letter off one of seven or eight (`disable`), two off a
+/// longer one (`toolsPolicy`), or a longer one's stem with another ending (`toolPolicies`,
+/// `answerTimeoutSeconds`). Such a key is never read, so ignoring it would drop the person's
+/// rule (a deny, a server turned off, the gateway turned off) without a word. Keys other agents
+/// use beside these (`trust`, `timeout`, `alwaysAllow`) are far enough off not to be taken for
+/// them.
 fn mistyped_key<'k>(key: &str, known: &[&str], own: &[&'k str]) -> Option<&'k str> {
     if known.contains(&key) {
         return None;
@@ -473,7 +473,12 @@ fn mistyped_key<'k>(key: &str, known: &[&str], own: &[&'k str]) -> Option<&'k st
             7..=8 => 1,
             _ => 0,
         };
-        own_folded == folded || strsim::levenshtein(&own_folded, &folded) <= off
+        let stem = own_folded
+            .get(..own_folded.len().saturating_sub(2))
+            .filter(|_| own.len() >= 9);
+        own_folded == folded
+            || strsim::levenshtein(&own_folded, &folded) <= off
+            || stem.is_some_and(|stem| folded.starts_with(stem) && folded.len() <= own.len() + 4)
     })
 }
 
@@ -632,7 +637,7 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                 message,
             }
         };
-        if let Some(message) = mistyped_keys(raw.get(), &SERVER_KEYS, OWN_SERVER_KEYS) {
+        if let Some(message) = mistyped_keys(raw.get(), &SERVER_KEYS, &SERVER_KEYS) {
             loaded.errors.push(entry_error(0, message));
             continue;
         }
@@ -986,6 +991,17 @@ mod tests {
                 r#"{"command": "x", "approvalWaitSec": 5}"#,
                 "approvalWaitSecs",
             ),
+            (
+                r#"{"command": "x", "toolPolicies": {"rm": "deny"}}"#,
+                "toolPolicy",
+            ),
+            (r#"{"command": "x", "readPolicies": "deny"}"#, "readPolicy"),
+            (
+                r#"{"command": "x", "answerTimeoutSeconds": 5}"#,
+                "answerTimeoutSecs",
+            ),
+            (r#"{"command": "x", "disable": true}"#, "disabled"),
+            (r#"{"command": "x", "Disabled": true}"#, "disabled"),
         ] {
             let loaded = parse(&p(), &format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#));
             assert!(loaded.servers.is_empty(), "{entry}");
@@ -1001,7 +1017,9 @@ mod tests {
         let loaded = parse(
             &p(),
             r#"{"mcpServers": {"s": {"command": "x", "trust": true, "timeout": 5,
-                "alwaysAllow": [], "autoApprove": [], "description": "d", "toolPolicy": {}}}}"#,
+                "alwaysAllow": [], "autoApprove": [], "description": "d", "toolPolicy": {},
+                "transportType": "stdio", "envFile": ".env", "includeTools": [],
+                "excludeTools": [], "requestOptions": {}, "httpUrl": "x", "enabled": true}}}"#,
         );
         assert_eq!(loaded.servers.len(), 1, "{:?}", loaded.errors);
         assert!(loaded.errors.is_empty());
