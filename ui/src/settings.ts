@@ -6,6 +6,7 @@
 
 import type { RememberedDecision } from "./bindings/RememberedDecision";
 import type { Settings } from "./bindings/Settings";
+import type { UnreadShown } from "./bindings/UnreadShown";
 import { el, replace, uid } from "./dom";
 import { commands, errorText } from "./ipc";
 import { coveringText, dateTime, lastingText, plural } from "./format";
@@ -129,11 +130,14 @@ export class SettingsPane {
     const which = servers.includes("")
       ? ["any server"]
       : servers.flatMap((server, i) => [i === 0 ? "" : ", ", el("strong", {}, inlineText(server, 80))]);
+    const shown = settings.unreadShown ?? [];
     replace(this.heldBack, el("div", { class: "warn-note" },
       el("p", { id: textId },
         "Some remembered decisions were made by another version of Countersign and cannot be read here; one may be a denial. Until you forget them, no remembered or trusted allow runs a tool call on ",
         ...which,
         " without asking you."),
+      shown.length > 0 ? el("ul", { class: "unread-list", attrs: { "aria-label": "Decisions that cannot be read" } },
+        ...shown.map((d) => el("li", {}, ...unreadSentence(d)))) : null,
       forget));
   }
 
@@ -153,6 +157,19 @@ export class SettingsPane {
       },
     );
   }
+}
+
+/** What can be told of a decision this version cannot read, as nodes of untrusted text: each
+ * part it does not hold (or holds in a form not known here) is said to be unknown. */
+function unreadSentence(d: UnreadShown): Node[] {
+  const verb = d.allow === true ? " may run " : d.allow === false ? " may not run " : " may or may not run ";
+  return [
+    d.agentName ? inlineText(d.agentName, 80, "agent-name") : el("em", {}, "An unknown agent"),
+    document.createTextNode(verb),
+    d.tool ? el("code", {}, inlineText(d.tool, 120)) : el("em", {}, "an unknown tool"),
+    document.createTextNode(" on "),
+    d.server ? inlineText(d.server, 80, "server-name") : el("em", {}, "any server"),
+  ];
 }
 
 /** "<agent> may run <tool> on <server>" (or "may not run"), as nodes of untrusted text. */

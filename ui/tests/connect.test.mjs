@@ -398,7 +398,13 @@ test("Settings says which remembered decisions decide nothing now, and why", asy
 test("Settings says whose allows wait on decisions it cannot read, and forgets them on request", async () => {
   const app = await openApp(env, {
     ...state(),
-    settings: { mutedServers: [], remembered: [rememberedDecision(1, { server: "tickets" })], heldBack: ["tickets", `gh${IMG}`] },
+    settings: {
+      mutedServers: [], remembered: [rememberedDecision(1, { server: "tickets" })], heldBack: ["tickets", `gh${IMG}`],
+      unreadShown: [
+        { agentName: "Claude Code", server: "tickets", tool: "delete_ticket", allow: false },
+        { agentName: null, server: `gh${IMG}`, tool: null, allow: null },
+      ],
+    },
   });
   const { page } = app;
   await page.getByRole("tab", { name: "Settings" }).click();
@@ -408,6 +414,11 @@ test("Settings says whose allows wait on decisions it cannot read, and forgets t
   const note = await section.locator(".held-back").textContent();
   assert.match(note, /cannot be read here; one may be a denial/);
   assert.ok(note.includes(`no remembered or trusted allow runs a tool call on tickets, gh${IMG} without asking you.`), note);
+  // What each one is, as far as it can be read; untrusted text stays text.
+  assert.deepEqual(await section.getByRole("list", { name: "Decisions that cannot be read" }).getByRole("listitem").allTextContents(), [
+    "Claude Code may not run delete_ticket on tickets",
+    `An unknown agent may or may not run an unknown tool on gh${IMG}`,
+  ]);
   // The button's description is the sentence, so a screen reader hears what it forgets.
   assert.match(await page.evaluate((id) => document.getElementById(id).textContent, await forget.getAttribute("aria-describedby")), /^Some remembered decisions/);
   // A failed save keeps the note and says why.
@@ -765,7 +776,8 @@ test("screenshot of Connect agents (looked at by a person)", async () => {
   await app.page.screenshot({ path: join(dir, "connect.png"), fullPage: true });
   await app.page.getByRole("tab", { name: "Settings" }).click();
   await app.close();
-  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2), heldBack: ["github"] } });
+  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2), heldBack: ["github"],
+    unreadShown: [{ agentName: "Cursor", server: "github", tool: "create_issue", allow: false }] } });
   await app2.page.getByRole("tab", { name: "Settings" }).click();
   await app2.page.locator(".allowed-list").waitFor();
   await app2.page.screenshot({ path: join(dir, "settings.png") });

@@ -38,6 +38,44 @@ pub struct Settings {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub held_back: Option<Vec<String>>,
+    /// What can be told of each of `unread`, as Settings lists them (so the person knows what
+    /// "Forget them" forgets); never kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub unread_shown: Option<Vec<UnreadShown>>,
+}
+
+/// What can be told of a remembered decision this version cannot read: each field only if it
+/// reads as this version's would (untrusted text: it is in the file).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct UnreadShown {
+    pub agent_name: Option<String>,
+    pub server: Option<String>,
+    pub tool: Option<String>,
+    pub allow: Option<bool>,
+}
+
+impl UnreadShown {
+    fn of(decision: &serde_json::Value) -> UnreadShown {
+        let text = |key: &str| {
+            decision
+                .get(key)
+                .and_then(serde_json::Value::as_str)
+                .map(|t| {
+                    let mut t = t.to_owned();
+                    crate::cut_to(&mut t, 200);
+                    t
+                })
+        };
+        UnreadShown {
+            agent_name: text("agentName"),
+            server: text("server").filter(|s| !s.is_empty()),
+            tool: text("tool"),
+            allow: decision.get("allow").and_then(serde_json::Value::as_bool),
+        }
+    }
 }
 
 impl Settings {
@@ -55,6 +93,11 @@ impl Settings {
         self.unread
             .iter()
             .any(|d| Self::unread_server(d).is_none_or(|named| named == server))
+    }
+
+    /// What can be told of each unread decision.
+    pub fn unread_shown(&self) -> Vec<UnreadShown> {
+        self.unread.iter().map(UnreadShown::of).collect()
     }
 
     /// The servers unread decisions hold back, each once (`""` for one that names none).
@@ -82,6 +125,7 @@ fn read_settings(bytes: &[u8]) -> Result<Settings, serde_json::Error> {
     let mut loose: Loose = serde_json::from_slice(bytes)?;
     // Only ever worked out from `unread`, never taken from the file.
     loose.rest.remove("heldBack");
+    loose.rest.remove("unreadShown");
     let mut settings: Settings = serde_json::from_value(serde_json::Value::Object(loose.rest))?;
     for decision in loose.remembered {
         match RememberedDecision::deserialize(&decision) {
@@ -457,7 +501,16 @@ mod tests {
         let on_disk: serde_json::Value =
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         assert_eq!(on_disk["remembered"][2], text["remembered"][1]);
-        assert!(on_disk.get("heldBack").is_none());
+        assert!(on_disk.get("heldBack").is_none() && on_disk.get("unreadShown").is_none());
+        assert_eq!(
+            store.get().unread_shown(),
+            [UnreadShown {
+                agent_name: Some(text["remembered"][1]["agentName"].as_str().unwrap().into()),
+                server: Some("s".into()),
+                tool: Some("b".into()),
+                allow: Some(false),
+            }]
+        );
         let (store, _) = SettingsStore::load(Some(path.clone()));
         assert!(store.holds_back("s"));
         assert_eq!(store.get().held_back_servers(), ["s"]);

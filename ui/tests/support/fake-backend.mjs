@@ -201,6 +201,7 @@ export class FakeBackend {
         const reply = this.onGateway?.(args);
         if (reply) return reply;
         delete this.settings.heldBack;
+        delete this.settings.unreadShown;
         return { ok: this.settings };
       }
       case "agent_configs":
