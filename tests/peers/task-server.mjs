@@ -16,6 +16,12 @@ const RELATED = 'io.modelcontextprotocol/related-task';
 
 const tasks = new Map(); // taskId -> { task, result, waiting: [request ids of tasks/result] }
 let next = 0;
+// With TASK_SERVER_SEED set, a finished task someone else started is there from the start, as
+// on an HTTP server every session of one sign-in shares; `tasks/list` lists every task.
+if (process.env.TASK_SERVER_SEED) {
+  const task = { taskId: 'someone-elses', status: 'completed', statusMessage: 'Done', createdAt: new Date().toISOString(), lastUpdatedAt: new Date().toISOString(), ttl: 60000 };
+  tasks.set(task.taskId, { task, result: { content: [{ type: 'text', text: "someone else's report" }] }, waiting: [], topic: 'secret' });
+}
 
 const now = () => new Date().toISOString();
 function progress(entry, progress, message) {
@@ -93,7 +99,7 @@ createInterface({ input: process.stdin }).on('line', (line) => {
     case 'initialize':
       return reply({
         protocolVersion: '2025-11-25',
-        capabilities: { tools: {}, logging: {}, tasks: { cancel: {}, requests: { tools: { call: {} } } } },
+        capabilities: { tools: {}, logging: {}, tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
         serverInfo: { name: 'task-server', version: '1.0.0' },
       });
     case 'ping':
@@ -118,6 +124,8 @@ createInterface({ input: process.stdin }).on('line', (line) => {
       }
       entry.waiting.push(m.id);
       return;
+    case 'tasks/list':
+      return reply({ tasks: [...tasks.values()].map((e) => e.task) });
     case 'tasks/cancel':
       if (!entry) return fail(-32602, 'unknown task');
       setStatus(entry, 'cancelled', 'Cancelled by the client');

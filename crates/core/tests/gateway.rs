@@ -4151,12 +4151,16 @@ async fn an_agent_that_uses_tasks_gets_its_own_task_through_the_gate() {
 /// session knows, and its cancellation reaches the server.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_task_is_declined_or_created_cancelled_as_asked_and_its_own_alone() {
-    let mut rig = rig("task-raw", vec![task_server()]).await;
+    let mut seeded = task_server();
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut seeded.transport {
+        env.insert("TASK_SERVER_SEED".into(), "1".into());
+    }
+    let mut rig = rig("task-raw", vec![seeded]).await;
     let (agent, init) =
         RawAgent::open(rig.url("tasks"), rig.gateway.token(), "raw-task-agent").await;
     assert_eq!(
         init["result"]["capabilities"]["tasks"],
-        json!({"cancel": {}, "requests": {"tools": {"call": {}}}}),
+        json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}),
         "{init}"
     );
     let report = json!({"name": "slow_report", "arguments": {"topic": "q3"},
@@ -4190,6 +4194,28 @@ async fn an_agents_task_is_declined_or_created_cancelled_as_asked_and_its_own_al
         .await;
     assert_eq!(status["result"]["status"], "working", "{status}");
 
+    // Only its own tasks: another's on the same server (as on an HTTP server every session of
+    // one sign-in shares) is neither listed, read nor cancelled, and the server never hears
+    // of the attempt.
+    let listed = agent.post(40, "tasks/list", json!({})).await;
+    assert_eq!(
+        listed["result"]["tasks"]
+            .as_array()
+            .map(|t| t.iter().map(|t| t["taskId"].clone()).collect::<Vec<_>>()),
+        Some(vec![json!("task-1")]),
+        "{listed}"
+    );
+    for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
+        let foreign = agent
+            .post(41, method, json!({"taskId": "someone-elses"}))
+            .await;
+        assert!(
+            foreign["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("no task of that id was created in this session")),
+            "{method}: {foreign}"
+        );
+    }
     // Another agent's session has its own upstream: the task is not there.
     let mut other = rig.raw_agent("tasks", "other-agent").await;
     let foreign = other

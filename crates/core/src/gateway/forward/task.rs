@@ -89,7 +89,9 @@ impl Forwarder {
     }
 
     /// One of [`METHODS`] from an agent that uses tasks itself, sent to the agent's own
-    /// upstream session (whose tasks are that agent's alone) and answered as the server sent it.
+    /// upstream session and answered as the server sent it, for the agent's own tasks alone:
+    /// one its calls did not create is refused unsent, `tasks/list` lists only its own, and
+    /// what goes upstream is the task's id (or the list's cursor), not the agent's params.
     pub(crate) async fn forward_task(
         &self,
         method: &str,
@@ -97,6 +99,7 @@ impl Forwarder {
         ctx: RequestContext<RoleServer>,
     ) -> Result<Value, McpError> {
         let up = self.upstream(&ctx).await?;
+        let params = own_task_params(&up, method, params.as_ref())?;
         // What a task did and what became of it is recorded; its status, polled every second
         // or so, is not.
         if matches!(method, "tasks/result" | "tasks/cancel") {
@@ -107,7 +110,18 @@ impl Forwarder {
             "tasks/result" => up.server.request_timeout + up.server.answer_timeout,
             _ => up.server.request_timeout,
         };
-        self.pass(&up, method, params, &ctx, timeout).await
+        let mut answer = self.pass(&up, method, Some(params), &ctx, timeout).await?;
+        if method == "tasks/list" {
+            let own = crate::lock(&up.own_tasks);
+            if let Some(tasks) = answer.get_mut("tasks").and_then(Value::as_array_mut) {
+                tasks.retain(|t| {
+                    t.get("taskId")
+                        .and_then(Value::as_str)
+                        .is_some_and(|id| own.contains(id))
+                });
+            }
+        }
+        Ok(answer)
     }
 
     /// Sends `method` upstream as a request of the agent's: the server's questions meanwhile
@@ -128,6 +142,28 @@ impl Forwarder {
         up.relay.call_ended(call, leaving.reason());
         sent.map(as_sent)
     }
+}
+
+/// The params of the agent's `method` as they go upstream: `tasks/list`'s cursor, or the id of
+/// a task the agent's own calls created; refused for any other task, as if there were none.
+fn own_task_params(up: &Upstream, method: &str, params: Option<&Value>) -> Result<Value, McpError> {
+    if method == "tasks/list" {
+        return Ok(match params.and_then(|p| p.get("cursor")) {
+            Some(cursor @ Value::String(_)) => json!({"cursor": cursor}),
+            _ => json!({}),
+        });
+    }
+    let task = params
+        .and_then(|p| p.get("taskId"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| McpError::invalid_params(format!("{method} needs a taskId"), None))?;
+    if !crate::lock(&up.own_tasks).contains(task) {
+        return Err(McpError::invalid_params(
+            format!("{method}: no task of that id was created in this session"),
+            None,
+        ));
+    }
+    Ok(json!({"taskId": task}))
 }
 
 /// A tool that must run as a task, run to its end on behalf of an agent that called it

@@ -130,8 +130,38 @@ pub(crate) struct Upstream {
     /// What each request of ours says in `_meta` of who asks (2026-07-28: the revision, our
     /// name and capabilities), made once; `None` for a server whose lifecycle has a handshake.
     lifecycle: Option<Lifecycle>,
+    /// The tasks this agent's calls created here (`follow_task`): the only ones its
+    /// `tasks/*` may name (`forward_task`).
+    pub(super) own_tasks: Mutex<OwnTasks>,
     /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
     _slot: Slot,
+}
+
+/// How many task ids an upstream remembers as its agent's; the oldest go first (a server keeps
+/// a task for its `ttl`, and an agent that started this many has long finished the first).
+const MAX_OWN_TASKS: usize = 1024;
+
+/// The ids of the tasks an agent's calls created on its upstream session. A server ties its
+/// tasks to whoever it sees, and every agent's session to an HTTP server signs in as the same
+/// person: without this, one agent could list, read and cancel another's (or the person's own)
+/// tasks there.
+#[derive(Default)]
+pub(crate) struct OwnTasks(std::collections::VecDeque<String>);
+
+impl OwnTasks {
+    fn insert(&mut self, task: &str) {
+        if self.contains(task) {
+            return;
+        }
+        if self.0.len() == MAX_OWN_TASKS {
+            self.0.pop_front();
+        }
+        self.0.push_back(task.to_owned());
+    }
+
+    pub(crate) fn contains(&self, task: &str) -> bool {
+        self.0.iter().any(|own| own == task)
+    }
 }
 
 /// One of a server's [`MAX_UPSTREAMS_PER_SERVER`] places, and of its agent's
@@ -301,6 +331,7 @@ impl Upstream {
             last_used: AtomicU64::new(crate::ask::unix_ms()),
             tools: Mutex::default(),
             sign_in_needed: shared.sign_in_needed.get().cloned(),
+            own_tasks: Mutex::default(),
             _slot: slot,
         });
         if let Some(info) = upstream.info() {
@@ -700,6 +731,7 @@ impl Upstream {
             .and_then(Value::as_str);
         match (step, created) {
             (Some(Step::Creates), Some(task)) => {
+                lock(&self.own_tasks).insert(task);
                 self.relay.keep_progress_for_task(task, upstream_token);
                 return;
             }
