@@ -1832,6 +1832,34 @@ async fn a_call_held_past_the_guard_runs_nothing_once_the_gateway_is_paused() {
     assert!(desk.store.contains("t3"), "the call reached the server");
 }
 
+/// Completing a resource template's arguments reads what the server holds: a server whose
+/// reads the person denies completes nothing for agents; otherwise completions pass unasked.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_policy_of_deny_refuses_completions_too() {
+    let mut denied = raw_server();
+    denied.read_policy = Some(ToolRule::Deny);
+    let rig = rig("complete-denied", vec![denied]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let complete = json!({"ref": {"type": "ref/resource", "uri": "file:///{path}"},
+        "argument": {"name": "path", "value": "/home/"}});
+    let answer = agent.post(2, "completion/complete", complete.clone()).await;
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("readPolicy denies")),
+        "{answer}"
+    );
+    rig.gateway.shutdown().await;
+    let rig = rig_in(scratch("complete-allowed"), vec![raw_server()]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let answer = agent.post(2, "completion/complete", complete).await;
+    assert!(
+        !answer.to_string().contains("readPolicy"),
+        "reached the server: {answer}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A call that waits for the person's approval when they pause is not run, then or later:
 /// its question goes, and the agent is told why.
 #[tokio::test(flavor = "multi_thread")]

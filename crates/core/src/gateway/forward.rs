@@ -619,6 +619,19 @@ impl ServerHandler for Forwarder {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        // Completing a resource template's or a prompt's arguments reads what the server holds
+        // (the names under `file:///{path}`, say): not for an agent the person's `readPolicy`
+        // denies reading. (Under "ask" they run unasked: hosts complete as the person types.)
+        if self.config()?.read_policy == Some(crate::config::ToolRule::Deny) {
+            return Err(McpError::invalid_request(
+                format!(
+                    "Countersign did not complete arguments on {}: the person's readPolicy \
+                     denies agents reading its resources and prompts.",
+                    self.server
+                ),
+                None,
+            ));
+        }
         self.relay(
             ClientRequest::CompleteRequest(CompleteRequest::new(request)),
             ctx,
