@@ -1421,6 +1421,45 @@ async fn an_upstream_that_exits_mid_call_fails_the_call_at_once_and_the_session_
     rig.gateway.shutdown().await;
 }
 
+/// A server that stops answering between calls (hung) is noticed by a ping while its session
+/// is idle, and the agent's next request starts it again, rather than waiting out a timeout
+/// on every call for as long as the agent keeps its session.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_stops_answering_between_calls_is_started_again() {
+    let mut faulty = common::with_test_timeouts(ServerConfig::stdio(
+        "faulty",
+        common::node(),
+        &[&common::peer_path("fault-server.mjs")],
+    ));
+    faulty.request_timeout = Duration::from_secs(2);
+    faulty.tool_policy = BTreeMap::from([("fault".to_owned(), ToolRule::Allow)]);
+    let mut rig = rig("ping-hung", vec![faulty]).await;
+    rig.gateway.set_ping_every(Duration::from_millis(300));
+    let agent = rig.agent("faulty", "test-agent", false).await;
+    // It asks, then hangs; the agent gives up on the call.
+    let mut params = CallToolRequestParams::new("fault");
+    params.arguments = json!({"kind": "hang"}).as_object().cloned();
+    let handle = agent
+        .peer()
+        .send_cancellable_request(
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(params)),
+            rmcp::service::PeerRequestOptions::no_options(),
+        )
+        .await
+        .unwrap();
+    rig.next_ask().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    handle.cancel(None).await.unwrap();
+    rig.next_resolution().await;
+    // Idle: a ping goes unanswered for its two seconds, and the session is closed.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let listed = tokio::time::timeout(Duration::from_secs(5), agent.peer().list_tools(None))
+        .await
+        .expect("answered")
+        .expect("listed by the server started again");
+    assert_eq!(listed.tools[0].name, "fault");
+}
+
 /// A stdio server that stops reading its stdin fills the pipe, and then writing a request to
 /// it waits: that wait is part of the request's time, so the agent gets an answer (an error)
 /// when the time is up, not never.

@@ -116,6 +116,8 @@ pub(crate) struct Shared {
     /// Fired when the person pauses the gateway, and replaced when they resume: every agent
     /// request in flight holds it (`Paused`), and stops when it fires.
     halt: Mutex<CancellationToken>,
+    /// How long an upstream session may sit idle before it is pinged (`forward::upstream`).
+    ping_every_ms: AtomicU64,
     /// Tells whoever watches (the shell: the tray and the Connect page) that the gateway
     /// started listening, failed to, or was paused or resumed: a count of such changes.
     changes: tokio::sync::watch::Sender<u64>,
@@ -246,6 +248,7 @@ impl Gateway {
                 agents,
                 paused: AtomicBool::new(false),
                 halt: Mutex::default(),
+                ping_every_ms: AtomicU64::new(crate::session::DEFAULT_PING_EVERY.as_millis() as u64),
                 changes: tokio::sync::watch::Sender::new(0),
                 status: Mutex::default(),
                 stop: CancellationToken::new(),
@@ -593,6 +596,14 @@ impl Gateway {
     /// before it ends; 5 minutes unless told otherwise.
     pub fn set_session_idle(&self, idle: std::time::Duration) {
         self.shared.lanes.set_session_idle(idle);
+    }
+
+    /// Pings upstream sessions idle this long (15 s unless set): for tests. Sessions opened
+    /// from here on take it.
+    pub fn set_ping_every(&self, every: std::time::Duration) {
+        self.shared
+            .ping_every_ms
+            .store(every.as_millis() as u64, Ordering::Relaxed);
     }
 
     /// Has the gate tell time by `clock` (remembered decisions expire by it): for tests.

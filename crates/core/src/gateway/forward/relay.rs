@@ -224,6 +224,11 @@ impl AgentRelay {
         id
     }
 
+    /// Whether any of the agent's calls is in flight.
+    pub(super) fn calls_in_flight(&self) -> bool {
+        !lock(&self.calls).is_empty()
+    }
+
     /// Call `id` went upstream as our request `upstream`.
     pub(super) fn call_sent(&self, id: u64, upstream: &RequestId) {
         if lock(&self.calls).contains_key(&id) {

@@ -137,6 +137,59 @@ pub(crate) struct Upstream {
     _slot: Slot,
 }
 
+/// Pings the upstream session each time it has sat idle for `every`, as the app's own sessions
+/// are pinged: a server that stopped answering (hung, or its host gone) is closed, its
+/// questions withdrawn, and the agent's next request starts or reaches it again, rather than
+/// waiting out a timeout on every call. Only while idle: a server busy with a call may not
+/// answer a ping until it is done, and a slow call is not a dead server.
+async fn ping_while_idle(upstream: std::sync::Weak<Upstream>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(up) = upstream.upgrade() else {
+            return;
+        };
+        if up.is_closed() {
+            return;
+        }
+        let idle_ms = crate::ask::unix_ms().saturating_sub(up.last_used.load(Ordering::Relaxed));
+        if up.relay.calls_in_flight() || idle_ms < every.as_millis() as u64 {
+            continue;
+        }
+        let wait = up.server.request_timeout.min(Duration::from_secs(10));
+        let peer = up.peer().clone();
+        drop(up);
+        let ping = async {
+            peer.send_request_with_option(
+                ClientRequest::PingRequest(rmcp::model::PingRequest::default()),
+                PeerRequestOptions::no_options(),
+            )
+            .await?
+            .await_response()
+            .await
+        };
+        // Any reply proves it alive, an error too (a server may not offer `ping`).
+        let alive = matches!(
+            tokio::time::timeout(wait, ping).await,
+            Ok(Ok(_) | Err(rmcp::ServiceError::McpError(_)))
+        );
+        let Some(up) = upstream.upgrade() else {
+            return;
+        };
+        if alive || up.is_closed() {
+            continue;
+        }
+        tracing::warn!(
+            server = %up.server.name,
+            session = up.session,
+            "gateway: the server stopped answering; its session is closed, and opened again at \
+             the agent's next request"
+        );
+        up.closed.cancel();
+        up.service.cancellation_token().cancel();
+        return;
+    }
+}
+
 /// How many task ids an upstream remembers as its agent's; the oldest go first (a server keeps
 /// a task for its `ttl`, and an agent that started this many has long finished the first).
 const MAX_OWN_TASKS: usize = 1024;
@@ -357,6 +410,10 @@ impl Upstream {
         {
             upstream.take_questions();
         }
+        tokio::spawn(ping_while_idle(
+            Arc::downgrade(&upstream),
+            Duration::from_millis(shared.ping_every_ms.load(Ordering::Relaxed)),
+        ));
         // A dead upstream takes its questions with it, at once, and the agent's session ends:
         // so do the decisions the person made for that session.
         let broker = shared.broker.clone();
