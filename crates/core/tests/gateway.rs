@@ -1866,7 +1866,7 @@ async fn a_call_held_past_the_guard_runs_nothing_once_the_gateway_is_paused() {
         .await
         .expect("answered")
         .unwrap();
-    assert!(answer.contains("paused the gateway"), "{answer}");
+    assert!(answer.contains("the person paused"), "{answer}");
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(desk.store.contains("t3"), "the call reached the server");
 }
@@ -2422,6 +2422,40 @@ async fn one_agent_cannot_take_every_upstream_session_of_a_server() {
         assert!(tokio::time::Instant::now() < deadline, "{again}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    rig.gateway.shutdown().await;
+}
+
+/// A session whose server crashed gives the dead upstream's place back before it opens
+/// another: an agent at its cap of sessions would otherwise be refused for good.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_at_the_agents_cap_still_goes_on_after_its_server_crashed() {
+    let mut raw = raw_server();
+    raw.tool_policy = BTreeMap::from([
+        ("exit".to_owned(), ToolRule::Allow),
+        ("echo".to_owned(), ToolRule::Allow),
+    ]);
+    let rig = rig("crash-at-cap", vec![raw]).await;
+    let busy = rig.gateway.create_agent("Busy", "bridge").unwrap();
+    let mut sessions = Vec::new();
+    for n in 0..8 {
+        sessions.push(
+            rig.raw_agent_holding("raw", &format!("busy-{n}"), &busy.token)
+                .await,
+        );
+    }
+    let agent = &mut sessions[0];
+    let crashed = agent
+        .post(2, "tools/call", json!({"name": "exit", "arguments": {}}))
+        .await;
+    assert!(crashed["error"].is_object(), "{crashed}");
+    let answer = agent
+        .post(
+            3,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"x": 1}}),
+        )
+        .await;
+    assert!(answer["result"].is_object(), "{answer}");
     rig.gateway.shutdown().await;
 }
 

@@ -24,7 +24,7 @@ use gate::Who;
 pub(crate) use gate::{Decided, keep_decision};
 pub(crate) use relay::ProgressTo;
 use relay::{AgentRelay, Leaving, Outgoing};
-pub(crate) use upstream::{OpenUpstreams, Pool, Upstream, reap_idle};
+pub(crate) use upstream::{OpenUpstreams, OwnTasks, Pool, Upstream, reap_idle};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -183,6 +183,11 @@ impl Forwarder {
     }
 
     async fn upstream(&self, ctx: &RequestContext<RoleServer>) -> Result<Arc<Upstream>, McpError> {
+        // Paused (or left) already: no server is started or reached for it.
+        let leaving = Leaving::of(ctx);
+        if leaving.reason().is_some() {
+            return Err(leaving.error());
+        }
         if let Some(who) = self.session.get() {
             // A session is the agent's that opened it: another agent's token with its id (the
             // id is random, but may leak) would judge the call by one agent and run it in the
@@ -201,6 +206,9 @@ impl Forwarder {
             if let Some(up) = held.as_ref().filter(|up| !up.is_closed()) {
                 return Ok(up.clone());
             }
+            // Let go of the dead one first: it holds one of the agent's and the server's places
+            // until dropped, and an agent at its cap could otherwise never open another.
+            held.take();
             // The person changed the server since, or it ended (a crash, a broken connection):
             // the session goes on with the server as saved, started or reached again, as the
             // app's own sessions reconnect. Many agents open their session once, at their

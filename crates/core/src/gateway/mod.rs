@@ -105,6 +105,9 @@ pub(crate) struct Shared {
     pub(crate) clock: std::sync::RwLock<Clock>,
     /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, `forward::upstream`).
     pub(crate) open_upstreams: Mutex<forward::OpenUpstreams>,
+    /// The tasks each agent's calls created, by server and agent: an agent's `tasks/*` reach
+    /// only these, whichever of its upstream sessions (a task outlives the one it began in).
+    pub(crate) own_tasks: Mutex<std::collections::HashMap<(String, String), forward::OwnTasks>>,
     /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
     /// never sees the server's tokens.
     pub(crate) auth: std::sync::OnceLock<crate::mcp::oauth::Auth>,
@@ -242,6 +245,7 @@ impl Gateway {
                 refusals: Arc::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::ask::unix_ms)),
                 open_upstreams: Mutex::default(),
+                own_tasks: Mutex::default(),
                 auth: std::sync::OnceLock::new(),
                 sign_in_needed: std::sync::OnceLock::new(),
                 config,

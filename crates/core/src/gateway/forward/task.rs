@@ -112,12 +112,11 @@ impl Forwarder {
         };
         let mut answer = self.pass(&up, method, Some(params), &ctx, timeout).await?;
         if method == "tasks/list" {
-            let own = crate::lock(&up.own_tasks);
             if let Some(tasks) = answer.get_mut("tasks").and_then(Value::as_array_mut) {
                 tasks.retain(|t| {
                     t.get("taskId")
                         .and_then(Value::as_str)
-                        .is_some_and(|id| own.contains(id))
+                        .is_some_and(|id| up.is_own_task(id))
                 });
             }
         }
@@ -157,7 +156,7 @@ fn own_task_params(up: &Upstream, method: &str, params: Option<&Value>) -> Resul
         .and_then(|p| p.get("taskId"))
         .and_then(Value::as_str)
         .ok_or_else(|| McpError::invalid_params(format!("{method} needs a taskId"), None))?;
-    if !crate::lock(&up.own_tasks).contains(task) {
+    if !up.is_own_task(task) {
         return Err(McpError::invalid_params(
             format!("{method}: no task of that id was created in this session"),
             None,

@@ -130,9 +130,10 @@ pub(crate) struct Upstream {
     /// What each request of ours says in `_meta` of who asks (2026-07-28: the revision, our
     /// name and capabilities), made once; `None` for a server whose lifecycle has a handshake.
     lifecycle: Option<Lifecycle>,
-    /// The tasks this agent's calls created here (`follow_task`): the only ones its
-    /// `tasks/*` may name (`forward_task`).
-    pub(super) own_tasks: Mutex<OwnTasks>,
+    /// The agent's id (`TokenAgent::id`), whose tasks these are (`Shared::own_tasks`).
+    agent: String,
+    /// Requests of ours in flight (`send_as_sent`): while any is, the session is not idle.
+    in_flight: std::sync::atomic::AtomicUsize,
     /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
     _slot: Slot,
 }
@@ -151,11 +152,11 @@ async fn ping_while_idle(upstream: std::sync::Weak<Upstream>, every: Duration) {
         if up.is_closed() {
             return;
         }
-        let idle_ms = crate::ask::unix_ms().saturating_sub(up.last_used.load(Ordering::Relaxed));
-        if up.relay.calls_in_flight() || idle_ms < every.as_millis() as u64 {
+        if !up.is_idle_for(every.as_millis() as u64) {
             continue;
         }
         let wait = up.server.request_timeout.min(Duration::from_secs(10));
+        let sent = std::time::Instant::now();
         let peer = up.peer().clone();
         drop(up);
         let ping = async {
@@ -167,15 +168,20 @@ async fn ping_while_idle(upstream: std::sync::Weak<Upstream>, every: Duration) {
             .await_response()
             .await
         };
-        // Any reply proves it alive, an error too (a server may not offer `ping`).
-        let alive = matches!(
+        // Silence, or a transport that closed, means dead. Any reply proves it alive, an
+        // error too (a server may not offer `ping`), and so does an HTTP answer that is no
+        // JSON-RPC (a sign-in asked for, too many requests, a proxy's error): the next call
+        // meets it, and says what it is.
+        let alive = !matches!(
             tokio::time::timeout(wait, ping).await,
-            Ok(Ok(_) | Err(rmcp::ServiceError::McpError(_)))
+            Err(_) | Ok(Err(rmcp::ServiceError::TransportClosed))
         );
         let Some(up) = upstream.upgrade() else {
             return;
         };
-        if alive || up.is_closed() {
+        // A request begun meanwhile may be what kept the server from answering.
+        let since = sent.elapsed().as_millis() as u64;
+        if alive || up.is_closed() || !up.is_idle_for(since) {
             continue;
         }
         tracing::warn!(
@@ -190,11 +196,27 @@ async fn ping_while_idle(upstream: std::sync::Weak<Upstream>, every: Duration) {
     }
 }
 
-/// How many task ids an upstream remembers as its agent's; the oldest go first (a server keeps
+/// Counts a request of ours in flight on an upstream while it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn of(up: &'a Upstream) -> Self {
+        up.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(&up.in_flight)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How many task ids an agent is remembered to have created on a server; the oldest go first (a server keeps
 /// a task for its `ttl`, and an agent that started this many has long finished the first).
 const MAX_OWN_TASKS: usize = 1024;
 
-/// The ids of the tasks an agent's calls created on its upstream session. A server ties its
+/// The ids of the tasks an agent's calls created on a server. A server ties its
 /// tasks to whoever it sees, and every agent's session to an HTTP server signs in as the same
 /// person: without this, one agent could list, read and cancel another's (or the person's own)
 /// tasks there.
@@ -202,7 +224,7 @@ const MAX_OWN_TASKS: usize = 1024;
 pub(crate) struct OwnTasks(std::collections::VecDeque<String>);
 
 impl OwnTasks {
-    fn insert(&mut self, task: &str) {
+    pub(crate) fn insert(&mut self, task: &str) {
         if self.contains(task) {
             return;
         }
@@ -312,6 +334,33 @@ pub(super) struct ToolFacts {
 }
 
 impl Upstream {
+    fn own_tasks_key(&self) -> (String, String) {
+        (self.server.name.clone(), self.agent.clone())
+    }
+
+    /// A task this agent's call created.
+    fn note_own_task(&self, task: &str) {
+        lock(&self._slot.shared.own_tasks)
+            .entry(self.own_tasks_key())
+            .or_default()
+            .insert(task);
+    }
+
+    /// Whether this agent's calls created `task` on this server.
+    pub(super) fn is_own_task(&self, task: &str) -> bool {
+        lock(&self._slot.shared.own_tasks)
+            .get(&self.own_tasks_key())
+            .is_some_and(|own| own.contains(task))
+    }
+
+    /// Whether the session is idle: no request of ours in flight, none begun in `for_ms`.
+    fn is_idle_for(&self, for_ms: u64) -> bool {
+        self.in_flight.load(Ordering::SeqCst) == 0
+            && !self.relay.calls_in_flight()
+            && crate::ask::unix_ms().saturating_sub(self.last_used.load(Ordering::Relaxed))
+                >= for_ms
+    }
+
     pub(super) async fn connect(
         shared: &Arc<Shared>,
         server: &ServerConfig,
@@ -384,7 +433,8 @@ impl Upstream {
             last_used: AtomicU64::new(crate::ask::unix_ms()),
             tools: Mutex::default(),
             sign_in_needed: shared.sign_in_needed.get().cloned(),
-            own_tasks: Mutex::default(),
+            agent: who.id.clone(),
+            in_flight: std::sync::atomic::AtomicUsize::new(0),
             _slot: slot,
         });
         if let Some(info) = upstream.info() {
@@ -503,6 +553,7 @@ impl Upstream {
         if leaving.reason().is_some() {
             return Err(leaving.error());
         }
+        let _in_flight = InFlight::of(self);
         self.last_used
             .store(crate::ask::unix_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
@@ -788,7 +839,7 @@ impl Upstream {
             .and_then(Value::as_str);
         match (step, created) {
             (Some(Step::Creates), Some(task)) => {
-                lock(&self.own_tasks).insert(task);
+                self.note_own_task(task);
                 self.relay.keep_progress_for_task(task, upstream_token);
                 return;
             }
