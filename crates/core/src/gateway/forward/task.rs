@@ -111,14 +111,14 @@ impl Forwarder {
             _ => up.server.request_timeout,
         };
         let mut answer = self.pass(&up, method, Some(params), &ctx, timeout).await?;
-        if method == "tasks/list" {
-            if let Some(tasks) = answer.get_mut("tasks").and_then(Value::as_array_mut) {
-                tasks.retain(|t| {
-                    t.get("taskId")
-                        .and_then(Value::as_str)
-                        .is_some_and(|id| up.is_own_task(id))
-                });
-            }
+        if method == "tasks/list"
+            && let Some(tasks) = answer.get_mut("tasks").and_then(Value::as_array_mut)
+        {
+            tasks.retain(|t| {
+                t.get("taskId")
+                    .and_then(Value::as_str)
+                    .is_some_and(|id| up.is_own_task(id))
+            });
         }
         Ok(answer)
     }
