@@ -141,8 +141,8 @@ pub(crate) struct Upstream {
 /// Pings the upstream session each time it has sat idle for `every`, as the app's own sessions
 /// are pinged: a server that stopped answering (hung, or its host gone) is closed, its
 /// questions withdrawn, and the agent's next request starts or reaches it again, rather than
-/// waiting out a timeout on every call. Only while idle: a server busy with a call may not
-/// answer a ping until it is done, and a slow call is not a dead server.
+/// waiting out a timeout on every call. Only while idle: a server busy with a request may not
+/// answer a ping until it is done, and a slow request is not a dead server.
 async fn ping_while_idle(upstream: std::sync::Weak<Upstream>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
@@ -212,14 +212,15 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// How many task ids an agent is remembered to have created on a server; the oldest go first (a server keeps
-/// a task for its `ttl`, and an agent that started this many has long finished the first).
+/// How many task ids an agent is remembered to have created on a server; the oldest go first
+/// (a server keeps a task for its `ttl`, and an agent that started this many has long
+/// finished the first).
 const MAX_OWN_TASKS: usize = 1024;
 
-/// The ids of the tasks an agent's calls created on a server. A server ties its
-/// tasks to whoever it sees, and every agent's session to an HTTP server signs in as the same
-/// person: without this, one agent could list, read and cancel another's (or the person's own)
-/// tasks there.
+/// The ids of the tasks an agent's calls created on a server. A server ties its tasks to
+/// whoever it sees, and every agent's session to an HTTP server signs in as the same person:
+/// without this, one agent could list, read and cancel another's (or the person's own) tasks
+/// there.
 #[derive(Default)]
 pub(crate) struct OwnTasks(std::collections::VecDeque<String>);
 
