@@ -21,10 +21,17 @@
 // (unlisted) answers as some servers write: indented over several lines (over SSE, a `data:`
 // line each, as the transport allows), with its progress written the same way.
 
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { createInterface } from 'node:readline';
 
+// With $RAW_SERVER_STARTS set, each start is a line in that file, and every start after the
+// first fails at once: a server that crashed and now cannot come back.
+if (process.env.RAW_SERVER_STARTS) {
+  const started = existsSync(process.env.RAW_SERVER_STARTS);
+  appendFileSync(process.env.RAW_SERVER_STARTS, 'start\n');
+  if (started) process.exit(1);
+}
 const sse = process.argv.includes('--sse');
 const http = sse || process.argv.includes('--http');
 const noGet = process.argv.includes('--no-get');

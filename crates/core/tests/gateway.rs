@@ -2425,6 +2425,48 @@ async fn one_agent_cannot_take_every_upstream_session_of_a_server() {
     rig.gateway.shutdown().await;
 }
 
+/// A server that crashed and cannot start again is not started at every one of the agent's
+/// requests: the session backs off, and says when it tries again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_cannot_start_again_is_not_started_at_every_request() {
+    let dir = scratch("reopen-backoff");
+    let starts = dir.join("starts");
+    let mut raw = raw_server();
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut raw.transport {
+        env.insert("RAW_SERVER_STARTS".into(), starts.display().to_string());
+    }
+    raw.tool_policy = BTreeMap::from([
+        ("exit".to_owned(), ToolRule::Allow),
+        ("echo".to_owned(), ToolRule::Allow),
+    ]);
+    let rig = rig_in(dir, vec![raw]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let crashed = agent
+        .post(2, "tools/call", json!({"name": "exit", "arguments": {}}))
+        .await;
+    assert!(crashed["error"].is_object(), "{crashed}");
+    let mut answers = Vec::new();
+    for id in 3..8 {
+        answers.push(
+            agent
+                .post(id, "tools/call", json!({"name": "echo", "arguments": {}}))
+                .await,
+        );
+    }
+    let started = std::fs::read_to_string(&starts).unwrap().lines().count();
+    // The first start, and the one try after the crash; the requests after it wait (a third
+    // start only if this machine took a quarter of a second over four requests). Without the
+    // backoff, each of the five started it.
+    assert!((2..=3).contains(&started), "{started} starts: {answers:?}");
+    assert!(
+        answers.iter().any(|a| a["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Countersign starts it again in"))),
+        "{answers:?}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A session whose server crashed gives the dead upstream's place back before it opens
 /// another: an agent at its cap of sessions would otherwise be refused for good.
 #[tokio::test(flavor = "multi_thread")]

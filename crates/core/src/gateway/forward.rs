@@ -95,6 +95,50 @@ pub(crate) struct ForwarderState {
     /// upstream (replaced when the person changes the server: see `Gateway::set_servers`).
     session: std::sync::OnceLock<Who>,
     session_upstream: tokio::sync::Mutex<Option<Arc<Upstream>>>,
+    /// When the session's server may next be started (or reached) again, after it failed to
+    /// start or died soon after: `None` until it has.
+    reopen: Mutex<Reopen>,
+}
+
+/// A server that keeps failing is started again less and less often, as the app's own
+/// sessions back off: not once per agent request.
+#[derive(Default)]
+struct Reopen {
+    /// Failures in a row.
+    failures: u32,
+    not_before: Option<std::time::Instant>,
+    why: String,
+}
+
+/// An upstream that ends sooner than this after it opened counts as a failure to start.
+const LIVED_TOO_SHORT: Duration = Duration::from_secs(10);
+
+impl Reopen {
+    /// The first failure is tried again at once (a crash, once); then 250 ms, doubling, at
+    /// most 30 s.
+    fn failed(&mut self, why: String) {
+        self.failures = self.failures.saturating_add(1);
+        let wait = match self.failures {
+            1 => Duration::ZERO,
+            n => Duration::from_millis(250)
+                .saturating_mul(1 << (n - 2).min(7))
+                .min(Duration::from_secs(30)),
+        };
+        self.not_before = Some(std::time::Instant::now() + wait);
+        self.why = why;
+    }
+
+    /// Why it may not start again yet, and for how long.
+    fn wait(&self) -> Option<String> {
+        let left = self
+            .not_before?
+            .checked_duration_since(std::time::Instant::now())?;
+        Some(format!(
+            "{}; Countersign starts it again in {:.1} s",
+            self.why,
+            left.as_secs_f64()
+        ))
+    }
 }
 
 /// rmcp drops a session's `Forwarder` when the session ends: the agent said so (DELETE), or
@@ -131,6 +175,7 @@ impl Forwarder {
             info: RwLock::new(info),
             session: std::sync::OnceLock::new(),
             session_upstream: tokio::sync::Mutex::default(),
+            reopen: Mutex::default(),
         }))
     }
 
@@ -208,14 +253,31 @@ impl Forwarder {
             }
             // Let go of the dead one first: it holds one of the agent's and the server's places
             // until dropped, and an agent at its cap could otherwise never open another.
-            held.take();
+            if let Some(dead) = held.take()
+                && !dead.is_retired()
+            {
+                let mut reopen = lock(&self.reopen);
+                if dead.opened.elapsed() < LIVED_TOO_SHORT {
+                    reopen.failed("it ended soon after it started".into());
+                } else {
+                    *reopen = Reopen::default();
+                }
+            }
+            if let Some(why) = lock(&self.reopen).wait() {
+                return Err(unreachable_error(&self.server, &why));
+            }
             // The person changed the server since, or it ended (a crash, a broken connection):
             // the session goes on with the server as saved, started or reached again, as the
             // app's own sessions reconnect. Many agents open their session once, at their
             // start, and would otherwise be told "closed" until restarted.
-            let up = Upstream::connect(&self.shared, &self.config()?, who)
-                .await
-                .map_err(|reason| unreachable_error(&self.server, &reason))?;
+            let up = match Upstream::connect(&self.shared, &self.config()?, who).await {
+                Ok(up) => up,
+                Err(reason) => {
+                    lock(&self.reopen).failed(reason.clone());
+                    return Err(unreachable_error(&self.server, &reason));
+                }
+            };
+
             *lock(&up.relay.agent) = Some(ctx.peer.clone());
             self.set_info(&up);
             *held = Some(up.clone());

@@ -134,6 +134,8 @@ pub(crate) struct Upstream {
     agent: String,
     /// Requests of ours in flight (`send_as_sent`): while any is, the session is not idle.
     in_flight: std::sync::atomic::AtomicUsize,
+    /// When it was opened: one that ends soon after failed to start (`Forwarder::upstream`).
+    pub(super) opened: std::time::Instant,
     /// Counts this upstream against [`MAX_UPSTREAMS_PER_SERVER`] until it is dropped.
     _slot: Slot,
 }
@@ -436,6 +438,7 @@ impl Upstream {
             sign_in_needed: shared.sign_in_needed.get().cloned(),
             agent: who.id.clone(),
             in_flight: std::sync::atomic::AtomicUsize::new(0),
+            opened: std::time::Instant::now(),
             _slot: slot,
         });
         if let Some(info) = upstream.info() {
