@@ -96,7 +96,7 @@ pub(crate) struct ForwarderState {
     session: std::sync::OnceLock<Who>,
     session_upstream: tokio::sync::Mutex<Option<Arc<Upstream>>>,
     /// When the session's server may next be started (or reached) again, after it failed to
-    /// start or died soon after: `None` until it has.
+    /// start or died soon after (any time, until it has).
     reopen: Mutex<Reopen>,
 }
 
@@ -277,7 +277,6 @@ impl Forwarder {
                     return Err(unreachable_error(&self.server, &reason));
                 }
             };
-
             *lock(&up.relay.agent) = Some(ctx.peer.clone());
             self.set_info(&up);
             *held = Some(up.clone());
