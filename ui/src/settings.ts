@@ -105,7 +105,9 @@ export class SettingsPane {
 
   /** Says which servers' allows wait on decisions this version cannot read, with a way out. */
   private drawHeldBack(settings: Settings): void {
-    const servers = settings.heldBack ?? [];
+    const shown = settings.unreadShown ?? [];
+    // Each server they name, once; "" for one that names none (every server).
+    const servers = [...new Set(shown.map((d) => d.server ?? ""))];
     if (servers.length === 0) {
       replace(this.heldBack);
       return;
@@ -130,14 +132,13 @@ export class SettingsPane {
     const which = servers.includes("")
       ? ["any server"]
       : servers.flatMap((server, i) => [i === 0 ? "" : ", ", el("strong", {}, inlineText(server, 80))]);
-    const shown = settings.unreadShown ?? [];
     replace(this.heldBack, el("div", { class: "warn-note" },
       el("p", { id: textId },
         "Some remembered decisions were made by another version of Countersign and cannot be read here; one may be a denial. Until you forget them, no remembered or trusted allow runs a tool call on ",
         ...which,
         " without asking you."),
-      shown.length > 0 ? el("ul", { class: "unread-list", attrs: { "aria-label": "Decisions that cannot be read" } },
-        ...shown.map((d) => el("li", {}, ...unreadSentence(d)))) : null,
+      el("ul", { class: "unread-list", attrs: { "aria-label": "Decisions that cannot be read" } },
+        ...shown.map((d) => el("li", {}, ...unreadSentence(d)))),
       forget));
   }
 

@@ -399,7 +399,7 @@ test("Settings says whose allows wait on decisions it cannot read, and forgets t
   const app = await openApp(env, {
     ...state(),
     settings: {
-      mutedServers: [], remembered: [rememberedDecision(1, { server: "tickets" })], heldBack: ["tickets", `gh${IMG}`],
+      mutedServers: [], remembered: [rememberedDecision(1, { server: "tickets" })],
       unreadShown: [
         { agentName: "Claude Code", server: "tickets", tool: "delete_ticket", allow: false },
         { agentName: null, server: `gh${IMG}`, tool: null, allow: null },
@@ -440,7 +440,8 @@ test("Settings says whose allows wait on decisions it cannot read, and forgets t
 });
 
 test("A decision that names no server holds back every server's allows", async () => {
-  const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: [], heldBack: ["", "tickets"] } });
+  const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: [],
+    unreadShown: [{ agentName: null, server: null, tool: null, allow: null }, { agentName: null, server: "tickets", tool: "t", allow: false }] } });
   await app.page.getByRole("tab", { name: "Settings" }).click();
   const section = app.page.getByRole("region", { name: "Remembered decisions" });
   await section.getByText(/runs a tool call on any server without asking you\./).waitFor();
@@ -776,7 +777,7 @@ test("screenshot of Connect agents (looked at by a person)", async () => {
   await app.page.screenshot({ path: join(dir, "connect.png"), fullPage: true });
   await app.page.getByRole("tab", { name: "Settings" }).click();
   await app.close();
-  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2), heldBack: ["github"],
+  const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2),
     unreadShown: [{ agentName: "Cursor", server: "github", tool: "create_issue", allow: false }] } });
   await app2.page.getByRole("tab", { name: "Settings" }).click();
   await app2.page.locator(".allowed-list").waitFor();

@@ -411,7 +411,6 @@ impl App {
     fn listed(&self, mut settings: Settings) -> Settings {
         use crate::ask::approval::Inert;
         if !settings.unread.is_empty() {
-            settings.held_back = Some(settings.held_back_servers());
             settings.unread_shown = Some(settings.unread_shown());
         }
         let servers = &self.config_state().running.servers;

@@ -448,14 +448,14 @@ const SERVER_KEYS: [&str; 17] = [
 /// The file's own keys at the top (other apps' keys may sit beside them).
 const TOP_KEYS: [&str; 2] = ["mcpServers", "gateway"];
 
-/// The key of `own` that `key` is a typo of: the same but for case, `_`, `-` or spaces
+/// The key of `known` that `key` is a typo of: the same but for case, `_`, `-` or spaces
 /// (`toolpolicy`, `tool_policy`), a letter off one of seven or eight (`disable`), two off a
 /// longer one (`toolsPolicy`), or a longer one's stem with another ending (`toolPolicies`,
 /// `answerTimeoutSeconds`). Such a key is never read, so ignoring it would drop the person's
 /// rule (a deny, a server turned off, the gateway turned off) without a word. Keys other agents
 /// use beside these (`trust`, `timeout`, `alwaysAllow`) are far enough off not to be taken for
 /// them.
-fn mistyped_key<'k>(key: &str, known: &[&str], own: &[&'k str]) -> Option<&'k str> {
+fn mistyped_key<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     if known.contains(&key) {
         return None;
     }
@@ -466,7 +466,7 @@ fn mistyped_key<'k>(key: &str, known: &[&str], own: &[&'k str]) -> Option<&'k st
             .collect()
     };
     let folded = fold(key);
-    own.iter().copied().find(|own| {
+    known.iter().copied().find(|own| {
         let own_folded = fold(own);
         let off = match own.len() {
             9.. => 2,
@@ -482,12 +482,12 @@ fn mistyped_key<'k>(key: &str, known: &[&str], own: &[&'k str]) -> Option<&'k st
     })
 }
 
-/// The first of `text`'s keys (a JSON object's) that is a typo of one of `own`, and the
+/// The first of `text`'s keys (a JSON object's) that is a typo of one of `known`, and the
 /// message that says so.
-fn mistyped_keys(text: &str, known: &[&str], own: &[&str]) -> Option<String> {
+fn mistyped_keys(text: &str, known: &[&str]) -> Option<String> {
     let keys: BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_str(text).ok()?;
     keys.keys().find_map(|key| {
-        mistyped_key(key, known, own)
+        mistyped_key(key, known)
             .map(|meant| format!("{key:?} is not a key Countersign reads; did you mean {meant:?}?"))
     })
 }
@@ -568,7 +568,7 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
             return loaded;
         }
     };
-    if let Some(message) = mistyped_keys(text, &TOP_KEYS, &TOP_KEYS) {
+    if let Some(message) = mistyped_keys(text, &TOP_KEYS) {
         loaded.errors.push(ConfigError {
             file: path.to_owned(),
             line: 1,
@@ -637,7 +637,7 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
                 message,
             }
         };
-        if let Some(message) = mistyped_keys(raw.get(), &SERVER_KEYS, &SERVER_KEYS) {
+        if let Some(message) = mistyped_keys(raw.get(), &SERVER_KEYS) {
             loaded.errors.push(entry_error(0, message));
             continue;
         }

@@ -33,13 +33,8 @@ pub struct Settings {
     #[serde(skip)]
     #[ts(skip)]
     pub unread: Vec<serde_json::Value>,
-    /// The servers `unread` holds back (`""`: every server), as Settings lists them; never
-    /// kept.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[ts(optional)]
-    pub held_back: Option<Vec<String>>,
     /// What can be told of each of `unread`, as Settings lists them (so the person knows what
-    /// "Forget them" forgets); never kept.
+    /// "Forget them" forgets, and which servers it holds back); never kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[ts(optional)]
     pub unread_shown: Option<Vec<UnreadShown>>,
@@ -124,7 +119,6 @@ fn read_settings(bytes: &[u8]) -> Result<Settings, serde_json::Error> {
     }
     let mut loose: Loose = serde_json::from_slice(bytes)?;
     // Only ever worked out from `unread`, never taken from the file.
-    loose.rest.remove("heldBack");
     loose.rest.remove("unreadShown");
     let mut settings: Settings = serde_json::from_value(serde_json::Value::Object(loose.rest))?;
     for decision in loose.remembered {
@@ -480,7 +474,7 @@ mod tests {
             serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
         text["remembered"][1]["lasting"] = serde_json::json!({"kind": "untilTheMoon"});
         // What is held back is worked out, never read from the file.
-        text["heldBack"] = serde_json::json!(["nothing"]);
+        text["unreadShown"] = serde_json::json!([{"server": "nothing"}]);
         std::fs::write(&path, text.to_string()).unwrap();
         let (store, warning) = SettingsStore::load(Some(path.clone()));
         let warning = warning.unwrap();
@@ -492,7 +486,7 @@ mod tests {
         let tools: Vec<String> = store.get().remembered.into_iter().map(|d| d.tool).collect();
         assert_eq!(tools, ["a"]);
         assert!(store.holds_back("s") && !store.holds_back("t"));
-        assert_eq!(store.get().held_back, None);
+        assert_eq!(store.get().unread_shown, None);
         // Saved with the next change, under a new id of its own, and read back as it was.
         let c = store
             .remember(RememberedDecision::for_test("x", "s", "e", "c", true), 0)

@@ -19,12 +19,7 @@ remembered: Array<RememberedDecision>,
  */
 endpointsBound: boolean, 
 /**
- * The servers `unread` holds back (`""`: every server), as Settings lists them; never
- * kept.
- */
-heldBack?: Array<string>, 
-/**
  * What can be told of each of `unread`, as Settings lists them (so the person knows what
- * "Forget them" forgets); never kept.
+ * "Forget them" forgets, and which servers it holds back); never kept.
  */
 unreadShown?: Array<UnreadShown>, };

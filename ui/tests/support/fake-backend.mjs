@@ -200,7 +200,6 @@ export class FakeBackend {
       case "forget_unread_decisions": {
         const reply = this.onGateway?.(args);
         if (reply) return reply;
-        delete this.settings.heldBack;
         delete this.settings.unreadShown;
         return { ok: this.settings };
       }
