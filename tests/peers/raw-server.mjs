@@ -7,7 +7,8 @@
 // answering, one (`deaf`, unlisted) that stops reading its stdin, one (`newer`, unlisted) whose
 // result holds a content block of a kind no SDK models (NEWER), and one (`verbatim`) whose
 // result is written by hand: numbers, escapes, spacing and key order no JSON library would
-// write (VERBATIM).
+// write (VERBATIM). The subscriptions and the log level it is given are lines in
+// $RAW_SERVER_LOG.
 //
 // With `--http` it serves the same answers over Streamable HTTP as plain JSON bodies (never
 // SSE), prints its URL on stdout, and drops what it would send outside an answer; a GET opens
@@ -55,7 +56,7 @@ const NEWER = String.raw`{"content": [{"type":"hologram","frames":[1, 2.50]}], "
 const results = {
   initialize: (p) => ({
     protocolVersion: p.protocolVersion === '2025-06-18' ? '2025-06-18' : '2025-11-25',
-    capabilities: { tools: { listChanged: true }, resources: {}, prompts: {}, logging: {} },
+    capabilities: { tools: { listChanged: true }, resources: { subscribe: true }, prompts: {}, logging: {} },
     serverInfo: { name: 'raw-server', version: '1.0.0' },
   }),
   'tools/list': () => ({
@@ -100,8 +101,14 @@ const results = {
   'resources/read': (p) => ({ contents: [{ uri: p.uri, text: 'hello', ...vendor }] }),
   'prompts/list': () => ({ prompts: [{ name: 'p', ...vendor }] }),
   'prompts/get': () => ({ messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], ...vendor }),
+  'resources/subscribe': (p) => { note(`subscribe ${p.uri}`); return {}; },
+  'resources/unsubscribe': (p) => { note(`unsubscribe ${p.uri}`); return {}; },
+  'logging/setLevel': (p) => { note(`level ${p.level}`); return {}; },
   ping: () => ({}),
 };
+
+// A line in $RAW_SERVER_LOG, when set: what the server was asked to do.
+const note = (line) => { if (process.env.RAW_SERVER_LOG) appendFileSync(process.env.RAW_SERVER_LOG, `${line}\n`); };
 
 // `ask_and_wait` asks the client a question and never answers the call; a cancellation of
 // the call is written to $RAW_SERVER_LOG, so a test can see that it arrived.

@@ -1421,6 +1421,92 @@ async fn an_upstream_that_exits_mid_call_fails_the_call_at_once_and_the_session_
     rig.gateway.shutdown().await;
 }
 
+/// A session whose server was started again (it crashed) has its subscriptions and log level
+/// made again on the server's new session, and its agent is told what may have changed: the
+/// resource it watches and the server's tools. A subscription the person allowed only for the
+/// server's former session is not made again, and nobody is asked. Without this, the agent
+/// heard of no change to the resource until it restarted.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_started_again_is_given_the_sessions_subscriptions_and_log_level_again() {
+    let log = scratch("replay-log").join("raw-server.log");
+    let mut raw = raw_server();
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut raw.transport {
+        env.insert("RAW_SERVER_LOG".into(), log.display().to_string());
+    }
+    raw.tool_policy = BTreeMap::from([
+        ("exit".to_owned(), ToolRule::Allow),
+        ("echo".to_owned(), ToolRule::Allow),
+    ]);
+    let mut rig = rig("replay", vec![raw]).await;
+    let (agent, mut hearing) = listening_agent(&rig, "raw").await;
+    for (uri, answer) in [
+        ("raw://a", always_allow_exactly()),
+        (
+            "raw://b",
+            remember(true, Lasting::Session, Covering::AnyArguments),
+        ),
+    ] {
+        let peer = agent.peer().clone();
+        let subscribing = tokio::spawn(async move {
+            peer.subscribe(rmcp::model::SubscribeRequestParams::new(uri))
+                .await
+        });
+        let ask = rig.next_ask().await;
+        rig.broker.answer(ask.id, answer).unwrap();
+        subscribing.await.unwrap().expect("subscribed");
+    }
+    agent
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Debug,
+        ))
+        .await
+        .expect("level set");
+    let crashed = tokio::time::timeout(
+        WAIT,
+        agent.peer().call_tool(CallToolRequestParams::new("exit")),
+    )
+    .await
+    .expect("failed at once");
+    assert!(crashed.is_err(), "{crashed:?}");
+    let echoed = tokio::time::timeout(
+        WAIT,
+        agent.peer().call_tool(CallToolRequestParams::new("echo")),
+    )
+    .await
+    .expect("in time")
+    .expect("answered by the server started again");
+    assert_ne!(echoed.is_error, Some(true));
+    while let Ok(event) = rig.events.try_recv() {
+        assert!(
+            !matches!(event, AskEvent::Added { .. }),
+            "nobody is asked: {event:?}"
+        );
+    }
+    let told = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        told.lines().collect::<Vec<_>>(),
+        [
+            "subscribe raw://a",
+            "subscribe raw://b",
+            "level debug",
+            // The server's new session:
+            "level debug",
+            "subscribe raw://a",
+        ]
+    );
+    let mut heard = Vec::new();
+    while heard.len() < 2 {
+        match tokio::time::timeout(WAIT, hearing.recv()).await {
+            Ok(Some(line)) => heard.push(line),
+            other => panic!("heard only {heard:?}: {other:?}"),
+        }
+    }
+    heard.sort();
+    assert_eq!(heard, ["tools changed", "updated raw://a"]);
+    rig.gateway.shutdown().await;
+}
+
 /// A server that stops answering between calls (hung) is noticed by a ping while its session
 /// is idle, and the agent's next request starts it again, rather than waiting out a timeout
 /// on every call for as long as the agent keeps its session.
@@ -1605,6 +1691,14 @@ impl rmcp::ClientHandler for Listening {
         let _ = self.heard.send("tools changed".into());
     }
 
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _: rmcp::service::NotificationContext<RoleClient>,
+    ) {
+        let _ = self.heard.send(format!("updated {}", params.uri));
+    }
+
     fn get_info(&self) -> ClientConfig {
         self.info.clone()
     }
@@ -1630,14 +1724,19 @@ fn raw_http(url: &str) -> ServerConfig {
     raw
 }
 
-async fn notifications_reach_the_agent(test: &str, mut raw: ServerConfig) {
-    raw.tool_policy = BTreeMap::from([("chatty".to_owned(), ToolRule::Allow)]);
-    let rig = rig(test, vec![raw]).await;
-    let (heard, mut hearing) = tokio::sync::mpsc::unbounded_channel();
+/// A 2025-11-25 agent on `server`, and what it hears.
+async fn listening_agent(
+    rig: &Rig,
+    server: &str,
+) -> (
+    RunningService<RoleClient, Listening>,
+    tokio::sync::mpsc::UnboundedReceiver<String>,
+) {
+    let (heard, hearing) = tokio::sync::mpsc::unbounded_channel();
     let mut info = ClientConfig::default();
     info.client_info.name = "listener".into();
     info.protocol_version = ProtocolVersion::V_2025_11_25;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(rig.url("raw"));
+    let mut config = StreamableHttpClientTransportConfig::with_uri(rig.url(server));
     config.auth_header = Some(rig.gateway.token().to_owned());
     let agent = serve_client_with_lifecycle(
         Listening { info, heard },
@@ -1646,6 +1745,13 @@ async fn notifications_reach_the_agent(test: &str, mut raw: ServerConfig) {
     )
     .await
     .expect("handshake");
+    (agent, hearing)
+}
+
+async fn notifications_reach_the_agent(test: &str, mut raw: ServerConfig) {
+    raw.tool_policy = BTreeMap::from([("chatty".to_owned(), ToolRule::Allow)]);
+    let rig = rig(test, vec![raw]).await;
+    let (agent, mut hearing) = listening_agent(&rig, "raw").await;
     let result = tokio::time::timeout(
         WAIT,
         agent.peer().call_tool(CallToolRequestParams::new("chatty")),

@@ -17,6 +17,7 @@
 
 mod gate;
 mod relay;
+mod replay;
 pub(crate) mod task;
 mod upstream;
 
@@ -98,6 +99,8 @@ pub(crate) struct ForwarderState {
     /// When the session's server may next be started (or reached) again, after it failed to
     /// start or died soon after (any time, until it has).
     reopen: Mutex<Reopen>,
+    /// The session's subscriptions and log level, made again on a server started again.
+    replay: Mutex<replay::Replay>,
 }
 
 /// A server that keeps failing is started again less and less often, as the app's own
@@ -176,6 +179,7 @@ impl Forwarder {
             session: std::sync::OnceLock::new(),
             session_upstream: tokio::sync::Mutex::default(),
             reopen: Mutex::default(),
+            replay: Mutex::default(),
         }))
     }
 
@@ -280,6 +284,7 @@ impl Forwarder {
             *lock(&up.relay.agent) = Some(ctx.peer.clone());
             self.set_info(&up);
             *held = Some(up.clone());
+            self.set_up_again(&up, ctx).await;
             return Ok(up);
         }
         let who = Arc::new(Who::of(ctx));
@@ -593,7 +598,7 @@ impl ServerHandler for Forwarder {
         let up = self.upstream(&ctx).await?;
         let params = json!({"name": request.name, "arguments": request.arguments});
         let asked = self
-            .gate_read(&up, &ctx, "prompts/get", &request.name, params)
+            .gate_read(&up, &ctx, "prompts/get", &request.name, params, true)
             .await?;
         let result = self
             .relay(
@@ -665,7 +670,7 @@ impl ServerHandler for Forwarder {
         let up = self.upstream(&ctx).await?;
         let params = json!({"uri": request.uri});
         let asked = self
-            .gate_read(&up, &ctx, "resources/read", &request.uri, params)
+            .gate_read(&up, &ctx, "resources/read", &request.uri, params, true)
             .await?;
         let result = self
             .relay(
@@ -717,12 +722,15 @@ impl ServerHandler for Forwarder {
         request: SetLevelRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let level = request.level;
         self.relay(
             ClientRequest::SetLevelRequest(SetLevelRequest::new(request)),
             ctx,
             |_| Some(()),
         )
-        .await
+        .await?;
+        self.level_set(level);
+        Ok(())
     }
 
     async fn subscribe(
@@ -733,8 +741,9 @@ impl ServerHandler for Forwarder {
         let up = self.upstream(&ctx).await?;
         let params = json!({"uri": request.uri});
         let asked = self
-            .gate_read(&up, &ctx, "resources/subscribe", &request.uri, params)
+            .gate_read(&up, &ctx, "resources/subscribe", &request.uri, params, true)
             .await?;
+        let uri = request.uri.clone();
         let result = self
             .relay(
                 ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
@@ -744,6 +753,7 @@ impl ServerHandler for Forwarder {
             .await;
         if result.is_ok() {
             self.carried_out(asked);
+            self.subscribed(&uri);
         }
         result
     }
@@ -753,12 +763,15 @@ impl ServerHandler for Forwarder {
         request: UnsubscribeRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
+        let uri = request.uri.clone();
         self.relay(
             ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(request)),
             ctx,
             |_| Some(()),
         )
-        .await
+        .await?;
+        self.unsubscribed(&uri);
+        Ok(())
     }
 }
 

@@ -94,6 +94,7 @@ impl Forwarder {
             arguments,
             annotations: facts.annotations(),
             read: false,
+            may_ask: true,
             // A preview would run without the fields beyond the model, so it is not offered.
             previewable: (also_sent.is_none()
                 && crate::gateway::preview::takes_dry_run(facts.input_schema()))
@@ -117,8 +118,10 @@ impl Forwarder {
     }
 
     /// The gate for a read (`resources/read`, `resources/subscribe`, `prompts/get`) of
-    /// `target` (a URI or a prompt's name); `params` are what will be forwarded. Returns the
-    /// person's question when they allowed it (see [`Self::carried_out`]).
+    /// `target` (a URI or a prompt's name); `params` are what will be forwarded. Without
+    /// `may_ask`, a read the person would be asked about is refused (it is not the agent's
+    /// request: see `replay`). Returns the person's question when they allowed it (see
+    /// [`Self::carried_out`]).
     pub(super) async fn gate_read(
         &self,
         up: &Arc<Upstream>,
@@ -126,6 +129,7 @@ impl Forwarder {
         method: &str,
         target: &str,
         params: Value,
+        may_ask: bool,
     ) -> Result<Option<AskedIn>, McpError> {
         let definition = approval::definition(method, None, None, None, None);
         let digest = approval::digest(&definition);
@@ -138,6 +142,7 @@ impl Forwarder {
             arguments: params,
             annotations: None,
             read: true,
+            may_ask,
             previewable: None,
         };
         match self.gate(up, ctx, gated).await {
@@ -231,6 +236,18 @@ impl Forwarder {
                         config.name
                     ),
                 }))
+            }
+            Decision::Ask if !gated.may_ask => {
+                let why = "it would need the person's yes";
+                if let Err(e) =
+                    audit.record_gated(&config.name, Some(&who.name), gated.key, false, why)
+                {
+                    tracing::error!(error = %e, "a refusal went unrecorded");
+                }
+                Err(Refusal::Denied(format!(
+                    "Countersign did not make {what} on {} again: {why}.",
+                    config.name
+                )))
             }
             Decision::Ask => {
                 let arguments = serde_json::to_string(&gated.arguments).unwrap_or_default();
@@ -563,6 +580,8 @@ struct Gated<'a> {
     arguments: Value,
     annotations: Option<&'a Value>,
     read: bool,
+    /// Whether the person may be asked; else what they would be asked about is refused.
+    may_ask: bool,
     /// The call itself, when its tool takes a boolean `dryRun` (see `preview`).
     previewable: Option<CallToolRequest>,
 }
