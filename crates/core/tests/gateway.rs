@@ -2573,6 +2573,56 @@ async fn a_server_that_cannot_start_again_is_not_started_at_every_request() {
     rig.gateway.shutdown().await;
 }
 
+/// The same for a 2026-07-28 agent, which keeps no session: its requests share a pooled
+/// upstream, and one that crashed and cannot start again is not started at each request.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_that_cannot_start_again_is_not_started_at_every_sessionless_request() {
+    let dir = scratch("reopen-backoff-pooled");
+    let starts = dir.join("starts");
+    let mut raw = raw_server();
+    if let countersign_core::config::TransportConfig::Stdio { env, .. } = &mut raw.transport {
+        env.insert("RAW_SERVER_STARTS".into(), starts.display().to_string());
+    }
+    raw.tool_policy = BTreeMap::from([
+        ("exit".to_owned(), ToolRule::Allow),
+        ("echo".to_owned(), ToolRule::Allow),
+    ]);
+    let rig = rig_in(dir, vec![raw]).await;
+    let call = |id: u32, tool: &'static str| {
+        let request = sessionless_request(
+            &rig,
+            "raw",
+            &id.to_string(),
+            "tools/call",
+            json!({"name": tool, "arguments": {}}),
+            Some(tool),
+            &[],
+        );
+        async move {
+            let body = request.send().await.unwrap().text().await.unwrap();
+            serde_json::from_str::<Value>(&body).unwrap_or_else(|e| panic!("{e}: {body}"))
+        }
+    };
+    let echoed = call(1, "echo").await;
+    assert!(echoed["result"].is_object(), "{echoed}");
+    let crashed = call(2, "exit").await;
+    assert!(crashed["error"].is_object(), "{crashed}");
+    let mut answers = Vec::new();
+    for id in 3..8 {
+        answers.push(call(id, "echo").await);
+    }
+    let started = std::fs::read_to_string(&starts).unwrap().lines().count();
+    // As for a session: without the backoff, each of the five started it.
+    assert!((2..=3).contains(&started), "{started} starts: {answers:?}");
+    assert!(
+        answers.iter().any(|a| a["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Countersign starts it again in"))),
+        "{answers:?}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// A session whose server crashed gives the dead upstream's place back before it opens
 /// another: an agent at its cap of sessions would otherwise be refused for good.
 #[tokio::test(flavor = "multi_thread")]

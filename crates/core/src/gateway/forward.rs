@@ -296,28 +296,40 @@ impl Forwarder {
             version,
         );
         loop {
+            let pool = &self.shared.pool;
             let cell = {
-                let mut entries = self.shared.pool.entries.lock().await;
+                let mut entries = pool.entries.lock().await;
                 let cell = entries.entry(key.clone()).or_default();
-                if cell.get().is_some_and(|up| up.is_closed()) {
+                if let Some(dead) = cell.get().filter(|up| up.is_closed()) {
+                    pool.ended(&self.server, &who.id, dead);
                     *cell = Arc::default();
                 }
                 cell.clone()
             };
+            // A server that keeps failing is not started at every request (the backoff of a
+            // session's, `Reopen`).
+            if cell.get().is_none()
+                && let Some(why) = pool.wait(&self.server, &who.id)
+            {
+                return Err(unreachable_error(&self.server, &why));
+            }
             let config = self.config()?;
             let shared = self.shared.clone();
-            let who = who.clone();
+            let connecting = who.clone();
             let connected = cell
-                .get_or_try_init(|| async move { Upstream::connect(&shared, &config, &who).await })
+                .get_or_try_init(|| async move {
+                    Upstream::connect(&shared, &config, &connecting).await
+                })
                 .await
                 .cloned();
             let up = match connected {
                 Ok(up) => up,
                 Err(reason) => {
+                    pool.failed(&self.server, &who.id, reason.clone());
                     // No empty place is kept for a key that failed: the key is the agent's to
                     // choose (its name and version), and a server at its cap of upstream
                     // sessions fails every new one, so the pool would grow with each request.
-                    let mut entries = self.shared.pool.entries.lock().await;
+                    let mut entries = pool.entries.lock().await;
                     if entries
                         .get(&key)
                         .is_some_and(|c| Arc::ptr_eq(c, &cell) && c.get().is_none())

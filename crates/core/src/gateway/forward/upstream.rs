@@ -31,6 +31,10 @@ pub(crate) struct Pool {
     /// The last upstream `initialize`/`discover` answer per server, for `get_info` before a
     /// session-less agent's first request has reached the server.
     pub(super) last_info: RwLock<HashMap<String, ServerConfig_>>,
+    /// When a server may next be started (or reached) again for an agent, by server and the
+    /// agent's token id (not the name it gives itself, which it could change at each request),
+    /// after it failed to start or ended soon after; forgotten once one lives long enough.
+    failing: Mutex<HashMap<(String, String), super::Reopen>>,
 }
 
 impl Pool {
@@ -47,7 +51,35 @@ impl Pool {
             .retain(|name, _| configured(name));
     }
 
+    /// Why `server` is not started again for `agent` yet, and for how long.
+    pub(super) fn wait(&self, server: &str, agent: &str) -> Option<String> {
+        lock(&self.failing)
+            .get(&(server.to_owned(), agent.to_owned()))
+            .and_then(super::Reopen::wait)
+    }
+
+    pub(super) fn failed(&self, server: &str, agent: &str, why: String) {
+        lock(&self.failing)
+            .entry((server.to_owned(), agent.to_owned()))
+            .or_default()
+            .failed(why);
+    }
+
+    /// A pooled upstream of `server`'s for `agent` ended: soon after it opened, a failure to
+    /// start; later, a crash after a life, which starts the count afresh.
+    pub(super) fn ended(&self, server: &str, agent: &str, dead: &Upstream) {
+        if dead.is_retired() {
+            return;
+        }
+        if dead.opened.elapsed() < super::LIVED_TOO_SHORT {
+            self.failed(server, agent, "it ended soon after it started".into());
+        } else {
+            lock(&self.failing).remove(&(server.to_owned(), agent.to_owned()));
+        }
+    }
+
     pub(crate) async fn clear(&self) {
+        lock(&self.failing).clear();
         let entries: Vec<_> = self.entries.lock().await.drain().collect();
         for (_, cell) in entries {
             if let Some(up) = cell.get() {
