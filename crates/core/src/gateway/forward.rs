@@ -299,20 +299,23 @@ impl Forwarder {
             let pool = &self.shared.pool;
             let cell = {
                 let mut entries = pool.entries.lock().await;
-                let cell = entries.entry(key.clone()).or_default();
-                if let Some(dead) = cell.get().filter(|up| up.is_closed()) {
+                if let Some(dead) = entries
+                    .get(&key)
+                    .and_then(|cell| cell.get())
+                    .filter(|up| up.is_closed())
+                {
                     pool.ended(&self.server, &who.id, dead);
-                    *cell = Arc::default();
+                    entries.remove(&key);
                 }
-                cell.clone()
+                // A server that keeps failing is not started at every request (the backoff of
+                // a session's, `Reopen`); and no place is made for a request refused so.
+                if !entries.get(&key).is_some_and(|cell| cell.get().is_some())
+                    && let Some(why) = pool.wait(&self.server, &who.id)
+                {
+                    return Err(unreachable_error(&self.server, &why));
+                }
+                entries.entry(key.clone()).or_default().clone()
             };
-            // A server that keeps failing is not started at every request (the backoff of a
-            // session's, `Reopen`).
-            if cell.get().is_none()
-                && let Some(why) = pool.wait(&self.server, &who.id)
-            {
-                return Err(unreachable_error(&self.server, &why));
-            }
             let config = self.config()?;
             let shared = self.shared.clone();
             let connecting = who.clone();
