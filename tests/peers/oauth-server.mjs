@@ -12,7 +12,12 @@
 //                                    token grant, and each MCP request with the token it carried
 //   OAUTH_AS_METADATA='{"token_endpoint": "http://203.0.113.7/token"}'
 //                                    members put over the authorization server's metadata
-//                                    (`{base}` in a value is the server's address): a hostile one
+//                                    (`{base}` in a value is the server's address, `{port}` its
+//                                    port): a hostile one
+//   OAUTH_AS_PATH=/.well-known/as    serve those members at this path instead, and name it as the
+//                                    authorization server in the protected resource metadata; the
+//                                    RFC 8414 address keeps the server's own honest metadata
+//   OAUTH_REFRESH_DELAY_MS=1500      a refresh grant is answered this much later
 //   OAUTH_SESSIONS=1                 keep sessions (`Mcp-Session-Id`) and serve a quiet standalone
 //                                    stream (GET) to a client holding a good token (else GET is 405)
 //
@@ -130,11 +135,14 @@ const server = createServer(async (req, res) => {
   if (req.method === 'GET' && url.pathname === '/.well-known/oauth-protected-resource/mcp') {
     return json(res, 200, {
       resource: `${base}/mcp`,
-      authorization_servers: [base],
+      authorization_servers: [process.env.OAUTH_AS_PATH ? `${base}${process.env.OAUTH_AS_PATH}` : base],
       scopes_supported: ['notes:read', 'notes:write'],
     });
   }
-  if (req.method === 'GET' && url.pathname === '/.well-known/oauth-authorization-server') {
+  const asPath = process.env.OAUTH_AS_PATH;
+  if (req.method === 'GET' && (url.pathname === '/.well-known/oauth-authorization-server' || url.pathname === asPath)) {
+    const members = !asPath || url.pathname === asPath ? (process.env.OAUTH_AS_METADATA || '{}') : '{}';
+    const port = new URL(base).port;
     return json(res, 200, {
       issuer: base,
       authorization_endpoint: `${base}/authorize`,
@@ -146,7 +154,7 @@ const server = createServer(async (req, res) => {
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none'],
       scopes_supported: ['notes:read', 'notes:write'],
-      ...JSON.parse((process.env.OAUTH_AS_METADATA || '{}').replaceAll('{base}', base)),
+      ...JSON.parse(members.replaceAll('{base}', base).replaceAll('{port}', port)),
     });
   }
   if (req.method === 'POST' && url.pathname === '/register') {
@@ -195,6 +203,7 @@ const server = createServer(async (req, res) => {
       }
       scope = entry.scope;
     } else if (grant === 'refresh_token') {
+      await new Promise((done) => setTimeout(done, Number(process.env.OAUTH_REFRESH_DELAY_MS || 0)));
       scope = refreshes.get(form.get('refresh_token'));
       if (!scope) {
         log({ event: 'token', grant, ok: false });

@@ -50,24 +50,42 @@ impl NotesServer {
     }
 
     async fn launch(test: &str, expires_in: u64, sessions: bool) -> NotesServer {
-        Self::launch_with(test, expires_in, sessions, "{}").await
+        Self::launch_with(test, expires_in, sessions, &[]).await
     }
 
-    /// A server whose authorization server's metadata has `metadata`'s members put over it.
-    async fn with_metadata(test: &str, metadata: &str) -> NotesServer {
-        Self::launch_with(test, 3600, false, metadata).await
+    /// A server whose authorization server's metadata has `metadata`'s members put over it;
+    /// with `at`, that metadata is served at that path instead and named by the server, while
+    /// the RFC 8414 address keeps the honest one.
+    async fn with_metadata(test: &str, metadata: &str, at: Option<&str>) -> NotesServer {
+        let env = [
+            ("OAUTH_AS_METADATA", metadata),
+            ("OAUTH_AS_PATH", at.unwrap_or_default()),
+        ];
+        Self::launch_with(test, 3600, false, &env).await
+    }
+
+    /// A server whose refresh grants are answered `delay_ms` late.
+    async fn with_slow_refresh(test: &str, expires_in: u64, delay_ms: u64) -> NotesServer {
+        let delay = delay_ms.to_string();
+        Self::launch_with(
+            test,
+            expires_in,
+            false,
+            &[("OAUTH_REFRESH_DELAY_MS", &delay)],
+        )
+        .await
     }
 
     async fn launch_with(
         test: &str,
         expires_in: u64,
         sessions: bool,
-        metadata: &str,
+        env: &[(&str, &str)],
     ) -> NotesServer {
         let log = scratch(test).join("oauth-server.jsonl");
         let mut child = tokio::process::Command::new(common::node())
             .arg(common::peer_path("oauth-server.mjs"))
-            .env("OAUTH_AS_METADATA", metadata)
+            .envs(env.iter().copied())
             .env("OAUTH_EXPIRES_IN", expires_in.to_string())
             .env("OAUTH_SESSIONS", if sessions { "1" } else { "0" })
             .env("OAUTH_SERVER_LOG", &log)
@@ -496,27 +514,41 @@ async fn an_agent_cannot_lock_the_person_out_of_signing_in() {
 
 /// Metadata that would send the code where the person did not sign in, or anything in clear
 /// off this computer, or have the redirect wait for a state the metadata chose, is refused
-/// before the person is asked: nothing is registered, nobody is sent to a sign-in page.
+/// before the person is asked: nothing is registered, nobody is sent to a sign-in page. So is
+/// metadata a server serves at an address of its choosing that claims a provider's issuer and
+/// sign-in page (here `localhost`) and keeps the token endpoint for itself (`127.0.0.1`): the
+/// issuer's own metadata does not name that endpoint. rmcp checks the issuer only where the
+/// address is the issuer's own, and the code went to the server before.
 #[tokio::test]
 async fn a_sign_in_whose_metadata_would_leak_the_code_is_refused_before_anyone_is_asked() {
-    for (case, metadata, why) in [
+    for (case, metadata, at, why) in [
         (
             "mix-up",
             r#"{"authorization_endpoint": "https://login.real.example/authorize"}"#,
+            None,
             "its sign-in page is at login.real.example but the code would be sent to 127.0.0.1",
+        ),
+        (
+            "claimed-issuer",
+            r#"{"issuer": "http://localhost:{port}",
+                "authorization_endpoint": "http://localhost:{port}/authorize"}"#,
+            Some("/.well-known/as"),
+            "the issuer it claims (localhost) was not found to name it in its own metadata",
         ),
         (
             "clear",
             r#"{"token_endpoint": "http://203.0.113.7/token"}"#,
+            None,
             "its token endpoint 203.0.113.7 is not https",
         ),
         (
             "state",
             r#"{"authorization_endpoint": "{base}/authorize?state=public"}"#,
+            None,
             "its sign-in page's address sets `state` itself",
         ),
     ] {
-        let server = NotesServer::with_metadata(&format!("refused-{case}"), metadata).await;
+        let server = NotesServer::with_metadata(&format!("refused-{case}"), metadata, at).await;
         let broker = Broker::new(
             AuditLog::open(scratch(&format!("refused-{case}-audit")).join("a.jsonl")).unwrap(),
         );
@@ -564,7 +596,7 @@ async fn sign_out_sends_the_tokens_to_no_host_but_their_own() {
         ),
         ("none", r#"{"revocation_endpoint": null}"#, None),
     ] {
-        let server = NotesServer::with_metadata(&format!("revoke-{case}"), metadata).await;
+        let server = NotesServer::with_metadata(&format!("revoke-{case}"), metadata, None).await;
         let broker = Broker::new(
             AuditLog::open(scratch(&format!("revoke-{case}-audit")).join("a.jsonl")).unwrap(),
         );
@@ -599,6 +631,55 @@ async fn sign_out_sends_the_tokens_to_no_host_but_their_own() {
         ));
         sessions.shutdown().await;
     }
+}
+
+/// Signing out while a refresh is on its way ends signed out: the refresh's new tokens are
+/// the ones revoked and forgotten. (Sign-out cleared the store first, then the refresh saved
+/// its new tokens, and they went on being used after the person was told "Signed out".)
+#[tokio::test]
+async fn signing_out_during_a_refresh_leaves_no_tokens_behind() {
+    let server = NotesServer::with_slow_refresh("out-while-refreshing", 2, 1_500).await;
+    let broker = Broker::new(AuditLog::open(scratch("out-refresh-audit").join("a.jsonl")).unwrap());
+    let _person = person(&broker, true);
+    let sessions = sessions(&broker);
+    sessions.start(vec![server.config()]).await;
+    settled(&sessions).await;
+    tokio::time::timeout(WAIT, sessions.sign_in("notes"))
+        .await
+        .unwrap()
+        .expect("signed in");
+    sessions.wait_ready("notes", WAIT).await;
+    whoami(&sessions, "whoami").await.unwrap();
+    // The access token expires; the next call refreshes it, slowly.
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let calling = {
+        let sessions = sessions.clone();
+        tokio::spawn(async move { whoami(&sessions, "whoami").await })
+    };
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    sessions.sign_out("notes").await.unwrap();
+    let _ = calling.await.unwrap();
+    assert_eq!(server.grants("refresh_token"), 1, "{:?}", server.events());
+    assert!(
+        whoami(&sessions, "whoami").await.is_err(),
+        "a token outlived the sign-out: {:?}",
+        server.events()
+    );
+    // What the refresh granted is what was revoked.
+    let granted = server
+        .events()
+        .into_iter()
+        .rfind(|e| e["event"] == "token" && e["ok"] == true)
+        .unwrap();
+    assert!(
+        server
+            .events()
+            .iter()
+            .any(|e| e["event"] == "revoke" && e["token"] == granted["refresh"]),
+        "{:?}",
+        server.events()
+    );
+    sessions.shutdown().await;
 }
 
 #[tokio::test]

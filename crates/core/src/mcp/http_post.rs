@@ -378,7 +378,7 @@ async fn read_bounded(
 }
 
 /// At most `max` bytes of a diagnostic body, as text; the rest is never read.
-async fn read_prefix(body: impl Stream<Item = reqwest::Result<Bytes>>, max: usize) -> String {
+pub(crate) async fn read_prefix(body: impl Stream<Item = reqwest::Result<Bytes>>, max: usize) -> String {
     let mut body = std::pin::pin!(body);
     let mut read = Vec::new();
     while read.len() < max {

@@ -12,6 +12,7 @@
 
 pub mod loopback;
 pub mod vault;
+mod vouch;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -114,9 +115,27 @@ impl Auth {
         }
         let store = VaultStore::new(self.vault.clone(), key.clone(), name);
         let mut manager = manager_for(url, &store).await?;
-        // Tokens from an earlier run: the manager needs the server's metadata to refresh them.
-        match manager.initialize_from_store().await {
-            Ok(_) => {}
+        // Tokens from an earlier run: the manager needs the server's metadata to refresh them,
+        // and the refresh token goes where that says, so it is checked as at sign-in first.
+        let held = store.load().await.map_err(|e| match e {
+            AuthError::CredentialStoreError(e) => e,
+            e => describe(&e),
+        })?;
+        let usable = match held.filter(|h| h.token_response.is_some()) {
+            None => Ok(()),
+            Some(_) => match manager.resolve_metadata().await {
+                Ok(resolved) => endpoints_vouched(&resolved.metadata)
+                    .await
+                    .map(|()| manager.set_metadata(resolved.metadata)),
+                Err(e) => Err(describe(&e)),
+            },
+        };
+        let restored = match usable {
+            Ok(()) => manager.initialize_from_store().await.map(drop),
+            Err(why) => Err(AuthError::InternalError(why)),
+        };
+        match restored {
+            Ok(()) => {}
             Err(AuthError::CredentialStoreError(e)) => return Err(e),
             Err(e) => {
                 tracing::warn!(server = name, error = %e, "the saved sign-in cannot be used; signing in again");
@@ -182,7 +201,9 @@ impl Auth {
             .await
             .map_err(|e| format!("cannot start the sign-in: {}", describe(&e)))?
             .metadata;
-        endpoints_allowed(&metadata).map_err(|why| format!("the sign-in is refused: {why}"))?;
+        endpoints_vouched(&metadata)
+            .await
+            .map_err(|why| format!("the sign-in is refused: {why}"))?;
         manager.set_metadata(metadata);
         let session = AuthorizationSession::new(manager, request)
             .await
@@ -228,6 +249,9 @@ impl Auth {
         config: &OAuthConfig,
     ) -> Result<Revocation, String> {
         let server = self.server(name, url).await?;
+        // A refresh holds the manager while it saves what it got: had it run on after the
+        // store was cleared, the new tokens would be saved, and used, after the sign-out.
+        let mut manager = server.client.auth_manager.lock().await;
         let held = server
             .store
             .load()
@@ -238,8 +262,8 @@ impl Auth {
             .clear()
             .await
             .map_err(|e| format!("cannot forget the sign-in: {}", describe(&e)))?;
-        let fresh = manager_for(url, &server.store).await?;
-        *server.client.auth_manager.lock().await = fresh;
+        *manager = manager_for(url, &server.store).await?;
+        drop(manager);
         *lock(&server.step_ups) = 0;
         let Some(held) = held.filter(|h| h.token_response.is_some()) else {
             return Ok(Revocation::NothingHeld);
@@ -311,10 +335,15 @@ impl PendingSignIn {
         let url = match callback {
             Callback::Code { url } => url,
             Callback::Refused { error, description } => {
+                // Its words, shown to the person: as short as the rest of what it says.
                 return Err(if description.is_empty() {
-                    format!("the authorization server refused: {error}")
+                    format!("the authorization server refused: {}", short(&error))
                 } else {
-                    format!("the authorization server refused: {error} ({description})")
+                    format!(
+                        "the authorization server refused: {} ({})",
+                        short(&error),
+                        short(&description)
+                    )
                 });
             }
         };
@@ -379,8 +408,12 @@ fn same_host(a: &url::Url, b: &url::Url) -> bool {
 ///   they trust and the code, with the verifier (and a configured client secret), would go to
 ///   the server, which can redeem it. So when the sign-in page is not on the issuer's host,
 ///   the token endpoint must be on the sign-in page's host. (Providers whose token endpoint
-///   is elsewhere, such as Google's, keep their sign-in page on the issuer's host.)
-pub(crate) fn endpoints_allowed(metadata: &AuthorizationMetadata) -> Result<(), String> {
+///   is elsewhere, such as Google's, keep their sign-in page on the issuer's host.) When it is
+///   elsewhere, the issuer is returned: its own metadata must name those endpoints, since the
+///   metadata at hand may only claim that issuer (see `vouch`).
+pub(crate) fn endpoints_allowed(
+    metadata: &AuthorizationMetadata,
+) -> Result<Option<url::Url>, String> {
     let parse = secure_address;
     let page = parse("sign-in page", &metadata.authorization_endpoint)?;
     // Ours are added to its query: one of its own would stand beside ours, and the first
@@ -410,15 +443,26 @@ pub(crate) fn endpoints_allowed(metadata: &AuthorizationMetadata) -> Result<(), 
         Some(issuer) => Some(parse("issuer", issuer)?),
         None => None,
     };
-    let page_on_issuer = issuer.as_ref().is_some_and(|i| same_host(i, &page));
-    if !page_on_issuer && !same_host(&token, &page) {
-        return Err(format!(
+    if same_host(&token, &page) {
+        return Ok(None);
+    }
+    match issuer.filter(|issuer| same_host(issuer, &page)) {
+        Some(issuer) => Ok(Some(issuer)),
+        None => Err(format!(
             "its sign-in page is at {} but the code would be sent to {}",
             page.host_str().unwrap_or_default(),
             token.host_str().unwrap_or_default()
-        ));
+        )),
     }
-    Ok(())
+}
+
+/// [`endpoints_allowed`], with the issuer's own word asked for where it is needed: before
+/// the person signs in, before saved tokens are refreshed, and before they are revoked.
+pub(crate) async fn endpoints_vouched(metadata: &AuthorizationMetadata) -> Result<(), String> {
+    match endpoints_allowed(metadata)? {
+        None => Ok(()),
+        Some(issuer) => vouch::vouched_by_issuer(&issuer, metadata).await,
+    }
 }
 
 /// What became of a signed-out server's tokens at its authorization server.
@@ -485,6 +529,8 @@ async fn revoke(
             short(held.issuer.as_deref().unwrap_or("none"))
         ));
     }
+    // The same issuer's name is no proof: the endpoints must be its own.
+    endpoints_vouched(&metadata).await?;
     let Some(endpoint) = revocation_endpoint(&metadata)? else {
         return Ok(Revocation::NotOffered);
     };
@@ -538,7 +584,8 @@ async fn revoke(
             })?;
         let status = answer.status();
         if !status.is_success() {
-            let body = answer.text().await.unwrap_or_default();
+            // Only as much as is shown: a refusal may be endless.
+            let body = crate::mcp::http_post::read_prefix(answer.bytes_stream(), 1024).await;
             return Err(format!("it answered {status}: {}", short(body.trim())));
         }
     }
