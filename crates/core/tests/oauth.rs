@@ -682,6 +682,53 @@ async fn signing_out_during_a_refresh_leaves_no_tokens_behind() {
     sessions.shutdown().await;
 }
 
+/// A server removed from the config leaves no sign-in behind: its tokens are revoked and
+/// forgotten, and the same entry put back asks for a new sign-in. (They stayed in the secret
+/// store, valid, and came back with the entry: an import of an agent's config, say.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_removed_from_the_config_leaves_no_sign_in_behind() {
+    let server = NotesServer::start("removed", 3600).await;
+    let dir = scratch("removed-app");
+    let loaded = |servers| countersign_core::LoadedConfig {
+        path: dir.join("config.json"),
+        servers,
+        errors: vec![],
+        gateway: Default::default(),
+    };
+    let app = countersign_core::App::start(
+        loaded(vec![server.config()]),
+        AuditLog::open(dir.join("audit.jsonl")).unwrap(),
+    )
+    .await;
+    let _person = person(app.broker(), true);
+    settled(app.sessions()).await;
+    tokio::time::timeout(WAIT, app.sign_in("notes"))
+        .await
+        .unwrap()
+        .expect("signed in");
+    app.sessions().wait_ready("notes", WAIT).await;
+    whoami(app.sessions(), "whoami").await.unwrap();
+    app.apply_config(loaded(vec![])).await;
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !server.events().iter().any(|e| e["event"] == "revoke") {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never revoked: {:?}",
+            server.events()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    app.apply_config(loaded(vec![server.config()])).await;
+    assert!(
+        matches!(
+            settled(app.sessions()).await,
+            SessionState::SignInRequired { .. }
+        ),
+        "the old sign-in came back"
+    );
+    app.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_declined_sign_in_ends_in_words_and_nothing_is_exchanged() {
     let server = NotesServer::start("declined", 3600).await;

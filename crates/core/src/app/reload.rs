@@ -61,6 +61,7 @@ impl App {
     pub async fn apply_config(&self, loaded: LoadedConfig) -> Reload {
         // One at a time: two quick saves must apply in order.
         let _applying = self.reloading.lock().await;
+        let mut signed_in_elsewhere = Vec::new();
         let reload = {
             let mut state = self.config_state();
             if !loaded.errors.is_empty() {
@@ -73,6 +74,7 @@ impl App {
                 state.rejected.clear();
                 state.gateway_changed |= loaded.gateway != state.running.gateway;
                 let reload = difference(&state.running.servers, &loaded.servers);
+                signed_in_elsewhere = no_longer_reached(&state.running.servers, &loaded.servers);
                 state.running = loaded;
                 reload
             }
@@ -89,6 +91,12 @@ impl App {
         tracing::info!(?added, ?removed, ?changed, "config edit applied");
         for name in removed {
             self.sessions.stop(name).await;
+        }
+        // Their sign-ins are revoked and forgotten in the background: an authorization server
+        // may take its time, and the new config is the person's now.
+        for (name, url, oauth) in signed_in_elsewhere {
+            let auth = self.sessions.auth().clone();
+            tokio::spawn(async move { auth.forget(&name, &url, &oauth).await });
         }
         let servers = self.config_state().running.servers.clone();
         let starting: Vec<ServerConfig> = servers
@@ -253,4 +261,26 @@ mod tests {
             "gone for good is an edit too"
         );
     }
+}
+
+/// The remote servers of `running` that `loaded` no longer reaches by the same name and
+/// address (removed, renamed or moved): the sign-ins kept for them are nobody's now.
+fn no_longer_reached(
+    running: &[ServerConfig],
+    loaded: &[ServerConfig],
+) -> Vec<(String, String, crate::config::OAuthConfig)> {
+    let address = |server: &ServerConfig| match &server.transport {
+        crate::config::TransportConfig::Http { url, .. } => Some(url.clone()),
+        crate::config::TransportConfig::Stdio { .. } => None,
+    };
+    running
+        .iter()
+        .filter_map(|server| Some((server, address(server)?)))
+        .filter(|(server, url)| {
+            !loaded
+                .iter()
+                .any(|now| now.name == server.name && address(now).as_ref() == Some(url))
+        })
+        .map(|(server, url)| (server.name.clone(), url, server.oauth.clone()))
+        .collect()
 }

@@ -290,6 +290,28 @@ impl Auth {
         })
     }
 
+    /// Signs out of a server the person removed from the config, or gave another address:
+    /// its tokens would otherwise stay in the secret store, unused but valid, and come back
+    /// should an entry with that name and address return (an import, say).
+    pub async fn forget(&self, name: &str, url: &str, config: &OAuthConfig) {
+        match self.sign_out(name, url, config).await {
+            Ok(Revocation::NothingHeld) => {}
+            Ok(revocation) => {
+                tracing::info!(
+                    server = name,
+                    told = revocation.told(),
+                    "a removed server's sign-in forgotten"
+                )
+            }
+            Err(e) => tracing::warn!(
+                server = name,
+                error = e,
+                "a removed server's sign-in was not forgotten"
+            ),
+        }
+        lock(&self.servers).remove(&key(name, url));
+    }
+
     /// A request with the server's token went through: the step-up count starts over.
     pub fn succeeded(&self, name: &str, url: &str) {
         if let Some(server) = lock(&self.servers).get(&key(name, url)) {
