@@ -68,7 +68,8 @@ pub(crate) fn rewrite(text: &str, routed: &[(String, Value)]) -> Result<String, 
 /// (Streamable HTTP) with its `http_headers`; a bearer token Codex takes from a variable
 /// (`bearer_token_env_var`, `env_http_headers`) as a `${VAR}` reference, which the import flags
 /// (Countersign does not fill variables in); `enabled = false` as disabled; Codex's own
-/// settings (timeouts, tool filters) left behind.
+/// settings (timeouts, tool filters) left behind (a route-through keeps them on the routed
+/// table: `super::kept_when_routed`).
 pub(crate) fn in_our_words(entry: Map<String, Value>) -> Value {
     let mut out = Map::new();
     for key in ["command", "args", "env", "cwd", "url"] {

@@ -380,11 +380,12 @@ impl Clients {
         let mut text = serde_json::to_string_pretty(&Value::Object(top))
             .map_err(|e| ClientError::Refused(format!("cannot write Countersign's config: {e}")))?;
         text.push('\n');
-        private_fs::write_atomic(&self.config_path, text.as_bytes()).map_err(|e| {
-            ClientError::Io {
-                path: config_path.clone(),
-                message: e.to_string(),
-            }
+        // Through a symlink (a dotfiles manager's) to its target, as a host's file is written:
+        // renamed onto the link itself, the new file would replace the link.
+        let target = files::real_path(&self.config_path);
+        private_fs::write_atomic(&target, text.as_bytes()).map_err(|e| ClientError::Io {
+            path: config_path.clone(),
+            message: e.to_string(),
         })?;
         tracing::info!(client = ?plan.client, count = imported.len(), config = %self.config_path.display(), "imported servers");
         Ok(ImportResult {
@@ -402,6 +403,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
 
     const OURS: &str = r#"{
   "gateway": {"port": 47717},
@@ -770,6 +772,36 @@ mod tests {
         let again = s.clients.preview_import(ClientKind::ClaudeCode).unwrap();
         assert_eq!(by_name(&again, "github").status, ImportStatus::AlreadyThere);
         assert_eq!(by_name(&again, "notes").status, ImportStatus::AlreadyThere);
+    }
+
+    /// Countersign's config kept elsewhere behind a symlink (a dotfiles repository): the import
+    /// writes the link's target, and the link stays a link.
+    #[test]
+    fn import_into_a_symlinked_config_writes_its_target_and_keeps_the_link() {
+        let s = setup("import-symlink", OURS);
+        let target = s.home.write(Path::new("dotfiles/countersign.json"), OURS);
+        std::fs::remove_file(&s.config).unwrap();
+        std::os::unix::fs::symlink(&target, &s.config).unwrap();
+        s.client_file(
+            ClientKind::Cursor,
+            r#"{"mcpServers": {"linear": {"url": "https://mcp.linear.app/mcp"}}}"#,
+        );
+        let p = s.clients.preview_import(ClientKind::Cursor).unwrap();
+        s.clients.import(p.plan, &["linear".into()]).unwrap();
+        assert!(
+            std::fs::symlink_metadata(&s.config)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "still a link"
+        );
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&target).unwrap()).unwrap();
+        assert_eq!(
+            written["mcpServers"]["linear"],
+            json!({"url": "https://mcp.linear.app/mcp"})
+        );
+        assert_eq!(written["zz-unrelated"], json!({"keep": [1, 2, 3]}));
     }
 
     #[test]

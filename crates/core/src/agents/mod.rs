@@ -392,6 +392,31 @@ pub(crate) fn in_our_words(client: ClientKind, value: serde_json::Value) -> serd
     serde_json::Value::Object(entry)
 }
 
+/// The host's own settings on `client`'s entry `value` that it still applies once the entry is
+/// routed through the gateway, so a route-through keeps them on the routed entry: the tools it
+/// lets the agent call (Gemini CLI's `includeTools` and `excludeTools`, Codex's `enabled_tools`
+/// and `disabled_tools`, which each host applies to any server, URL ones included; dropping
+/// them would let the agent call tools the person had excluded) and Codex's timeouts, which
+/// hold for a URL as for a command. Gemini's `trust` is not kept: Countersign asks instead.
+pub(crate) fn kept_when_routed(
+    client: ClientKind,
+    value: &serde_json::Value,
+) -> serde_json::Map<String, serde_json::Value> {
+    let keys: &[&str] = match client {
+        ClientKind::Gemini => &["includeTools", "excludeTools"],
+        ClientKind::Codex => &[
+            "enabled_tools",
+            "disabled_tools",
+            "startup_timeout_sec",
+            "tool_timeout_sec",
+        ],
+        _ => &[],
+    };
+    keys.iter()
+        .filter_map(|&key| Some((key.to_owned(), value.get(key)?.clone())))
+        .collect()
+}
+
 /// The keys of a host's entry that Countersign takes: which server, how to start or reach
 /// it, whether it is off, how to sign in to it (`oauth`, as Claude Code and Gemini CLI write
 /// it), and `envFile` and `serverUrl`, kept to say why such an entry cannot be imported.
@@ -447,11 +472,14 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
             } => {
                 let cd = cwd.map(|dir| format!("cd {} && ", shell_quote(&dir.to_string_lossy())));
                 let env = env.iter().map(|(name, value)| {
-                    // A URL's `user:password@` holds one whatever the variable is called.
-                    let value = if holds_a_credential(name) || value.contains('@') {
+                    // What chooses the code that runs is shown as it is, whatever it holds:
+                    // hiding it would hide what the import starts.
+                    let value = if chooses_what_runs(name) {
+                        shell_quote(value)
+                    } else if holds_a_credential(name) {
                         "…".to_owned()
                     } else {
-                        shell_quote(value)
+                        shell_quote(&without_url_credentials(value))
                     };
                     format!("{}={value}", shell_quote(name))
                 });
@@ -499,15 +527,86 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
     }
 }
 
-/// Whether an environment variable's name says it holds a credential.
+/// Whether an environment variable's name says it holds a credential. The words are matched
+/// by segment of the name (between `_`, `-` or `.`), not anywhere in it: `PAT` names a personal access token
+/// in `GITHUB_PAT`, not in `PATH`. A segment that is or ends with a word counts (`API_KEY`,
+/// `APIKEY`, `GH_TOKEN`); a word of four letters or more also counts inside a segment
+/// (`PGPASSWORD`, `AUTHTOKEN`), where a shorter one would match ordinary words (`PATTERN`).
 fn holds_a_credential(name: &str) -> bool {
     let name = name.to_ascii_uppercase();
     // A variable's name says more than a flag's: these also name connection strings and
     // personal access tokens there (a flag such as `--path` would match `PAT`).
+    let segments: Vec<&str> = name.split(['_', '-', '.']).collect();
     crate::mcp::connect::CREDENTIAL_WORDS
         .iter()
         .chain(&["SESSION", "PAT", "DSN", "CONN"])
-        .any(|word| name.contains(word))
+        .any(|word| {
+            segments.iter().any(|segment| {
+                segment.ends_with(word) || (word.len() >= 4 && segment.contains(word))
+            })
+        })
+}
+
+/// Whether an environment variable chooses what code a command runs (where programs are
+/// looked for, what an interpreter loads first): the preview shows its value in full, since a
+/// repository's settings could point it at the repository's own code (`PATH=./bin:...` beside
+/// `npx`).
+fn chooses_what_runs(name: &str) -> bool {
+    const NAMES: [&str; 26] = [
+        "PATH",
+        "ENV",
+        "BASH_ENV",
+        "ZDOTDIR",
+        "HOME",
+        "NODE_OPTIONS",
+        "NODE_PATH",
+        "PYTHONPATH",
+        "PYTHONSTARTUP",
+        "PYTHONHOME",
+        "PYTHONUSERBASE",
+        "CLASSPATH",
+        "JAVA_TOOL_OPTIONS",
+        "JDK_JAVA_OPTIONS",
+        "_JAVA_OPTIONS",
+        "PERL5LIB",
+        "PERLLIB",
+        "PERL5OPT",
+        "RUBYLIB",
+        "RUBYOPT",
+        "GEM_HOME",
+        "GEM_PATH",
+        "GOFLAGS",
+        "RUSTC_WRAPPER",
+        "GIT_EXEC_PATH",
+        "GIT_CONFIG_GLOBAL",
+    ];
+    let name = name.to_ascii_uppercase();
+    // The dynamic linker's (`LD_PRELOAD`, `LD_LIBRARY_PATH`, macOS's `DYLD_INSERT_LIBRARIES`).
+    NAMES.contains(&name.as_str()) || name.starts_with("LD_") || name.starts_with("DYLD_")
+}
+
+/// `value` with the credentials of each URL in it (`scheme://user:password@`) left out
+/// (`scheme://…@`), and everything else as it is: an `@` elsewhere (`a@b`, `pkg@1.2`) is no
+/// credential.
+fn without_url_credentials(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find("://") {
+        let (before, after) = rest.split_at(at + 3);
+        out.push_str(before);
+        let authority = after
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(after.len());
+        match after[..authority].rfind('@') {
+            Some(user_end) => {
+                out.push('…');
+                rest = &after[user_end..];
+            }
+            None => rest = after,
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The entry reaches Countersign's own gateway (an HTTP URL on this machine's gateway port
@@ -543,7 +642,7 @@ pub(crate) mod tests {
         assert_eq!(
             transport_summary("fs", &entry),
             "cd '/home/me/cloned repo' && GITHUB_TOKEN=… NODE_OPTIONS='--require ./x.js' \
-             PG=… api_key=… npx -y server-filesystem ."
+             PG='postgres://…@db/x' api_key=… npx -y server-filesystem ."
         );
         let remote = serde_json::json!({"url": "https://a.example/mcp",
             "headers": {"Authorization": "Bearer t", "X-Team": "x"}});
@@ -551,6 +650,34 @@ pub(crate) mod tests {
             transport_summary("r", &remote),
             "https://a.example/mcp (headers: Authorization, X-Team)"
         );
+    }
+
+    /// What chooses the code that runs is never left out of the preview: `PATH` is no personal
+    /// access token (`PAT`), and an `@` outside a URL's credentials is no credential. A
+    /// credential's value, and a URL's `user:password@`, still are left out.
+    #[test]
+    fn the_preview_shows_what_chooses_the_code_and_hides_only_credentials() {
+        use serde_json::json;
+        let path = json!({"command": "npx", "env": {"PATH": "/r/bin"}});
+        assert_eq!(transport_summary("p", &path), "PATH=/r/bin npx");
+        let node = json!({"command": "node", "env": {"NODE_OPTIONS": "--require ./x.js a@b"}});
+        assert_eq!(
+            transport_summary("n", &node),
+            "NODE_OPTIONS='--require ./x.js a@b' node"
+        );
+        let secrets = json!({"command": "s", "env": {
+            "GITHUB_PAT": "ghp_1", "API_KEY": "k2", "PGPASSWORD": "pw3", "OPENAI_APIKEY": "k4",
+            "DB": "postgres://u:pw5@h/db", "PATTERN": "*.rs"
+        }});
+        let shown = transport_summary("s", &secrets);
+        assert_eq!(
+            shown,
+            "API_KEY=… DB='postgres://…@h/db' GITHUB_PAT=… OPENAI_APIKEY=… PATTERN='*.rs' \
+             PGPASSWORD=… s"
+        );
+        for secret in ["ghp_1", "k2", "pw3", "k4", "pw5"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
     }
 
     /// A temporary directory (a home for the tests), removed when dropped.

@@ -22,6 +22,9 @@ pub(crate) struct Entry {
     pub span: Range<usize>,
     /// Claude Code: the project folder a per-project (`local` scope) server belongs to.
     pub project: Option<String>,
+    /// The host's own settings that stay on the entry when it is routed (its tool filters:
+    /// [`super::kept_when_routed`]); `value` is in Countersign's words, without them.
+    pub kept_when_routed: serde_json::Map<String, Value>,
 }
 
 /// A host's config file as read.
@@ -39,6 +42,23 @@ pub(crate) struct ClientFile {
 }
 
 impl Entry {
+    /// The host's entry `value` as read, at `span` in its file.
+    fn read(
+        client: ClientKind,
+        name: String,
+        value: Value,
+        span: Range<usize>,
+        project: Option<String>,
+    ) -> Entry {
+        Entry {
+            name,
+            kept_when_routed: super::kept_when_routed(client, &value),
+            value: super::in_our_words(client, value),
+            span,
+            project,
+        }
+    }
+
     /// Its name, or for a per-project server `<name>@<project folder>`: unique in a file.
     pub fn key(&self) -> String {
         match &self.project {
@@ -199,13 +219,8 @@ pub(crate) fn parse(
             path,
             entries: entries
                 .into_iter()
-                .map(|(name, value)| Entry {
-                    name,
-                    value: super::in_our_words(client, value),
-                    // Rewritten by table (`codex::rewrite`), not by span.
-                    span: 0..0,
-                    project: None,
-                })
+                // Rewritten by table (`codex::rewrite`), not by span.
+                .map(|(name, value)| Entry::read(client, name, value, 0..0, None))
                 .collect(),
             text,
             has_inputs: false,
@@ -246,15 +261,13 @@ pub(crate) fn parse(
                 .into_iter()
                 .map(|(name, value)| {
                     let at = offset_in(&stripped, value);
-                    Entry {
+                    Entry::read(
+                        client,
                         name,
-                        value: super::in_our_words(
-                            client,
-                            serde_json::from_str(value.get()).unwrap_or(Value::Null),
-                        ),
-                        span: at..at + value.get().len(),
-                        project: None,
-                    }
+                        serde_json::from_str(value.get()).unwrap_or(Value::Null),
+                        at..at + value.get().len(),
+                        None,
+                    )
                 })
                 .collect();
         } else if client == ClientKind::ClaudeCode && name == "projects" {
@@ -269,15 +282,13 @@ pub(crate) fn parse(
                     project_entries.retain(|e: &Entry| e.project.as_deref() != Some(&folder));
                     for (name, value) in pairs(servers.get()).unwrap_or_default() {
                         let at = offset_in(&stripped, value);
-                        project_entries.push(Entry {
+                        project_entries.push(Entry::read(
+                            client,
                             name,
-                            value: super::in_our_words(
-                                client,
-                                serde_json::from_str(value.get()).unwrap_or(Value::Null),
-                            ),
-                            span: at..at + value.get().len(),
-                            project: Some(folder.clone()),
-                        });
+                            serde_json::from_str(value.get()).unwrap_or(Value::Null),
+                            at..at + value.get().len(),
+                            Some(folder.clone()),
+                        ));
                     }
                 }
             }

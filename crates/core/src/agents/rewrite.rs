@@ -10,9 +10,10 @@
 //!
 //! Before writing, the file is copied to `<file>.countersign-backup-<unix-ms>` beside it, and
 //! the rewrite is recorded (`rewrites.json` in Countersign's data dir: host, file, backup, time,
-//! SHA-256 of what was written). Undo puts the backup back byte for byte with its permissions;
-//! if the file changed since (the hash differs) it refuses unless forced, and a forced undo
-//! keeps the changed file as `<file>.countersign-replaced-<unix-ms>`. Backups are never deleted.
+//! SHA-256 of what was written and of the backup). Undo puts the backup back byte for byte with
+//! its permissions (never a backup that is not what was copied); if the file changed since (the
+//! hash differs) it refuses unless forced, and a forced undo keeps the changed file as
+//! `<file>.countersign-replaced-<unix-ms>`. Backups are never deleted.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -75,6 +76,11 @@ pub struct RewriteRecord {
     pub at_ms: u64,
     /// SHA-256 (hex) of the text written.
     pub sha256: String,
+    /// SHA-256 (hex) of the backup as written, which the undo checks before putting it back (a
+    /// backup cut short by a crash, or changed since, would replace the file with something
+    /// else). Absent in records from before: those are undone unchecked.
+    #[serde(default)]
+    pub backup_sha256: Option<String>,
     /// The file's mode before the rewrite, which the undo puts back (the backup is ours, so
     /// 0600). Absent in records from before backups were private: the backup's mode is.
     #[serde(default)]
@@ -147,6 +153,16 @@ pub(crate) struct RewritePlan {
 
 const BACKUP: &str = ".countersign-backup-";
 const REPLACED: &str = ".countersign-replaced-";
+
+/// Held across each load, change and save of the record of rewrites (`rewrites.json`), by the
+/// rewrite and the undo: the app runs them concurrently (two hosts routed at once), and each
+/// saves the whole list, so without it one's record could be lost (no undo, its token never
+/// revoked) or an undone one come back.
+static RECORDS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn records_lock() -> std::sync::MutexGuard<'static, ()> {
+    RECORDS.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// The Countersign server a host's entry is: same definition, preferring the same name, then
 /// the name an import from this host gives it.
@@ -249,13 +265,18 @@ impl Clients {
                 kept.push(keep("not in Countersign's config: import it first".into()));
                 continue;
             };
-            let value = gateway_entry(
+            let mut value = gateway_entry(
                 shape,
                 &route.base_url,
                 &route.token,
                 &route.bridge,
                 ours_name,
             );
+            // The host's tool filters stay: without them the agent could call, through the
+            // gateway, tools the person had excluded.
+            if let Value::Object(fields) = &mut value {
+                fields.extend(entry.kept_when_routed.clone());
+            }
             if client == ClientKind::Codex {
                 tables.push((entry.name.clone(), value.clone()));
             } else {
@@ -387,6 +408,7 @@ impl Clients {
                 ),
             });
         }
+        let _records = records_lock();
         // The record must be writable before anything else is touched.
         let mut records = self.load_records()?;
         let backup = files::free_name(&plan.path, BACKUP, plan.at_ms);
@@ -395,9 +417,20 @@ impl Clients {
             .ok();
         // The backup holds what the agent's file held (tokens, keys): only the user reads it.
         // Written from the bytes checked above, not read again: the host may write meanwhile.
+        // Synced before the file is replaced: after a power cut the backup must hold the file,
+        // not nothing, or an undo would put nothing back.
         private_fs::create_new(&backup)
-            .and_then(|mut f| std::io::Write::write_all(&mut f, &current))
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, &current)?;
+                f.sync_all()
+            })
             .map_err(|e| io(&backup, "cannot write the backup", e))?;
+        if let Some(dir) = backup.parent()
+            && let Ok(d) = std::fs::File::open(dir)
+        {
+            // Its name too; a failure here is not worth refusing the rewrite for.
+            let _ = d.sync_all();
+        }
         // The file now holds the agent's token: only the user may read it (another user
         // reading it could call the gateway as this agent).
         let private = mode.map_or(0o600, |m| m & !0o077);
@@ -417,6 +450,7 @@ impl Clients {
             backup_path: backup.clone(),
             at_ms,
             sha256: files::sha256_hex(plan.new_text.as_bytes()),
+            backup_sha256: Some(files::sha256_hex(&current)),
             mode,
             agent,
             routed: plan.names.clone(),
@@ -460,6 +494,7 @@ impl Clients {
     /// Puts the backup of rewrite `id` back. Refused when the file changed since the rewrite,
     /// unless `force`.
     pub fn undo(&self, id: &str, force: bool) -> Result<UndoResult, ClientError> {
+        let _records = records_lock();
         let mut records = self.load_records()?;
         let Some(at) = records.rewrites.iter().position(|r| r.id == id) else {
             return Err(ClientError::Refused(
@@ -475,6 +510,15 @@ impl Clients {
             }
             _ => read::io_error(&backup_shown, &e),
         })?;
+        // Not what was copied (cut short by a crash, or changed since): putting it back would
+        // replace the file with something else, so not even a forced undo does.
+        if let Some(copied) = &record.backup_sha256
+            && files::sha256_hex(&backup) != *copied
+        {
+            return Err(ClientError::Refused(format!(
+                "the backup {backup_shown} is not what Countersign copied from {shown} (it may have been cut short by a crash, or changed since); nothing was undone"
+            )));
+        }
         let mode = record.mode.or_else(|| {
             std::fs::metadata(&record.backup_path)
                 .map(|m| m.permissions().mode() & 0o7777)
@@ -1001,6 +1045,103 @@ mod tests {
         );
     }
 
+    /// A backup that is not what was copied (emptied by a power cut before its data reached
+    /// the disk) is not put back, forced or not: the file stays as it is. A record from before
+    /// backups were hashed is undone as before.
+    #[test]
+    fn undo_refuses_a_backup_that_is_not_what_was_copied() {
+        let s = setup("rw-backup-hash", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let path = s.client_file(ClientKind::Cursor, original);
+        let (preview, result) = rewrite(&s, ClientKind::Cursor);
+        let backup = s
+            .home
+            .path()
+            .join(result.rewrite.backup_path.trim_start_matches("~/"));
+        std::fs::write(&backup, "").unwrap();
+        for force in [false, true] {
+            match s.clients.undo(&result.rewrite.id, force) {
+                Err(ClientError::Refused(message)) => {
+                    assert!(
+                        message.contains("is not what Countersign copied"),
+                        "{message}"
+                    )
+                }
+                other => panic!("force {force}: {other:?}"),
+            }
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), preview.new_text);
+        }
+        assert_eq!(s.clients.rewrites().unwrap().len(), 1, "still recorded");
+        // An older record, without the backup's hash, with its backup whole.
+        std::fs::write(&backup, original).unwrap();
+        let records_path = s.clients.records_path.clone().unwrap();
+        let mut records: Value =
+            serde_json::from_str(&std::fs::read_to_string(&records_path).unwrap()).unwrap();
+        let record = records["rewrites"][0].as_object_mut().unwrap();
+        assert!(record.remove("backupSha256").is_some());
+        std::fs::write(&records_path, records.to_string()).unwrap();
+        s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+    }
+
+    /// Two hosts routed at once, then undone at once (the app's commands run concurrently):
+    /// every record is kept, and every undo removes its own. Without the lock on the record of
+    /// rewrites one of two saves made from the same list is lost; the threads start together
+    /// (a barrier), and the race is run many times.
+    #[test]
+    fn concurrent_rewrites_and_undos_keep_every_record() {
+        const ROUNDS: usize = 40;
+        let s = setup("rw-concurrent", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let hosts = [ClientKind::Cursor, ClientKind::VsCode];
+        for client in hosts {
+            let text = original.replace("mcpServers", client.servers_key());
+            s.client_file(client, &text);
+        }
+        let at_once = |run: &(dyn Fn(usize) + Sync)| {
+            let barrier = std::sync::Barrier::new(hosts.len());
+            std::thread::scope(|scope| {
+                for i in 0..hosts.len() {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        barrier.wait();
+                        run(i);
+                    });
+                }
+            });
+        };
+        for round in 0..ROUNDS {
+            let plans: Vec<u64> = hosts
+                .iter()
+                .map(|&c| {
+                    s.clients
+                        .preview_rewrite(c, &route())
+                        .unwrap()
+                        .plan
+                        .unwrap()
+                })
+                .collect();
+            at_once(&|i| {
+                s.clients.rewrite(plans[i]).unwrap();
+            });
+            let ids: Vec<String> = s
+                .clients
+                .rewrites()
+                .unwrap()
+                .into_iter()
+                .map(|r| r.id)
+                .collect();
+            assert_eq!(ids.len(), hosts.len(), "round {round}: {ids:?}");
+            at_once(&|i| {
+                s.clients.undo(&ids[i], false).unwrap();
+            });
+            let left = s.clients.rewrites().unwrap();
+            assert!(left.is_empty(), "round {round}: {left:?}");
+        }
+    }
+
     #[test]
     fn a_file_changed_after_the_preview_is_not_rewritten() {
         let s = setup("rw-stale", OURS);
@@ -1130,6 +1271,38 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
     }
 
+    /// The host applies its own tool filters to a URL entry as to a command: they stay on the
+    /// routed entry (else the agent could call, through the gateway, tools the person had
+    /// excluded), Gemini's `trust` does not, and undo gives back the file as it was.
+    #[test]
+    fn the_hosts_tool_filters_stay_on_the_routed_entry() {
+        let s = setup("rw-filters", OURS);
+        let gateway = format!("http://127.0.0.1:{PORT}/mcp/desk");
+        let gemini = r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"], "excludeTools": ["drop_table"], "includeTools": ["list", "read"], "trust": true}}}"#;
+        let path = s.client_file(ClientKind::Gemini, gemini);
+        let (_, result) = rewrite(&s, ClientKind::Gemini);
+        assert_eq!(
+            read_json(&path)["mcpServers"]["desk"],
+            json!({"type": "http", "url": gateway, "headers": {"Authorization": "Bearer TOKEN"},
+                   "includeTools": ["list", "read"], "excludeTools": ["drop_table"]})
+        );
+        s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), gemini);
+
+        let codex = "[mcp_servers.desk]\ncommand = \"desk-mcp\"\nargs = [\"--db\", \"/tmp/d\"]\ndisabled_tools = [\"drop_table\"]\nenabled_tools = [\"list\", \"drop_table\"]\ntool_timeout_sec = 120\n";
+        let path = s.client_file(ClientKind::Codex, codex);
+        let (_, result) = rewrite(&s, ClientKind::Codex);
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            super::super::codex::entries(&written).unwrap()[0].1,
+            json!({"url": gateway, "http_headers": {"Authorization": "Bearer TOKEN"},
+                   "enabled_tools": ["list", "drop_table"], "disabled_tools": ["drop_table"],
+                   "tool_timeout_sec": 120})
+        );
+        s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), codex);
+    }
+
     /// Codex's TOML: the routed table is replaced by the gateway's URL and header, the
     /// other tables, the comments and the host's settings stay, an entry Countersign does not
     /// have is left alone, and undo gives back the file byte for byte.
@@ -1145,10 +1318,11 @@ mod tests {
             format!("http://127.0.0.1:{PORT}/mcp/desk")
         );
         let written = std::fs::read_to_string(&path).unwrap();
+        // Codex's own timeout stays (`kept_when_routed`).
         assert_eq!(
             written,
             format!(
-                "# my Codex\nmodel = \"o4-mini\"\n\n[mcp_servers.desk]\nurl = \"http://127.0.0.1:{PORT}/mcp/desk\"\nhttp_headers = {{ Authorization = \"Bearer TOKEN\" }}\n\n# mine\n[mcp_servers.mine]\ncommand = \"mine\"\n\n[profiles.fast]\nmodel = \"o4-mini\"\n"
+                "# my Codex\nmodel = \"o4-mini\"\n\n[mcp_servers.desk]\nurl = \"http://127.0.0.1:{PORT}/mcp/desk\"\nhttp_headers = {{ Authorization = \"Bearer TOKEN\" }}\nstartup_timeout_sec = 20\n\n# mine\n[mcp_servers.mine]\ncommand = \"mine\"\n\n[profiles.fast]\nmodel = \"o4-mini\"\n"
             )
         );
         // Routed now, so a second preview changes nothing.

@@ -210,6 +210,28 @@ fn difference(before: &[ServerConfig], after: &[ServerConfig]) -> Reload {
     }
 }
 
+/// The remote servers of `running` that `loaded` no longer reaches by the same name and
+/// address (removed, renamed or moved): the sign-ins kept for them are nobody's now.
+fn no_longer_reached(
+    running: &[ServerConfig],
+    loaded: &[ServerConfig],
+) -> Vec<(String, String, crate::config::OAuthConfig)> {
+    let address = |server: &ServerConfig| match &server.transport {
+        crate::config::TransportConfig::Http { url, .. } => Some(url.clone()),
+        crate::config::TransportConfig::Stdio { .. } => None,
+    };
+    running
+        .iter()
+        .filter_map(|server| Some((server, address(server)?)))
+        .filter(|(server, url)| {
+            !loaded
+                .iter()
+                .any(|now| now.name == server.name && address(now).as_ref() == Some(url))
+        })
+        .map(|(server, url)| (server.name.clone(), url, server.oauth.clone()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,26 +283,4 @@ mod tests {
             "gone for good is an edit too"
         );
     }
-}
-
-/// The remote servers of `running` that `loaded` no longer reaches by the same name and
-/// address (removed, renamed or moved): the sign-ins kept for them are nobody's now.
-fn no_longer_reached(
-    running: &[ServerConfig],
-    loaded: &[ServerConfig],
-) -> Vec<(String, String, crate::config::OAuthConfig)> {
-    let address = |server: &ServerConfig| match &server.transport {
-        crate::config::TransportConfig::Http { url, .. } => Some(url.clone()),
-        crate::config::TransportConfig::Stdio { .. } => None,
-    };
-    running
-        .iter()
-        .filter_map(|server| Some((server, address(server)?)))
-        .filter(|(server, url)| {
-            !loaded
-                .iter()
-                .any(|now| now.name == server.name && address(now).as_ref() == Some(url))
-        })
-        .map(|(server, url)| (server.name.clone(), url, server.oauth.clone()))
-        .collect()
 }

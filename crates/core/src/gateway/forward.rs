@@ -309,7 +309,7 @@ impl Forwarder {
                 }
                 // A server that keeps failing is not started at every request (the backoff of
                 // a session's, `Reopen`); and no place is made for a request refused so.
-                if !entries.get(&key).is_some_and(|cell| cell.get().is_some())
+                if entries.get(&key).is_none_or(|cell| cell.get().is_none())
                     && let Some(why) = pool.wait(&self.server, &who.id)
                 {
                     return Err(unreachable_error(&self.server, &why));
