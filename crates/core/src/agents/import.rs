@@ -177,7 +177,7 @@ fn judge(
 }
 
 /// `${...}` variables in an entry's strings, in order, once each.
-fn variables(value: &Value) -> Vec<String> {
+pub(super) fn variables(value: &Value) -> Vec<String> {
     fn walk(value: &Value, out: &mut Vec<String>) {
         match value {
             Value::String(s) => {
@@ -203,17 +203,26 @@ fn variables(value: &Value) -> Vec<String> {
     out
 }
 
+/// "uses ${A}, ${B}, which <host> fills in and Countersign does not", when `value` has
+/// variables: the import warns with it, and a route-through leaves such an entry unrouted.
+pub(super) fn unfilled_variables(client: ClientKind, value: &Value) -> Option<String> {
+    let vars = variables(value);
+    if vars.is_empty() {
+        return None;
+    }
+    let shown: Vec<String> = vars.iter().take(4).cloned().collect();
+    let more = if vars.len() > 4 { ", …" } else { "" };
+    Some(format!(
+        "uses {}{more}, which {} fills in and Countersign does not",
+        shown.join(", "),
+        client.title()
+    ))
+}
+
 fn warnings(client: ClientKind, value: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    let vars = variables(value);
-    if !vars.is_empty() {
-        let shown: Vec<String> = vars.iter().take(4).cloned().collect();
-        let more = if vars.len() > 4 { ", …" } else { "" };
-        out.push(format!(
-            "uses {}{more}, which {} fills in and Countersign does not: edit the entry after importing",
-            shown.join(", "),
-            client.title()
-        ));
+    if let Some(uses) = unfilled_variables(client, value) {
+        out.push(format!("{uses}: edit the entry after importing"));
     }
     if value.get("envFile").is_some() {
         out.push(
@@ -630,7 +639,11 @@ mod tests {
             .unwrap();
         let written: Value =
             serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
-        assert_eq!(written["mcpServers"]["db"], json!({"command": "db-mcp"}));
+        // Gemini starts it in the project's folder; so will Countersign.
+        assert_eq!(
+            written["mcpServers"]["db"],
+            json!({"command": "db-mcp", "cwd": app.display().to_string()})
+        );
         // Routing it would put the token into a project file: it is left alone, and said why.
         let route = s
             .clients
@@ -646,6 +659,78 @@ mod tests {
             .unwrap();
         let kept = route.kept.iter().find(|k| k.name == "db").expect("kept");
         assert!(kept.reason.contains("gets committed"), "{}", kept.reason);
+    }
+
+    /// Claude Code starts a project's server in the project's folder: it is imported with that
+    /// folder as its `cwd` (a relative one joined to it), so `.` still means the project. Two
+    /// projects' identical entries are two servers, and each project's entry is routed to its
+    /// own.
+    #[test]
+    fn a_projects_server_is_imported_to_run_in_its_folder() {
+        let s = setup("import-project-cwd", r#"{"mcpServers": {}}"#);
+        let fs = r#"{"command": "npx", "args": ["server-filesystem", "."]}"#;
+        let tool = r#"{"command": "./bin/mcp", "cwd": "tools"}"#;
+        s.client_file(
+            ClientKind::ClaudeCode,
+            &format!(
+                r#"{{"projects": {{"/src/a": {{"mcpServers": {{"fs": {fs}, "tool": {tool}}}}},
+                    "/src/b": {{"mcpServers": {{"fs": {fs}}}}}}}}}"#
+            ),
+        );
+        let preview = s.clients.preview_import(ClientKind::ClaudeCode).unwrap();
+        let keys: Vec<String> = preview.candidates.iter().map(|c| c.key.clone()).collect();
+        assert_eq!(keys, ["fs@/src/a", "tool@/src/a", "fs@/src/b"]);
+        assert_eq!(
+            preview.candidates[0].transport,
+            "cd /src/a && npx server-filesystem ."
+        );
+        let result = s.clients.import(preview.plan, &keys).unwrap();
+        let names: Vec<&str> = result
+            .imported
+            .iter()
+            .map(|i| i.import_as.as_str())
+            .collect();
+        assert_eq!(names, ["fs", "tool", "fs-claude-code"]);
+        let written: Value =
+            serde_json::from_str(&std::fs::read_to_string(&s.config).unwrap()).unwrap();
+        let servers = &written["mcpServers"];
+        assert_eq!(
+            servers["fs"],
+            json!({"command": "npx", "args": ["server-filesystem", "."], "cwd": "/src/a"})
+        );
+        assert_eq!(
+            servers["fs-claude-code"],
+            json!({"command": "npx", "args": ["server-filesystem", "."], "cwd": "/src/b"})
+        );
+        assert_eq!(
+            servers["tool"],
+            json!({"command": "./bin/mcp", "cwd": "/src/a/tools"})
+        );
+        let route = s
+            .clients
+            .preview_rewrite(
+                ClientKind::ClaudeCode,
+                &crate::agents::Route {
+                    base_url: format!("http://127.0.0.1:{PORT}"),
+                    token: "TOKEN".into(),
+                    bridge: "countersign-bridge".into(),
+                    served: names.iter().map(|n| n.to_string()).collect(),
+                },
+            )
+            .unwrap();
+        let routed: Vec<(&str, &str, Option<&str>)> = route
+            .changes
+            .iter()
+            .map(|c| (c.name.as_str(), c.server.as_str(), c.note.as_deref()))
+            .collect();
+        assert_eq!(
+            routed,
+            [
+                ("fs", "fs", Some("for the project /src/a")),
+                ("tool", "tool", Some("for the project /src/a")),
+                ("fs", "fs-claude-code", Some("for the project /src/b")),
+            ]
+        );
     }
 
     #[test]

@@ -50,13 +50,43 @@ impl Entry {
         span: Range<usize>,
         project: Option<String>,
     ) -> Entry {
-        Entry {
+        let entry = Entry {
             name,
             kept_when_routed: super::kept_when_routed(client, &value),
             value: super::in_our_words(client, value),
             span,
-            project,
+            project: None,
+        };
+        match project {
+            Some(folder) => entry.in_project(folder),
+            None => entry,
         }
+    }
+
+    /// The entry as a server of the project `folder`. The host starts a project's command in
+    /// that folder, so Countersign must too: without a `cwd` it would start it in its own
+    /// directory, where `.` or `./bin/mcp` name something else. A relative `cwd` is the
+    /// project's subfolder. And with the folder in its transport, two projects' identical
+    /// entries are two servers (`same_server`), each routed to its own.
+    fn in_project(mut self, folder: String) -> Entry {
+        if let Value::Object(fields) = &mut self.value
+            // A URL runs in no folder.
+            && fields.contains_key("command")
+        {
+            let cwd = match fields.get("cwd") {
+                None | Some(Value::Null) => Some(folder.clone()),
+                Some(Value::String(dir)) if Path::new(dir).is_relative() => {
+                    Some(Path::new(&folder).join(dir).to_string_lossy().into_owned())
+                }
+                // Absolute, or not a path (which Countersign then declines to load).
+                Some(_) => None,
+            };
+            if let Some(cwd) = cwd {
+                fields.insert("cwd".into(), cwd.into());
+            }
+        }
+        self.project = Some(folder);
+        self
     }
 
     /// Its name, or for a per-project server `<name>@<project folder>`: unique in a file.
@@ -176,8 +206,8 @@ fn gemini_projects(places: &Places, file: &mut ClientFile) {
                 .entries
                 .extend(project.entries.into_iter().map(|e| Entry {
                     span: 0..0,
-                    project: Some(folder.clone()),
-                    ..e
+                    // Gemini runs in the project's folder, and starts its servers there.
+                    ..e.in_project(folder.clone())
                 })),
             Err(ClientError::NotFound { .. }) => {}
             Err(e) => file.unread.push(e.to_string()),

@@ -3,8 +3,9 @@
 //!
 //! Only the values of the entries that change are replaced in the file's text; every other
 //! byte (comments, formatting, the host's other settings) stays as it was. An entry is routed
-//! when Countersign has the same server (same command and arguments, or same URL and headers):
-//! under the same name preferably, else under the name the import gave it. A server only
+//! when Countersign has the same server (same command, arguments and folder, or same URL and
+//! headers): under the same name preferably, else under the name the import gave it; and not
+//! when it uses variables the host fills in and Countersign does not. A server only
 //! sharing a name with one of Countersign's is left alone, so an agent never silently starts
 //! talking to a different server.
 //!
@@ -15,6 +16,7 @@
 //! hash differs) it refuses unless forced, and a forced undo keeps the changed file as
 //! `<file>.countersign-replaced-<unix-ms>`. Backups are never deleted.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -93,6 +95,12 @@ pub struct RewriteRecord {
     /// (Claude Code writes its own state there whenever it runs), the undo puts back only these.
     #[serde(default)]
     pub routed: Vec<String>,
+    /// SHA-256 of each routed entry's value as written (`entry_sha256`), by key: only while
+    /// each is still exactly that does the undo put back just the routed entries; an entry
+    /// edited since (pointed at another server, disabled) is the person's, so the undo asks.
+    /// Absent in records from before: there, still routed is all that is checked.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub written: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -149,6 +157,8 @@ pub(crate) struct RewritePlan {
     routed: usize,
     /// The keys of the routed entries, for the record.
     names: Vec<String>,
+    /// `RewriteRecord::written`.
+    written: BTreeMap<String, String>,
 }
 
 const BACKUP: &str = ".countersign-backup-";
@@ -181,6 +191,14 @@ fn counterpart<'a>(
         .collect();
     same.sort_by_key(|n| (*n != name, !n.starts_with(&renamed)));
     same.first().copied()
+}
+
+/// SHA-256 of an entry's value, whatever its layout and key order: a host may write the file
+/// again in its own format (Claude Code does whenever it runs) without changing the entry.
+fn entry_sha256(value: &Value) -> String {
+    let mut value = value.clone();
+    value.sort_all_objects();
+    files::sha256_hex(value.to_string().as_bytes())
 }
 
 /// `value` as JSON text to stand where `old` stood: on one line if `old` was, else pretty,
@@ -229,6 +247,7 @@ impl Clients {
         let mut tables: Vec<(String, Value)> = Vec::new();
         // The routed entries' keys, for the record (see `RewriteRecord::routed`).
         let mut keys: Vec<String> = Vec::new();
+        let mut written = BTreeMap::new();
         for entry in &file.entries {
             let keep = |reason: String| Skipped {
                 name: entry.name.clone(),
@@ -261,6 +280,14 @@ impl Clients {
                     continue;
                 }
             };
+            // Countersign would start or reach the server with `${VAR}` as written (a token
+            // never sent, say): the host's working entry stays.
+            if let Some(uses) = super::import::unfilled_variables(client, &entry.value) {
+                kept.push(keep(format!(
+                    "{uses}: through the gateway its server would get the text as written"
+                )));
+                continue;
+            }
             let Some(ours_name) = counterpart(client, &entry.name, &server, &ours) else {
                 kept.push(keep("not in Countersign's config: import it first".into()));
                 continue;
@@ -296,6 +323,7 @@ impl Clients {
             if !keys.contains(&entry.key()) {
                 keys.push(entry.key());
             }
+            written.insert(entry.key(), entry_sha256(&value));
             changes.push(RouteChange {
                 name: entry.name.clone(),
                 server: ours_name.to_owned(),
@@ -333,7 +361,7 @@ impl Clients {
             let mode = std::fs::metadata(&file.path).map_or(0, |m| m.permissions().mode());
             if mode & 0o077 != 0 {
                 warnings.push(format!(
-                    "{shown} can be read by other users of this computer. It will hold the gateway's token, so Countersign makes it readable by you only; Undo puts its permissions back."
+                    "{shown} can be read by other users of this computer. It will hold the gateway's token, so Countersign makes it readable by you only; Undo puts its permissions back, unless it keeps changes made to the file since."
                 ));
             }
         }
@@ -355,6 +383,7 @@ impl Clients {
                     at_ms,
                     routed: changes.len(),
                     names: keys.clone(),
+                    written,
                 },
             )
         });
@@ -454,6 +483,7 @@ impl Clients {
             mode,
             agent,
             routed: plan.names.clone(),
+            written: plan.written.clone(),
         };
         records.rewrites.push(record.clone());
         if let Err(e) = self.save_records(&records) {
@@ -573,19 +603,10 @@ impl Clients {
             _ => None,
         };
         let (restored, mode) = match &entries_only {
-            // The file's own mode now, which the host may have set since; unless it is the
-            // private mode the rewrite gave it, which goes back to what it was.
-            Some((text, _)) => {
-                let now = std::fs::metadata(&record.path)
-                    .map(|m| m.permissions().mode() & 0o7777)
-                    .ok();
-                let made_private = mode.map(|m| m & !0o077);
-                let kept = match now {
-                    Some(now) if Some(now) != made_private => Some(now),
-                    _ => mode,
-                };
-                (text.as_bytes(), kept)
-            }
+            // The file's mode as it is now (`None`: `write_atomic` keeps it). The file kept is
+            // not the one that had the old mode: what was written since (a key, say) went into
+            // a private file, and must not become readable by others.
+            Some((text, _)) => (text.as_bytes(), None),
             None => (backup.as_slice(), mode),
         };
         files::write_atomic(&record.path, restored, mode).map_err(|e| ClientError::Io {
@@ -606,8 +627,8 @@ impl Clients {
     }
 
     /// `now` (the file as it is) with the routed entries' values put back as they are in
-    /// `backup`, and how many; `None` unless every routed entry is still there and still routed
-    /// through Countersign (then only the whole backup can go back, and the person decides).
+    /// `backup`, and how many; `None` unless every routed entry is still there and still what
+    /// the rewrite wrote (then only the whole backup can go back, and the person decides).
     /// JSON hosts only: Codex does not rewrite its own config.
     fn routed_entries_put_back(
         &self,
@@ -636,10 +657,18 @@ impl Clients {
         {
             return None;
         }
+        // The values as the file has them: `Entry::value` is in Countersign's words, which
+        // leave out keys (a host's own) an edit may have added.
+        let stripped = jsonc::strip(&now.text);
         for key in keys {
             let current = now.entries.iter().rfind(|e| &e.key() == key)?;
             let old = before.entries.iter().rfind(|e| &e.key() == key)?;
-            if !is_routed(&current.value, self.gateway_port) {
+            let as_written = match record.written.get(key) {
+                Some(sha256) => serde_json::from_str::<Value>(&stripped[current.span.clone()])
+                    .is_ok_and(|value| entry_sha256(&value) == *sha256),
+                None => is_routed(&current.value, self.gateway_port),
+            };
+            if !as_written {
                 return None;
             }
             splices.push((current.span.clone(), &before.text[old.span.clone()]));
@@ -727,7 +756,11 @@ mod tests {
     }
 
     fn read_json(path: &Path) -> Value {
-        serde_json::from_str(&jsonc::strip(&std::fs::read_to_string(path).unwrap())).unwrap()
+        read_json_text(&std::fs::read_to_string(path).unwrap())
+    }
+
+    fn read_json_text(text: &str) -> Value {
+        serde_json::from_str(&jsonc::strip(text)).unwrap()
     }
 
     fn rewrite(s: &Setup, client: ClientKind) -> (RewritePreview, RewriteResult) {
@@ -901,7 +934,8 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
         assert_eq!(mode(&path), 0o644);
         // Again, and the host writes the rest of the file meanwhile: the undo that puts back
-        // only the entries puts the mode back too.
+        // only the entries keeps the file private (what it holds now was written into a
+        // private file: `an_undo_that_keeps_later_edits_keeps_the_file_private`).
         let (preview, result) = rewrite(&s, ClientKind::Cursor);
         let host_wrote = preview
             .new_text
@@ -909,7 +943,128 @@ mod tests {
         std::fs::write(&path, host_wrote).unwrap();
         let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
         assert_eq!(undone.entries_only, Some(1));
-        assert_eq!(mode(&path), 0o644);
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    /// A file others could read, made private by the rewrite, then given a server with a key:
+    /// the undo that keeps that edit (it puts back only the routed entry) keeps the file
+    /// private. The file it leaves is not the one that had the old mode.
+    #[test]
+    fn an_undo_that_keeps_later_edits_keeps_the_file_private() {
+        let s = setup("rw-private-kept", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let path = s.client_file(ClientKind::Cursor, original);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let (preview, result) = rewrite(&s, ClientKind::Cursor);
+        assert_eq!(mode(&path), 0o600);
+        // The person adds a server with its API key.
+        let with_key = preview.new_text.replacen(
+            "{\"mcpServers\": {",
+            "{\"mcpServers\": {\"search\": {\"url\": \"https://search.example/mcp\", \"headers\": {\"X-Api-Key\": \"sk-later\"}}, ",
+            1,
+        );
+        assert_ne!(with_key, preview.new_text);
+        std::fs::write(&path, &with_key).unwrap();
+        let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(undone.entries_only, Some(1));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains("sk-later") && text.contains("desk-mcp"),
+            "{text}"
+        );
+        assert_eq!(mode(&path), 0o600);
+    }
+
+    /// An edit to a routed entry itself that still reaches the gateway (the bridge pointed at
+    /// another server, the entry disabled) is the person's: the undo asks before putting the
+    /// old entry over it, and leaves the file as it is.
+    #[test]
+    fn undo_asks_before_reverting_an_edit_to_a_routed_entry() {
+        let s = setup("rw-edited-routed", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        for (client, (from, to)) in [
+            (
+                ClientKind::ClaudeDesktop,
+                ("\"args\":[\"desk\"]", "\"args\":[\"github\"]"),
+            ),
+            (ClientKind::Cursor, ("\"url\"", "\"disabled\":true,\"url\"")),
+        ] {
+            let path = s.client_file(client, original);
+            let (preview, result) = rewrite(&s, client);
+            let edited = preview.new_text.replacen(from, to, 1);
+            assert_ne!(edited, preview.new_text, "{client:?}");
+            assert!(is_routed(
+                &read_json_text(&edited)["mcpServers"]["desk"],
+                PORT
+            ));
+            std::fs::write(&path, &edited).unwrap();
+            match s.clients.undo(&result.rewrite.id, false) {
+                Err(ClientError::Changed { .. }) => {}
+                other => panic!("{client:?}: {other:?}"),
+            }
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), edited);
+            // Forced, the whole backup goes back.
+            let undone = s.clients.undo(&result.rewrite.id, true).unwrap();
+            assert!(undone.kept_as.is_some());
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        }
+    }
+
+    /// The host writing the file again in its own layout (Claude Code does whenever it runs)
+    /// leaves the routed entry as the rewrite wrote it: the undo puts back just that entry.
+    #[test]
+    fn a_routed_entry_laid_out_anew_is_not_an_edit() {
+        let s = setup("rw-relaid", OURS);
+        let original =
+            r#"{"mcpServers": {"desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]}}}"#;
+        let path = s.client_file(ClientKind::ClaudeCode, original);
+        let (_, result) = rewrite(&s, ClientKind::ClaudeCode);
+        let mut relaid = serde_json::to_string_pretty(&read_json(&path)).unwrap();
+        relaid.push('\n');
+        std::fs::write(&path, &relaid).unwrap();
+        let undone = s.clients.undo(&result.rewrite.id, false).unwrap();
+        assert_eq!(undone.entries_only, Some(1));
+        assert_eq!(read_json(&path), read_json_text(original));
+    }
+
+    /// An entry using a variable the host fills in (Codex's `bearer_token_env_var`, imported as
+    /// `Bearer ${VAR}`) is not routed: Countersign would reach its server with the text as
+    /// written. The preview keeps it and names the variable.
+    #[test]
+    fn an_entry_with_variables_is_not_routed_and_the_preview_says_why() {
+        let s = setup("rw-variables", r#"{"mcpServers": {}}"#);
+        s.client_file(
+            ClientKind::Codex,
+            "[mcp_servers.docs]\ncommand = \"docs-mcp\"\n\n[mcp_servers.tracker]\nurl = \"https://tracker.example/mcp\"\nbearer_token_env_var = \"TRACKER_TOKEN\"\n",
+        );
+        let import = s.clients.preview_import(ClientKind::Codex).unwrap();
+        let imported = s
+            .clients
+            .import(import.plan, &["docs".into(), "tracker".into()])
+            .unwrap();
+        assert_eq!(imported.imported.len(), 2);
+        let preview = s
+            .clients
+            .preview_rewrite(ClientKind::Codex, &route())
+            .unwrap();
+        let routed: Vec<&str> = preview.changes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(routed, ["docs"]);
+        let tracker = preview.kept.iter().find(|k| k.name == "tracker");
+        let reason = &tracker.expect("tracker is kept").reason;
+        assert!(
+            reason.starts_with("uses ${TRACKER_TOKEN}, which Codex fills in"),
+            "{reason}"
+        );
+        assert!(
+            preview
+                .new_text
+                .contains("bearer_token_env_var = \"TRACKER_TOKEN\""),
+            "{}",
+            preview.new_text
+        );
     }
 
     #[test]
@@ -956,7 +1111,14 @@ mod tests {
     /// puts the whole file back.
     #[test]
     fn undo_with_two_entries_of_one_key_puts_back_the_whole_file_or_nothing() {
-        let s = setup("rw-one-key", OURS);
+        // The project's entry runs in its folder: Countersign's `desk-a` is that one.
+        let s = setup(
+            "rw-one-key",
+            r#"{"mcpServers": {
+                "desk": {"command": "desk-mcp", "args": ["--db", "/tmp/d"]},
+                "desk-a": {"command": "desk-mcp", "args": ["--db", "/tmp/d"], "cwd": "/src/a"}
+            }}"#,
+        );
         let original = "{\n  \"n\": 1,\n  \"mcpServers\": {\"desk@/src/a\": {\"command\": \"desk-mcp\", \"args\": [\"--db\", \"/tmp/d\"]}},\n  \"projects\": {\"/src/a\": {\"mcpServers\": {\"desk\": {\"command\": \"desk-mcp\", \"args\": [\"--db\", \"/tmp/d\"]}}}}\n}\n";
         let path = s.client_file(ClientKind::ClaudeCode, original);
         let (preview, result) = rewrite(&s, ClientKind::ClaudeCode);
