@@ -122,16 +122,26 @@ fn menu(app: &AppHandle, pending: &[Ask]) -> tauri::Result<Menu<tauri::Wry>> {
         .try_state::<countersign_core::App>()
         .and_then(|core| core.gateway().map(|g| (g.addr().is_some(), g.is_paused())));
     if let Some((true, paused)) = gateway {
-        let label = if paused {
-            "Resume the agent gateway"
+        let (id, label) = if paused {
+            (RESUME, "Resume the agent gateway")
         } else {
-            "Pause the agent gateway"
+            (PAUSE, "Pause the agent gateway")
         };
-        builder = builder.item(&MenuItemBuilder::with_id("gateway", label).build(app)?);
+        builder = builder.item(&MenuItemBuilder::with_id(id, label).build(app)?);
     }
     builder
         .item(&MenuItemBuilder::with_id("quit", "Quit Countersign").build(app)?)
         .build()
+}
+
+/// The gateway's item says what it does, and does that: a menu drawn before the window's
+/// Pause (the tray redraws after, and may fail to) must not resume what its label pauses.
+const PAUSE: &str = "gateway:pause";
+const RESUME: &str = "gateway:resume";
+
+/// Whether the gateway item `id` pauses (else it resumes).
+fn pauses(id: &str) -> bool {
+    id == PAUSE
 }
 
 /// "server: first line", clipped, with `&` doubled so a server's text cannot set a mnemonic.
@@ -153,10 +163,10 @@ fn on_menu(app: &AppHandle, id: &str) {
         // Quitting goes through the exit path, which answers every open question `cancel`
         // before the process ends.
         "quit" => app.exit(0),
-        "gateway" => {
+        PAUSE | RESUME => {
             if let Some(core) = app.try_state::<countersign_core::App>() {
                 // The change comes back as an event, which redraws the tray and the window.
-                let _ = core.toggle_gateway_paused();
+                let _ = core.set_gateway_paused(pauses(id));
             }
         }
         // Every question is in the main window; opening it shows them all.
@@ -274,6 +284,15 @@ mod tests {
         assert!(text.starts_with("R&&D: Delete xxx"), "{text}");
         assert!(!text.contains(['\u{202E}', '\n']), "{text}");
         assert_eq!(text.replace("&&", "&").chars().count(), MENU_TEXT_CHARS + 1);
+    }
+
+    /// Clicked on a menu drawn before the state changed, an item still does what it says:
+    /// "Pause" never resumes (a toggle did, when the window had paused meanwhile).
+    #[test]
+    fn the_gateway_item_does_what_its_label_says() {
+        assert!(pauses(PAUSE));
+        assert!(!pauses(RESUME));
+        assert_ne!(PAUSE, RESUME);
     }
 
     #[test]

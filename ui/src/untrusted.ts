@@ -13,13 +13,17 @@ const BIDI = /[\u061C\u200E\u200F\u202A-\u202E\u2066-\u2069]/u;
 /**
  * Every character shown as its name: bidi controls, every format character (`\p{Cf}`: zero-width
  * space and joiners, word joiner and invisible operators, soft hyphen, BOM, U+180E, tag
- * characters, interlinear annotation), control characters other than tab and line breaks, and
+ * characters, interlinear annotation), control characters other than tab and line breaks, the
+ * line and paragraph separators U+2028/U+2029 (which break a line where the clip counts none), and
  * the blanks and selectors that render as nothing (combining grapheme joiner, Hangul fillers,
  * Khmer inherent vowels, Mongolian free variation selectors, variation selectors except the
  * text/emoji presentation ones U+FE0E/U+FE0F that ordinary emoji carry).
  */
 const SHOWN_AS_NAME =
-  /[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u3164\uFE00-\uFE0D\uFFA0\u{E0100}-\u{E01EF}]/gu;
+  /[\p{Cf}\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F-\u009F\u2028\u2029\u034F\u115F\u1160\u17B4\u17B5\u180B-\u180F\u3164\uFE00-\uFE0D\uFFA0\u{E0100}-\u{E01EF}]/gu;
+
+/** Whether one character is shown as its name (`SHOWN_AS_NAME` without its global state). */
+const SHOWN_AS_ONE_NAME = new RegExp(SHOWN_AS_NAME.source, "u");
 
 /** `⟨U+202E⟩` for one character. */
 export function codePointName(ch: string): string {
@@ -94,10 +98,19 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
   const wrap = el("div", { class: "clip" }, body);
 
   const points = Array.from(text);
-  const lineBreaks = text.split("\n");
+  // A lone carriage return breaks a line in a `pre` too.
+  const lineBreaks = text.split(/\r\n|\r|\n/);
   let cut = text;
   if (lineBreaks.length > lines) cut = lineBreaks.slice(0, lines).join("\n");
-  if (Array.from(cut).length > chars) cut = points.slice(0, chars).join("");
+  // Counted as shown: a character shown by its name takes the name's room on screen.
+  const cutPoints = Array.from(cut);
+  let shown = 0;
+  let end = 0;
+  for (; end < cutPoints.length; end++) {
+    shown += SHOWN_AS_ONE_NAME.test(cutPoints[end]) ? codePointName(cutPoints[end]).length : 1;
+    if (shown > chars) break;
+  }
+  if (end < cutPoints.length) cut = cutPoints.slice(0, end).join("");
   if (cut === text) {
     append(body, visibleText(text));
     options.onShownWhole?.();

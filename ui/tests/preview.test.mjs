@@ -1,6 +1,6 @@
 // A tool call's preview: a tool that takes a boolean dryRun (`ask.preview`) gets a Preview button
-// in the approval dialog. It calls `preview_call` at once (no arming: it is not a yes), never
-// answers the question, shows the server's answer as text (clipped with Show all, errors said as
+// in the approval dialog. It calls `preview_call` once the dialog has armed (it is no yes, but it
+// sends the agent's arguments, and a server could ignore dryRun), never answers the question, shows the server's answer as text (clipped with Show all, errors said as
 // such), says the preview is the server's word, and a late answer never lands in another question.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -54,15 +54,15 @@ test("the Preview button is there only when the tool takes dryRun, with what it 
   const note = await button.getAttribute("aria-describedby")
     .then((id) => page.evaluate((i) => document.getElementById(i)?.textContent, id));
   assert.equal(note, NOTE);
-  // Focus still starts on Deny; Preview is not a yes.
+  // Focus still starts on Deny; Preview is not a yes, but waits for the arming as yes does.
   assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Deny");
-  assert.equal(await button.getAttribute("aria-disabled"), null);
+  await armed(button);
   assert.equal(previewCalls(backend).length, 0, "nothing is previewed until the person asks");
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });
 
-test("Preview works at once, shows a hostile diff as text, and answers nothing", async () => {
+test("Preview waits for the arming, shows a hostile diff as text, and answers nothing", async () => {
   const lines = ["--- /home/me/notes.txt\toriginal", "+++ /home/me/notes.txt\tmodified", "@@ -1 +1 @@",
     `-hello world ${IMG}`, `+hello there ${SCRIPT}${RLO}txt.exe`,
     ...Array.from({ length: 30 }, (_, i) => ` context line ${i}`)];
@@ -74,7 +74,13 @@ test("Preview works at once, shows a hostile diff as text, and answers nothing",
   await backend.addAsk(editCall({ id: 3 }));
   const d = dialog(page);
   const button = d.getByRole("button", { name: "Preview", exact: true });
-  // Clicked in the dialog's first moment, before the yes buttons arm: a preview still runs.
+  // Clicked in the dialog's first moment, before it arms, Preview runs nothing: it sends the
+  // agent's arguments, and a server could ignore dryRun. Once armed, it runs.
+  assert.equal(await button.getAttribute("aria-disabled"), "true");
+  await button.click({ force: true });
+  await page.waitForTimeout(100);
+  assert.deepEqual(previewCalls(backend), [], "a click as the dialog appears runs nothing");
+  await armed(button);
   await button.click();
   const pre = d.locator(".call-preview pre");
   await pre.waitFor();
@@ -167,7 +173,7 @@ test("a preview that answers after its question ended never shows in the next on
   assert.equal(pending[0].args.id, 5);
   assert.equal(await d.locator(".call-preview pre").count(), 0);
   assert.doesNotMatch(await d.textContent(), /hello there/);
-  assert.equal(await d.getByRole("button", { name: "Preview", exact: true }).isEnabled(), true);
+  await armed(d.getByRole("button", { name: "Preview", exact: true }));
   assert.equal(backend.answers.length, 0);
   assert.deepEqual(await app.problems(), []);
   await app.close();

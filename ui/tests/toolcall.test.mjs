@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
-import { launch, openApp, dialog, waitForAnswers, UI_DIR } from "./support/app.mjs";
+import { launch, openApp, dialog, waitForAnswers, armed, UI_DIR } from "./support/app.mjs";
 import { ALWAYS_ALLOW, formAsk, toolCallAsk, field } from "./support/fixtures.mjs";
 
 const IMG = "<img src=x onerror=window.__pwned=1>";
@@ -97,6 +97,15 @@ test("arguments are pretty JSON, clipped, with a Show all toggle", async () => {
   assert.equal(await d.getByRole("button", { name: /^Show all/ }).count(), 0);
   await page.keyboard.press("Escape");
   await d.waitFor({ state: "detached" });
+  // Line and paragraph separators are shown by name, never as line breaks: 300 of them would
+  // push a later argument far below the Allow bar, uncounted by the clip, with nothing to show.
+  await app.backend.addAsk(deleteCall({ id: 5, args: { a: `x${"\u2028".repeat(300)}`, command: "rm -rf ~" } }));
+  await d.waitFor();
+  assert.ok((await d.locator(".call-args pre").textContent()).startsWith('{\n  "a": "x⟨U+2028⟩⟨U+2028⟩'));
+  assert.equal(await d.getByRole("button", { name: /^Show all/ }).count(), 1, "clipped");
+  assert.equal(await d.getByRole("button", { name: "Allow once" }).getAttribute("aria-disabled"), "true");
+  await page.keyboard.press("Escape");
+  await d.waitFor({ state: "detached" });
   await app.backend.addAsk(deleteCall({ id: 4, args: null, annotations: null, description: null, title: null }));
   await d.waitFor();
   assert.equal(await d.locator(".call-args").textContent(), "ArgumentsNo arguments.");
@@ -132,8 +141,20 @@ test("Allow once, Always allow, Deny, Escape and Close answer accept, remember (
   assert.equal(await focused(page), "Deny");
   await page.keyboard.press("Enter");
   await d.waitFor({ state: "detached" });
+  // Tab then Enter allows once: the narrower yes comes first, "Always allow" after it (it came
+  // first, and that keyboard path remembered an allow for any arguments, always).
+  await backend.addAsk(deleteCall({ id: 17 }));
+  await armed(d.getByRole("button", { name: "Allow once" }));
+  assert.equal(await focused(page), "Deny");
+  await page.keyboard.press("Tab");
+  assert.equal(await focused(page), "Allow once");
+  await page.keyboard.press("Tab");
+  assert.equal(await focused(page), "Always allow");
+  await page.keyboard.press("Shift+Tab");
+  await page.keyboard.press("Enter");
+  await d.waitFor({ state: "detached" });
 
-  const answers = await waitForAnswers(backend, 6);
+  const answers = await waitForAnswers(backend, 7);
   assert.deepEqual(answers, [
     { id: 11, answer: { action: "accept", content: null } },
     { id: 12, answer: ALWAYS_ALLOW },
@@ -141,6 +162,7 @@ test("Allow once, Always allow, Deny, Escape and Close answer accept, remember (
     { id: 14, answer: { action: "cancel" } },
     { id: 15, answer: { action: "cancel" } },
     { id: 16, answer: { action: "decline" } },
+    { id: 17, answer: { action: "accept", content: null } },
   ]);
   assert.deepEqual(await app.problems(), []);
   await app.close();

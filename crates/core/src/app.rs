@@ -205,13 +205,6 @@ impl App {
         Ok(())
     }
 
-    /// Pauses the gateway if it runs, resumes it if paused (the tray's one item).
-    pub fn toggle_gateway_paused(&self) -> Result<(), AppError> {
-        let gateway = self.running_gateway()?;
-        gateway.set_paused(!gateway.is_paused());
-        Ok(())
-    }
-
     /// The gateway's changes (listening, paused, resumed; `None` without a gateway): the
     /// shell redraws the tray and tells the window from this, whoever made them.
     pub fn gateway_changes(&self) -> Option<tokio::sync::watch::Receiver<u64>> {

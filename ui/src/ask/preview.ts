@@ -1,8 +1,9 @@
 //! A tool call's preview inside the approval dialog. When the tool's input schema has a boolean
 //! `dryRun` (the reference filesystem server's `edit_file`), the person can have the gateway make
 //! the same call once more with `dryRun: true` and read what the server answers (for `edit_file`,
-//! a diff) before deciding. The Preview button is not a yes: it works at once, needs no arming,
-//! and never answers the question. What comes back is the server's word, untrusted text
+//! a diff) before deciding. The Preview button is not a yes and never answers the question, but
+//! it sends the agent's arguments to the server (a server could ignore `dryRun`), so it arms as
+//! the yes buttons do: a click meant for something else as the dialog appears runs nothing. What comes back is the server's word, untrusted text
 //! (untrusted.ts: never markup, invisible characters visible, long text clipped with "Show all"),
 //! and the section says that a server could ignore `dryRun`.
 
@@ -21,9 +22,9 @@ export interface PreviewSection {
 }
 
 /** The Preview button and where its result shows; `run` makes the dry run (the dialog's
- * `preview_call`). A result that arrives after the question ended lands in a section no longer
- * on screen. */
-export function previewSection(run: () => Promise<PreviewResult>): PreviewSection {
+ * `preview_call`), or returns null when the press behind `event` may not run it (not armed). A
+ * result that arrives after the question ended lands in a section no longer on screen. */
+export function previewSection(run: (event: Event) => Promise<PreviewResult> | null): PreviewSection {
   const headingId = uid("call-preview");
   const noteId = uid("preview-note");
   const result = el("div", { class: "preview-result", attrs: { "aria-live": "polite" } });
@@ -33,13 +34,18 @@ export function previewSection(run: () => Promise<PreviewResult>): PreviewSectio
   }, "Preview");
 
   let running = false;
-  button.addEventListener("click", () => {
+  button.addEventListener("click", (event) => {
     if (running) return;
+    const previewing = run(event);
+    if (previewing === null) {
+      event.preventDefault();
+      return;
+    }
     running = true;
     button.disabled = true;
     button.textContent = "Previewing…";
     replace(result, el("p", { class: "muted" }, "Asking the server for a dry run…"));
-    run().then(
+    previewing.then(
       (shown) => replace(result, ...previewNodes(shown)),
       (error) => replace(result, el("p", { class: "error-text preview-failed", attrs: { role: "alert" } },
         ...failureText(error))),

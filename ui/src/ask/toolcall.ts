@@ -40,6 +40,8 @@ export interface ToolCallPanel {
   buttons: HTMLButtonElement[];
   /** Allow once, Always allow and Allow and remember. */
   acceptButtons: HTMLButtonElement[];
+  /** Buttons that are no yes but wait for the arming too (Preview). */
+  armedButtons: HTMLButtonElement[];
   initialFocus: HTMLElement;
 }
 
@@ -54,8 +56,9 @@ export interface ToolCallParts {
   accept: (event: Event, answer: Answer) => void;
   /** The arguments have been shown whole (called while building when they are not clipped). */
   shownWhole: () => void;
-  /** The same call with `dryRun: true` (preview.ts), offered when `ask.preview`; answers nothing. */
-  preview: () => Promise<PreviewResult>;
+  /** The same call with `dryRun: true` (preview.ts), offered when `ask.preview`; answers
+   * nothing. Null when the press behind `event` may not run it (the view is not armed). */
+  preview: (event: Event) => Promise<PreviewResult> | null;
 }
 
 /** The agent's name as the person reads it, or `unnamed` in its place: the backend sets the name
@@ -172,15 +175,18 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
         "Fields beyond the tool's arguments, which the agent added and the server receives too."),
       clippedText(alsoSent, { tag: "pre", chars: 600, lines: 8, class: "output json", onShownWhole: shownWhole })));
   }
-  if (ask.preview === true) append(root, previewSection(parts.preview).root);
-  append(root, parts.errors, remember.root, el("div", { class: "actions" }, revealNote, note, deny, always, once));
+  const preview = ask.preview === true ? previewSection(parts.preview) : null;
+  if (preview !== null) append(root, preview.root);
+  // The narrower yes first: Tab from Deny reaches "Allow once", never the standing allow.
+  append(root, parts.errors, remember.root, el("div", { class: "actions" }, revealNote, note, deny, once, always));
 
   // Focus starts on Deny, the safe default: there is nothing to fill in, and this dialog can open
   // while the person is typing elsewhere, so a stray Enter or Space must refuse, never allow.
   return {
     root,
-    buttons: [deny, always, once, remember.deny, remember.allow],
-    acceptButtons: [always, once, remember.allow],
+    buttons: [deny, once, always, remember.deny, remember.allow],
+    acceptButtons: [once, always, remember.allow],
+    armedButtons: preview === null ? [] : [preview.button],
     initialFocus: deny,
   };
 }

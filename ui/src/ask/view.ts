@@ -42,6 +42,8 @@ export class AskView {
   private readonly buttons: HTMLButtonElement[] = [];
   /** Submit, Open, Allow once, Always allow: the buttons that say yes. */
   private readonly acceptButtons: HTMLButtonElement[] = [];
+  /** Buttons that answer nothing but wait for the arming (a tool call's Preview). */
+  private readonly armedButtons: HTMLButtonElement[] = [];
   private initialFocus: HTMLElement | null = null;
   /** Set by the dialog once the view has been on screen long enough (arming.ts). */
   private armed = false;
@@ -69,10 +71,13 @@ export class AskView {
           this.shownWhole = true;
           this.refreshAccept();
         },
-        preview: () => this.host.preview(this),
+        preview: (event) => this.armed && !this.busy && this.host.mayAccept(this, event)
+          ? this.host.preview(this)
+          : null,
       });
       this.buttons.push(...panel.buttons);
       this.acceptButtons.push(...panel.acceptButtons);
+      this.armedButtons.push(...panel.armedButtons);
       this.initialFocus = panel.initialFocus;
       append(this.root, panel.root);
       this.refreshAccept();
@@ -151,6 +156,10 @@ export class AskView {
     for (const b of this.acceptButtons) {
       b.setAttribute("aria-disabled", String(!ready));
       b.classList.toggle("unarmed", !ready);
+    }
+    for (const b of this.armedButtons) {
+      b.setAttribute("aria-disabled", String(!this.armed));
+      b.classList.toggle("unarmed", !this.armed);
     }
   }
 
