@@ -7,7 +7,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 import { launch, openApp, dialog, waitForAnswers, armed, UI_DIR } from "./support/app.mjs";
-import { formAsk, urlAsk, field } from "./support/fixtures.mjs";
+import { agentConfigs, formAsk, gatewayInfo, urlAsk, field } from "./support/fixtures.mjs";
 
 let env;
 before(async () => {
@@ -109,6 +109,29 @@ test("an empty form starts on its message, not on Submit; a URL ask starts on th
   await backend.addAsk(urlAsk({ id: 11, url: "https://accounts.example.com/login" }));
   await dialog(page).waitFor();
   assert.equal(await page.evaluate(() => document.activeElement?.className), "url-box");
+  await app.close();
+});
+
+test("a question that opens while the person types elsewhere in the window does not take their typing", async () => {
+  const app = await openApp(env, { gateway: gatewayInfo(), agentConfigs: agentConfigs() });
+  const { page, backend } = app;
+  await page.getByRole("tab", { name: "Connect agents" }).click();
+  const name = page.getByRole("region", { name: "Agents", exact: true }).getByRole("textbox", { name: "Agent name" });
+  await name.click();
+  await page.keyboard.type("abc");
+  await backend.addAsk(simple({ id: 30 }));
+  await dialog(page).waitFor();
+  // The rest of their typing, and an Enter after the dialog armed, go to no field of the server's.
+  await page.keyboard.type("secret");
+  await armed(dialog(page).getByRole("button", { name: "Submit" }));
+  await page.keyboard.press("Enter");
+  await page.waitForTimeout(100);
+  assert.equal(backend.answers.length, 0, "nothing was submitted");
+  assert.equal(await dialog(page).getByRole("textbox", { name: /Reason/ }).inputValue(), "");
+  assert.equal(await focusedLabel(page), "Delete ticket T-7?");
+  // Tab reaches the first field, as from the top of the question.
+  await page.keyboard.press("Tab");
+  assert.equal(await focusedLabel(page), "Reason *");
   await app.close();
 });
 

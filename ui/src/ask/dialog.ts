@@ -192,9 +192,11 @@ export class AskDialog implements AskViewHost {
     append(this.tabList, el("li", {}, tab));
 
     if (this.current === null && this.batch === null) {
+      const typing = isTypingTarget(document.activeElement);
       this.show(view, false);
       this.open();
-      view.focusInitial();
+      if (typing) view.focusWithoutTyping();
+      else view.focusInitial();
     } else if (this.batch !== null && this.batch.takes(ask) && !view.busy) {
       this.batch.add(ask as ToolCallAsk);
       this.dialogNotice.show("A new call from ", inlineText(ask.asker.server, 80),
@@ -495,4 +497,14 @@ function withdrawnText(outcome: Outcome, kind: Ask["kind"]): string {
     case "cancelled":
       return reasonText(outcome.reason);
   }
+}
+
+/** Whether `element` takes typed text (a text field, a text area, an editable region): the
+ * person may be typing there when a question arrives. */
+function isTypingTarget(element: Element | null): boolean {
+  if (element instanceof HTMLTextAreaElement) return true;
+  if (element instanceof HTMLInputElement) {
+    return !["button", "submit", "reset", "checkbox", "radio", "range", "color", "file", "image"].includes(element.type);
+  }
+  return element instanceof HTMLElement && element.isContentEditable;
 }

@@ -126,6 +126,15 @@ export class AskView {
     this.initialFocus?.focus();
   }
 
+  /** Where focus starts when the question opened under the person's typing elsewhere in the
+   * window: its message, not its first field, so the rest of what they type (and an Enter after
+   * it) does not go to the server. Tab reaches the fields. */
+  focusWithoutTyping(): void {
+    const field = this.controls[0]?.focusTarget;
+    if (field !== undefined && this.initialFocus === field) this.messageFocus()?.focus();
+    else this.focusInitial();
+  }
+
   /** The person cancels (Escape, the close button). */
   cancel(): void {
     this.send({ action: "cancel" });
