@@ -63,6 +63,9 @@ pub struct Writer {
     regular: bool,
     head: Head,
     rotation: Rotation,
+    /// A rotation moved the current file away but could not open the new one: the next try
+    /// only opens it (shifting again would drop one more rotated file each time).
+    moved_away: bool,
 }
 
 impl Writer {
@@ -100,6 +103,7 @@ impl Writer {
             regular,
             head: head.map_or(Head::START, |line| Head::after(&line)),
             rotation,
+            moved_away: false,
         })
     }
 
@@ -143,15 +147,19 @@ impl Writer {
     }
 
     fn rotate(&mut self) -> std::io::Result<()> {
-        let keep = self.rotation.keep.max(1);
-        for n in (1..keep).rev() {
-            match std::fs::rename(rotated(&self.path, n), rotated(&self.path, n + 1)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+        if !self.moved_away {
+            let keep = self.rotation.keep.max(1);
+            for n in (1..keep).rev() {
+                match std::fs::rename(rotated(&self.path, n), rotated(&self.path, n + 1)) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
             }
+            std::fs::rename(&self.path, rotated(&self.path, 1))?;
+            self.moved_away = true;
         }
-        std::fs::rename(&self.path, rotated(&self.path, 1))?;
-        self.file = private_fs::open_append(&self.path)?;
+        self.file = open_new(&self.path)?;
+        self.moved_away = false;
         self.len = 0;
         if let Some(dir) = self.path.parent()
             && let Ok(d) = File::open(dir)
@@ -161,6 +169,15 @@ impl Writer {
         tracing::info!(path = %self.path.display(), "rotated the audit log");
         Ok(())
     }
+}
+
+/// The new current file, after a rotation.
+fn open_new(path: &Path) -> std::io::Result<File> {
+    #[cfg(test)]
+    if tests::FAILED_OPENS.with(|left| left.replace(left.get().saturating_sub(1)) > 0) {
+        return Err(std::io::Error::other("an open made to fail by a test"));
+    }
+    private_fs::open_append(path)
 }
 
 /// The length of `file` up to and including its last newline.
@@ -254,6 +271,52 @@ impl Iterator for Backwards<'_> {
 mod tests {
     use super::*;
     use crate::private_fs::tests::Scratch;
+
+    thread_local! {
+        /// How many of this thread's next opens of a new file after a rotation fail.
+        pub(super) static FAILED_OPENS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    }
+
+    /// A rotation whose new file cannot be opened (no descriptors left, say) fails its record
+    /// and is finished by the next append: the rotated files are shifted once, not once per
+    /// try, which dropped one more of them at each (and then every append failed for good).
+    #[test]
+    fn a_rotation_that_cannot_open_its_new_file_shifts_the_old_ones_only_once() {
+        let s = Scratch::new("rotate-open-fails");
+        let path = s.0.join("audit.jsonl");
+        // One line a file: every record after the first rotates.
+        let rotation = Rotation {
+            file_bytes: 150,
+            keep: 3,
+        };
+        let mut w = Writer::open(&path, rotation).unwrap();
+        let mut n = 0;
+        let mut append = |w: &mut Writer| {
+            n += 1;
+            w.append(format!(r#"{{"event":"t","n":{n}}}"#).as_bytes(), false)
+        };
+        while !rotated(&path, 3).exists() {
+            append(&mut w).unwrap();
+        }
+        let read = |p: PathBuf| std::fs::read(p).unwrap_or_default();
+        let before = [
+            read(path.clone()),
+            read(rotated(&path, 1)),
+            read(rotated(&path, 2)),
+        ];
+        FAILED_OPENS.with(|left| left.set(3));
+        for _ in 0..3 {
+            assert!(append(&mut w).is_err(), "no file to write it to");
+        }
+        append(&mut w).expect("written once the new file opens");
+        let after = [
+            read(rotated(&path, 1)),
+            read(rotated(&path, 2)),
+            read(rotated(&path, 3)),
+        ];
+        assert_eq!(after, before, "each rotated file moved up by one");
+        assert_eq!(std::fs::read_to_string(&path).unwrap().lines().count(), 1);
+    }
 
     #[test]
     fn backwards_yields_newest_first_across_chunks() {
