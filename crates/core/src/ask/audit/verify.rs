@@ -130,8 +130,14 @@ pub fn verify(path: &Path, keep: usize, anchor: Option<Head>) -> Result<Verifica
             }),
         });
     }
-    let rotated_away = keep > 0 && files::rotated(path, keep).exists();
     let entries = read_entries(&paths)?;
+    // The oldest file kept (`.keep`) is there once the log has rotated past its cap, and its
+    // first record then follows records rotated away. Empty, with the chain starting in a
+    // newer file, it says nothing: empty files put there would pass off records removed from
+    // the start as rotated away.
+    let rotated_away = keep > 0
+        && files::rotated(path, keep).exists()
+        && entries.first().is_some_and(|e| e.file == 0);
     Ok(check(&paths, &entries, rotated_away, anchor))
 }
 
@@ -493,6 +499,13 @@ mod tests {
         write_lines(&path, &l);
         let p = broken(&path, None);
         assert_eq!((p.line, p.kind), (1, BreakKind::Removed), "{}", p.message);
+        // Empty rotated files beside it do not make that a rotation.
+        let keep = Rotation::default().keep;
+        for n in 1..=keep {
+            std::fs::write(files::rotated(&path, n), "").unwrap();
+        }
+        let p = broken(&path, None);
+        assert_eq!(p.kind, BreakKind::Removed, "{}", p.message);
     }
 
     #[test]
