@@ -302,6 +302,16 @@ impl SettingsStore {
         allow
     }
 
+    /// Whether the person denied `call` in a decision that no longer applies because the tool
+    /// or the server changed since: their last word on it is no, so nothing allows it unasked.
+    pub fn denied_before_a_change(&self, call: &Call) -> bool {
+        let current = self.current.read().expect("settings lock");
+        current
+            .remembered
+            .iter()
+            .any(|d| !d.allow && d.outdated_for(call))
+    }
+
     /// What changed since the latest remembered decision that would decide `call` was made
     /// (it no longer applies because of it): the tool's fields, and whether the server is
     /// configured to be another one. Nothing when no decision is outdated.

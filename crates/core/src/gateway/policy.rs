@@ -90,7 +90,9 @@ pub fn decide(
         .and_then(|a| a.get("readOnlyHint"))
         .and_then(Value::as_bool)
         .unwrap_or(false);
-    if server.trusted && read_only {
+    // A tool the person denied, changed since (it may claim read-only now): asked again with
+    // what changed, as any changed tool is, never allowed by the server's own claim.
+    if server.trusted && read_only && !settings.denied_before_a_change(call) {
         return Decision::Allow {
             why: "trusted server: read-only tool".into(),
             remembered: None,
@@ -182,6 +184,42 @@ mod tests {
             decide(&server(true), &call("a", "t"), Some(&write), &settings),
             Decision::Ask
         );
+    }
+
+    /// The person denied a tool; the trusted server then changed it to claim read-only: that
+    /// claim allows nothing unasked (it did: the denial no longer applied, and the claim did).
+    /// An allow made before the change does not stand in the claim's way.
+    #[test]
+    fn a_denied_tool_changed_since_is_asked_about_not_allowed_by_its_claim() {
+        let settings = SettingsStore::default();
+        let ro = json!({"readOnlyHint": true});
+        remember(&settings, "a", "purge", false);
+        let changed = Call {
+            digest: "d2",
+            ..call("a", "purge")
+        };
+        assert_eq!(
+            decide(&server(true), &changed, Some(&ro), &settings),
+            Decision::Ask
+        );
+        // Another agent's denial is not this one's.
+        let other = Call {
+            digest: "d2",
+            ..call("b", "purge")
+        };
+        assert!(matches!(
+            decide(&server(true), &other, Some(&ro), &settings),
+            Decision::Allow { .. }
+        ));
+        remember(&settings, "a", "peek", true);
+        let peek = Call {
+            digest: "d2",
+            ..call("a", "peek")
+        };
+        assert!(matches!(
+            decide(&server(true), &peek, Some(&ro), &settings),
+            Decision::Allow { .. }
+        ));
     }
 
     #[test]
