@@ -59,18 +59,51 @@ pub fn validate_answer(
         .collect())
 }
 
+/// Removes `$schema` from `schema` and from every subschema in it (not from the data it holds,
+/// such as a `const` or a `default`).
+fn one_draft(schema: &mut Value) {
+    let Some(obj) = schema.as_object_mut() else {
+        return;
+    };
+    obj.remove("$schema");
+    for key in [
+        "items",
+        "not",
+        "if",
+        "then",
+        "else",
+        "additionalProperties",
+        "contains",
+    ] {
+        if let Some(sub) = obj.get_mut(key) {
+            one_draft(sub);
+        }
+    }
+    for key in ["oneOf", "anyOf", "allOf", "prefixItems"] {
+        if let Some(Value::Array(subs)) = obj.get_mut(key) {
+            subs.iter_mut().for_each(one_draft);
+        }
+    }
+    for key in ["properties", "patternProperties", "$defs", "definitions"] {
+        if let Some(Value::Object(subs)) = obj.get_mut(key) {
+            subs.values_mut().for_each(one_draft);
+        }
+    }
+}
+
 /// The validator for answers to `raw`: JSON Schema 2020-12 with formats asserted, plus what the
 /// subset implies but does not spell out: no keys beyond the fields (`additionalProperties:
-/// false`) and no choice picked twice (`uniqueItems: true`). `$schema` is dropped so a stray
-/// draft URI cannot change the rules. With `with_required` false, `required` is dropped (to
+/// false`) and no choice picked twice (`uniqueItems: true`). `$schema` is dropped, at the top
+/// and in every subschema, so a stray draft URI cannot change the rules (the validator reads
+/// the draft of each subschema anew, and draft-04's ignores `const`). With `with_required` false, `required` is dropped (to
 /// judge defaults, where absent fields are fine).
 pub(crate) fn build_validator(
     raw: &Value,
     with_required: bool,
 ) -> Result<Validator, ValidationError<'static>> {
     let mut schema = raw.clone();
+    one_draft(&mut schema);
     if let Some(top) = schema.as_object_mut() {
-        top.remove("$schema");
         top.insert("additionalProperties".into(), Value::Bool(false));
         if !with_required {
             top.remove("required");
@@ -264,6 +297,18 @@ mod tests {
 
     fn errs(raw: Value, content: Value) -> Vec<FieldError> {
         check(raw, content).expect_err("answer should be refused")
+    }
+
+    /// A choice's `$schema` naming draft-04 does not make the validator skip its `const`
+    /// (the validator read each subschema's draft anew, and draft-04 has no `const`).
+    #[test]
+    fn a_subschemas_draft_cannot_turn_a_choice_off() {
+        let raw = json!({"type": "object", "properties": {"role": {"type": "string", "oneOf": [
+            {"const": "viewer", "title": "Viewer",
+             "$schema": "http://json-schema.org/draft-04/schema#"},
+            {"const": "editor", "title": "Editor"}]}}});
+        assert!(!errs(raw.clone(), json!({"role": "admin"})).is_empty());
+        assert!(check(raw, json!({"role": "viewer"})).is_ok());
     }
 
     #[test]
