@@ -120,7 +120,7 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
   await d.getByRole("button", { name: "Remember…" }).click();
   const covering = d.getByRole("group", { name: "For which calls" });
   assert.deepEqual(await covering.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
-    ["These exact arguments", "Any arguments", "Any path under /home/me/p (path)", "Any URL on api.github.com (url)"]);
+    ["These exact arguments", "Any arguments", "Any path under /home/me/p (path)", "Any URL on api.github.com:8443 (url)"]);
   const folder = covering.getByRole("textbox", { name: "Folder for “path”" });
   assert.equal(await folder.inputValue(), "/home/me/p");
   await covering.getByRole("radio", { name: /Any path under/ }).check();
@@ -150,12 +150,13 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
   await d.waitFor({ state: "detached" });
   assert.match(await page.locator(".toast").textContent(), /Allowed and remembered: always, “path”: any path under \/home\/me/);
 
-  // The URL's host; and a remembered deny needs no arming.
+  // The URL's host, with its port (not the scheme's default); and a remembered deny needs no
+  // arming.
   await backend.addAsk(call({ id: 4, tool: "fetch", args }));
   await d.waitFor();
   await d.getByRole("button", { name: "Remember…" }).click();
   await d.getByRole("radio", { name: "15 minutes" }).check();
-  await d.getByRole("radio", { name: /Any URL on api\.github\.com/ }).check();
+  await d.getByRole("radio", { name: /Any URL on api\.github\.com:8443/ }).check();
   const from = Date.now();
   await d.getByRole("button", { name: "Deny and remember" }).click();
   const answers = await waitForAnswers(backend, 2);
@@ -163,11 +164,68 @@ test("a path argument offers its folder (editable, checked as absolute and holdi
   const decision = remembered(answers[1]);
   assert.ok(decision.lasting.untilMs >= from + 15 * 60_000 - 50 && decision.lasting.untilMs <= to + 15 * 60_000 + 50);
   assert.deepEqual(decision, { allow: false, lasting: { kind: "until", untilMs: decision.lasting.untilMs },
-    covering: { kind: "urlHost", argument: "url", host: "api.github.com", also: [] } });
+    covering: { kind: "urlHost", argument: "url", host: "api.github.com:8443", also: [] } });
   await d.waitFor({ state: "detached" });
-  assert.match(await page.locator(".toast").textContent(), /^tickets: Denied and remembered: until .*, “url”: any URL on api\.github\.com/);
+  assert.match(await page.locator(".toast").textContent(), /^tickets: Denied and remembered: until .*, “url”: any URL on api\.github\.com:8443/);
   assert.deepEqual(await app.problems(), []);
   await app.close();
+});
+
+test("a host choice names the port when not the scheme's default, as core keeps and compares it", async () => {
+  const offered = async (args) => {
+    const app = await openApp(env, { asks: [call({ id: 23, tool: "fetch", args })] });
+    const d = dialog(app.page);
+    await d.getByRole("button", { name: "Remember…" }).click();
+    const labels = await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
+      .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim()));
+    return { app, d, labels };
+  };
+  // A dev server on :3000: the choice is for localhost:3000, and the backend takes it.
+  const { app, d, labels } = await offered({ url: "http://localhost:3000/" });
+  assert.deepEqual(labels, ["These exact arguments", "Any arguments", "Any URL on localhost:3000 (url)"]);
+  await d.getByRole("radio", { name: /Any URL on localhost:3000/ }).check();
+  const allow = d.getByRole("button", { name: "Allow and remember" });
+  await armed(allow);
+  await allow.click();
+  const [answer] = await waitForAnswers(app.backend, 1);
+  assert.deepEqual(remembered(answer).covering, { kind: "urlHost", argument: "url", host: "localhost:3000", also: [] });
+  await d.waitFor({ state: "detached" });
+  assert.match(await app.page.locator(".toast").textContent(), /“url”: any URL on localhost:3000/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+  // The scheme's default port, named or not, is the host alone.
+  for (const url of ["https://a.example/x", "https://A.example:443/x"]) {
+    const o = await offered({ url });
+    assert.deepEqual(o.labels.slice(2), ["Any URL on a.example (url)"], url);
+    await o.app.close();
+  }
+  // Another port of the same host beside it (the Docker API): no one host holds both.
+  const o = await offered({ url: "http://localhost:3000/", then: "http://localhost:2375/containers/create" });
+  assert.deepEqual(o.labels, ["These exact arguments", "Any arguments"]);
+  await o.app.close();
+});
+
+test("a text starting with / (after spaces, too) is a path whatever follows, as core holds it", async () => {
+  for (const [args, offered] of [
+    // `//etc` is `/etc` to the kernel: held to the folder, so only / holds both.
+    [{ path: "/home/me/p/a", opts: { dest: "//etc/cron.d/x\n" } }, "Any paths under / (path, opts)"],
+    // `/*/..` is `/` to Node's `path.resolve`.
+    [{ path: "/home/me/p/a", out: "/*/../etc/x y" }, "Any paths under / (path, out)"],
+    // A comment is not told from a path.
+    [{ path: "/home/me/p/a", content: "// note" }, "Any paths under / (path, content)"],
+    // A server that trims reads /etc/passwd, one that does not a relative path: no folder.
+    [{ path: "/home/me/p/a", x: "  /etc/passwd" }, null],
+    [{ path: "/home/me/p/a", x: "\n~/.ssh/authorized_keys" }, null],
+    [{ path: "/home/me/p/a", note: "a note" }, "Any path under /home/me/p (path)"],
+  ]) {
+    const app = await openApp(env, { asks: [call({ id: 24, tool: "write_file", args })] });
+    const d = dialog(app.page);
+    await d.getByRole("button", { name: "Remember…" }).click();
+    const labels = await d.getByRole("group", { name: "For which calls" }).getByRole("radio")
+      .evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim()));
+    assert.deepEqual(labels, ["These exact arguments", "Any arguments", ...(offered ? [offered] : [])], JSON.stringify(args));
+    await app.close();
+  }
 });
 
 test("an address written without a scheme beside a URL offers no host, as core holds it on none", async () => {

@@ -94,19 +94,26 @@ export interface PathArgument {
 
 export interface UrlArgument {
   argument: string;
+  /** With its port when not the scheme's default (`localhost:3000`); empty when on no host. */
   host: string;
 }
 
-/** Text a server may take for a file path, as the backend judges it (`looks_like_path`): one
- * line, and absolute (not a comment's `/*` or `// `), from `~`, relative (`.`, `..`, a word with
- * a `/` that is no URL), or a `file:` address. */
+/** What a server that trims its input drops from its start, as core's `looks_like_path` reads
+ * it: white space, controls, the byte order mark. */
+const LEADING_SPACE = /^[\s\p{Cc}\uFEFF]*/u;
+
+/** Text a server may take for a file path, as the backend judges it (`looks_like_path`):
+ * absolute (anything starting with `/`, a comment's `/*` or `// ` too: `//etc` is `/etc` to the
+ * kernel), from `~`, relative (`.`, `..`, `./`, `../`) or a `file:` address, whatever else it
+ * holds and after any spaces or line breaks it starts with (a server that trims drops them); or,
+ * on one line, a word with a `/` that is no URL. */
 export function looksLikePath(text: string): boolean {
-  if (/[\n\r]/.test(text)) return false;
-  const spaced = /\s/.test(text);
-  if (text.startsWith("/")) return !text.startsWith("/*") && !(text.startsWith("//") && spaced);
-  if (text.startsWith("~") || text === "." || text === "..") return true;
-  if (text.slice(0, 5).toLowerCase() === "file:") return true;
-  if (spaced || !text.includes("/")) return false;
+  const start = text.replace(LEADING_SPACE, "");
+  if (start.startsWith("/") || start.startsWith("~") || start === "." || start === ".."
+    || start.startsWith("./") || start.startsWith("../") || start.slice(0, 5).toLowerCase() === "file:") {
+    return true;
+  }
+  if (/[\n\r]/.test(text) || /\s/u.test(text) || !text.includes("/")) return false;
   try {
     new URL(text);
     return false;
@@ -153,7 +160,9 @@ export function urlArguments(args: unknown): UrlArgument[] {
     if (looksLikeBareAddress(readAsUrl(value))) return [{ argument, host: "" }];
     if (url.hostname === "" && url.protocol !== "file:") return [];
     const web = url.protocol === "http:" || url.protocol === "https:";
-    return [{ argument, host: web && readAlike(value) ? url.hostname.toLowerCase() : "" }];
+    // The host with its port when not the scheme's default (`localhost:3000`), as core's
+    // `url_host` keeps and compares it: the browser's `host` leaves the default one out.
+    return [{ argument, host: web && readAlike(value) ? url.host.toLowerCase() : "" }];
   });
 }
 

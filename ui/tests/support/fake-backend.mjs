@@ -376,7 +376,8 @@ function checkRemember(ask, decision) {
         // As core's `url_host`: only a URL every reader reads alike has a host.
         const authority = /^https?:\/\/([^/?#]*)/i.exec(text)?.[1];
         const alike = !/[\s\p{Cc}]/u.test(text) && authority !== undefined && /^[\p{Alphabetic}\p{N}._\-:[\]]+$/u.test(authority);
-        return alike && (url.protocol === "http:" || url.protocol === "https:") ? url.hostname.toLowerCase() : null;
+        // With its port when not the scheme's default, as core's `url_host` reads it.
+        return alike && (url.protocol === "http:" || url.protocol === "https:") ? url.host.toLowerCase() : null;
       } catch {
         return null;
       }
@@ -421,12 +422,14 @@ function argumentTexts(args) {
 
 /** As core's `looks_like_path`. */
 function looksLikePath(text) {
-  if (/[\n\r]/.test(text)) return false;
-  const spaced = /\s/.test(text);
-  if (text.startsWith("/")) return !text.startsWith("/*") && !(text.startsWith("//") && spaced);
-  if (text.startsWith("~") || text === "." || text === "..") return true;
-  if (text.slice(0, 5).toLowerCase() === "file:") return true;
-  if (spaced || !text.includes("/")) return false;
+  // Anything starting like a path, after any white space or controls (a server that trims drops
+  // them), whatever else it holds.
+  const start = text.replace(/^[\s\p{Cc}\uFEFF]*/u, "");
+  if (start.startsWith("/") || start.startsWith("~") || start === "." || start === ".."
+    || start.startsWith("./") || start.startsWith("../") || start.slice(0, 5).toLowerCase() === "file:") {
+    return true;
+  }
+  if (/[\n\r]/.test(text) || /\s/u.test(text) || !text.includes("/")) return false;
   try {
     new URL(text);
     return false;

@@ -56,6 +56,9 @@ pub enum Covering {
         also: Vec<String>,
     },
     /// Calls whose string argument `argument` is a URL on `host`, and so is each of `also`.
+    /// `host` names the port when it is not the scheme's default (`localhost:3000`), as
+    /// [`url_host`] reads it: a URL on another port is not covered. One kept by an older
+    /// version names none, and covers URLs on the default port only.
     UrlHost {
         argument: String,
         host: String,
@@ -289,25 +292,30 @@ fn argument_texts(arguments: &Value) -> Vec<&str> {
     texts
 }
 
-/// Text a server may take for a file path: absolute (`/…`, `//…`; not a comment's `/* …` or
-/// `// …`), from the home directory (`~`), relative to where the server runs (`.`, `..`, `./…`,
-/// `../…`), or a `file:` address, whatever else it holds (a line break and a space are as
-/// good in a file's name as any other character); or, on one line, a word with a `/` that is
-/// no URL. A path decision holds every such text of a call to its folder, and a relative one
-/// it cannot place is not covered: so a text that only starts like a path (a file's content,
-/// say) takes the call out of the decision, and the person is asked.
+/// Text a server may take for a file path: absolute (`/…`: `//etc` is `/etc` to the kernel,
+/// `/*/..` is `/` to Node's `path.resolve`, so a comment's `/* …` or `// …` counts too), from
+/// the home directory (`~`), relative to where the server runs (`.`, `..`, `./…`, `../…`), or a
+/// `file:` address, whatever else it holds (a line break and a space are as good in a file's
+/// name as any other character) and after any spaces or line breaks it starts with (a server
+/// that trims its input drops them); or, on one line, a word with a `/` that is no URL. A path
+/// decision holds every such text of a call to its folder, and one it cannot place (relative,
+/// or starting with a space) is not covered: so a text that only starts like a path (a file's
+/// content, say) takes the call out of the decision, and the person is asked.
 pub fn looks_like_path(text: &str) -> bool {
     let spaced = text.contains(char::is_whitespace);
-    let anchored =
-        (text.starts_with('/') && !text.starts_with("/*") && !(text.starts_with("//") && spaced))
-            || text.starts_with('~')
-            || text == "."
-            || text == ".."
-            || text.starts_with("./")
-            || text.starts_with("../")
-            || text
-                .get(..5)
-                .is_some_and(|s| s.eq_ignore_ascii_case("file:"));
+    // What trimming drops: Unicode's white space (Rust's, Python's `strip`), controls, and the
+    // byte order mark JavaScript's `trim` drops too.
+    let start =
+        text.trim_start_matches(|c: char| c.is_whitespace() || c.is_control() || c == '\u{feff}');
+    let anchored = start.starts_with('/')
+        || start.starts_with('~')
+        || start == "."
+        || start == ".."
+        || start.starts_with("./")
+        || start.starts_with("../")
+        || start
+            .get(..5)
+            .is_some_and(|s| s.eq_ignore_ascii_case("file:"));
     anchored
         || (!text.contains(['\n', '\r'])
             && !spaced
@@ -554,7 +562,8 @@ pub fn normalize_path(path: &str) -> Option<String> {
     Some(format!("/{}", parts.join("/")))
 }
 
-/// The host (lowercase, IDNs in their `xn--` form) of an http(s) URL that every reader reads
+/// The host (lowercase, IDNs in their `xn--` form), with its port when the URL names one other
+/// than its scheme's default (`localhost:3000`), of an http(s) URL that every reader reads
 /// alike; `None` for any other. WHATWG's parser (the `url` crate's, browsers') reads
 /// `http://good.example\@evil.example/` as on `good.example`, where curl and Python read
 /// `evil.example`; it also drops tabs and line breaks and takes `http:good.example`. So only
@@ -576,7 +585,13 @@ pub fn url_host(text: &str) -> Option<String> {
     if !matches!(url.scheme(), "http" | "https") {
         return None;
     }
-    url.host_str().map(str::to_ascii_lowercase)
+    let host = url.host_str()?.to_ascii_lowercase();
+    // The `url` crate leaves out the scheme's default port: `https://a.example:443` is on
+    // `a.example`.
+    Some(match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    })
 }
 
 fn strip_prefix_ignoring_case<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
@@ -717,9 +732,14 @@ mod tests {
         ] {
             assert!(!old.covers(&outside), "{outside}");
         }
-        // Content is not a path: a comment, a sentence, a URL, several lines.
-        assert!(old.covers(&json!({"source": "/p/c", "content": "/* licence */\nfn main() {}"})));
-        assert!(old.covers(&json!({"source": "/p/c", "content": "// a comment"})));
+        // A text that starts with `/` is a path whatever else it holds, even a code comment:
+        // `//etc/x` is `/etc/x` to the kernel and `/*/../etc` is `/etc` to Node's
+        // `path.resolve`, so telling a comment from a path would let one through. Asking is
+        // the safe side.
+        assert!(!old.covers(&json!({"source": "/p/c", "content": "/* licence */\nfn main() {}"})));
+        assert!(!old.covers(&json!({"source": "/p/c", "content": "// a comment"})));
+        // A sentence, a URL, several lines not starting like a path are no path.
+        assert!(old.covers(&json!({"source": "/p/c", "content": "see /p/x and\n/etc/y"})));
         assert!(old.covers(&json!({"source": "/p/c", "link": "https://example.com/a/b"})));
         // A folder that does not hold every path of the call on screen is not what was seen.
         let narrow = Covering::PathUnder {
@@ -980,7 +1000,73 @@ mod tests {
             host: "[::1]".into(),
             also: Vec::new(),
         };
-        assert!(v6.covers(&json!({"url": "http://[::1]:8080/"})));
+        // A host decision is for its port: `[::1]` is the default one.
+        assert!(v6.covers(&json!({"url": "http://[::1]/"})));
+        assert!(!v6.covers(&json!({"url": "http://[::1]:8080/"})));
+    }
+
+    /// Every text that starts with `/` (after spaces or line breaks, which a server that trims
+    /// its input drops) is held to the folder: `//etc` is `/etc` to the kernel, `/*/..` is `/`
+    /// to Node's `path.resolve`, and a comment is not told from a path.
+    #[test]
+    fn every_text_starting_with_a_slash_is_held_to_the_folder() {
+        let under = Covering::PathUnder {
+            argument: "path".into(),
+            prefix: "/p".into(),
+            also: Vec::new(),
+        };
+        for outside in [
+            json!({"path": "/p/a", "opts": {"dest": "//etc/cron.d/x\n"}}),
+            json!({"path": "/p/a", "out": "/*/../etc/x y"}),
+            json!({"path": "/p/a", "x": "  /etc/passwd"}),
+            json!({"path": "/p/a", "x": "\n/etc/passwd"}),
+            json!({"path": "/p/a", "x": "\u{feff}/etc/passwd"}),
+            json!({"path": "/p/a", "x": "\t~/.ssh/authorized_keys"}),
+            json!({"path": "/p/a", "x": " ../../etc/x"}),
+            json!({"path": "/p/a", "x": "// note"}),
+            // Not placed: a server that does not trim reads it relative to where it runs.
+            json!({"path": "/p/a", "x": " /p/b"}),
+        ] {
+            assert!(!under.covers(&outside), "{outside}");
+        }
+        assert!(under.covers(&json!({"path": "/p/a", "x": "/p/b c\n", "y": "//p/d"})));
+        assert!(under.covers(&json!({"path": "/p/a", "x": "a note", "y": " "})));
+    }
+
+    /// A host decision is for the host and port the person saw (the scheme's default port
+    /// named or not): "any URLs on localhost:3000" is not the Docker API on localhost:2375.
+    /// One kept by an older version names no port: it covers the default one only.
+    #[test]
+    fn a_host_decision_is_for_its_port() {
+        let on = |host: &str| Covering::UrlHost {
+            argument: "url".into(),
+            host: host.into(),
+            also: Vec::new(),
+        };
+        let dev = on("localhost:3000");
+        assert!(dev.covers(&json!({"url": "http://localhost:3000/x"})));
+        assert!(!dev.covers(&json!({"url": "http://localhost:2375/x"})));
+        assert!(!dev.covers(&json!({"url": "http://localhost/x"})));
+        assert!(!dev.covers(
+            &json!({"url": "http://localhost:3000/x", "then": "http://localhost:2375/containers/create"})
+        ));
+        let site = on("a.example");
+        assert!(site.covers(&json!({"url": "https://a.example/x"})));
+        assert!(site.covers(&json!({"url": "https://a.example:443/x"})));
+        assert!(site.covers(&json!({"url": "http://a.example:80/x"})));
+        assert!(!site.covers(&json!({"url": "https://a.example:8443/x"})));
+        assert!(!site.covers(&json!({"url": "https://a.example:80/x"})));
+        // Kept by an older version, without its port: asked again on another.
+        assert!(!on("localhost").covers(&json!({"url": "http://localhost:3000/x"})));
+        // The choice is checked, and kept, with its port.
+        let call = json!({"url": "http://localhost:3000/"});
+        assert_eq!(
+            on("LocalHost:3000").check(&call).unwrap(),
+            on("localhost:3000")
+        );
+        assert!(on("localhost").check(&call).is_err());
+        assert_eq!(url_host("http://[::1]:8080/"), Some("[::1]:8080".into()));
+        assert_eq!(url_host("HTTPS://A.example:443/"), Some("a.example".into()));
     }
 
     #[test]
