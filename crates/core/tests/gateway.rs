@@ -6246,3 +6246,182 @@ async fn calls_to_an_http_server_keep_the_gateways_connection() {
         rig.gateway.shutdown().await;
     }
 }
+
+/// The tool calls the hostile server received, by their `path` argument (`log`).
+fn paths_received(log: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == "tools/call")
+        .filter_map(|m| m["params"]["arguments"]["path"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Gives the gateway a moment to keep the person's answer to a pending call (it is kept in the
+/// background), for a retry decided without asking, which does not wait for one.
+async fn answer_kept() {
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// A call goes pending; the person allows another call of the tool for ten minutes, any
+/// arguments; then denies the pending call. The retry is refused, and the server never sees
+/// it: the denial is the person's latest word on that call. (It was used up unseen by the
+/// earlier allow, and the call ran.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_denial_given_after_a_remembered_allow_refuses_the_retry() {
+    let dir = scratch("pending-deny-after-allow-log");
+    let log = dir.join("hostile.log");
+    let mut files = hostile_server("files", Some(&log));
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("pending-deny-after-allow", vec![files]).await;
+    let clock = test_clock(&rig);
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let pending = left_pending(&mut rig, &agent, json!({"path": "/p/a"})).await;
+    let other = spawn_call(&agent, "read_file", json!({"path": "/p/b"}));
+    let ask = rig.next_ask().await;
+    let later = now_ms() + 600_000;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Until { until_ms: later },
+                Covering::AnyArguments,
+            ),
+        )
+        .unwrap();
+    assert_eq!(
+        text(&other.await.unwrap().unwrap()),
+        r#"read_file {"path":"/p/b"}"#
+    );
+    clock.fetch_add(1_000, std::sync::atomic::Ordering::Relaxed);
+    rig.broker.answer(pending.id, Answer::Decline).unwrap();
+    answer_kept().await;
+    let retried = call(&agent, "read_file", json!({"path": "/p/a"})).await;
+    assert_eq!(retried.is_error, Some(true), "{}", text(&retried));
+    assert!(
+        text(&retried).contains("denied") && text(&retried).contains("pending approval p-"),
+        "{}",
+        text(&retried)
+    );
+    assert_eq!(paths_received(&log), ["/p/b"]);
+    // Used once: the call after that runs by the remembered allow.
+    let again = call(&agent, "read_file", json!({"path": "/p/a"})).await;
+    assert_eq!(text(&again), r#"read_file {"path":"/p/a"}"#);
+    assert!(rig.broker.pending().is_empty());
+    rig.gateway.shutdown().await;
+}
+
+/// The other way round: the person denies a pending call, then allows the tool for ten
+/// minutes, any arguments: the later decision wins, and the retry runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allow_remembered_after_a_pending_denial_runs_the_retry() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("pending-allow-after-deny", vec![files]).await;
+    let clock = test_clock(&rig);
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let pending = left_pending(&mut rig, &agent, json!({"path": "/p/a"})).await;
+    rig.broker.answer(pending.id, Answer::Decline).unwrap();
+    answer_kept().await;
+    clock.fetch_add(1_000, std::sync::atomic::Ordering::Relaxed);
+    let other = spawn_call(&agent, "read_file", json!({"path": "/p/b"}));
+    let ask = rig.next_ask().await;
+    let later = now_ms() + 600_000;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Until { until_ms: later },
+                Covering::AnyArguments,
+            ),
+        )
+        .unwrap();
+    let _ = other.await;
+    let retried = call(&agent, "read_file", json!({"path": "/p/a"})).await;
+    assert_eq!(text(&retried), r#"read_file {"path":"/p/a"}"#);
+    rig.gateway.shutdown().await;
+}
+
+/// "Deny, for this session", chosen on a call that had gone pending: the session's next call
+/// of the tool is refused at once, nobody asked. (It was kept for no session, and so decided
+/// nothing, while Settings listed it.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_call_denied_for_this_session_refuses_the_sessions_next_calls() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("pending-session-deny", vec![files]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let pending = left_pending(&mut rig, &agent, json!({"path": "/p/a"})).await;
+    rig.broker
+        .answer(
+            pending.id,
+            remember(false, Lasting::Session, Covering::AnyArguments),
+        )
+        .unwrap();
+    answer_kept().await;
+    let next = tokio::time::timeout(
+        Duration::from_secs(5),
+        call(&agent, "read_file", json!({"path": "/p/b"})),
+    )
+    .await
+    .expect("answered at once");
+    assert_eq!(next.is_error, Some(true), "{}", text(&next));
+    assert!(text(&next).contains("denied"), "{}", text(&next));
+    assert!(rig.broker.pending().is_empty(), "nobody is asked");
+    let listed = rig.settings.get().remembered;
+    assert!(
+        listed
+            .iter()
+            .any(|d| d.lasting == Lasting::Session && d.session.is_some()),
+        "{listed:?}"
+    );
+    // The session ends: so does the decision.
+    agent.cancel().await.unwrap();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !rig.settings.get().remembered.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "outlived its session"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rig.gateway.shutdown().await;
+}
+
+/// "For this session", chosen on a pending call whose session has already ended: no session
+/// is left for it to last for, so nothing is remembered (Settings would list a decision that
+/// decides nothing); the answer still goes to the retry.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_call_answered_for_a_session_already_ended_remembers_nothing() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("pending-session-gone", vec![files]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let pending = left_pending(&mut rig, &agent, json!({"path": "/p/a"})).await;
+    // The session ends: the question outlives it, asked again apart from any session.
+    agent.cancel().await.unwrap();
+    let again = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("asked again");
+    assert_ne!(again.id, pending.id);
+    rig.broker
+        .answer(
+            again.id,
+            remember(true, Lasting::Session, Covering::AnyArguments),
+        )
+        .unwrap();
+    answer_kept().await;
+    assert!(
+        rig.settings.get().remembered.is_empty(),
+        "{:?}",
+        rig.settings.get().remembered
+    );
+    // The retry, in a new session, runs on the answer.
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let retried = call(&agent, "read_file", json!({"path": "/p/a"})).await;
+    assert_eq!(text(&retried), r#"read_file {"path":"/p/a"}"#);
+    rig.gateway.shutdown().await;
+}

@@ -50,6 +50,15 @@ pub(crate) struct PendingApproval {
     /// The question it came from, to record the call forwarded once the agent makes it.
     #[serde(default)]
     pub asked: Option<AskedIn>,
+    /// When the person answered (the gate's clock): a denial given after an allow was
+    /// remembered outweighs it. `None` while waiting, and in answers kept before it was.
+    #[serde(default)]
+    pub answered_ms: Option<u64>,
+    /// The upstream session of the call it came from (`approval::Call::session`), which a
+    /// decision "for this session" given in answer lasts for. Session numbers start again
+    /// with each run, so it is not kept across one: `None` after a restart.
+    #[serde(skip)]
+    pub session: Option<u64>,
 }
 
 /// An ask, named across runs (ask ids restart with each run).
@@ -74,11 +83,12 @@ pub(crate) struct SameCall<'a> {
 /// What a call finds in the store.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Found {
-    /// Answered: used up now.
+    /// Answered (at `answered_ms`, if known): used up now.
     Answered {
         id: String,
         allow: bool,
         asked: Option<AskedIn>,
+        answered_ms: Option<u64>,
     },
     /// Still waiting for the person.
     Waiting {
@@ -87,6 +97,8 @@ pub(crate) enum Found {
     /// Answered, but that the answer is used up cannot be saved: not used.
     Unsaved {
         id: String,
+        allow: bool,
+        answered_ms: Option<u64>,
     },
     None,
 }
@@ -151,11 +163,12 @@ impl PendingStore {
         true
     }
 
-    /// The person answered approval `id`, in the question `asked`.
-    pub(crate) fn answer(&self, id: &str, allow: bool, asked: Option<AskedIn>) {
+    /// The person answered approval `id`, in the question `asked`, at `now_ms`.
+    pub(crate) fn answer(&self, id: &str, allow: bool, asked: Option<AskedIn>, now_ms: u64) {
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
             e.asked = asked;
+            e.answered_ms = Some(now_ms);
             e.state = if allow {
                 PendingState::Allowed
             } else {
@@ -215,18 +228,24 @@ impl PendingStore {
                 id: entries[i].id.clone(),
             },
             state => {
+                let allow = state == PendingState::Allowed;
                 let used = entries.remove(i);
                 if self.save(&entries).is_err() {
                     // Still on file, the answer would be used again after a restart: it is
                     // used only once that it was can be kept.
-                    let id = used.id.clone();
+                    let (id, answered_ms) = (used.id.clone(), used.answered_ms);
                     entries.insert(i, used);
-                    return Found::Unsaved { id };
+                    return Found::Unsaved {
+                        id,
+                        allow,
+                        answered_ms,
+                    };
                 }
                 Found::Answered {
                     id: used.id,
-                    allow: state == PendingState::Allowed,
+                    allow,
                     asked: used.asked,
+                    answered_ms: used.answered_ms,
                 }
             }
         }
@@ -260,12 +279,21 @@ pub(crate) fn fresh_id() -> String {
 /// The question behind a pending approval, waited for apart from any call.
 type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = crate::ask::Outcome> + Send>>;
 
+/// The upstream session a pending call came in (`PendingApproval::session`), while this run
+/// knows whether it is still open: `closed` fires when it ends.
+pub(crate) struct CameIn {
+    pub session: u64,
+    pub closed: tokio_util::sync::CancellationToken,
+}
+
 /// Keeps `approval` and waits for the person's answer to its question (`outcome`) in the
-/// background; `None` (and the question withdrawn) when the store is full.
+/// background; `None` (and the question withdrawn) when the store is full. `came_in` is the
+/// upstream session of the call (`approval.session`).
 pub(crate) fn keep_waiting(
     shared: &std::sync::Arc<super::Shared>,
     approval: PendingApproval,
     outcome: Waiting,
+    came_in: CameIn,
 ) -> Option<String> {
     let id = approval.id.clone();
     // An agent revoked while it was asked makes no call: nothing to keep its question for.
@@ -275,7 +303,13 @@ pub(crate) fn keep_waiting(
         return None;
     }
     let asked = approval.asked.clone();
-    tokio::spawn(settle(shared.clone(), approval, outcome, asked));
+    tokio::spawn(settle(
+        shared.clone(),
+        approval,
+        outcome,
+        asked,
+        Some(came_in),
+    ));
     Some(id)
 }
 
@@ -287,8 +321,11 @@ pub(crate) fn ask_again(shared: &std::sync::Arc<super::Shared>) {
     }
 }
 
-/// Opens the question of `approval` again, tied to no agent's session.
-fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
+/// Opens the question of `approval` again, tied to no agent's session: the session the call
+/// came in has ended (or belonged to a run before), and a decision "for this session" given
+/// in answer is for no session.
+fn reopen(shared: &std::sync::Arc<super::Shared>, mut approval: PendingApproval) {
+    approval.session = None;
     use crate::ask::AskKind;
     let Some(config) = shared.server(&approval.server) else {
         // The server is no longer configured: nothing could run, nothing to ask.
@@ -354,6 +391,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
                 approval,
                 Box::pin(pending.outcome()),
                 Some(asked),
+                None,
             ));
         }
         // The server's questions are at their cap: kept, asked again at the next start.
@@ -364,12 +402,16 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
 }
 
 /// Waits for the person's answer to the question `asked` and keeps it for the agent's retry.
+/// `came_in`: the upstream session the call came in, when the question is still the one asked
+/// in it.
 async fn settle(
     shared: std::sync::Arc<super::Shared>,
     approval: PendingApproval,
     outcome: Waiting,
     asked: Option<AskedIn>,
+    came_in: Option<CameIn>,
 ) {
+    use crate::ask::approval::Lasting;
     use crate::ask::{CancelReason, Outcome};
     let store = &shared.pending;
     let outcome = outcome.await;
@@ -378,34 +420,65 @@ async fn settle(
         store.remove(&approval.id);
         return;
     }
+    let now = super::Gateway::now_ms(&shared);
     match outcome {
         Outcome::Accepted { .. } | Outcome::AlwaysAllowed => {
-            store.answer(&approval.id, true, asked)
+            store.answer(&approval.id, true, asked, now)
         }
         Outcome::Remembered { decision } => {
             let allow = decision.allow;
-            super::forward::keep_decision(
-                &shared.settings,
-                super::forward::Decided {
-                    agent: &approval.agent,
-                    agent_name: &approval.agent_name,
-                    server: &approval.server,
-                    endpoint: &approval.endpoint,
-                    tool: &approval.tool,
-                    definition: &approval.definition,
-                    digest: &approval.digest,
-                    read: false,
-                },
-                decision,
-                None,
-                super::Gateway::now_ms(&shared),
-            );
-            store.answer(&approval.id, allow, asked);
+            // A decision "for this session" lasts for the session the call came in, while it
+            // is open. One already ended keeps no decision: it would decide nothing, yet be
+            // listed in Settings as if it did. The answer still goes to the retry.
+            let for_session = decision.lasting == Lasting::Session;
+            let session = match (&came_in, approval.session) {
+                (Some(came_in), Some(session))
+                    if for_session
+                        && came_in.session == session
+                        && !came_in.closed.is_cancelled() =>
+                {
+                    Some(session)
+                }
+                _ => None,
+            };
+            if for_session && session.is_none() {
+                tracing::info!(
+                    id = %approval.id,
+                    "the session of a pending call has ended: its answer for that session is \
+                     used by the retry, and not remembered"
+                );
+            } else {
+                super::forward::keep_decision(
+                    &shared.settings,
+                    super::forward::Decided {
+                        agent: &approval.agent,
+                        agent_name: &approval.agent_name,
+                        server: &approval.server,
+                        endpoint: &approval.endpoint,
+                        tool: &approval.tool,
+                        definition: &approval.definition,
+                        digest: &approval.digest,
+                        read: false,
+                    },
+                    decision,
+                    session,
+                    now,
+                );
+                // The session ended while it was kept, maybe after its end forgot the
+                // session's decisions: forgotten now. (Ending later, it forgets this one.)
+                if let (Some(session), Some(came_in)) = (session, &came_in)
+                    && came_in.closed.is_cancelled()
+                    && let Err(e) = shared.settings.end_session(session)
+                {
+                    tracing::warn!(error = %e, "cannot forget a session's decisions");
+                }
+            }
+            store.answer(&approval.id, allow, asked, now);
         }
         Outcome::Declined
         | Outcome::Cancelled {
             reason: CancelReason::Person | CancelReason::AuditFailed,
-        } => store.answer(&approval.id, false, asked),
+        } => store.answer(&approval.id, false, asked, now),
         // Expired: gone, and a retry is asked about afresh. Revoked: its agent makes no call.
         Outcome::Cancelled {
             reason: CancelReason::Timeout | CancelReason::Revoked,
@@ -444,6 +517,8 @@ mod tests {
                 run: "r".into(),
                 id: 7,
             }),
+            answered_ms: None,
+            session: None,
         }
     }
 
@@ -480,6 +555,7 @@ mod tests {
                 run: "r".into(),
                 id: 7,
             }),
+            5,
         );
         assert_eq!(
             store.find(&same("b", "s", "e", "t", "{}", "d"), 10),
@@ -506,7 +582,8 @@ mod tests {
                 asked: Some(AskedIn {
                     run: "r".into(),
                     id: 7
-                })
+                }),
+                answered_ms: Some(5),
             }
         );
         assert_eq!(
@@ -535,6 +612,33 @@ mod tests {
         assert!(PendingStore::load(Some(path), 0).waiting(0).is_empty());
     }
 
+    /// When the person answered is kept with the answer (a denial outweighs an allow
+    /// remembered before it); the session the call came in is not: session numbers start
+    /// again with each run.
+    #[test]
+    fn the_answer_time_is_kept_across_a_restart_and_the_session_is_not() {
+        let dir = std::env::temp_dir().join(format!("cs-pending-time-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("pending-approvals.json");
+        let store = PendingStore::load(Some(path.clone()), 0);
+        let mut kept = approval("p-1", 100);
+        kept.session = Some(3);
+        assert!(store.add(kept));
+        store.answer("p-1", false, None, 42);
+        let again = PendingStore::load(Some(path), 0);
+        assert_eq!(again.lock()[0].session, None);
+        assert_eq!(
+            again.find(&same("a", "s", "e", "t", "{}", "d"), 10),
+            Found::Answered {
+                id: "p-1".into(),
+                allow: false,
+                asked: None,
+                answered_ms: Some(42),
+            }
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn the_store_is_capped() {
         let store = PendingStore::load(None, 0);
@@ -554,12 +658,17 @@ mod tests {
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
         assert!(store.add(approval("p-1", 100)));
-        store.answer("p-1", true, None);
+        store.answer("p-1", true, None, 5);
         let call = same("a", "s", "e", "t", "{}", "d");
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::write(&dir, "in the way").unwrap();
-        assert_eq!(store.find(&call, 10), Found::Unsaved { id: "p-1".into() });
-        assert_eq!(store.find(&call, 10), Found::Unsaved { id: "p-1".into() });
+        let unsaved = Found::Unsaved {
+            id: "p-1".into(),
+            allow: true,
+            answered_ms: Some(5),
+        };
+        assert_eq!(store.find(&call, 10), unsaved);
+        assert_eq!(store.find(&call, 10), unsaved);
         std::fs::remove_file(&dir).unwrap();
         assert!(matches!(
             store.find(&call, 10),

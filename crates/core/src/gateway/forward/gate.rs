@@ -195,11 +195,26 @@ impl Forwarder {
         };
         match decision {
             Decision::Allow { why, remembered } => {
+                // The person denied this very call while it was pending, after every allow
+                // remembered that covers it was made (or the allow is of no known age: a rule,
+                // a trusted server's read-only tool): their latest word on it is no.
+                if !gated.read
+                    && let Some(denial) = self.use_up_pending_answer(&who, up, &gated, now_ms)
+                    && denial.outweighs(remembered.and_then(|_| latest_allow_ms(settings, &call)))
+                {
+                    let why = format!("pending approval {}, answered by the person", denial.id);
+                    if let Err(e) =
+                        audit.record_gated(&config.name, Some(&who.name), gated.key, false, &why)
+                    {
+                        tracing::error!(error = %e, "a denial went unrecorded");
+                    }
+                    return Err(Refusal::Denied(format!(
+                        "The person using Countersign denied {what} on {} (pending approval {}).",
+                        config.name, denial.id
+                    )));
+                }
                 if let Some(id) = remembered {
                     settings.touch(id, now_ms);
-                }
-                if !gated.read {
-                    self.use_up_pending_answer(&who, up, &gated, now_ms);
                 }
                 // Unrecorded, it does not run.
                 audit
@@ -322,6 +337,8 @@ impl Forwarder {
                                     .saturating_add(config.pending_expiry.as_millis() as u64),
                                 state: pending::PendingState::Waiting,
                                 asked: Some(asked.clone()),
+                                answered_ms: None,
+                                session: Some(up.session),
                             };
                             if !self.shared.agents.holds(&who.id) {
                                 // Revoked while asked: the question goes (dropping the wait
@@ -332,7 +349,11 @@ impl Forwarder {
                                     config.name
                                 )));
                             }
-                            return pending::keep_waiting(&self.shared, approval, outcome)
+                            let came_in = pending::CameIn {
+                                session: up.session,
+                                closed: up.closed.clone(),
+                            };
+                            return pending::keep_waiting(&self.shared, approval, outcome, came_in)
                                 .map(|id| Err(Refusal::Pending { id }))
                                 .unwrap_or_else(|| {
                                     Err(Refusal::Denied(format!(
@@ -374,6 +395,9 @@ impl Forwarder {
                     Outcome::Remembered { decision } => {
                         let allow = decision.allow;
                         let session = (decision.lasting == Lasting::Session).then_some(up.session);
+                        // Made when the person answered (a pending denial given before it
+                        // gives way to it, one given after outweighs it).
+                        let now_ms = crate::gateway::Gateway::now_ms(&self.shared);
                         keep_decision(
                             settings,
                             Decided {
@@ -416,23 +440,44 @@ impl Forwarder {
         }
     }
 
-    /// The person's answer to this very call, given while it was pending: used once. A call
-    /// still pending waits a while more for it, then is told it is still pending. `None`:
-    /// nothing pending for this call.
-    /// A call allowed without asking uses up an answer the person gave to this very call
+    /// A call decided without asking uses up an answer the person gave to this very call
     /// while it waited: that is the retry a decision they chose to remember (or a rule) now
-    /// allows, and the answer, left, would let the same call run once more, unasked, after
-    /// the decision has lapsed or been revoked.
-    fn use_up_pending_answer(&self, who: &Who, up: &Upstream, gated: &Gated<'_>, now_ms: u64) {
+    /// decides, and the answer, left, would let the same call run once more, unasked, after
+    /// the decision has lapsed or been revoked. Returns the answer if it was a denial (for an
+    /// allow to weigh against; one whose use cannot be saved stays on file, and is returned
+    /// all the same: it refuses, and refuses again).
+    fn use_up_pending_answer(
+        &self,
+        who: &Who,
+        up: &Upstream,
+        gated: &Gated<'_>,
+        now_ms: u64,
+    ) -> Option<PendingDenial> {
         let store = &self.shared.pending;
         if store.is_empty() {
-            return;
+            return None;
         }
         let arguments = serde_json::to_string(&gated.arguments).unwrap_or_default();
         // (An answer found is taken out; a question still waiting stays the person's.)
-        let _ = store.find(&gated.same_call(who, up, &arguments), now_ms);
+        match store.find(&gated.same_call(who, up, &arguments), now_ms) {
+            pending::Found::Answered {
+                id,
+                allow: false,
+                answered_ms,
+                ..
+            }
+            | pending::Found::Unsaved {
+                id,
+                allow: false,
+                answered_ms,
+            } => Some(PendingDenial { id, answered_ms }),
+            _ => None,
+        }
     }
 
+    /// The person's answer to this very call, given while it was pending: used once. A call
+    /// still pending waits a while more for it, then is told it is still pending. `None`:
+    /// nothing pending for this call.
     async fn pending_answer(
         &self,
         up: &Upstream,
@@ -451,7 +496,9 @@ impl Forwarder {
             let changed = store.changed();
             match find() {
                 pending::Found::None => return Ok(None),
-                pending::Found::Answered { id, allow, asked } => {
+                pending::Found::Answered {
+                    id, allow, asked, ..
+                } => {
                     let why = format!("pending approval {id}, answered by the person");
                     self.shared
                         .broker
@@ -472,7 +519,7 @@ impl Forwarder {
                         )))
                     }));
                 }
-                pending::Found::Unsaved { id } => {
+                pending::Found::Unsaved { id, .. } => {
                     return Ok(Some(Err(Refusal::Denied(format!(
                         "Countersign did not carry out the person's answer to pending approval \
                          {id} for {}: it cannot note that the answer was used, and an answer is \
@@ -687,6 +734,40 @@ impl Who {
             },
         }
     }
+}
+
+/// The person's denial of a call while it was pending, found as the call is allowed without
+/// asking.
+struct PendingDenial {
+    id: String,
+    /// When they denied it; `None` in an answer kept before that was.
+    answered_ms: Option<u64>,
+}
+
+impl PendingDenial {
+    /// Whether it outweighs an allow remembered at `made_ms` (`None`: not remembered, or when
+    /// unknown): only an allow remembered after it goes before it.
+    fn outweighs(&self, made_ms: Option<u64>) -> bool {
+        match (self.answered_ms, made_ms) {
+            (Some(answered), Some(made)) => made <= answered,
+            _ => true,
+        }
+    }
+}
+
+/// When the latest remembered allow that applies to `call` was made; `None` when none does
+/// now.
+fn latest_allow_ms(
+    settings: &crate::settings::SettingsStore,
+    call: &approval::Call,
+) -> Option<u64> {
+    settings
+        .get()
+        .remembered
+        .iter()
+        .filter(|d| d.allow && d.applies(call))
+        .map(|d| d.created_ms)
+        .max()
 }
 
 /// Why the gate did not let a request through.
