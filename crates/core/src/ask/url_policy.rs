@@ -69,10 +69,18 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
     })
 }
 
-/// This computer or its local network, by address or by name.
+/// This computer or its local network, by address or by name: loopback, private and link-local
+/// addresses, carrier-grade NAT's 100.64.0.0/10 (where Tailscale puts a tailnet), a name with no
+/// dot (`router`, `nas`: only a local resolver answers those), and the names set aside for home
+/// and internal networks (`.local`, `.lan`, `.home`, `.home.arpa`, `.internal`, `.intranet`,
+/// `.corp`, and routers' `.box`, as in `fritz.box`).
 fn is_local(url: &url::Url) -> bool {
     let v4 = |ip: std::net::Ipv4Addr| {
-        ip.is_loopback() || ip.is_private() || ip.is_link_local() || ip.is_unspecified()
+        ip.is_loopback()
+            || ip.is_private()
+            || ip.is_link_local()
+            || ip.is_unspecified()
+            || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xC0) == 64)
     };
     match url.host() {
         Some(url::Host::Ipv4(ip)) => v4(ip),
@@ -84,8 +92,19 @@ fn is_local(url: &url::Url) -> bool {
                 || ip.to_ipv4_mapped().is_some_and(v4)
         }
         Some(url::Host::Domain(d)) => {
+            const LOCAL_ENDINGS: [&str; 9] = [
+                ".localhost",
+                ".local",
+                ".lan",
+                ".home",
+                ".home.arpa",
+                ".internal",
+                ".intranet",
+                ".corp",
+                ".box",
+            ];
             let d = d.trim_end_matches('.');
-            d == "localhost" || d.ends_with(".localhost") || d.ends_with(".local")
+            !d.contains('.') || LOCAL_ENDINGS.iter().any(|ending| d.ends_with(ending))
         }
         None => false,
     }
@@ -147,6 +166,13 @@ mod tests {
             "https://[::ffff:127.0.0.1]/",
             "https://2130706433/",
             "https://0.0.0.0:8888/",
+            "https://router/",
+            "https://nas:5000/",
+            "https://fritz.box/",
+            "https://nas.lan/",
+            "https://gw.home.arpa/",
+            "https://vault.internal/",
+            "https://100.101.102.103/",
         ] {
             assert_eq!(
                 check(local).unwrap().warnings,
@@ -154,7 +180,13 @@ mod tests {
                 "{local}"
             );
         }
-        assert!(check("https://8.8.8.8/").unwrap().warnings.is_empty());
+        for public in [
+            "https://8.8.8.8/",
+            "https://100.128.0.1/",
+            "https://example.com/",
+        ] {
+            assert!(check(public).unwrap().warnings.is_empty(), "{public}");
+        }
         assert_eq!(
             check("http://127.0.0.1:8080/cb").unwrap().host,
             "127.0.0.1:8080"
