@@ -130,30 +130,30 @@ impl Forwarder {
         let Some(capabilities) = up.info().map(|info| info.capabilities) else {
             return;
         };
-        let changes = |declared: Option<bool>| declared == Some(true);
-        if capabilities.tools.is_some_and(|c| changes(c.list_changed)) {
-            up.relay
-                .notify(&ServerNotification::ToolListChangedNotification(
+        let announced = [
+            (
+                capabilities.tools.and_then(|c| c.list_changed),
+                ServerNotification::ToolListChangedNotification(
                     ToolListChangedNotification::default(),
-                ));
-        }
-        if capabilities
-            .prompts
-            .is_some_and(|c| changes(c.list_changed))
-        {
-            up.relay
-                .notify(&ServerNotification::PromptListChangedNotification(
+                ),
+            ),
+            (
+                capabilities.prompts.and_then(|c| c.list_changed),
+                ServerNotification::PromptListChangedNotification(
                     PromptListChangedNotification::default(),
-                ));
-        }
-        if capabilities
-            .resources
-            .is_some_and(|c| changes(c.list_changed))
-        {
-            up.relay
-                .notify(&ServerNotification::ResourceListChangedNotification(
+                ),
+            ),
+            (
+                capabilities.resources.and_then(|c| c.list_changed),
+                ServerNotification::ResourceListChangedNotification(
                     ResourceListChangedNotification::default(),
-                ));
+                ),
+            ),
+        ];
+        for (announces, changed) in announced {
+            if announces == Some(true) {
+                up.relay.notify(&changed);
+            }
         }
     }
 }
