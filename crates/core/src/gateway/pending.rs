@@ -54,11 +54,6 @@ pub(crate) struct PendingApproval {
     /// remembered outweighs it. `None` while waiting, and in answers kept before it was.
     #[serde(default)]
     pub answered_ms: Option<u64>,
-    /// The upstream session of the call it came from (`approval::Call::session`), which a
-    /// decision "for this session" given in answer lasts for. Session numbers start again
-    /// with each run, so it is not kept across one: `None` after a restart.
-    #[serde(skip)]
-    pub session: Option<u64>,
 }
 
 /// An ask, named across runs (ask ids restart with each run).
@@ -279,8 +274,9 @@ pub(crate) fn fresh_id() -> String {
 /// The question behind a pending approval, waited for apart from any call.
 type Waiting = std::pin::Pin<Box<dyn std::future::Future<Output = crate::ask::Outcome> + Send>>;
 
-/// The upstream session a pending call came in (`PendingApproval::session`), while this run
-/// knows whether it is still open: `closed` fires when it ends.
+/// The upstream session a pending call came in (`approval::Call::session`), which a decision
+/// "for this session" given in answer lasts for, while this run knows whether it is still open:
+/// `closed` fires when it ends. Kept in memory only: session numbers start again with each run.
 pub(crate) struct CameIn {
     pub session: u64,
     pub closed: tokio_util::sync::CancellationToken,
@@ -288,7 +284,7 @@ pub(crate) struct CameIn {
 
 /// Keeps `approval` and waits for the person's answer to its question (`outcome`) in the
 /// background; `None` (and the question withdrawn) when the store is full. `came_in` is the
-/// upstream session of the call (`approval.session`).
+/// upstream session of the call.
 pub(crate) fn keep_waiting(
     shared: &std::sync::Arc<super::Shared>,
     approval: PendingApproval,
@@ -324,8 +320,7 @@ pub(crate) fn ask_again(shared: &std::sync::Arc<super::Shared>) {
 /// Opens the question of `approval` again, tied to no agent's session: the session the call
 /// came in has ended (or belonged to a run before), and a decision "for this session" given
 /// in answer is for no session.
-fn reopen(shared: &std::sync::Arc<super::Shared>, mut approval: PendingApproval) {
-    approval.session = None;
+fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
     use crate::ask::AskKind;
     let Some(config) = shared.server(&approval.server) else {
         // The server is no longer configured: nothing could run, nothing to ask.
@@ -431,16 +426,10 @@ async fn settle(
             // is open. One already ended keeps no decision: it would decide nothing, yet be
             // listed in Settings as if it did. The answer still goes to the retry.
             let for_session = decision.lasting == Lasting::Session;
-            let session = match (&came_in, approval.session) {
-                (Some(came_in), Some(session))
-                    if for_session
-                        && came_in.session == session
-                        && !came_in.closed.is_cancelled() =>
-                {
-                    Some(session)
-                }
-                _ => None,
-            };
+            let session = came_in
+                .as_ref()
+                .filter(|came_in| for_session && !came_in.closed.is_cancelled())
+                .map(|came_in| came_in.session);
             if for_session && session.is_none() {
                 tracing::info!(
                     id = %approval.id,
@@ -518,7 +507,6 @@ mod tests {
                 id: 7,
             }),
             answered_ms: None,
-            session: None,
         }
     }
 
@@ -613,20 +601,17 @@ mod tests {
     }
 
     /// When the person answered is kept with the answer (a denial outweighs an allow
-    /// remembered before it); the session the call came in is not: session numbers start
-    /// again with each run.
+    /// remembered before it); the session the call came in is not (`CameIn` lives in memory
+    /// only): session numbers start again with each run.
     #[test]
     fn the_answer_time_is_kept_across_a_restart_and_the_session_is_not() {
         let dir = std::env::temp_dir().join(format!("cs-pending-time-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
-        let mut kept = approval("p-1", 100);
-        kept.session = Some(3);
-        assert!(store.add(kept));
+        assert!(store.add(approval("p-1", 100)));
         store.answer("p-1", false, None, 42);
         let again = PendingStore::load(Some(path), 0);
-        assert_eq!(again.lock()[0].session, None);
         assert_eq!(
             again.find(&same("a", "s", "e", "t", "{}", "d"), 10),
             Found::Answered {

@@ -338,7 +338,6 @@ impl Forwarder {
                                 state: pending::PendingState::Waiting,
                                 asked: Some(asked.clone()),
                                 answered_ms: None,
-                                session: Some(up.session),
                             };
                             if !self.shared.agents.holds(&who.id) {
                                 // Revoked while asked: the question goes (dropping the wait
