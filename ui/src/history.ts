@@ -103,9 +103,15 @@ export class HistoryPane {
             el("td", { class: "nowrap" }, dateTime(g.atMs)),
             el("td", {}, g.agent === null ? "an unnamed agent" : inlineText(g.agent, 60)),
             el("td", {}, inlineText(g.server, 60)),
-            el("td", {}, inlineText(g.tool, 80)),
-            el("td", {}, g.allowed ? "Allowed" : "Refused"),
-            el("td", {}, inlineText(g.why, 200))))));
+            // Past its budget an agent's calls are counted by kind, not written one by one.
+            g.others
+              ? el("td", { class: "muted" }, "other tools")
+              : el("td", {}, inlineText(g.tool, 80)),
+            el("td", {}, (g.others ? "Allowed or refused" : g.allowed ? "Allowed" : "Refused")
+              + (g.count > 1 ? `, ${g.count} calls up to then` : "")),
+            el("td", {}, g.others
+              ? "more kinds of calls than are counted apart, counted together"
+              : inlineText(g.why, 200))))));
     replace(this.content, asksBlock, refusedBlock, gatedBlock);
   }
 }

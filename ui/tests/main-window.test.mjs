@@ -353,8 +353,11 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
     refused: [{ server: "weird", reason: "properties.x.type: \"object\" is not supported", atMs: now, unrecorded: 0 },
       { server: "noisy", reason: "too many", atMs: now - 1000, unrecorded: 980 }],
     gated: [
-      { server: "demo", agent: "Claude Code", tool: "list_tickets", allowed: true, why: "rule: allow", atMs: now - 1000 },
-      { server: "demo", agent: null, tool: "book_meeting", allowed: false, why: "rule: deny", atMs: now },
+      { server: "demo", agent: "Claude Code", tool: "list_tickets", allowed: true, why: "rule: allow", atMs: now - 1000, count: 1, others: false },
+      { server: "demo", agent: null, tool: "book_meeting", allowed: false, why: "rule: deny", atMs: now, count: 1, others: false },
+      // An agent past its budget: its calls counted by kind.
+      { server: "demo", agent: "Flood", tool: "list_tickets", allowed: true, why: "rule: allow", atMs: now - 2000, count: 980, others: false },
+      { server: "demo", agent: "Flood", tool: "", allowed: false, why: "", atMs: now - 3000, count: 7, others: true },
     ],
     skipped: 2,
   } });
@@ -376,9 +379,12 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
   assert.match(await page.locator(".history-table").nth(1).textContent(),
     /noisy.*too many \(and 980 more from this server before it, counted but not written\)/);
   const gated = await page.locator(".history-table").nth(2).locator("tbody tr").allTextContents();
-  assert.equal(gated.length, 2);
+  assert.equal(gated.length, 4);
   assert.match(gated[0], /an unnamed agent.*demo.*book_meeting.*Refused.*rule: deny/);
+  assert.doesNotMatch(gated[0], /calls/);
   assert.match(gated[1], /Claude Code.*demo.*list_tickets.*Allowed.*rule: allow/);
+  assert.match(gated[2], /Flood.*demo.*list_tickets.*Allowed, 980 calls up to then.*rule: allow/);
+  assert.match(gated[3], /Flood.*demo.*other tools.*Allowed or refused, 7 calls up to then.*counted together/);
   assert.match(await page.locator(".history").textContent(), /2 lines of the log could not be read/);
   // Keyboard: arrows move between the tabs.
   await page.keyboard.press("ArrowLeft");

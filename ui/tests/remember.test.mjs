@@ -466,8 +466,8 @@ test("History words remembered outcomes and says which remembered decision decid
       covering: { kind: "exactArguments", arguments: `{"id":"${IMG}"}` } } }),
     entry(4, { outcome: "alwaysAllowed" }),
   ], refused: [], gated: [
-    { server: "tickets", agent: "Claude Code", tool: "delete_ticket", allowed: true, why: "remembered #3: allow for the agent's session, path under /p", atMs: now },
-    { server: "tickets", agent: "Claude Code", tool: "delete_ticket", allowed: false, why: "remembered #4: deny always, any arguments", atMs: now - 1 },
+    { server: "tickets", agent: "Claude Code", tool: "delete_ticket", allowed: true, why: "remembered #3: allow for the agent's session, path under /p", atMs: now, count: 1, others: false },
+    { server: "tickets", agent: "Claude Code", tool: "delete_ticket", allowed: false, why: "remembered #4: deny always, any arguments", atMs: now - 1, count: 1, others: false },
   ], skipped: 0 } });
   const { page } = app;
   await page.getByRole("tab", { name: "History" }).click();

@@ -97,7 +97,7 @@ test("markup in a URL ask, tools, stderr, run output, history and config errors 
       asks: [{ run: "r1", ask: formAsk({ server: `hs${IMG}`, message: `hm ${SCRIPT}` }),
         outcome: { outcome: "accepted", content: { k: IMG } }, resolvedAtMs: Date.now(), delivered: true, interrupted: false }],
       refused: [{ server: `rs${SCRIPT}`, reason: `because ${IMG}`, atMs: Date.now() }],
-      gated: [{ server: "s", agent: `ga${IMG}`, tool: `gt${SCRIPT}`, allowed: true, why: "rule: allow", atMs: Date.now() }],
+      gated: [{ server: "s", agent: `ga${IMG}`, tool: `gt${SCRIPT}`, allowed: true, why: "rule: allow", atMs: Date.now(), count: 1, others: false }],
       skipped: 0,
     },
     config: { path: `/cfg/${IMG}`, errors: [{ file: `f${SCRIPT}`, line: 1, column: 2, server: IMG, message: `m ${SCRIPT}` }] },

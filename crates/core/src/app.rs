@@ -625,8 +625,8 @@ impl App {
             let _ = std::fs::remove_file(path);
         }
         self.sessions.shutdown().await;
-        if let Err(e) = self.broker.audit().record_unrecorded_refusals() {
-            tracing::warn!(error = %e, "cannot write the refusals counted but not written");
+        if let Err(e) = self.broker.audit().record_what_was_counted() {
+            tracing::warn!(error = %e, "cannot write what was counted but not written");
         }
     }
 }

@@ -425,6 +425,61 @@ async fn always_allow_belongs_to_the_agents_token_not_its_name_and_rules_come_fi
     assert!(rig.broker.pending().is_empty());
 }
 
+/// An agent holding a token that calls as fast as it can cannot push the person's questions
+/// out of the audit log: past its budget, its calls are counted by the token it holds, not
+/// by the name it gives, and written together; another agent's go on being written.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flooding_agents_calls_are_counted_past_its_budget_and_anothers_are_written() {
+    use countersign_core::ask::audit::{AuditRecord, traffic};
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.tool_policy = BTreeMap::from([("list_tickets".to_owned(), ToolRule::Allow)]);
+    let rig = rig("flood", vec![config]).await;
+    let a = rig.gateway.create_agent("Agent A", "bridge").unwrap();
+    let b = rig.gateway.create_agent("Agent B", "bridge").unwrap();
+    let flooder = rig.agent_holding("desk", "agent-b", &a.token).await;
+    let other = rig.agent_holding("desk", "agent-b", &b.token).await;
+    let calls = traffic::BURST + 20;
+    for _ in 0..calls {
+        call(&flooder, "list_tickets", json!({})).await;
+    }
+    call(&other, "list_tickets", json!({})).await;
+    rig.broker.audit().record_what_was_counted().unwrap();
+    let records = rig.records();
+    let gated = |who: &str| {
+        records
+            .iter()
+            .filter(|r| {
+                matches!(r, AuditRecord::Gated { agent: Some(a), tool, allowed: true, .. }
+                if a == who && tool == "list_tickets")
+            })
+            .count() as u64
+    };
+    let counted: u64 = records
+        .iter()
+        .filter_map(|r| match r {
+            AuditRecord::Counted {
+                agent: Some(a),
+                counts,
+                ..
+            } if a == "Agent A" => counts
+                .iter()
+                .find(|c| c.what == "list_tickets" && c.allowed == Some(true))
+                .map(|c| c.n),
+            _ => None,
+        })
+        .sum();
+    assert!(
+        gated("Agent A") < traffic::BURST + 2,
+        "{}",
+        gated("Agent A")
+    );
+    assert!(counted >= 18, "{counted}");
+    assert_eq!(gated("Agent A") + counted, calls);
+    assert_eq!(gated("Agent B"), 1);
+    rig.gateway.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_cancelling_its_call_withdraws_the_question_and_nothing_is_deleted() {
     let desk = desk().await;

@@ -136,6 +136,7 @@ async fn ts_stdio_confirm_action_accept_and_decline_are_echoed() {
             AuditRecord::Gated { tool, .. } => format!("gated {tool}"),
             AuditRecord::Forwarded { method, .. } => format!("forwarded {method}"),
             AuditRecord::Delivered { id, .. } => format!("delivered {id}"),
+            AuditRecord::Counted { counts, .. } => format!("counted {counts:?}"),
         })
         .collect();
     assert_eq!(

@@ -51,6 +51,13 @@ pub struct GatedEntry {
     pub why: String,
     #[ts(type = "number")]
     pub at_ms: u64,
+    /// How many such calls this stands for: past its budget, an agent's calls are counted
+    /// by kind and written together, the last at `at_ms`.
+    #[ts(type = "number")]
+    pub count: u64,
+    /// Calls of more kinds than are counted apart, counted together: `tool`, `allowed` and
+    /// `why` say nothing.
+    pub others: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -131,9 +138,47 @@ pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize, run: &str)
                 allowed,
                 why,
                 at_ms,
+                count: 1,
+                others: false,
             }),
             // On record for the audit, not for the person's History: listing and the like.
             AuditRecord::Forwarded { .. } => {}
+            AuditRecord::Counted {
+                at_ms,
+                server,
+                agent,
+                counts,
+                others,
+                ..
+            } => {
+                for count in counts {
+                    // Forwarded requests, counted, are left out as they are one by one.
+                    if let (Some(allowed), Some(why)) = (count.allowed, count.why) {
+                        gated.push(GatedEntry {
+                            server: server.clone(),
+                            agent: agent.clone(),
+                            tool: count.what,
+                            allowed,
+                            why,
+                            at_ms,
+                            count: count.n,
+                            others: false,
+                        });
+                    }
+                }
+                if others > 0 {
+                    gated.push(GatedEntry {
+                        server,
+                        agent,
+                        tool: String::new(),
+                        allowed: false,
+                        why: String::new(),
+                        at_ms,
+                        count: others,
+                        others: true,
+                    });
+                }
+            }
         }
     }
     for entry in &mut asks {
@@ -180,6 +225,42 @@ mod tests {
             [("purge", false), ("list", true)]
         );
         assert!(history.asks.is_empty());
+    }
+
+    #[test]
+    fn calls_counted_past_an_agents_budget_are_in_the_history_with_their_number() {
+        let count = |what: &str, allowed: Option<bool>, n| crate::ask::audit::Count {
+            what: what.into(),
+            allowed,
+            why: allowed.map(|_| "rule".to_owned()),
+            n,
+        };
+        let counted = AuditRecord::Counted {
+            run: "r".into(),
+            at_ms: 20_000,
+            since_ms: 10_000,
+            server: "desk".into(),
+            agent: Some("a".into()),
+            counts: vec![
+                count("read", Some(true), 900),
+                count("tools/list", None, 50),
+                count("purge", Some(false), 3),
+            ],
+            others: 7,
+        };
+        let history = history_from(vec![counted], 0, "r");
+        assert_eq!(
+            history
+                .gated
+                .iter()
+                .map(|g| (g.tool.as_str(), g.allowed, g.count, g.others))
+                .collect::<Vec<_>>(),
+            [
+                ("", false, 7, true),
+                ("purge", false, 3, false),
+                ("read", true, 900, false)
+            ]
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 mod chain;
 mod files;
+pub mod traffic;
 mod verify;
 
 use std::fs::File;
@@ -16,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use files::Rotation;
+pub use traffic::Count;
 pub use verify::{BreakKind, ChainBreak, Verification};
 
 use serde::{Deserialize, Serialize};
@@ -105,6 +107,21 @@ pub enum AuditRecord {
         agent: Option<String>,
         method: String,
     },
+    /// What one agent did on one server without the person past its budget
+    /// ([`traffic::BURST`]), from `since_ms` to `at_ms`: `Gated` and `Forwarded` records
+    /// counted by kind, not written one by one, so that an agent cannot push the person's
+    /// questions out of the log.
+    Counted {
+        run: String,
+        at_ms: u64,
+        since_ms: u64,
+        server: String,
+        agent: Option<String>,
+        counts: Vec<Count>,
+        /// Records of more kinds than [`traffic::KINDS`], counted together.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        others: u64,
+    },
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -143,8 +160,7 @@ pub fn kept_request(request: &Value) -> Value {
 /// How many more of a server's refusals may be written now, and how many were not.
 #[derive(Debug)]
 struct RefusalBudget {
-    tokens: u64,
-    since_ms: u64,
+    bucket: traffic::Bucket,
     unrecorded: u64,
 }
 
@@ -156,8 +172,10 @@ struct Inner {
     run: String,
     /// Whether each outcome is fsynced; benchmarks of the broker turn this off.
     sync: bool,
-    /// By server (a configured name).
+    /// By server (a configured name), or by server and agent (`server\0token`).
     refusals: Mutex<std::collections::HashMap<String, RefusalBudget>>,
+    /// By server and agent (`server\0token`).
+    traffic: Mutex<std::collections::HashMap<String, traffic::Budget>>,
 }
 
 #[derive(Clone)]
@@ -195,6 +213,7 @@ impl AuditLog {
                 rotation,
                 sync,
                 refusals: Mutex::default(),
+                traffic: Mutex::default(),
             }),
         })
     }
@@ -293,20 +312,16 @@ impl AuditLog {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
             let budget = budgets.entry(budget.to_owned()).or_insert(RefusalBudget {
-                tokens: REFUSALS_BURST,
-                since_ms: now_ms,
+                bucket: traffic::Bucket::full(REFUSALS_BURST, now_ms),
                 unrecorded: 0,
             });
-            let earned = now_ms.saturating_sub(budget.since_ms) / REFUSAL_REFILL_MS;
-            if earned > 0 {
-                budget.tokens = (budget.tokens + earned).min(REFUSALS_BURST);
-                budget.since_ms += earned * REFUSAL_REFILL_MS;
-            }
-            if budget.tokens == 0 {
+            if !budget
+                .bucket
+                .take(now_ms, REFUSALS_BURST, REFUSAL_REFILL_MS)
+            {
                 budget.unrecorded += 1;
                 return Ok(());
             }
-            budget.tokens -= 1;
             std::mem::take(&mut budget.unrecorded)
         };
         self.append(
@@ -322,10 +337,12 @@ impl AuditLog {
         )
     }
 
-    /// Writes down, for each budget, the refusals counted since its last written one: a flood
-    /// that stopped would otherwise keep its last count in memory until the next refusal,
-    /// which may never come. Called as the app quits.
-    pub fn record_unrecorded_refusals(&self) -> Result<(), AuditError> {
+    /// Writes down everything counted and not yet written: what agents did past their budget
+    /// ([`Self::record_counted`]) and, for each refusal budget, the refusals counted since its
+    /// last written one (a flood that stopped would otherwise keep its last count in memory
+    /// until the next refusal, which may never come). Called as the app quits.
+    pub fn record_what_was_counted(&self) -> Result<(), AuditError> {
+        let traffic = self.record_counted(None);
         let counted: Vec<(String, u64)> = self
             .inner
             .refusals
@@ -365,47 +382,157 @@ impl AuditLog {
                 return Err(e);
             }
         }
-        Ok(())
+        traffic
     }
 
+    /// A call the gateway's policy decided without asking, by the agent holding `token`
+    /// (within that agent's budget on `server`: see [`traffic`]).
     pub(crate) fn record_gated(
         &self,
         server: &str,
         agent: Option<&str>,
+        token: &str,
         tool: &str,
         allowed: bool,
         why: &str,
     ) -> Result<(), AuditError> {
-        self.append(
-            &AuditRecord::Gated {
-                run: self.inner.run.clone(),
-                at_ms: unix_ms(),
-                server: server.to_owned(),
-                agent: agent.map(str::to_owned),
-                tool: tool.to_owned(),
-                allowed,
-                why: why.to_owned(),
-            },
-            false,
-        )
+        let kind = traffic::Kind {
+            what: tool,
+            allowed: Some(allowed),
+            why: Some(why),
+        };
+        self.record_traffic(server, agent, Some(token), kind, unix_ms())
     }
 
+    /// A request forwarded past no gate; by the agent holding `token` (within its budget on
+    /// `server`), or by the person (`None`: a preview), always written.
     pub(crate) fn record_forwarded(
         &self,
         server: &str,
         agent: Option<&str>,
+        token: Option<&str>,
         method: &str,
     ) -> Result<(), AuditError> {
-        self.append(
-            &AuditRecord::Forwarded {
+        let kind = traffic::Kind {
+            what: method,
+            allowed: None,
+            why: None,
+        };
+        self.record_traffic(server, agent, token, kind, unix_ms())
+    }
+
+    /// Writes `kind` as its own record, or counts it when the agent's budget is spent; first
+    /// writes what this agent's budget counted, once that is due. An error means it is neither
+    /// written nor counted: whatever it records must not happen.
+    fn record_traffic(
+        &self,
+        server: &str,
+        agent: Option<&str>,
+        token: Option<&str>,
+        kind: traffic::Kind,
+        now_ms: u64,
+    ) -> Result<(), AuditError> {
+        if let Some(token) = token {
+            let key = format!("{server}\0{token}");
+            let (due, verdict) = {
+                let mut budgets = self.inner.traffic.lock().unwrap_or_else(|e| e.into_inner());
+                let budget = budgets
+                    .entry(key.clone())
+                    .or_insert_with(|| traffic::Budget::new(now_ms));
+                let due = budget.due(now_ms);
+                // Counted only once what was counted before is written (below).
+                let verdict = match due {
+                    Some(_) => None,
+                    None => Some(budget.judge(&kind, agent, now_ms)),
+                };
+                (due, verdict)
+            };
+            if let Some(due) = due {
+                self.write_counted(&key, server, due, now_ms)?;
+                let mut budgets = self.inner.traffic.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some(budget) = budgets.get_mut(&key)
+                    && budget.judge(&kind, agent, now_ms) == traffic::Verdict::Counted
+                {
+                    return Ok(());
+                }
+            } else if verdict == Some(traffic::Verdict::Counted) {
+                return Ok(());
+            }
+        }
+        let what = traffic::clipped(kind.what).into_owned();
+        let record = match (kind.allowed, kind.why) {
+            (Some(allowed), Some(why)) => AuditRecord::Gated {
                 run: self.inner.run.clone(),
-                at_ms: unix_ms(),
+                at_ms: now_ms,
                 server: server.to_owned(),
                 agent: agent.map(str::to_owned),
-                method: method.to_owned(),
+                tool: what,
+                allowed,
+                why: why.to_owned(),
             },
-            false,
-        )
+            _ => AuditRecord::Forwarded {
+                run: self.inner.run.clone(),
+                at_ms: now_ms,
+                server: server.to_owned(),
+                agent: agent.map(str::to_owned),
+                method: what,
+            },
+        };
+        self.append(&record, false)
+    }
+
+    /// Writes what the budget `key` counted; what cannot be written is put back.
+    fn write_counted(
+        &self,
+        key: &str,
+        server: &str,
+        counting: traffic::Counting,
+        now_ms: u64,
+    ) -> Result<(), AuditError> {
+        let record = AuditRecord::Counted {
+            run: self.inner.run.clone(),
+            at_ms: now_ms,
+            since_ms: counting.since_ms,
+            server: server.to_owned(),
+            agent: counting.agent.clone(),
+            counts: counting.counts.clone(),
+            others: counting.others,
+        };
+        self.append(&record, false).inspect_err(|_| {
+            let mut budgets = self.inner.traffic.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(budget) = budgets.get_mut(key) {
+                budget.put_back(counting);
+            }
+        })
+    }
+
+    /// Writes what every agent's budget counted: all of it (`None`, as the app quits), or
+    /// what is due by `Some(now_ms)` (the gateway calls this every [`traffic::REFILL_MS`], so
+    /// counts are on disk within about twice that even when the agent goes quiet).
+    pub fn record_counted(&self, now_ms: Option<u64>) -> Result<(), AuditError> {
+        let due: Vec<(String, traffic::Counting)> = self
+            .inner
+            .traffic
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter_mut()
+            .filter_map(|(key, budget)| {
+                let due = match now_ms {
+                    Some(now_ms) => budget.due(now_ms),
+                    None => budget.counting.take(),
+                };
+                due.map(|due| (key.clone(), due))
+            })
+            .collect();
+        let now = now_ms.unwrap_or_else(unix_ms);
+        let mut result = Ok(());
+        for (key, counting) in due {
+            let server = key.split('\0').next().unwrap_or_default().to_owned();
+            if let Err(e) = self.write_counted(&key, &server, counting, now) {
+                result = Err(e);
+            }
+        }
+        result
     }
 
     /// Writes `record` as the next link of the chain (synced with `sync`). An error means it
@@ -624,7 +751,7 @@ mod tests {
             log.record_refused_at("quiet\0agent-1", "quiet", "no token", &request, t)
                 .unwrap();
         }
-        log.record_unrecorded_refusals().unwrap();
+        log.record_what_was_counted().unwrap();
         let written = refusals(&log);
         let counted = |server: &str| -> u64 {
             written
@@ -640,8 +767,74 @@ mod tests {
         assert_eq!(counted("noisy"), 1_000 + 1 + 5);
         assert_eq!(counted("quiet"), 1 + REFUSALS_BURST + 3);
         // Said once: a second call writes nothing more.
-        log.record_unrecorded_refusals().unwrap();
+        log.record_what_was_counted().unwrap();
         assert_eq!(refusals(&log).len(), written.len());
+    }
+
+    /// An agent holding a token calls what its rules allow, and lists tools, as fast as it
+    /// can: the person's answer written before stays in the log (rotated small here), and
+    /// every call is on record, written or counted.
+    #[test]
+    fn an_agents_flood_cannot_push_the_persons_answers_out_of_the_log() {
+        let dir = std::env::temp_dir().join(format!("cs-audit-traffic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let rotation = Rotation {
+            file_bytes: 64 << 10,
+            keep: 3,
+        };
+        let log = AuditLog::open_rotating(dir.join("audit.jsonl"), rotation).unwrap();
+        log.record_resolved(7, &Outcome::Declined).unwrap();
+        let flood = 20_000;
+        for i in 0..flood {
+            if i % 2 == 0 {
+                log.record_gated("desk", Some("Agent A"), "agent-a", "purge", true, "rule")
+                    .unwrap();
+            } else {
+                log.record_forwarded("desk", Some("Agent A"), Some("agent-a"), "tools/list")
+                    .unwrap();
+            }
+        }
+        // Another agent's, and the person's preview, are written still.
+        log.record_gated("desk", Some("Agent B"), "agent-b", "purge", true, "rule")
+            .unwrap();
+        log.record_forwarded("desk", None, None, "tools/call (preview, dryRun: true)")
+            .unwrap();
+        log.record_what_was_counted().unwrap();
+        let records = read_recent(log.path(), rotation.keep, u64::MAX).unwrap();
+        assert!(!records.older);
+        let records = records.records;
+        assert!(
+            records
+                .iter()
+                .any(|r| matches!(r, AuditRecord::Resolved { id: 7, .. })),
+            "the person's answer was rotated away"
+        );
+        let written = records
+            .iter()
+            .filter(|r| match r {
+                AuditRecord::Gated { agent, .. } | AuditRecord::Forwarded { agent, .. } => {
+                    agent.as_deref() == Some("Agent A")
+                }
+                _ => false,
+            })
+            .count() as u64;
+        let counted: u64 = records
+            .iter()
+            .filter_map(|r| match r {
+                AuditRecord::Counted { counts, others, .. } => {
+                    Some(counts.iter().map(|c| c.n).sum::<u64>() + others)
+                }
+                _ => None,
+            })
+            .sum();
+        assert_eq!(written, traffic::BURST);
+        assert_eq!(written + counted, flood);
+        let b = |r: &AuditRecord| matches!(r, AuditRecord::Gated { agent: Some(a), .. } if a == "Agent B");
+        assert_eq!(records.iter().filter(|r| b(r)).count(), 1);
+        assert!(records.iter().any(
+            |r| matches!(r, AuditRecord::Forwarded { agent: None, method, .. } if method.contains("preview"))
+        ));
+        assert!(log.verify().unwrap().intact());
     }
 
     /// A large request is written as its start, its length and its digest.

@@ -140,6 +140,25 @@ async fn end_quiet_sessions(shared: Arc<Shared>) {
     lane::end_quiet_sessions(&shared.lanes, shared.stop.clone()).await;
 }
 
+/// Writes what agents' audit budgets counted (`audit::traffic`) once it is due, so counts
+/// are on disk soon after a flood stops, not only as the app quits.
+async fn write_counts(shared: Arc<Shared>) {
+    let every = std::time::Duration::from_millis(crate::ask::audit::traffic::REFILL_MS);
+    loop {
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(every) => {}
+        }
+        if let Err(e) = shared
+            .broker
+            .audit()
+            .record_counted(Some(crate::ask::unix_ms()))
+        {
+            tracing::error!(error = %e, "what agents did past their budget went unwritten");
+        }
+    }
+}
+
 /// One server's Streamable HTTP endpoint for agents.
 type Endpoint = StreamableHttpService<forward::Forwarder, LocalSessionManager>;
 
@@ -401,6 +420,15 @@ impl Gateway {
         }
     }
 
+    /// The gateway's chores while it serves: idle upstreams closed, quiet sessions ended,
+    /// counts written; and approvals left pending by an earlier run asked about again.
+    fn keep_house(&self) {
+        tokio::spawn(forward::reap_idle(self.shared.clone()));
+        tokio::spawn(end_quiet_sessions(self.shared.clone()));
+        tokio::spawn(write_counts(self.shared.clone()));
+        pending::ask_again(&self.shared);
+    }
+
     /// Serves on a bound listener (tests bind port 0).
     pub fn serve(&self, listener: tokio::net::TcpListener) -> SocketAddr {
         let addr = listener
@@ -451,15 +479,11 @@ impl Gateway {
                             Some(format!("cannot listen on {addr}: {e}"));
                     }
                 }
-                tokio::spawn(forward::reap_idle(self.shared.clone()));
-                tokio::spawn(end_quiet_sessions(self.shared.clone()));
-                pending::ask_again(&self.shared);
+                self.keep_house();
             }
             None => {
                 tokio::spawn(serving(listener));
-                tokio::spawn(forward::reap_idle(self.shared.clone()));
-                tokio::spawn(end_quiet_sessions(self.shared.clone()));
-                pending::ask_again(&self.shared);
+                self.keep_house();
             }
         }
         tracing::info!(%addr, servers = self.shared.server_names().len(), "gateway listening");

@@ -203,9 +203,14 @@ impl Forwarder {
                     && denial.outweighs(remembered.and_then(|_| latest_allow_ms(settings, &call)))
                 {
                     let why = format!("pending approval {}, answered by the person", denial.id);
-                    if let Err(e) =
-                        audit.record_gated(&config.name, Some(&who.name), gated.key, false, &why)
-                    {
+                    if let Err(e) = audit.record_gated(
+                        &config.name,
+                        Some(&who.name),
+                        &who.id,
+                        gated.key,
+                        false,
+                        &why,
+                    ) {
                         tracing::error!(error = %e, "a denial went unrecorded");
                     }
                     return Err(Refusal::Denied(format!(
@@ -218,7 +223,14 @@ impl Forwarder {
                 }
                 // Unrecorded, it does not run.
                 audit
-                    .record_gated(&config.name, Some(&who.name), gated.key, true, &why)
+                    .record_gated(
+                        &config.name,
+                        Some(&who.name),
+                        &who.id,
+                        gated.key,
+                        true,
+                        &why,
+                    )
                     .map(|()| None)
                     .map_err(|e| {
                         Refusal::Denied(format!(
@@ -236,9 +248,14 @@ impl Forwarder {
                 if !gated.read {
                     self.use_up_pending_answer(&who, up, &gated, now_ms);
                 }
-                if let Err(e) =
-                    audit.record_gated(&config.name, Some(&who.name), gated.key, false, &why)
-                {
+                if let Err(e) = audit.record_gated(
+                    &config.name,
+                    Some(&who.name),
+                    &who.id,
+                    gated.key,
+                    false,
+                    &why,
+                ) {
                     tracing::error!(error = %e, "a denial went unrecorded");
                 }
                 Err(Refusal::Denied(match remembered {
@@ -254,9 +271,14 @@ impl Forwarder {
             }
             Decision::Ask if !gated.may_ask => {
                 let why = "it would need the person's yes";
-                if let Err(e) =
-                    audit.record_gated(&config.name, Some(&who.name), gated.key, false, why)
-                {
+                if let Err(e) = audit.record_gated(
+                    &config.name,
+                    Some(&who.name),
+                    &who.id,
+                    gated.key,
+                    false,
+                    why,
+                ) {
                     tracing::error!(error = %e, "a refusal went unrecorded");
                 }
                 Err(Refusal::Denied(format!(
@@ -502,7 +524,14 @@ impl Forwarder {
                     self.shared
                         .broker
                         .audit()
-                        .record_gated(&config.name, Some(&who.name), gated.key, allow, &why)
+                        .record_gated(
+                            &config.name,
+                            Some(&who.name),
+                            &who.id,
+                            gated.key,
+                            allow,
+                            &why,
+                        )
                         .map_err(|e| {
                             Refusal::Denied(format!(
                                 "Countersign did not allow {}: {e}.",
@@ -550,10 +579,11 @@ impl Forwarder {
         ctx: &RequestContext<RoleServer>,
         method: &str,
     ) -> Result<(), McpError> {
+        let who = Who::of(ctx);
         self.shared
             .broker
             .audit()
-            .record_forwarded(&self.server, Some(&Who::of(ctx).name), method)
+            .record_forwarded(&self.server, Some(&who.name), Some(&who.id), method)
             .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))
     }
 

@@ -914,6 +914,8 @@ impl Upstream {
             .record_forwarded(
                 &self.server.name,
                 agent.as_deref(),
+                // The person's own request: not within the agent's budget.
+                None,
                 "tools/call (preview, dryRun: true)",
             )
             .map_err(|e| e.to_string())?;
