@@ -54,10 +54,10 @@ const ROLE_ENV: &str = "COUNTERSIGN_BENCH_ROLE";
 const PARTS_ENV: &str = "COUNTERSIGN_BENCH_PARTS";
 const STORM: &str = "storm";
 
-/// A broker without the per-server limit of waiting questions: the storms and the scale
-/// runs keep thousands open from one server, which the default limit would refuse.
+/// A broker without the per-server limit of waiting questions or the question budget: the
+/// storms and the scale runs keep thousands open from one server, which the defaults refuse.
 fn unlimited(audit: AuditLog) -> Broker {
-    Broker::with_max_open_per_server(audit, usize::MAX)
+    Broker::unlimited(audit)
 }
 /// Marks the send time inside the question's message.
 const SENT_MARK: &str = "sent_ns=";

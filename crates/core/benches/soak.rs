@@ -173,7 +173,7 @@ async fn wait_ready(sessions: &SessionManager, names: &[String]) {
 async fn questions(dir: &std::path::Path, total: usize) {
     println!("\n1. {total} questions, {IN_FLIGHT} at a time, each declined");
     let audit = AuditLog::open(dir.join("audit.jsonl")).expect("audit log");
-    let broker = Broker::new(audit);
+    let broker = Broker::unlimited(audit);
     let sessions = SessionManager::new(broker.clone());
     sessions.start(vec![desk_config("desk")]).await;
     wait_ready(&sessions, &["desk".into()]).await;

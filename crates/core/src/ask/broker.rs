@@ -31,6 +31,14 @@ const EVENT_CAPACITY: usize = 4096;
 /// another limit: enough for any real workflow, few enough that the dialog stays usable.
 pub const DEFAULT_MAX_OPEN_PER_SERVER: usize = 20;
 
+/// Questions one asker (a server, or an agent through a server) may open in a burst; past it,
+/// one more every [`QUESTION_REFILL_MS`]. A question the person answers gives its place back,
+/// so only questions that end without them (withdrawn, timed out) use the budget: too few
+/// for questions withdrawn as soon as they are asked (each a record of up to 4 KiB) to rotate
+/// the person's earlier answers out of the audit log, as a minute's flood could before.
+pub const QUESTIONS_BURST: u64 = 100;
+pub const QUESTION_REFILL_MS: u64 = 10_000;
+
 /// Why a question was not opened. Recorded as refused before it is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OpenError {
@@ -39,6 +47,12 @@ pub enum OpenError {
         questions(*limit)
     )]
     TooManyOpen { server: String, limit: usize },
+    #[error(
+        "Countersign: {who} asked more questions than a person answers ({QUESTIONS_BURST} at \
+         once, then one every {} seconds); ask again later",
+        QUESTION_REFILL_MS / 1000
+    )]
+    TooManyAsked { who: String },
 }
 
 fn questions(n: usize) -> String {
@@ -72,6 +86,8 @@ struct State {
     /// Per server, asks past the limit check but not yet in `pending` (their record is being
     /// written), so concurrent opens cannot overshoot the limit.
     opening: HashMap<String, usize>,
+    /// Per asker (`server`, or `server\0agent`), how many more questions it may open now.
+    asked: HashMap<String, crate::ask::audit::traffic::Bucket>,
     shut_down: bool,
 }
 
@@ -81,6 +97,8 @@ struct Inner {
     events: broadcast::Sender<AskEvent>,
     audit: AuditLog,
     max_open_per_server: usize,
+    /// Whether askers are held to [`QUESTIONS_BURST`] (benchmarks ask far more).
+    question_budget: bool,
 }
 
 /// Cheap to clone; all clones are the same broker.
@@ -105,18 +123,29 @@ impl Broker {
 
     /// A broker that lets each server have at most `limit` questions waiting.
     pub fn with_max_open_per_server(audit: AuditLog, limit: usize) -> Self {
+        Self::with_limits(audit, limit, true)
+    }
+
+    /// A broker with no limits at all, for benchmarks that ask thousands of questions.
+    pub fn unlimited(audit: AuditLog) -> Self {
+        Self::with_limits(audit, usize::MAX, false)
+    }
+
+    fn with_limits(audit: AuditLog, limit: usize, question_budget: bool) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         Broker {
             inner: Arc::new(Inner {
                 state: Mutex::new(State {
                     pending: HashMap::new(),
                     opening: HashMap::new(),
+                    asked: HashMap::new(),
                     shut_down: false,
                 }),
                 next_id: AtomicU64::new(1),
                 events,
                 audit,
                 max_open_per_server: limit,
+                question_budget,
             }),
         }
     }
@@ -142,7 +171,8 @@ impl Broker {
     /// # Errors
     ///
     /// [`OpenError::TooManyOpen`] when the asking server already has its limit of questions
-    /// waiting; the refusal is in the audit log and nothing is shown.
+    /// waiting, [`OpenError::TooManyAsked`] when the asker opened more than its budget of
+    /// questions ([`QUESTIONS_BURST`]); the refusal is in the audit log and nothing is shown.
     pub fn open(&self, new: NewAsk) -> Result<PendingAsk, OpenError> {
         let _slot = self.reserve(&new)?;
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
@@ -207,10 +237,26 @@ impl Broker {
     /// Takes one of the asking server's slots until the returned guard drops (after the ask
     /// is in `pending`, where it keeps counting), or refuses and records why.
     fn reserve(&self, new: &NewAsk) -> Result<Slot<'_>, OpenError> {
+        use crate::ask::audit::traffic::Bucket;
         let server = &new.asker.server;
         let limit = self.inner.max_open_per_server;
-        {
+        let asker = budget_key(&new.asker);
+        let who = match &new.asker.agent {
+            Some(agent) => format!("{agent} (through {server})"),
+            None => server.clone(),
+        };
+        let error = 'refused: {
             let mut state = self.lock();
+            let now_ms = unix_ms();
+            let bucket = state
+                .asked
+                .entry(asker.clone())
+                .or_insert_with(|| Bucket::full(QUESTIONS_BURST, now_ms));
+            if self.inner.question_budget
+                && !bucket.take(now_ms, QUESTIONS_BURST, QUESTION_REFILL_MS)
+            {
+                break 'refused OpenError::TooManyAsked { who };
+            }
             let open = state
                 .pending
                 .values()
@@ -224,16 +270,19 @@ impl Broker {
                     server: server.clone(),
                 });
             }
-        }
-        let error = OpenError::TooManyOpen {
-            server: server.clone(),
-            limit,
+            OpenError::TooManyOpen {
+                server: server.clone(),
+                limit,
+            }
         };
-        // A refusal is a no whether or not it is on record (a failure is logged by the log).
-        let _ = self
-            .inner
-            .audit
-            .record_refused(server, &error.to_string(), &new.request);
+        // A refusal is a no whether or not it is on record (a failure is logged by the log);
+        // an agent's are within its own budget, so it cannot hide the server's.
+        let _ = self.inner.audit.record_refused_within(
+            &asker,
+            server,
+            &error.to_string(),
+            &new.request,
+        );
         Err(error)
     }
 
@@ -318,7 +367,19 @@ impl Broker {
                 }
             }
         };
-        self.resolve(id, outcome).ok_or(AnswerError::NotPending)
+        let asker = self
+            .lock()
+            .pending
+            .get(&id)
+            .map(|p| budget_key(&p.ask.asker));
+        let sent = self.resolve(id, outcome).ok_or(AnswerError::NotPending)?;
+        // Answered by the person: the question is theirs, not the asker's flood.
+        if let Some(asker) = asker
+            && let Some(bucket) = self.lock().asked.get_mut(&asker)
+        {
+            bucket.give_back(QUESTIONS_BURST);
+        }
+        Ok(sent)
     }
 
     /// Tells subscribers that the server reported a URL question's task finished.
@@ -407,6 +468,14 @@ impl Broker {
 }
 
 /// A server's place in the queue between the limit check and the ask being pending.
+/// Whose question budget a question is in: its server's, or an agent's through it.
+fn budget_key(asker: &Asker) -> String {
+    match &asker.agent {
+        Some(agent) => format!("{}\0{agent}", asker.server),
+        None => asker.server.clone(),
+    }
+}
+
 struct Slot<'a> {
     broker: &'a Broker,
     server: String,
@@ -682,6 +751,45 @@ mod tests {
     fn from_server(server: &str, mut new: NewAsk) -> NewAsk {
         new.asker.server = server.into();
         new
+    }
+
+    /// Questions withdrawn as soon as asked (a hostile server, or an agent cancelling each
+    /// call at once) never hit the limit of waiting questions, but each is on record: past a
+    /// burst they are refused, so the log cannot be rolled over with them. An agent's budget
+    /// is its own; its server's and another agent's are untouched.
+    #[tokio::test]
+    async fn questions_withdrawn_at_once_are_refused_past_a_burst() {
+        let (broker, path) = broker();
+        let through = |agent: &str| {
+            let mut ask = confirm_ask(1, None);
+            ask.asker.agent = Some(agent.to_owned());
+            ask
+        };
+        for _ in 0..QUESTIONS_BURST {
+            drop(broker.open(through("Agent A")).unwrap());
+        }
+        let refused = broker.open(through("Agent A")).err().unwrap();
+        assert_eq!(
+            refused.to_string(),
+            "Countersign: Agent A (through desk) asked more questions than a person answers \
+             (100 at once, then one every 10 seconds); ask again later"
+        );
+        assert!(broker.pending().is_empty());
+        drop(broker.open(through("Agent B")).unwrap());
+        drop(broker.open(confirm_ask(1, None)).unwrap());
+        let (records, _) = crate::ask::audit::read_history(&path).unwrap();
+        let asked = records
+            .iter()
+            .filter(|r| matches!(r, AuditRecord::Asked { .. }))
+            .count() as u64;
+        assert_eq!(asked, QUESTIONS_BURST + 2);
+        assert!(records.iter().any(|r| matches!(r,
+            AuditRecord::Refused { reason, .. } if reason.contains("more questions than"))));
+        // Questions the person answers give their place back: a long sitting is not cut short.
+        for _ in 0..2 * QUESTIONS_BURST {
+            let pending = broker.open(through("Agent B")).unwrap();
+            broker.answer(pending.id(), Answer::Decline).unwrap();
+        }
     }
 
     #[tokio::test]

@@ -198,6 +198,10 @@ impl Elicitor {
 pub(crate) fn too_many_open(error: OpenError) -> McpError {
     let data = match &error {
         OpenError::TooManyOpen { limit, .. } => serde_json::json!({"limit": limit}),
+        OpenError::TooManyAsked { .. } => serde_json::json!({
+            "burst": crate::ask::broker::QUESTIONS_BURST,
+            "refillMs": crate::ask::broker::QUESTION_REFILL_MS,
+        }),
     };
     McpError::internal_error(error.to_string(), Some(data))
 }

@@ -21,13 +21,13 @@ pub const WHAT_BYTES: usize = 256;
 
 /// A token bucket: how many more may be written now.
 #[derive(Debug)]
-pub(super) struct Bucket {
+pub(crate) struct Bucket {
     tokens: u64,
     since_ms: u64,
 }
 
 impl Bucket {
-    pub(super) fn full(burst: u64, now_ms: u64) -> Self {
+    pub(crate) fn full(burst: u64, now_ms: u64) -> Self {
         Bucket {
             tokens: burst,
             since_ms: now_ms,
@@ -35,7 +35,7 @@ impl Bucket {
     }
 
     /// Takes one if there is one, after adding those earned since the last refill.
-    pub(super) fn take(&mut self, now_ms: u64, burst: u64, refill_ms: u64) -> bool {
+    pub(crate) fn take(&mut self, now_ms: u64, burst: u64, refill_ms: u64) -> bool {
         let earned = now_ms.saturating_sub(self.since_ms) / refill_ms;
         if earned > 0 {
             self.tokens = self.tokens.saturating_add(earned).min(burst);
@@ -46,6 +46,11 @@ impl Bucket {
         }
         self.tokens -= 1;
         true
+    }
+
+    /// Gives one back (what it was taken for turned out not to need it).
+    pub(crate) fn give_back(&mut self, burst: u64) {
+        self.tokens = (self.tokens + 1).min(burst);
     }
 }
 
