@@ -32,7 +32,7 @@ use reqwest::{
     header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue},
 };
 use serde_json::{Map, Value, value::RawValue};
-use sse_stream::{Sse, SseStream};
+use sse_stream::Sse;
 use tokio::{
     io::{AsyncBufRead, AsyncWriteExt},
     sync::{Notify, mpsc},
@@ -42,6 +42,11 @@ use tokio::{
 
 use crate::{discovery, headers, owner};
 use line::{Line, MAX_LINE, read_line};
+
+/// The most of one answer from the gateway (a JSON body, or one event) the bridge holds: as
+/// much as it takes from the agent in a line. Whatever listens on the gateway's port could
+/// otherwise send without end into the bridge's memory.
+const MAX_ANSWER: usize = MAX_LINE;
 
 /// JSON-RPC: the line was not JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -276,6 +281,8 @@ struct StreamEnd {
     answered: bool,
     last_event_id: Option<String>,
     retry: Option<Duration>,
+    /// Why the stream could not be read on (an event past [`MAX_ANSWER`], a broken connection).
+    broke: Option<String>,
 }
 
 /// How relaying ended.
@@ -558,10 +565,17 @@ impl Relay {
     }
 
     async fn relay_json(&self, response: Response, request: Option<&Request>) {
-        let text = match response.text().await {
-            Ok(text) => text,
+        let length = response.content_length();
+        let body = countersign_core::mcp::read_bounded(response.bytes_stream(), length, MAX_ANSWER);
+        let text = match body.await.map(String::from_utf8) {
+            Ok(Ok(text)) => text,
+            Ok(Err(_)) => {
+                return self
+                    .fail(request, "", "the gateway's answer is not UTF-8")
+                    .await;
+            }
             Err(e) => {
-                let why = format!("the gateway's answer broke off: {}", chain(&e));
+                let why = format!("the gateway's answer could not be read: {}", chain(&e));
                 return self.fail(request, "", &why).await;
             }
         };
@@ -595,8 +609,13 @@ impl Relay {
             };
             let Some(last_event_id) = end.last_event_id.filter(|_| attempts < RESUME_ATTEMPTS)
             else {
-                let why = "the gateway closed the stream before answering";
-                return self.fail(Some(request), "", why).await;
+                let why = match end.broke {
+                    Some(broke) => {
+                        format!("the gateway's stream broke off before answering: {broke}")
+                    }
+                    None => "the gateway closed the stream before answering".to_owned(),
+                };
+                return self.fail(Some(request), "", &why).await;
             };
             attempts += 1;
             tokio::time::sleep(end.retry.unwrap_or(Duration::from_secs(1))).await;
@@ -629,7 +648,7 @@ impl Relay {
 
     /// Writes each event's data as a line, as it arrives, until the one answering `request`.
     async fn relay_events(&self, response: Response, request: Option<&Request>) -> StreamEnd {
-        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        let mut events = countersign_core::mcp::bounded_sse(response.bytes_stream(), MAX_ANSWER);
         let mut end = StreamEnd::default();
         while let Some(event) = events.next().await {
             let Sse {
@@ -641,6 +660,7 @@ impl Relay {
                 Ok(event) => event,
                 Err(e) => {
                     log(format_args!("the gateway's event stream broke off: {e}"));
+                    end.broke = Some(e.to_string());
                     break;
                 }
             };

@@ -158,6 +158,7 @@ impl FakeGateway {
         let router = axum::Router::new()
             .route("/mcp/moved", moved)
             .route("/mcp/verbatim", axum::routing::post(verbatim))
+            .route("/mcp/endless", axum::routing::post(endless))
             .nest_service("/mcp/demo", desk)
             .nest_service("/mcp/regions", regions)
             .layer(front);
@@ -268,6 +269,63 @@ async fn verbatim(body: String) -> Response {
         )
             .into_response()
     }
+}
+
+/// A stand-in for whatever listens on the gateway's port and answers without end: request 1
+/// in a JSON body, any other in one SSE event.
+async fn endless(body: String) -> Response {
+    let json = body.contains("\"id\":1");
+    let (content_type, start) = if json {
+        (
+            "application/json",
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"x\":\"",
+        )
+    } else {
+        (
+            "text/event-stream",
+            "data: {\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"x\":\"",
+        )
+    };
+    let more = futures::stream::repeat_with(|| {
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(vec![b'a'; 1 << 20]))
+    });
+    let body = futures::StreamExt::chain(
+        futures::stream::once(async move { Ok(axum::body::Bytes::from(start)) }),
+        more,
+    );
+    (
+        [(axum::http::header::CONTENT_TYPE, content_type)],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// An answer without end, in JSON or in one event, is cut off at the bridge's limit and the
+/// agent told: the bridge does not hold it all in memory (it did, until it ran out).
+#[tokio::test]
+async fn an_answer_without_end_is_refused_at_the_limit() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("endless");
+    app_files(&scratch, &gateway);
+    let mut bridge = Bridge::spawn(&scratch, "endless", &[]);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let message = error_message(&reply);
+    assert!(
+        message.contains("exceeded the maximum size of 33554432 bytes"),
+        "{message}"
+    );
+    bridge
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "count", "arguments": {}}}))
+        .await;
+    let (reply, _) = bridge.answer(json!(2)).await;
+    let message = error_message(&reply);
+    assert!(
+        message.contains("stream broke off before answering") && message.contains("33554432"),
+        "{message}"
+    );
+    bridge.finish().await;
 }
 
 /// The gateway passes on the server's bytes, and so does the bridge: numbers past 64 bits or

@@ -20,3 +20,7 @@ pub mod standard_headers;
 pub mod tap;
 pub mod task;
 pub mod url_required;
+
+/// A Streamable HTTP response read within bounds: the whole of a JSON body, or SSE events each
+/// within a size. The bridge reads the gateway's answers with the same code.
+pub use http_post::{bounded_sse, read_bounded};

@@ -358,7 +358,7 @@ fn media_type_is(value: &str, expected: &str) -> bool {
 }
 
 /// The whole body, or `ResponseBodyTooLarge` as soon as it is known to pass `max`.
-async fn read_bounded(
+pub async fn read_bounded(
     body: impl Stream<Item = reqwest::Result<Bytes>>,
     length: Option<u64>,
     max: usize,
@@ -378,7 +378,10 @@ async fn read_bounded(
 }
 
 /// At most `max` bytes of a diagnostic body, as text; the rest is never read.
-pub(crate) async fn read_prefix(body: impl Stream<Item = reqwest::Result<Bytes>>, max: usize) -> String {
+pub(crate) async fn read_prefix(
+    body: impl Stream<Item = reqwest::Result<Bytes>>,
+    max: usize,
+) -> String {
     let mut body = std::pin::pin!(body);
     let mut read = Vec::new();
     while read.len() < max {
@@ -410,7 +413,7 @@ fn preview(body: &[u8]) -> String {
 }
 
 /// The SSE events of a response body, failing once one event holds more than `max` bytes.
-fn bounded_sse(
+pub fn bounded_sse(
     body: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static,
     max: usize,
 ) -> futures::stream::BoxStream<'static, Result<sse_stream::Sse, SseError>> {
