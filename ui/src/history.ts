@@ -105,12 +105,12 @@ export class HistoryPane {
             el("td", {}, inlineText(g.server, 60)),
             // Past its budget an agent's calls are counted by kind, not written one by one.
             g.others
-              ? el("td", { class: "muted" }, "other tools")
+              ? el("td", { class: "muted" }, "other tools and requests")
               : el("td", {}, inlineText(g.tool, 80)),
             el("td", {}, (g.others ? "Allowed or refused" : g.allowed ? "Allowed" : "Refused")
               + (g.count > 1 ? `, ${g.count} calls up to then` : "")),
             el("td", {}, g.others
-              ? "more kinds of calls than are counted apart, counted together"
+              ? "more kinds of calls and requests than are counted apart, counted together"
               : inlineText(g.why, 200))))));
     replace(this.content, asksBlock, refusedBlock, gatedBlock);
   }

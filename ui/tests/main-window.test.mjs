@@ -384,7 +384,7 @@ test("History lists asks newest first with outcomes, and refused requests", asyn
   assert.doesNotMatch(gated[0], /calls/);
   assert.match(gated[1], /Claude Code.*demo.*list_tickets.*Allowed.*rule: allow/);
   assert.match(gated[2], /Flood.*demo.*list_tickets.*Allowed, 980 calls up to then.*rule: allow/);
-  assert.match(gated[3], /Flood.*demo.*other tools.*Allowed or refused, 7 calls up to then.*counted together/);
+  assert.match(gated[3], /Flood.*demo.*other tools and requests.*Allowed or refused, 7 calls up to then.*counted together/);
   assert.match(await page.locator(".history").textContent(), /2 lines of the log could not be read/);
   // Keyboard: arrows move between the tabs.
   await page.keyboard.press("ArrowLeft");

@@ -8,6 +8,7 @@
 
 mod chain;
 mod files;
+mod kept;
 pub mod traffic;
 mod verify;
 
@@ -17,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub use files::Rotation;
+pub use kept::{KEPT_ASK_BYTES, kept_text};
 pub use traffic::Count;
 pub use verify::{BreakKind, ChainBreak, Verification};
 
@@ -132,6 +134,8 @@ fn is_zero(n: &u64) -> bool {
 /// start, its length and its digest: refusals are never shown to the person, so without a
 /// bound a server could push every earlier record out of the rotated log unseen.
 pub const KEPT_REQUEST_BYTES: usize = 4 * 1024;
+/// A refusal's reason, which may quote what the server sent, is kept up to this many bytes.
+pub const KEPT_REASON_BYTES: usize = 1024;
 
 /// Refusals of one server written in a burst; after it, one more every
 /// [`REFUSAL_REFILL_MS`], the rest counted in the next one written (`unrecorded`).
@@ -176,6 +180,9 @@ struct Inner {
     refusals: Mutex<std::collections::HashMap<String, RefusalBudget>>,
     /// By server and agent (`server\0token`).
     traffic: Mutex<std::collections::HashMap<String, traffic::Budget>>,
+    /// The last write failed: nothing is counted in memory until one succeeds again (a record
+    /// that cannot be written must stop what it records, and a count would not).
+    failing: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Clone)]
@@ -214,6 +221,7 @@ impl AuditLog {
                 sync,
                 refusals: Mutex::default(),
                 traffic: Mutex::default(),
+                failing: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -231,6 +239,10 @@ impl AuditLog {
     pub(crate) fn record_asked(&self, ask: &Ask) -> Result<(), AuditError> {
         let mut ask = ask.clone();
         ask.request = kept_request(&ask.request);
+        let ask = kept::kept_ask(ask).ok_or_else(|| AuditError::Write {
+            path: self.inner.path.clone(),
+            source: std::io::Error::other("the question could not be cut to a record's size"),
+        })?;
         self.append(
             &AuditRecord::Asked {
                 run: self.inner.run.clone(),
@@ -329,7 +341,7 @@ impl AuditLog {
                 run: self.inner.run.clone(),
                 at_ms: now_ms,
                 server: server.to_owned(),
-                reason: reason.to_owned(),
+                reason: kept_text(reason, KEPT_REASON_BYTES).into_owned(),
                 request: kept_request(request),
                 unrecorded,
             },
@@ -434,7 +446,15 @@ impl AuditLog {
     ) -> Result<(), AuditError> {
         if let Some(token) = token {
             let key = format!("{server}\0{token}");
-            let (due, verdict) = {
+            // While the log fails, nothing is counted: each record is written, or what it
+            // records does not happen.
+            let may_count = || {
+                !self
+                    .inner
+                    .failing
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            };
+            let (due, mut verdict) = {
                 let mut budgets = self.inner.traffic.lock().unwrap_or_else(|e| e.into_inner());
                 let budget = budgets
                     .entry(key.clone())
@@ -443,23 +463,22 @@ impl AuditLog {
                 // Counted only once what was counted before is written (below).
                 let verdict = match due {
                     Some(_) => None,
-                    None => Some(budget.judge(&kind, agent, now_ms)),
+                    None => Some(budget.judge(&kind, agent, now_ms, may_count())),
                 };
                 (due, verdict)
             };
             if let Some(due) = due {
                 self.write_counted(&key, server, due, now_ms)?;
                 let mut budgets = self.inner.traffic.lock().unwrap_or_else(|e| e.into_inner());
-                if let Some(budget) = budgets.get_mut(&key)
-                    && budget.judge(&kind, agent, now_ms) == traffic::Verdict::Counted
-                {
-                    return Ok(());
-                }
-            } else if verdict == Some(traffic::Verdict::Counted) {
+                verdict = budgets
+                    .get_mut(&key)
+                    .map(|budget| budget.judge(&kind, agent, now_ms, may_count()));
+            }
+            if verdict == Some(traffic::Verdict::Counted) {
                 return Ok(());
             }
         }
-        let what = traffic::clipped(kind.what).into_owned();
+        let what = traffic::clipped(kind.what, traffic::WHAT_BYTES).into_owned();
         let record = match (kind.allowed, kind.why) {
             (Some(allowed), Some(why)) => AuditRecord::Gated {
                 run: self.inner.run.clone(),
@@ -468,7 +487,7 @@ impl AuditLog {
                 agent: agent.map(str::to_owned),
                 tool: what,
                 allowed,
-                why: why.to_owned(),
+                why: traffic::clipped(why, traffic::WHY_BYTES).into_owned(),
             },
             _ => AuditRecord::Forwarded {
                 run: self.inner.run.clone(),
@@ -545,7 +564,11 @@ impl AuditLog {
         let body = serde_json::to_vec(record).map_err(|e| write_error(std::io::Error::other(e)))?;
         // The chain's order is the file's order: link and write under one lock.
         let mut writer = self.inner.writer.lock().unwrap_or_else(|e| e.into_inner());
-        writer.append(&body, sync).map_err(|source| {
+        let written = writer.append(&body, sync);
+        self.inner
+            .failing
+            .store(written.is_err(), std::sync::atomic::Ordering::Relaxed);
+        written.map_err(|source| {
             tracing::error!(path = %self.inner.path.display(), error = %source, "cannot write the audit log");
             write_error(source)
         })
@@ -835,6 +858,39 @@ mod tests {
             |r| matches!(r, AuditRecord::Forwarded { agent: None, method, .. } if method.contains("preview"))
         ));
         assert!(log.verify().unwrap().intact());
+    }
+
+    /// What a server or an agent chose (a refusal's reason quoting it, a decision naming its
+    /// exact arguments, a tool's name) is kept to size in every record.
+    #[test]
+    fn every_record_is_kept_to_size() {
+        let log = log("sizes");
+        let huge = "x".repeat(1 << 20);
+        log.record_refused("desk", &huge, &Value::Null).unwrap();
+        log.record_gated("desk", Some("A"), "a", &huge, false, &huge)
+            .unwrap();
+        log.record_forwarded("desk", Some("A"), Some("a"), &huge)
+            .unwrap();
+        let file = std::fs::read_to_string(log.path()).unwrap();
+        assert_eq!(file.lines().count(), 3);
+        for line in file.lines() {
+            assert!(line.len() < 4 * 1024, "{}", line.len());
+        }
+    }
+
+    /// While the log cannot be written, an agent past its budget is not counted in memory
+    /// instead: each of its calls is refused, as every call was before counting began.
+    #[test]
+    fn nothing_is_counted_while_the_log_fails() {
+        let Ok(log) = AuditLog::open("/dev/full") else {
+            return;
+        };
+        for _ in 0..traffic::BURST + 5 {
+            assert!(
+                log.record_gated("desk", Some("A"), "a", "purge", true, "rule")
+                    .is_err()
+            );
+        }
     }
 
     /// A large request is written as its start, its length and its digest.

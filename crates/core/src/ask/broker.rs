@@ -34,10 +34,11 @@ pub const DEFAULT_MAX_OPEN_PER_SERVER: usize = 20;
 /// Questions one asker (a server, or an agent through a server) may open in a burst; past it,
 /// one more every [`QUESTION_REFILL_MS`]. A question the person answers gives its place back,
 /// so only questions that end without them (withdrawn, timed out) use the budget: too few
-/// for questions withdrawn as soon as they are asked (each a record of up to 4 KiB) to rotate
-/// the person's earlier answers out of the audit log, as a minute's flood could before.
+/// for questions withdrawn as soon as they are asked (each a record of at most about 64 KiB,
+/// `audit::KEPT_ASK_BYTES`) to rotate the person's earlier answers out of the audit log, as a
+/// minute's flood could before; and each is a dialog and a notification the person sees.
 pub const QUESTIONS_BURST: u64 = 100;
-pub const QUESTION_REFILL_MS: u64 = 10_000;
+pub const QUESTION_REFILL_MS: u64 = 60_000;
 
 /// Why a question was not opened. Recorded as refused before it is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -247,33 +248,34 @@ impl Broker {
         };
         let error = 'refused: {
             let mut state = self.lock();
-            let now_ms = unix_ms();
-            let bucket = state
-                .asked
-                .entry(asker.clone())
-                .or_insert_with(|| Bucket::full(QUESTIONS_BURST, now_ms));
-            if self.inner.question_budget
-                && !bucket.take(now_ms, QUESTIONS_BURST, QUESTION_REFILL_MS)
-            {
-                break 'refused OpenError::TooManyAsked { who };
-            }
             let open = state
                 .pending
                 .values()
                 .filter(|p| p.ask.asker.server == *server)
                 .count()
                 + state.opening.get(server).copied().unwrap_or(0);
-            if open < limit {
+            if open >= limit {
+                break 'refused OpenError::TooManyOpen {
+                    server: server.clone(),
+                    limit,
+                };
+            }
+            // Only a question that is asked takes a place in the budget.
+            let now_ms = unix_ms();
+            let bucket = state
+                .asked
+                .entry(asker.clone())
+                .or_insert_with(|| Bucket::full(QUESTIONS_BURST, now_ms));
+            if !self.inner.question_budget
+                || bucket.take(now_ms, QUESTIONS_BURST, QUESTION_REFILL_MS)
+            {
                 *state.opening.entry(server.clone()).or_default() += 1;
                 return Ok(Slot {
                     broker: self,
                     server: server.clone(),
                 });
             }
-            OpenError::TooManyOpen {
-                server: server.clone(),
-                limit,
-            }
+            OpenError::TooManyAsked { who }
         };
         // A refusal is a no whether or not it is on record (a failure is logged by the log);
         // an agent's are within its own budget, so it cannot hide the server's.
@@ -772,7 +774,7 @@ mod tests {
         assert_eq!(
             refused.to_string(),
             "Countersign: Agent A (through desk) asked more questions than a person answers \
-             (100 at once, then one every 10 seconds); ask again later"
+             (100 at once, then one every 60 seconds); ask again later"
         );
         assert!(broker.pending().is_empty());
         drop(broker.open(through("Agent B")).unwrap());
@@ -785,6 +787,18 @@ mod tests {
         assert_eq!(asked, QUESTIONS_BURST + 2);
         assert!(records.iter().any(|r| matches!(r,
             AuditRecord::Refused { reason, .. } if reason.contains("more questions than"))));
+        // A question refused because its server has its limit waiting takes no place.
+        let waiting: Vec<PendingAsk> = (0..DEFAULT_MAX_OPEN_PER_SERVER)
+            .map(|_| broker.open(through("Agent C")).unwrap())
+            .collect();
+        for _ in 0..QUESTIONS_BURST {
+            assert!(matches!(
+                broker.open(through("Agent C")),
+                Err(OpenError::TooManyOpen { .. })
+            ));
+        }
+        drop(waiting);
+        drop(broker.open(through("Agent C")).unwrap());
         // Questions the person answers give their place back: a long sitting is not cut short.
         for _ in 0..2 * QUESTIONS_BURST {
             let pending = broker.open(through("Agent B")).unwrap();

@@ -18,6 +18,9 @@ pub const KINDS: usize = 32;
 /// A tool's name or a method as written down: an agent chooses it, and the MCP spec's names
 /// are 128 characters at most.
 pub const WHAT_BYTES: usize = 256;
+/// Why the gate decided as it did, as written down: a remembered decision for exact arguments
+/// names them, and the agent chose those.
+pub const WHY_BYTES: usize = 1024;
 
 /// A token bucket: how many more may be written now.
 #[derive(Debug)]
@@ -80,21 +83,14 @@ pub(crate) struct Kind<'a> {
 impl Kind<'_> {
     fn is(&self, count: &Count) -> bool {
         count.allowed == self.allowed
-            && count.why.as_deref() == self.why
-            && count.what == clipped(self.what)
+            && count.why.as_deref() == self.why.map(|why| clipped(why, WHY_BYTES)).as_deref()
+            && count.what == clipped(self.what, WHAT_BYTES)
     }
 }
 
-/// `what` as it is written down: whole up to [`WHAT_BYTES`], else its start and its length.
-pub(crate) fn clipped(what: &str) -> std::borrow::Cow<'_, str> {
-    if what.len() <= WHAT_BYTES {
-        return what.into();
-    }
-    let mut end = WHAT_BYTES;
-    while !what.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes)", &what[..end], what.len()).into()
+/// `text` as it is written down: whole up to `max` bytes, else its start, length and digest.
+pub(crate) fn clipped(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    super::kept_text(text, max)
 }
 
 /// What one agent did on one server past its budget, since `since_ms`.
@@ -114,9 +110,9 @@ impl Counting {
             count.n += 1;
         } else if self.counts.len() < KINDS {
             self.counts.push(Count {
-                what: clipped(kind.what).into_owned(),
+                what: clipped(kind.what, WHAT_BYTES).into_owned(),
                 allowed: kind.allowed,
-                why: kind.why.map(str::to_owned),
+                why: kind.why.map(|why| clipped(why, WHY_BYTES).into_owned()),
                 n: 1,
             });
         } else {
@@ -177,9 +173,15 @@ impl Budget {
             .take_if(|c| now_ms.saturating_sub(c.since_ms) >= REFILL_MS)
     }
 
-    /// Writes `kind` if the budget has room, else counts it.
-    pub(super) fn judge(&mut self, kind: &Kind, agent: Option<&str>, now_ms: u64) -> Verdict {
-        if self.bucket.take(now_ms, BURST, REFILL_MS) {
+    /// Writes `kind` if the budget has room (or it `may_count` not), else counts it.
+    pub(super) fn judge(
+        &mut self,
+        kind: &Kind,
+        agent: Option<&str>,
+        now_ms: u64,
+        may_count: bool,
+    ) -> Verdict {
+        if self.bucket.take(now_ms, BURST, REFILL_MS) || !may_count {
             return Verdict::Write;
         }
         self.counting
@@ -218,17 +220,26 @@ mod tests {
         let t = 5_000_000;
         let mut budget = Budget::new(t);
         for _ in 0..BURST {
-            assert_eq!(budget.judge(&call("read"), Some("a"), t), Verdict::Write);
+            assert_eq!(
+                budget.judge(&call("read"), Some("a"), t, true),
+                Verdict::Write
+            );
         }
         for _ in 0..3 {
-            assert_eq!(budget.judge(&call("read"), Some("a"), t), Verdict::Counted);
+            assert_eq!(
+                budget.judge(&call("read"), Some("a"), t, true),
+                Verdict::Counted
+            );
         }
         let listed = Kind {
             what: "tools/list",
             allowed: None,
             why: None,
         };
-        assert_eq!(budget.judge(&listed, Some("b"), t + 1), Verdict::Counted);
+        assert_eq!(
+            budget.judge(&listed, Some("b"), t + 1, true),
+            Verdict::Counted
+        );
         assert_eq!(budget.due(t + REFILL_MS - 1), None);
         let due = budget.due(t + REFILL_MS).unwrap();
         assert_eq!(due.agent.as_deref(), Some("a"));
@@ -242,8 +253,14 @@ mod tests {
         assert_eq!(budget.due(t + REFILL_MS), None, "written once");
         // One more written per refill, not a burst again.
         let later = t + REFILL_MS;
-        assert_eq!(budget.judge(&call("read"), None, later), Verdict::Write);
-        assert_eq!(budget.judge(&call("read"), None, later), Verdict::Counted);
+        assert_eq!(
+            budget.judge(&call("read"), None, later, true),
+            Verdict::Write
+        );
+        assert_eq!(
+            budget.judge(&call("read"), None, later, true),
+            Verdict::Counted
+        );
     }
 
     #[test]
@@ -251,23 +268,23 @@ mod tests {
         let t = 1;
         let mut budget = Budget::new(t);
         for _ in 0..BURST {
-            budget.judge(&call("x"), None, t);
+            budget.judge(&call("x"), None, t, true);
         }
         let names: Vec<String> = (0..KINDS + 10).map(|i| format!("tool-{i}")).collect();
         for name in &names {
-            budget.judge(&call(name), None, t);
+            budget.judge(&call(name), None, t, true);
         }
         let long = "é".repeat(100_000);
-        budget.judge(&call(&long), None, t);
+        budget.judge(&call(&long), None, t, true);
         let due = budget.due(t + REFILL_MS).unwrap();
         assert_eq!(due.counts.len(), KINDS);
         assert_eq!(due.others, 11);
-        let clipped = clipped(&long);
-        assert!(clipped.len() < WHAT_BYTES + 32, "{}", clipped.len());
-        assert!(clipped.ends_with("(200000 bytes)"));
+        let clipped = clipped(&long, WHAT_BYTES);
+        assert!(clipped.len() < WHAT_BYTES + 128, "{}", clipped.len());
+        assert!(clipped.contains("(cut: 200000 bytes, SHA-256 "));
         // Put back after a failed write, and counted again with what came since.
-        budget.judge(&call("tool-0"), None, t + REFILL_MS);
-        budget.judge(&call("tool-0"), None, t + REFILL_MS);
+        budget.judge(&call("tool-0"), None, t + REFILL_MS, true);
+        budget.judge(&call("tool-0"), None, t + REFILL_MS, true);
         budget.put_back(due);
         let again = budget.due(t + 2 * REFILL_MS).unwrap();
         let tool_0 = again.counts.iter().find(|c| c.what == "tool-0").unwrap();
