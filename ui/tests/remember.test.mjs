@@ -434,6 +434,26 @@ test("a decision given for the server configured otherwise under the same name: 
   await app.close();
 });
 
+test("a tool the server did not list: the dialog says so, and it is decided on its own", async () => {
+  const app = await openApp(env, {});
+  const { page, backend } = app;
+  await backend.addAsk(call({ id: 14, tool: "Delete_Ticket", unlisted: true }));
+  const d = page.getByRole("dialog", { name: "Approve a tool call" });
+  await d.waitFor();
+  assert.match(await d.locator(".call-summary").textContent(), /The server did not list a tool by this name\.$/);
+  const region = d.getByRole("region", { name: "Not a tool this server listed" });
+  assert.match(await region.textContent(), /has no Delete_Ticket, or Countersign could not read its list\..*may run another of its tools under it\./);
+  // Decided on its own, never in a batch with the calls after it.
+  await backend.addAsk(call({ id: 15 }));
+  await d.getByRole("button", { name: "Deny", exact: true }).click();
+  const answers = await waitForAnswers(backend, 1);
+  assert.deepEqual(answers.map((a) => [a.id, a.answer.action]), [[14, "decline"]]);
+  await d.waitFor();
+  assert.equal(await region.count(), 0);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("the agent is its token's name; the name it calls itself is shown beside when different", async () => {
   const app = await openApp(env, { asks: [call({ id: 9, agent: "Claude Code", declared: `Cursor${IMG}${RLO}` })] });
   const { page, backend } = app;

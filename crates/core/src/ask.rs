@@ -115,6 +115,10 @@ pub enum AskKind {
         /// `dryRun: true` and see its result before deciding.
         #[serde(default)]
         preview: bool,
+        /// The server did not list a tool by this name (or its list could not be read): the
+        /// agent named it, and a server that reads names loosely may run another under it.
+        #[serde(default)]
+        unlisted: bool,
     },
     /// A server's `sampling/createMessage` through the gateway: it wants the agent's model to
     /// write a reply to `messages`. Accept ("Allow") forwards the request to the agent as sent;

@@ -425,6 +425,39 @@ async fn always_allow_belongs_to_the_agents_token_not_its_name_and_rules_come_fi
     assert!(rig.broker.pending().is_empty());
 }
 
+/// A name the server did not list is asked about as such, and one a lax server would take for a
+/// denied tool's is denied with it, asking nobody.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unlisted_tool_is_asked_about_as_unlisted_and_a_denied_tools_lookalike_is_denied() {
+    let desk = desk().await;
+    let mut config = upstream("desk", &desk, ProtocolChoice::Legacy);
+    config.tool_policy = BTreeMap::from([("delete_ticket".to_owned(), ToolRule::Deny)]);
+    let mut rig = rig("unlisted", vec![config]).await;
+    let agent = rig.agent("desk", "agent", false).await;
+    let refused = call(&agent, "Delete_Ticket", json!({"id": "T-1"})).await;
+    assert_eq!(refused.is_error, Some(true));
+    assert!(text(&refused).contains("rule: deny"), "{}", text(&refused));
+    assert!(rig.broker.pending().is_empty());
+
+    let listed = spawn_call(&agent, "list_tickets", json!({}));
+    let ask = rig.next_ask().await;
+    assert!(matches!(
+        ask.kind,
+        AskKind::ToolCall {
+            unlisted: false,
+            ..
+        }
+    ));
+    rig.broker.answer(ask.id, Answer::Cancel).unwrap();
+    listed.await.unwrap().unwrap();
+    let unlisted = spawn_call(&agent, "purge_everything", json!({}));
+    let ask = rig.next_ask().await;
+    assert!(matches!(ask.kind, AskKind::ToolCall { unlisted: true, .. }));
+    rig.broker.answer(ask.id, Answer::Cancel).unwrap();
+    unlisted.await.unwrap().unwrap();
+    rig.gateway.shutdown().await;
+}
+
 /// An agent holding a token that calls as fast as it can cannot push the person's questions
 /// out of the audit log: past its budget, its calls are counted by the token it holds, not
 /// by the name it gives, and written together; another agent's go on being written.
@@ -4495,6 +4528,32 @@ async fn an_agent_that_uses_tasks_gets_its_own_task_through_the_gate() {
     assert!(
         !methods.iter().any(|m| m == "tasks/get"),
         "status polls are not recorded: {methods:?}"
+    );
+    rig.gateway.shutdown().await;
+}
+
+/// A call to a tool that must run as a task, which the gateway makes one for the agent, carries
+/// the fields beyond the model the person was shown, as a call on any other way does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_run_as_a_task_carries_what_the_person_saw_beyond_the_arguments() {
+    let mut rig = rig("task-sent", vec![task_server()]).await;
+    let (mut agent, _) = RawAgent::open(rig.url("tasks"), rig.gateway.token(), "raw-agent").await;
+    let call = json!({"name": "slow_report", "arguments": {"topic": "rust"}, "x-force": true});
+    let calling = tokio::spawn(async move { agent.post(2, "tools/call", call).await });
+    let ask = rig.next_ask().await;
+    assert!(
+        matches!(&ask.kind, AskKind::ToolCall { also_sent_text: Some(t), .. } if t.contains("x-force")),
+        "{ask:?}"
+    );
+    rig.broker
+        .answer(ask.id, Answer::Accept { content: None })
+        .unwrap();
+    answer_the_tasks_question(&mut rig, "engineers").await;
+    let answer = calling.await.unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        r#"report on rust (also sent: {"x-force":true}) for engineers"#,
+        "{answer}"
     );
     rig.gateway.shutdown().await;
 }

@@ -48,6 +48,7 @@ export function batchKey(ask: Ask): BatchKey | null {
   if (!ask.asker.agent) return null;
   if ((ask.changed ?? []).length > 0) return null;
   if (ask.serverChanged === true) return null;
+  if (ask.unlisted === true) return null;
   return { agent: ask.asker.agent, server: ask.asker.server };
 }
 

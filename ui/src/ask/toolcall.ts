@@ -87,7 +87,8 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     " on ", inlineText(asker.server, 80, "server-name"), ".",
     ask.serverChanged === true
       ? " This server is configured differently since you last decided about this tool."
-      : (ask.changed ?? []).length > 0 ? " The tool changed since you last decided about it." : null);
+      : (ask.changed ?? []).length > 0 ? " The tool changed since you last decided about it." : null,
+    ask.unlisted === true ? " The server did not list a tool by this name." : null);
 
   const where = endpointPhrase(asker.endpoint);
   const toolCell = el("dd", {},
@@ -103,7 +104,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
       el("span", { class: "muted" }, ` ${where.label} `, inlineText(where.value, 200, "endpoint"))),
     el("dt", {}, "Tool"), toolCell);
 
-  const root = el("div", { class: "call-panel" }, summary, serverChangedSection(ask, where), changedSection(ask), facts);
+  const root = el("div", { class: "call-panel" }, summary, unlistedSection(ask), serverChangedSection(ask, where), changedSection(ask), facts);
 
   const hints = annotationHints(ask.annotations);
   if (hints.length > 0) {
@@ -189,6 +190,19 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     armedButtons: preview === null ? [] : [preview.button],
     initialFocus: deny,
   };
+}
+
+/** Said when the server's list of tools has no tool by the name the agent called (or the list
+ * could not be read): a server that reads names loosely (without regard to case, say) may run
+ * another tool under it, and nothing the server said describes it. */
+function unlistedSection(ask: ToolCallAsk): HTMLElement | null {
+  if (ask.unlisted !== true) return null;
+  const headingId = uid("unlisted");
+  return el("section", { class: "call-changed", attrs: { "aria-labelledby": headingId } },
+    el("p", { class: "subhead", id: headingId }, "Not a tool this server listed"),
+    el("p", { class: "field-hint" },
+      "The server's list of tools has no ", el("code", {}, inlineText(ask.tool, 120)),
+      ", or Countersign could not read its list. The agent chose this name; a server that reads names loosely (without regard to case, say) may run another of its tools under it."));
 }
 
 /** Said when a remembered decision about this tool was given for the server configured

@@ -56,7 +56,12 @@ serverChanged: boolean,
  * The tool takes a boolean `dryRun`: the person can have the same call made with
  * `dryRun: true` and see its result before deciding.
  */
-preview: boolean, } | { "kind": "sampling", 
+preview: boolean, 
+/**
+ * The server did not list a tool by this name (or its list could not be read): the
+ * agent named it, and a server that reads names loosely may run another under it.
+ */
+unlisted: boolean, } | { "kind": "sampling", 
 /**
  * Every message: a request with more than can be shown is refused.
  */

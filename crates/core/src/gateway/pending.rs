@@ -361,6 +361,10 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
         changed: Vec::new(),
         server_changed: false,
         preview: false,
+        unlisted: approval
+            .definition
+            .get("inputSchema")
+            .is_none_or(Value::is_null),
     };
     let opened = shared.broker.open(crate::ask::broker::NewAsk {
         asker,

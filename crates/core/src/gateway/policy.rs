@@ -78,6 +78,19 @@ pub fn decide(
     if let Some(rule) = server.tool_policy.get(call.tool) {
         return Decision::rule(*rule, "").unwrap_or(Decision::Ask);
     }
+    // A name a lax server takes for a denied tool's (`DELETE_FILE`, `deleteFile`, `ſcrub` for
+    // `delete_file` and `scrub`: Go's JSON matching, a map folded by case) is denied with it,
+    // rather than asked about as a tool the person never named.
+    if let Some((denied, _)) = server.tool_policy.iter().find(|(name, rule)| {
+        **rule == ToolRule::Deny
+            && (crate::ask::approval::same_key_to_a_lax_reader(name, call.tool)
+                || crate::gateway::sent::same_name_in_another_case_style(name, call.tool))
+    }) {
+        return Decision::Deny {
+            why: format!("rule: deny, for {denied}, which a server may take this name for"),
+            remembered: None,
+        };
+    }
     // A remembered read is stored under the method's name; a tool the server names after one
     // must not inherit it.
     if !READ_METHODS.contains(&call.tool)
@@ -220,6 +233,40 @@ mod tests {
             decide(&server(true), &peek, Some(&ro), &settings),
             Decision::Allow { .. }
         ));
+    }
+
+    /// A server that reads tool names without regard to case or style (Go's JSON matching, a
+    /// map folded by case) would run the denied tool for `DELETE_FILE`: denied with it. Only
+    /// deny rules reach that far; an allow covers its own name only.
+    #[test]
+    fn a_name_a_lax_server_takes_for_a_denied_tools_is_denied_too() {
+        let settings = SettingsStore::default();
+        let mut s = server(false);
+        s.tool_policy.insert("delete_file".into(), ToolRule::Deny);
+        s.tool_policy.insert("scrub".into(), ToolRule::Deny);
+        s.tool_policy.insert("list_files".into(), ToolRule::Allow);
+        for name in [
+            "DELETE_FILE",
+            "Delete_File",
+            "deleteFile",
+            "delete-file",
+            "ſcrub",
+            "SCRUB",
+        ] {
+            let decision = decide(&s, &call("a", name), None, &settings);
+            assert!(
+                matches!(&decision, Decision::Deny { why, .. } if why.contains("rule: deny")),
+                "{name}: {decision:?}"
+            );
+        }
+        assert_eq!(
+            decide(&s, &call("a", "LIST_FILES"), None, &settings),
+            Decision::Ask
+        );
+        assert_eq!(
+            decide(&s, &call("a", "delete_files"), None, &settings),
+            Decision::Ask
+        );
     }
 
     #[test]

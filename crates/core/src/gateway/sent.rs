@@ -78,7 +78,7 @@ impl Unmodeled {
 /// Whether `a` and `b` name the same field in different case styles (`input_responses`,
 /// `input-responses`, `inputResponses`; `meta` for `_meta`): the Python SDK's models take a
 /// field by its snake_case name and its camelCase alias alike.
-fn same_name_in_another_case_style(a: &str, b: &str) -> bool {
+pub(crate) fn same_name_in_another_case_style(a: &str, b: &str) -> bool {
     let squash = |k: &str| -> String {
         k.chars()
             .filter(|c| !matches!(c, '_' | '-'))

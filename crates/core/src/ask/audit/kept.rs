@@ -157,6 +157,7 @@ mod tests {
                 .collect(),
             server_changed: false,
             preview: true,
+            unlisted: true,
         };
         let schema = json!({"type": "object", "properties": (0..200)
             .map(|i| (format!("f{i}"), json!({"type": "string", "description": "d".repeat(5_000),

@@ -719,6 +719,12 @@ impl Gated<'_> {
             changed: changed.tool,
             server_changed: changed.server,
             preview: self.previewable.is_some(),
+            // Every listed tool has an input schema; one the gate found no listing for, none.
+            unlisted: !self.read
+                && self
+                    .definition
+                    .get("inputSchema")
+                    .is_none_or(Value::is_null),
         }
     }
 }
