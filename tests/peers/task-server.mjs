@@ -2,7 +2,8 @@
 // An MCP server written without any SDK, over stdio, with one tool that must run as a task
 // (2025-11-25 tasks): `slow_report` {topic} is created as a task, reports a status, asks the
 // client a question related to the task (`elicitation/create`), and completes with
-// "report on TOPIC for ANSWER" once answered; called without `task` it is an error. It logs
+// "report on TOPIC for ANSWER" once answered (TOPIC followed by any fields the call carries
+// beyond its own, "(also sent: {...})"); called without `task` it is an error. It logs
 // every request it receives to stderr (`task-server: got METHOD PARAMS`), so a test can see
 // `tasks/cancel` arrive. A call with a progress token hears the task's progress under it, as
 // 2025-11-25 has it, until the task ends; then one stray progress after the end (which a
@@ -56,7 +57,10 @@ function startTask(m) {
   next += 1;
   const taskId = `task-${next}`;
   const task = { taskId, status: 'working', statusMessage: 'Gathering sources', createdAt: now(), lastUpdatedAt: now(), ttl: m.params.task.ttl ?? 60000, pollInterval: 250 };
-  const entry = { task, result: null, waiting: [], topic: m.params.arguments?.topic ?? '?', progressToken: m.params._meta?.progressToken };
+  // Fields beyond the call's own are named in the report, so a test sees they arrived.
+  const { name, arguments: _args, task: _task, _meta, ...extra } = m.params;
+  const also = Object.keys(extra).length > 0 ? ` (also sent: ${JSON.stringify(extra)})` : '';
+  const entry = { task, result: null, waiting: [], topic: m.params.arguments?.topic ?? '?', also, progressToken: m.params._meta?.progressToken };
   tasks.set(taskId, entry);
   out({ jsonrpc: '2.0', id: m.id, result: { task } });
   progress(entry, 1, 'Gathering sources');
@@ -82,7 +86,7 @@ function answered(m) {
     if (entry.task.status === 'cancelled') return;
     setStatus(entry, 'completed', 'Done');
     progress(entry, 3, 'Done');
-    finish(entry, { content: [{ type: 'text', text: `report on ${entry.topic} for ${audience}` }] });
+    finish(entry, { content: [{ type: 'text', text: `report on ${entry.topic}${entry.also} for ${audience}` }] });
   }, 300);
 }
 

@@ -174,7 +174,13 @@ pub(super) async fn run_task(
     call: u64,
     timeout: std::time::Duration,
 ) -> Result<CallToolResult, McpError> {
-    let request = crate::mcp::task::call_request(&params.name, params.arguments);
+    let mut request = crate::mcp::task::call_request(&params.name, params.arguments);
+    // The fields beyond the model the person saw go with the call, as on every other way.
+    if let ClientRequest::CustomRequest(custom) = &mut request
+        && let Some(call) = custom.params.as_mut()
+    {
+        crate::gateway::sent::add_unmodeled(call, crate::gateway::sent::Unmodeled::of(ctx));
+    }
     let created = as_sent(up.send(request, ctx, timeout, Some(call)).await?);
     let not_a_result = |e: serde_json::Error| {
         McpError::internal_error(
