@@ -4964,6 +4964,14 @@ async fn own_questions_during_a_call_reach_the_person(http: bool) {
         let regional = call(&agent, "regional", json!({ "region": region })).await;
         assert_eq!(text(&regional), format!("region {region}"), "http: {http}");
     }
+    // So does one of a call that carries fields beyond rmcp's model (sent as its own request).
+    let (mut raw, _) = RawAgent::open(rig.url("mrtr"), rig.gateway.token(), "raw-agent").await;
+    let more = json!({"name": "regional", "arguments": {"region": "eu-west"}, "x-vendor": 1});
+    let answer = raw.post(2, "tools/call", more).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "region eu-west",
+        "http: {http}: {answer}"
+    );
 
     let read: Vec<Value> = std::fs::read_to_string(&wire)
         .unwrap()
@@ -4974,7 +4982,7 @@ async fn own_questions_during_a_call_reach_the_person(http: bool) {
         .iter()
         .filter(|m| m["method"] == "tools/call")
         .collect();
-    assert_eq!(calls.len(), 5, "{read:?}");
+    assert_eq!(calls.len(), 6, "{read:?}");
     for call in calls {
         assert!(
             call["id"]

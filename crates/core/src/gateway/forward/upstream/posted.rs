@@ -46,10 +46,19 @@ impl Upstream {
         // A 2026-07-28 server (no handshake) reads SEP-2243's headers: the tool's annotations
         // are those of the listing the gate judged the call by (listed again should the
         // server have changed its tools since).
-        let tool = match &request {
-            ClientRequest::CallToolRequest(call) if self.lifecycle.is_some() => {
-                Some(self.tool_facts(call.params.name.as_ref()).await)
-            }
+        // A call carrying fields beyond rmcp's model, or made a task for the agent, is a custom
+        // request, and reads the same headers.
+        let called = match &request {
+            ClientRequest::CallToolRequest(call) => Some(call.params.name.as_ref()),
+            ClientRequest::CustomRequest(custom) if custom.method == "tools/call" => custom
+                .params
+                .as_ref()
+                .and_then(|params| params.get("name"))
+                .and_then(serde_json::Value::as_str),
+            _ => None,
+        };
+        let tool = match called {
+            Some(name) if self.lifecycle.is_some() => Some(self.tool_facts(name).await),
             _ => None,
         };
         let (mut waiting, token, body) = self.as_ours(request)?;
