@@ -271,6 +271,7 @@ mod tests {
                 },
                 agent: None,
                 declared: None,
+                agent_id: None,
             },
             kind: AskKind::Form {
                 message: format!("Delete {}?", "x".repeat(100)),

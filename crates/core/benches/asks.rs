@@ -361,6 +361,7 @@ async fn in_process_storm(broker: Broker, n: usize) -> StormSamples {
                 },
                 agent: None,
                 declared: None,
+                agent_id: None,
             },
             answer_timeout: Duration::from_secs(60),
             session: 1,
@@ -533,6 +534,7 @@ fn hop_parts(audit_path: &Path) {
                     },
                     agent: None,
                     declared: None,
+                    agent_id: None,
                 },
                 kind: AskKind::Form {
                     message: "m".into(),
@@ -593,6 +595,7 @@ fn scale_ask(schema: &Value) -> NewAsk {
             },
             agent: None,
             declared: None,
+            agent_id: None,
         },
         kind: AskKind::Form {
             message: "Go on?".into(),

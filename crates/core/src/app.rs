@@ -664,6 +664,7 @@ mod tests {
             },
             agent: None,
             declared: None,
+            agent_id: None,
         };
         let ask = |url: &str| {
             app.broker()

@@ -45,6 +45,11 @@ pub struct Asker {
     /// The name the agent gives itself (`clientInfo.name`): shown, never trusted.
     #[serde(default)]
     pub declared: Option<String>,
+    /// The agent's token (its id in the gateway's registry), whose question budget the ask is
+    /// in: two tokens the person gave one name are two agents. Neither shown nor written.
+    #[serde(skip)]
+    #[ts(skip)]
+    pub agent_id: Option<String>,
 }
 
 /// What the person is asked.

@@ -433,6 +433,7 @@ mod tests {
                 },
                 agent: None,
                 declared: None,
+                agent_id: None,
             },
             kind: AskKind::Form {
                 message: message.into(),

@@ -24,6 +24,7 @@ fn confirm_ask() -> NewAsk {
             },
             agent: None,
             declared: None,
+            agent_id: None,
         },
         kind: AskKind::Form {
             message: "Delete everything?".into(),

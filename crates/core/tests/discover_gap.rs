@@ -50,6 +50,7 @@ async fn discover_legacy_session(test: &str, with_tap: bool) -> Setup {
                 },
                 agent: None,
                 declared: None,
+                agent_id: None,
             },
             answer_timeout: Duration::from_secs(60),
             session: 1,

@@ -277,6 +277,7 @@ mod tests {
                     },
                     agent: None,
                     declared: None,
+                    agent_id: None,
                 },
                 kind: crate::ask::AskKind::Url {
                     message: "m".into(),

@@ -472,7 +472,7 @@ impl Broker {
 /// A server's place in the queue between the limit check and the ask being pending.
 /// Whose question budget a question is in: its server's, or an agent's through it.
 fn budget_key(asker: &Asker) -> String {
-    match &asker.agent {
+    match asker.agent_id.as_ref().or(asker.agent.as_ref()) {
         Some(agent) => format!("{}\0{agent}", asker.server),
         None => asker.server.clone(),
     }
@@ -605,6 +605,7 @@ mod tests {
                 },
                 agent: None,
                 declared: None,
+                agent_id: None,
             },
             kind: AskKind::Form {
                 message: "Delete?".into(),
@@ -777,6 +778,10 @@ mod tests {
              (100 at once, then one every 60 seconds); ask again later"
         );
         assert!(broker.pending().is_empty());
+        // Another token the person gave the same name is another agent, with its own budget.
+        let mut namesake = through("Agent A");
+        namesake.asker.agent_id = Some("another-token".into());
+        drop(broker.open(namesake).unwrap());
         drop(broker.open(through("Agent B")).unwrap());
         drop(broker.open(confirm_ask(1, None)).unwrap());
         let (records, _) = crate::ask::audit::read_history(&path).unwrap();
@@ -784,7 +789,7 @@ mod tests {
             .iter()
             .filter(|r| matches!(r, AuditRecord::Asked { .. }))
             .count() as u64;
-        assert_eq!(asked, QUESTIONS_BURST + 2);
+        assert_eq!(asked, QUESTIONS_BURST + 3);
         assert!(records.iter().any(|r| matches!(r,
             AuditRecord::Refused { reason, .. } if reason.contains("more questions than"))));
         // A question refused because its server has its limit waiting takes no place.

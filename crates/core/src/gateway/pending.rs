@@ -337,6 +337,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
     let now = super::Gateway::now_ms(shared);
     let mut asker = crate::mcp::connect::asker_for(&config);
     asker.agent = Some(approval.agent_name.clone());
+    asker.agent_id = Some(approval.agent.clone());
     asker.declared = approval.declared.clone();
     let text = |field: &str| {
         approval

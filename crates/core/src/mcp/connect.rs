@@ -291,6 +291,7 @@ pub(crate) fn asker_for(config: &ServerConfig) -> Asker {
         endpoint,
         agent: None,
         declared: None,
+        agent_id: None,
     }
 }
 

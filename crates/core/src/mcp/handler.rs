@@ -387,6 +387,7 @@ mod tests {
                 },
                 agent: None,
                 declared: None,
+                agent_id: None,
             },
             answer_timeout: Duration::from_secs(5),
             session: 1,

@@ -111,6 +111,7 @@ mod tests {
                 },
                 agent: Some("Agent A".into()),
                 declared: Some("x".repeat(100_000)),
+                agent_id: None,
             },
             kind,
             request: json!({"cut": true}),

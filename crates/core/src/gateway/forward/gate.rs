@@ -300,6 +300,7 @@ impl Forwarder {
                 let changed = settings.changed_since(&call, &gated.definition);
                 let mut asker = asker_for(config);
                 asker.agent = Some(who.name.clone());
+                asker.agent_id = Some(who.id.clone());
                 asker.declared = who.declared.clone();
                 let kind = gated.ask_kind(changed);
                 let pending = self

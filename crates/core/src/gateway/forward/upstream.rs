@@ -410,6 +410,7 @@ impl Upstream {
         let raw = RawRequests::with_results();
         let mut asker = asker_for(server);
         asker.agent = Some(who.name.clone());
+        asker.agent_id = Some(who.id.clone());
         asker.declared = who.declared.clone();
         let elicitor = Elicitor {
             broker: shared.broker.clone(),
