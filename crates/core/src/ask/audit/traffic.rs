@@ -39,6 +39,8 @@ impl Bucket {
 
     /// Takes one if there is one, after adding those earned since the last refill.
     pub(crate) fn take(&mut self, now_ms: u64, burst: u64, refill_ms: u64) -> bool {
+        // A clock set back would otherwise earn nothing until it came back to where it was.
+        self.since_ms = self.since_ms.min(now_ms);
         let earned = now_ms.saturating_sub(self.since_ms) / refill_ms;
         if earned > 0 {
             self.tokens = self.tokens.saturating_add(earned).min(burst);
@@ -169,8 +171,9 @@ impl Budget {
 
     /// What was counted, when it is due to be written (it began [`REFILL_MS`] ago or more).
     pub(super) fn due(&mut self, now_ms: u64) -> Option<Counting> {
+        // Also when the clock was set back since counting began: never held until it returns.
         self.counting
-            .take_if(|c| now_ms.saturating_sub(c.since_ms) >= REFILL_MS)
+            .take_if(|c| now_ms < c.since_ms || now_ms - c.since_ms >= REFILL_MS)
     }
 
     /// Writes `kind` if the budget has room (or it `may_count` not), else counts it.
@@ -260,6 +263,28 @@ mod tests {
         assert_eq!(
             budget.judge(&call("read"), None, later, true),
             Verdict::Counted
+        );
+    }
+
+    /// A clock set back neither holds counts in memory until it returns nor stops the budget
+    /// filling again.
+    #[test]
+    fn a_clock_set_back_holds_nothing_back() {
+        let t = 10 * REFILL_MS;
+        let mut budget = Budget::new(t);
+        for _ in 0..=BURST {
+            budget.judge(&call("x"), None, t, true);
+        }
+        let back = t - 5 * REFILL_MS;
+        assert!(
+            budget.due(back).is_some(),
+            "written, not held until the clock returns"
+        );
+        assert_eq!(budget.judge(&call("x"), None, back, true), Verdict::Counted);
+        assert_eq!(
+            budget.judge(&call("x"), None, back + REFILL_MS, true),
+            Verdict::Write,
+            "the budget fills again from the new time"
         );
     }
 
