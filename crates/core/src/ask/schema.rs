@@ -63,7 +63,7 @@ mod secret;
 mod validate;
 
 pub use parse::parse_form_schema;
-pub use secret::redact_secrets;
+pub use secret::{flag_by_message, redact_secrets};
 pub(crate) use validate::argument_errors;
 pub use validate::validate_answer;
 

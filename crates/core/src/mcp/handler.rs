@@ -164,8 +164,9 @@ impl Elicitor {
                 let raw = obj
                     .get("requestedSchema")
                     .ok_or("form elicitation needs \"requestedSchema\"")?;
-                let schema = schema::parse_form_schema(raw)
+                let mut schema = schema::parse_form_schema(raw)
                     .map_err(|e| format!("unsupported requestedSchema: {e}"))?;
+                schema::flag_by_message(&mut schema, &message);
                 Ok(AskKind::Form { message, schema })
             }
             "url" => {
@@ -507,6 +508,50 @@ mod tests {
             assert_eq!(err.code, rmcp::model::ErrorCode::INVALID_PARAMS);
             assert!(err.message.contains(reason), "{}", err.message);
         }
+    }
+
+    /// "Enter your GitHub token" with a field named `value`: the server gets the token, the
+    /// audit log only its length, as for a field named `token`.
+    #[tokio::test]
+    async fn a_secret_the_message_names_is_kept_out_of_the_log() {
+        let (elicitor, path) = elicitor("secret-message");
+        let never = CancellationToken::new();
+        let params = json!({"message": "Enter your GitHub token",
+            "requestedSchema": {"type": "object", "properties": {"value": {"type": "string"}}}});
+        let asking = {
+            let elicitor = elicitor.clone();
+            let never = never.clone();
+            tokio::spawn(async move {
+                elicitor
+                    .elicit(
+                        params,
+                        &Withdrawal::new().when(never, CancelReason::Server),
+                        |_| {},
+                    )
+                    .await
+            })
+        };
+        let ask = loop {
+            if let Some(ask) = elicitor.broker.pending().pop() {
+                break ask;
+            }
+            tokio::task::yield_now().await;
+        };
+        let content = json!({"value": "ghp_0123456789abcdef"})
+            .as_object()
+            .cloned();
+        elicitor
+            .broker
+            .answer(ask.id, crate::ask::Answer::Accept { content })
+            .unwrap();
+        let reply = asking.await.unwrap().unwrap();
+        assert_eq!(reply["content"]["value"], "ghp_0123456789abcdef");
+        let log = std::fs::read_to_string(&path).unwrap();
+        assert!(!log.contains("ghp_0123456789abcdef"), "{log}");
+        assert!(
+            log.contains(r#""value":{"redacted":true,"length":20}"#),
+            "{log}"
+        );
     }
 
     #[tokio::test]

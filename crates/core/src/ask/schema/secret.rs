@@ -16,6 +16,8 @@
 //! codes (MFA, security, verification, auth, authentication, authorization, recovery, backup and
 //! one-time code, authenticator), seed and recovery phrase, mnemonic, passkey, credential(s),
 //! bearer, cookie, access, signing and SSH key, and (name or title only) PIN, pass and pw.
+//! The form's message counts as a description of its only field to type in, when it has one
+//! ([`flag_by_message`]): "Enter your GitHub token" above a field named `value`.
 //!
 //! Text is read as a person sees it: compatibility forms folded (NFKC: full-width letters),
 //! invisible format characters dropped (`Pass\u{200B}word`), and Cyrillic and Greek letters
@@ -186,6 +188,22 @@ pub(crate) fn looks_secret(
     names_secret(&words(name), Said::Name)
         || title.is_some_and(|t| names_secret(&words(t), Said::Title))
         || description.is_some_and(|d| names_secret(&words(d), Said::Description))
+}
+
+/// A form whose message names a secret ("Enter your GitHub token") and that has one field the
+/// person types into: that field is the secret, whatever it is called (`value`), and is
+/// masked and kept out of the log as any other. With more than one such field the message
+/// cannot say which; their own names, titles and descriptions decide.
+pub fn flag_by_message(schema: &mut FormSchema, message: &str) {
+    let mut typed = schema
+        .fields
+        .iter_mut()
+        .filter(|f| matches!(f.kind, FieldKind::Text { .. } | FieldKind::Number { .. }));
+    if let (Some(field), None) = (typed.next(), typed.next())
+        && names_secret(&words(message), Said::Description)
+    {
+        field.secret = true;
+    }
 }
 
 /// `words` (lowercase) name a secret, as `said`.
@@ -562,6 +580,29 @@ mod tests {
         ));
         let select = FieldKind::SingleSelect { options: vec![] };
         assert!(!looks_secret(&select, "token", None, None, None, false));
+    }
+
+    #[test]
+    fn the_message_names_the_secret_of_a_form_with_one_field_to_type_in() {
+        let one = json!({"type": "object", "properties": {
+            "value": {"type": "string"}, "remember": {"type": "boolean"}}});
+        let flagged = |raw: &Value, message: &str| -> Vec<String> {
+            let mut form = parse_form_schema(raw).unwrap();
+            flag_by_message(&mut form, message);
+            form.fields
+                .into_iter()
+                .filter(|f| f.secret)
+                .map(|f| f.name)
+                .collect()
+        };
+        assert_eq!(flagged(&one, "Enter your GitHub token"), ["value"]);
+        assert_eq!(flagged(&one, "Paste the API key for the deploy"), ["value"]);
+        assert!(flagged(&one, "How many tokens may the summary use?").is_empty());
+        assert!(flagged(&one, "Name the new ticket").is_empty());
+        // Two fields to type in: the message cannot say which is the secret.
+        let two = json!({"type": "object", "properties": {
+            "value": {"type": "string"}, "note": {"type": "string"}}});
+        assert!(flagged(&two, "Enter your GitHub token").is_empty());
     }
 
     #[test]
