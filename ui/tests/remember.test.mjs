@@ -434,6 +434,23 @@ test("a decision given for the server configured otherwise under the same name: 
   await app.close();
 });
 
+test("a call in no agent session is not offered this agent's session: a time is chosen first", async () => {
+  const app = await openApp(env, { asks: [call({ id: 16, sessionless: true })] });
+  const { page, backend } = app;
+  const d = page.getByRole("dialog", { name: "Approve a tool call" });
+  await d.getByRole("button", { name: "Remember…" }).click();
+  const lasting = d.getByRole("group", { name: "For how long" });
+  assert.deepEqual(await lasting.getByRole("radio").evaluateAll((rs) => rs.map((r) => r.closest("label").textContent.trim())),
+    ["15 minutes", "1 hour", "Until tomorrow (midnight)", "Always"]);
+  assert.equal(await lasting.getByRole("radio", { name: "15 minutes" }).isChecked(), true);
+  await armed(d.getByRole("button", { name: "Allow and remember" }));
+  await d.getByRole("button", { name: "Allow and remember" }).click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.equal(remembered(answer).lasting.kind, "until");
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("a tool the server did not list: the dialog says so, and it is decided on its own", async () => {
   const app = await openApp(env, {});
   const { page, backend } = app;

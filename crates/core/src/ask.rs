@@ -124,6 +124,12 @@ pub enum AskKind {
         /// agent named it, and a server that reads names loosely may run another under it.
         #[serde(default)]
         unlisted: bool,
+        /// The call comes in no agent session (a 2026-07-28 agent's, or one asked again after
+        /// Countersign restarted), so "for this agent's session" cannot be chosen: a
+        /// session-less agent's calls share one upstream with its other conversations, for as
+        /// long as it keeps calling.
+        #[serde(default)]
+        sessionless: bool,
     },
     /// A server's `sampling/createMessage` through the gateway: it wants the agent's model to
     /// write a reply to `messages`. Accept ("Allow") forwards the request to the agent as sent;

@@ -452,9 +452,43 @@ async fn an_unlisted_tool_is_asked_about_as_unlisted_and_a_denied_tools_lookalik
     listed.await.unwrap().unwrap();
     let unlisted = spawn_call(&agent, "purge_everything", json!({}));
     let ask = rig.next_ask().await;
-    assert!(matches!(ask.kind, AskKind::ToolCall { unlisted: true, .. }));
+    assert!(matches!(
+        ask.kind,
+        AskKind::ToolCall {
+            unlisted: true,
+            sessionless: false,
+            ..
+        }
+    ));
     rig.broker.answer(ask.id, Answer::Cancel).unwrap();
     unlisted.await.unwrap().unwrap();
+
+    // A 2026-07-28 agent keeps no session: "for this agent's session" is neither offered
+    // nor taken (its calls share one pooled upstream with its other conversations).
+    let modern = rig.agent("desk", "modern-agent", true).await;
+    let listing = spawn_call(&modern, "list_tickets", json!({}));
+    let ask = rig.next_ask().await;
+    assert!(matches!(
+        ask.kind,
+        AskKind::ToolCall {
+            sessionless: true,
+            ..
+        }
+    ));
+    let for_the_session = Answer::Remember {
+        decision: countersign_core::ask::approval::Remember {
+            allow: true,
+            lasting: countersign_core::ask::approval::Lasting::Session,
+            covering: countersign_core::ask::approval::Covering::AnyArguments,
+        },
+    };
+    assert!(matches!(
+        rig.broker.answer(ask.id, for_the_session),
+        Err(countersign_core::ask::AnswerError::Malformed { .. })
+    ));
+    rig.broker.answer(ask.id, Answer::Cancel).unwrap();
+    listing.await.unwrap().unwrap();
+    assert!(rig.settings.get().remembered.is_empty());
     rig.gateway.shutdown().await;
 }
 
@@ -6513,9 +6547,9 @@ async fn a_pending_call_denied_for_this_session_refuses_the_sessions_next_calls(
     rig.gateway.shutdown().await;
 }
 
-/// "For this session", chosen on a pending call whose session has already ended: no session
-/// is left for it to last for, so nothing is remembered (Settings would list a decision that
-/// decides nothing); the answer still goes to the retry.
+/// A pending call whose session has already ended is asked again with no session to offer:
+/// "for this session" is refused (it would decide nothing, yet be listed in Settings), and the
+/// person's answer goes to the retry.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pending_call_answered_for_a_session_already_ended_remembers_nothing() {
     let mut files = hostile_server("files", None);
@@ -6529,11 +6563,22 @@ async fn a_pending_call_answered_for_a_session_already_ended_remembers_nothing()
         .await
         .expect("asked again");
     assert_ne!(again.id, pending.id);
-    rig.broker
-        .answer(
+    assert!(matches!(
+        again.kind,
+        AskKind::ToolCall {
+            sessionless: true,
+            ..
+        }
+    ));
+    assert!(matches!(
+        rig.broker.answer(
             again.id,
             remember(true, Lasting::Session, Covering::AnyArguments),
-        )
+        ),
+        Err(countersign_core::ask::AnswerError::Malformed { .. })
+    ));
+    rig.broker
+        .answer(again.id, Answer::Accept { content: None })
         .unwrap();
     answer_kept().await;
     assert!(

@@ -24,6 +24,8 @@ export interface RememberParts {
   send: (answer: Answer) => void;
   /** A yes from a click: the view decides whether it counts (arming). */
   accept: (event: Event, answer: Answer) => void;
+  /** The call came in no agent session: "This agent's session" is not offered. */
+  sessionless?: boolean;
 }
 
 export interface RememberPanel {
@@ -49,6 +51,12 @@ export const LASTINGS: LastingChoice[] = [
   { value: "tomorrow", label: "Until tomorrow (midnight)", make: (now) => ({ kind: "until", untilMs: nextMidnight(now) }) },
   { value: "always", label: "Always", make: () => ({ kind: "always" }) },
 ];
+
+/** The lastings the person may choose: without an agent session (a 2026-07-28 agent's calls
+ * share one upstream with its other conversations), not "This agent's session". */
+function lastings(parts: RememberParts): LastingChoice[] {
+  return parts.sessionless === true ? LASTINGS.filter((l) => l.value !== "session") : LASTINGS;
+}
 
 /** The next local midnight after `nowMs`, in the person's time zone (where a day has no
  * midnight, the first moment of the next day). */
@@ -253,7 +261,7 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
   const lastingName = uid("lasting");
   const lastingSet = el("fieldset", { class: "remember-set" },
     el("legend", {}, "For how long"),
-    ...LASTINGS.map((choice, i) => radio(lastingName, choice.value, [choice.label], i === 0)));
+    ...lastings(parts).map((choice, i) => radio(lastingName, choice.value, [choice.label], i === 0)));
 
   const coveringName = uid("covering");
   const choices: CoveringChoice[] = [
@@ -332,7 +340,7 @@ export function rememberPanel(args: unknown, parts: RememberParts): RememberPane
     error.hidden = true;
     const lastingValue = panel.querySelector<HTMLInputElement>(`input[name="${lastingName}"]:checked`)?.value;
     const coveringValue = panel.querySelector<HTMLInputElement>(`input[name="${coveringName}"]:checked`)?.value;
-    const lasting = LASTINGS.find((l) => l.value === lastingValue);
+    const lasting = lastings(parts).find((l) => l.value === lastingValue);
     const covering = choices.find((c) => c.value === coveringValue)?.make();
     if (!lasting || !covering) return null;
     if ("error" in covering) {

@@ -143,7 +143,7 @@ export function toolCallPanel(ask: ToolCallAsk, parts: ToolCallParts): ToolCallP
     on: { click: (event) => parts.accept(event, { action: "accept", content: null }) },
   }, "Allow once");
 
-  const remember = rememberPanel(ask.arguments, { send: parts.send, accept: parts.accept });
+  const remember = rememberPanel(ask.arguments, { send: parts.send, accept: parts.accept, sessionless: ask.sessionless === true });
   remember.allow.setAttribute("aria-describedby", revealId);
 
   const argsLabel = uid("call-args");

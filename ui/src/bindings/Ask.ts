@@ -75,7 +75,14 @@ preview: boolean,
  * The server did not list a tool by this name (or its list could not be read): the
  * agent named it, and a server that reads names loosely may run another under it.
  */
-unlisted: boolean, } | { "kind": "sampling", 
+unlisted: boolean, 
+/**
+ * The call comes in no agent session (a 2026-07-28 agent's, or one asked again after
+ * Countersign restarted), so "for this agent's session" cannot be chosen: a
+ * session-less agent's calls share one upstream with its other conversations, for as
+ * long as it keeps calling.
+ */
+sessionless: boolean, } | { "kind": "sampling", 
 /**
  * Every message: a request with more than can be shown is refused.
  */

@@ -49,7 +49,7 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
 export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
   argumentsText = args === null ? "" : JSON.stringify(args, null, 2), alsoSentText = null, deadlineMs = null, receivedAtMs,
-  changed = [], serverChanged = false, preview = false, unlisted = false } = {}) {
+  changed = [], serverChanged = false, preview = false, unlisted = false, sessionless = false } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -69,6 +69,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
     serverChanged,
     preview,
     unlisted,
+    sessionless,
   };
 }
 

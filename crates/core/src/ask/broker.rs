@@ -302,6 +302,14 @@ impl Broker {
                 match kind {
                     None => return Err(AnswerError::NotPending),
                     // The choice must cover the very call on screen, and last some time.
+                    Some(AskKind::ToolCall {
+                        sessionless: true, ..
+                    }) if decision.lasting == crate::ask::approval::Lasting::Session => {
+                        return Err(AnswerError::Malformed {
+                            message: "this call came in no agent session: choose how long instead"
+                                .into(),
+                        });
+                    }
                     Some(AskKind::ToolCall { arguments, .. }) => {
                         let malformed = |message| AnswerError::Malformed { message };
                         Outcome::Remembered {

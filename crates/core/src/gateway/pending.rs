@@ -366,6 +366,8 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
             .definition
             .get("inputSchema")
             .is_none_or(Value::is_null),
+        // The session the call came in ended with the run that asked first.
+        sessionless: true,
     };
     let opened = shared.broker.open(crate::ask::broker::NewAsk {
         asker,

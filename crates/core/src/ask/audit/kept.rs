@@ -159,6 +159,7 @@ mod tests {
             server_changed: false,
             preview: true,
             unlisted: true,
+            sessionless: false,
         };
         let schema = json!({"type": "object", "properties": (0..200)
             .map(|i| (format!("f{i}"), json!({"type": "string", "description": "d".repeat(5_000),

@@ -302,7 +302,8 @@ impl Forwarder {
                 asker.agent = Some(who.name.clone());
                 asker.agent_id = Some(who.id.clone());
                 asker.declared = who.declared.clone();
-                let kind = gated.ask_kind(changed);
+                // Without a session of its own, the agent's calls share a pooled upstream.
+                let kind = gated.ask_kind(changed, self.session.get().is_none());
                 let pending = self
                     .shared
                     .broker
@@ -682,7 +683,7 @@ impl Gated<'_> {
     }
 
     /// The question the person is asked about it.
-    fn ask_kind(&self, changed: ChangedSince) -> AskKind {
+    fn ask_kind(&self, changed: ChangedSince, sessionless: bool) -> AskKind {
         let text = |field: &str| {
             self.definition
                 .get(field)
@@ -726,6 +727,7 @@ impl Gated<'_> {
                     .definition
                     .get("inputSchema")
                     .is_none_or(Value::is_null),
+            sessionless,
         }
     }
 }
