@@ -425,6 +425,46 @@ async fn always_allow_belongs_to_the_agents_token_not_its_name_and_rules_come_fi
     assert!(rig.broker.pending().is_empty());
 }
 
+/// Deleting the shared token's file replaces the token: whoever holds the new one is not given
+/// what the person allowed the holder of the old one. Kept, the file keeps them.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replaced_shared_token_inherits_nothing_the_old_one_was_allowed() {
+    let desk = desk().await;
+    let dir = scratch("shared-replaced");
+    let mut rig = rig_in(
+        dir.clone(),
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let agent = rig.agent("desk", "old-holder", false).await;
+    let listing = spawn_call(&agent, "list_tickets", json!({}));
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, always_allow()).unwrap();
+    listing.await.unwrap().unwrap();
+    let settings = rig.settings.clone();
+    assert_eq!(settings.get().remembered.len(), 1);
+    rig.gateway.shutdown().await;
+    let start = || {
+        Gateway::new(
+            GatewayConfig::default(),
+            vec![],
+            rig.broker.clone(),
+            settings.clone(),
+            dir.join("gateway-token"),
+        )
+        .unwrap()
+    };
+    drop(start());
+    assert_eq!(settings.get().remembered.len(), 1, "the same token, kept");
+    std::fs::remove_file(dir.join("gateway-token")).unwrap();
+    drop(start());
+    assert!(
+        settings.get().remembered.is_empty(),
+        "{:?}",
+        settings.get().remembered
+    );
+}
+
 /// A name the server did not list is asked about as such, and one a lax server would take for a
 /// denied tool's is denied with it, asking nobody.
 #[tokio::test(flavor = "multi_thread")]

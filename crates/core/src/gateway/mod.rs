@@ -245,6 +245,17 @@ impl Gateway {
         let pending_path = token_path.with_file_name("pending-approvals.json");
         let agents =
             registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
+        let pending = pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms());
+        // A new shared token (its file deleted to replace it) is a new holder: what the person
+        // allowed the old one, and its answered calls, are not the new holder's.
+        if agents.shared_token_is_new() {
+            pending.forget_agent(registry::SHARED_ID);
+            if let Err(e) = settings.update(|s| {
+                s.remembered.retain(|d| d.agent != registry::SHARED_ID);
+            }) {
+                tracing::warn!(error = %e, "cannot forget the replaced shared token's decisions");
+            }
+        }
         Ok(Gateway {
             shared: Arc::new(Shared {
                 servers: std::sync::RwLock::new(
@@ -258,7 +269,7 @@ impl Gateway {
                 pool: forward::Pool::default(),
                 http: Default::default(),
                 lanes: lane::Lanes::default(),
-                pending: pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms()),
+                pending,
                 pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
                 refusals: Arc::default(),

@@ -183,7 +183,9 @@ impl PendingStore {
             .into_iter()
             .partition(|e| e.agent == agent);
         *entries = kept;
-        let _ = self.save(&entries);
+        if !gone.is_empty() {
+            let _ = self.save(&entries);
+        }
         drop(entries);
         self.changed.notify_waiters();
         gone.into_iter().filter_map(|e| e.asked).collect()

@@ -144,6 +144,9 @@ pub struct AgentStore {
     shared_path: PathBuf,
     /// The shared token as read at start (empty when it was revoked before).
     shared_token: String,
+    /// The shared token was made at this start (its file was missing or empty): whoever holds
+    /// it now is not who held the one before.
+    shared_token_is_new: bool,
     state: Mutex<State>,
 }
 
@@ -164,11 +167,14 @@ impl AgentStore {
         };
         let mut digests = Vec::with_capacity(file.agents.len() + 1);
         let mut shared_token = String::new();
+        let mut shared_token_is_new = false;
         if !file.shared_revoked {
-            shared_token =
-                token::load_or_create(&shared_path).map_err(|source| AgentError::SharedToken {
-                    path: shared_path.clone(),
-                    source,
+            (shared_token, shared_token_is_new) =
+                token::load_or_create_new(&shared_path).map_err(|source| {
+                    AgentError::SharedToken {
+                        path: shared_path.clone(),
+                        source,
+                    }
                 })?;
             digests.push((SHARED_ID.to_owned(), digest(&shared_token)));
         }
@@ -183,6 +189,7 @@ impl AgentStore {
             path,
             shared_path,
             shared_token,
+            shared_token_is_new,
             state: Mutex::new(State {
                 file,
                 digests,
@@ -194,6 +201,11 @@ impl AgentStore {
     /// The shared token as read at start; empty when it had been revoked.
     pub fn shared_token(&self) -> &str {
         &self.shared_token
+    }
+
+    /// Whether the shared token was made at this start (see `shared_token_is_new`).
+    pub fn shared_token_is_new(&self) -> bool {
+        self.shared_token_is_new
     }
 
     pub fn shared_token_path(&self) -> &Path {

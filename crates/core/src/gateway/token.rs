@@ -16,10 +16,15 @@ pub fn fresh() -> std::io::Result<String> {
 /// Reads the token at `path`, creating it (0600, atomically) if missing or empty. A file that
 /// others can read is tightened to 0600, since the token grants every configured server.
 pub fn load_or_create(path: &Path) -> std::io::Result<String> {
+    load_or_create_new(path).map(|(token, _)| token)
+}
+
+/// [`load_or_create`], and whether the token was made now (none was on file).
+pub fn load_or_create_new(path: &Path) -> std::io::Result<(String, bool)> {
     match std::fs::read_to_string(path) {
         Ok(text) if !text.trim().is_empty() => {
             private_fs::tighten_path(path);
-            return Ok(text.trim().to_owned());
+            return Ok((text.trim().to_owned(), false));
         }
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -27,7 +32,7 @@ pub fn load_or_create(path: &Path) -> std::io::Result<String> {
     }
     let token = fresh()?;
     private_fs::write_atomic(path, format!("{token}\n").as_bytes())?;
-    Ok(token)
+    Ok((token, true))
 }
 
 /// Compares without an early exit, so response timing does not reveal a matching prefix.
