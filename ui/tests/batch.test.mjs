@@ -309,6 +309,21 @@ test("hostile tool names and arguments are text, with invisible characters shown
   await app.close();
 });
 
+test("two tokens the person gave one name are two agents: never in one list", async () => {
+  const asks = [
+    call(1, { agentId: "a1" }),
+    call(2, { agentId: "b2" }),
+    call(3, { agentId: "a1" }),
+    call(4, { agentId: "b2" }),
+  ];
+  const app = await openApp(env, { asks });
+  const { page } = app;
+  await openBatch(page, 2);
+  assert.deepEqual(await page.locator(".batch-line").evaluateAll((ls) => ls.map((l) => Number(l.dataset.askId))), [1, 3]);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("calls from two agents, or to two servers, are never in one list", async () => {
   const asks = [
     call(1, { agent: "Claude Code" }),

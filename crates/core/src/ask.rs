@@ -45,10 +45,10 @@ pub struct Asker {
     /// The name the agent gives itself (`clientInfo.name`): shown, never trusted.
     #[serde(default)]
     pub declared: Option<String>,
-    /// The agent's token (its id in the gateway's registry), whose question budget the ask is
-    /// in: two tokens the person gave one name are two agents. Neither shown nor written.
-    #[serde(skip)]
-    #[ts(skip)]
+    /// The agent's token's id in the gateway's registry (not the token): two tokens the person
+    /// gave one name are two agents, with a question budget each, never batched together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
     pub agent_id: Option<String>,
 }
 

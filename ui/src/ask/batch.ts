@@ -38,6 +38,7 @@ const DECLINE: Answer = { action: "decline" };
 
 /** Who a batch is for: calls from this agent to this server. */
 export interface BatchKey {
+  /** The agent's token's id when known (two tokens may share a name), else its name. */
   agent: string;
   server: string;
 }
@@ -49,7 +50,7 @@ export function batchKey(ask: Ask): BatchKey | null {
   if ((ask.changed ?? []).length > 0) return null;
   if (ask.serverChanged === true) return null;
   if (ask.unlisted === true) return null;
-  return { agent: ask.asker.agent, server: ask.asker.server };
+  return { agent: ask.asker.agentId ?? ask.asker.agent, server: ask.asker.server };
 }
 
 export function sameKey(a: BatchKey | null, b: BatchKey | null): boolean {

@@ -13,4 +13,9 @@ agent: string | null,
 /**
  * The name the agent gives itself (`clientInfo.name`): shown, never trusted.
  */
-declared: string | null, };
+declared: string | null, 
+/**
+ * The agent's token's id in the gateway's registry (not the token): two tokens the person
+ * gave one name are two agents, with a question budget each, never batched together.
+ */
+agentId?: string, };

@@ -49,11 +49,11 @@ export function urlAsk({ id, server = "demo", message = "Sign in to continue.", 
 export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   tool = "delete_ticket", title = null, description = null, annotations = null, args = {},
   argumentsText = args === null ? "" : JSON.stringify(args, null, 2), alsoSentText = null, deadlineMs = null, receivedAtMs,
-  changed = [], serverChanged = false, preview = false, unlisted = false, sessionless = false } = {}) {
+  changed = [], serverChanged = false, preview = false, unlisted = false, sessionless = false, agentId } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
-    asker: { server, endpoint, agent, declared },
+    asker: { server, endpoint, agent, declared, ...(agentId === undefined ? {} : { agentId }) },
     request: { name: tool, arguments: args },
     receivedAtMs: receivedAtMs ?? Date.now() + nextId,
     deadlineMs,
