@@ -169,6 +169,11 @@ impl Forwarder {
         let config = &up.server;
         let who = Who::of(ctx);
         let audit = self.shared.broker.audit();
+        let key = gated.key;
+        // A decision made without asking, on record as this agent's (within its budget).
+        let record_gated = |allowed: bool, why: &str| {
+            audit.record_gated(&config.name, Some(&who.name), &who.id, key, allowed, why)
+        };
         let what = &gated.what;
         // Paused (or left) before it was judged: nobody is asked, and nothing runs.
         let leaving = Leaving::of(ctx);
@@ -203,14 +208,7 @@ impl Forwarder {
                     && denial.outweighs(remembered.and_then(|_| latest_allow_ms(settings, &call)))
                 {
                     let why = format!("pending approval {}, answered by the person", denial.id);
-                    if let Err(e) = audit.record_gated(
-                        &config.name,
-                        Some(&who.name),
-                        &who.id,
-                        gated.key,
-                        false,
-                        &why,
-                    ) {
+                    if let Err(e) = record_gated(false, &why) {
                         tracing::error!(error = %e, "a denial went unrecorded");
                     }
                     return Err(Refusal::Denied(format!(
@@ -222,22 +220,12 @@ impl Forwarder {
                     settings.touch(id, now_ms);
                 }
                 // Unrecorded, it does not run.
-                audit
-                    .record_gated(
-                        &config.name,
-                        Some(&who.name),
-                        &who.id,
-                        gated.key,
-                        true,
-                        &why,
-                    )
-                    .map(|()| None)
-                    .map_err(|e| {
-                        Refusal::Denied(format!(
-                            "Countersign did not allow {what} on {}: {e}.",
-                            config.name
-                        ))
-                    })
+                record_gated(true, &why).map(|()| None).map_err(|e| {
+                    Refusal::Denied(format!(
+                        "Countersign did not allow {what} on {}: {e}.",
+                        config.name
+                    ))
+                })
             }
             Decision::Deny { why, remembered } => {
                 if let Some(id) = remembered {
@@ -248,14 +236,7 @@ impl Forwarder {
                 if !gated.read {
                     self.use_up_pending_answer(&who, up, &gated, now_ms);
                 }
-                if let Err(e) = audit.record_gated(
-                    &config.name,
-                    Some(&who.name),
-                    &who.id,
-                    gated.key,
-                    false,
-                    &why,
-                ) {
+                if let Err(e) = record_gated(false, &why) {
                     tracing::error!(error = %e, "a denial went unrecorded");
                 }
                 Err(Refusal::Denied(match remembered {
@@ -271,14 +252,7 @@ impl Forwarder {
             }
             Decision::Ask if !gated.may_ask => {
                 let why = "it would need the person's yes";
-                if let Err(e) = audit.record_gated(
-                    &config.name,
-                    Some(&who.name),
-                    &who.id,
-                    gated.key,
-                    false,
-                    why,
-                ) {
+                if let Err(e) = record_gated(false, why) {
                     tracing::error!(error = %e, "a refusal went unrecorded");
                 }
                 Err(Refusal::Denied(format!(
