@@ -107,6 +107,10 @@ const TARGET_TS_CPU_MS: f64 = 0.15;
 const TARGET_SESSION_MIB: f64 = 0.5;
 /// Agent sessions open at each step of row S (the gateway allows 32 upstreams per server).
 const SESSION_STEPS: [usize; 3] = [1, 16, 31];
+/// How many sessions the gateway lets the shared token hold on one server, and an agent with
+/// its own token (`MAX_UPSTREAMS_SHARED`, `MAX_UPSTREAMS_PER_AGENT`).
+const SHARED_TOKEN_SESSIONS: usize = 16;
+const AGENT_TOKEN_SESSIONS: usize = 8;
 
 fn main() {
     match std::env::var(ROLE_ENV).as_deref() {
@@ -265,7 +269,21 @@ fn role_gateway() {
             set_nodelay_on_listener(&listener);
         }
         let addr = gateway.serve(listener);
-        println!("http://{addr}/mcp/{SERVER} {}", gateway.token());
+        // The shared token holds at most half of a server's places: rows S (31 sessions) take
+        // the rest with tokens of their own, 8 sessions each.
+        let more: Vec<String> = (1..=2)
+            .map(|n| {
+                gateway
+                    .create_agent(&format!("bench-{n}"), "bridge")
+                    .expect("agent token")
+                    .token
+            })
+            .collect();
+        println!(
+            "http://{addr}/mcp/{SERVER} {} {}",
+            gateway.token(),
+            more.join(" ")
+        );
         wait_for_stdin_eof().await;
         gateway.shutdown().await;
         let _ = std::fs::remove_dir_all(&dir);
@@ -529,6 +547,8 @@ enum Endpoint {
     Http {
         url: String,
         token: Option<String>,
+        /// Tokens for agents past the shared token's share of the server's places.
+        more_tokens: Vec<String>,
         /// The agents speak 2026-07-28 (`server/discover`, every request self-contained)
         /// instead of the legacy `initialize` handshake on 2025-11-25.
         modern: bool,
@@ -551,9 +571,22 @@ async fn connect(endpoint: &Endpoint, n: usize) -> Result<Agent, String> {
     let name = format!("bench-agent-{n}");
     let handshake = async {
         match endpoint {
-            Endpoint::Http { url, token, modern } => {
+            Endpoint::Http {
+                url,
+                token,
+                more_tokens,
+                modern,
+            } => {
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
-                config.auth_header = token.clone();
+                config.auth_header = match n.checked_sub(SHARED_TOKEN_SESSIONS) {
+                    Some(past) if token.is_some() => Some(
+                        more_tokens
+                            .get(past / AGENT_TOKEN_SESSIONS)
+                            .ok_or("more agent sessions than the gateway gave tokens for")?
+                            .clone(),
+                    ),
+                    _ => token.clone(),
+                };
                 // rmcp's own HTTP client keeps no idle connection (a new one a request); with
                 // `COUNTERSIGN_BENCH_KEEPALIVE=1` the agents keep theirs, as the TypeScript SDK's do.
                 let transport = if std::env::var_os(KEEPALIVE_ENV).is_some() {
@@ -819,6 +852,7 @@ async fn row_direct(calls: usize, modern: bool) -> Result<Measured, String> {
     let endpoint = Endpoint::Http {
         url,
         token: None,
+        more_tokens: Vec::new(),
         modern,
     };
     measure(&endpoint, &sides, calls).await
@@ -839,12 +873,14 @@ fn spawn_gateway(upstream: &str, protocol: &str) -> Result<(Proc, Endpoint), Str
         "gateway",
         &[(UPSTREAM_ENV, upstream), (PROTOCOL_ENV, protocol)],
     )?;
-    let (url, token) = line
-        .split_once(' ')
-        .ok_or_else(|| format!("gateway said {line:?}"))?;
+    let mut words = line.split(' ').map(str::to_owned);
+    let (Some(url), Some(token)) = (words.next(), words.next()) else {
+        return Err(format!("gateway said {line:?}"));
+    };
     let endpoint = Endpoint::Http {
-        url: url.to_owned(),
-        token: Some(token.to_owned()),
+        url,
+        token: Some(token),
+        more_tokens: words.collect(),
         modern: false,
     };
     Ok((gateway, endpoint))
@@ -921,6 +957,7 @@ async fn row_mcp_proxy(calls: usize, program: &Path, dir: &Path) -> Result<Measu
     let endpoint = Endpoint::Http {
         url: format!("http://127.0.0.1:{port}/mcp"),
         token: None,
+        more_tokens: Vec::new(),
         modern: false,
     };
     measure(&endpoint, &sides, calls)
@@ -939,6 +976,7 @@ async fn row_supergateway(calls: usize, program: &Path, dir: &Path) -> Result<Me
     let endpoint = Endpoint::Http {
         url: format!("http://127.0.0.1:{port}/mcp"),
         token: None,
+        more_tokens: Vec::new(),
         modern: false,
     };
     measure(&endpoint, &sides, calls)

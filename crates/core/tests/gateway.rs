@@ -2843,6 +2843,9 @@ async fn a_session_on_a_server_removed_and_put_back_still_ends_when_left_quiet()
     rig.gateway.shutdown().await;
 }
 
+/// A server's places are capped, and the shared token (every older setup at once) holds at
+/// most half of them: it cannot lock out the agents holding their own tokens. A closed session
+/// frees its place.
 #[tokio::test(flavor = "multi_thread")]
 async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_place() {
     let desk = desk().await;
@@ -2851,19 +2854,31 @@ async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_plac
         vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
     )
     .await;
+    let shared = rig.gateway.token().to_owned();
     let mut agents = Vec::new();
-    for n in 0..32 {
-        agents.push(rig.raw_agent("desk", &format!("agent-{n}")).await);
+    for n in 0..16 {
+        agents.push(rig.raw_agent("desk", &format!("older-setup-{n}")).await);
     }
-    let mut one_too_many = RawAgent {
-        http: reqwest::Client::new(),
-        url: rig.url("desk"),
-        token: rig.gateway.token().to_owned(),
-        session: None,
-    };
-    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "agent-33", "version": "1"}});
-    let refused = one_too_many.post(1, "initialize", init.clone()).await;
+    let (_, refused) = RawAgent::open(rig.url("desk"), &shared, "older-setup-17").await;
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the shared token (older setups) already has 16 sessions"),
+        "{refused}"
+    );
+    // Agents holding their own tokens still get the other half.
+    let mut others = Vec::new();
+    for name in ["Claude Code", "Cursor"] {
+        let agent = rig.gateway.create_agent(name, "bridge").unwrap();
+        for n in 0..8 {
+            others.push(
+                rig.raw_agent_holding("desk", &format!("{name}-{n}"), &agent.token)
+                    .await,
+            );
+        }
+    }
+    assert_eq!(rig.gateway.open_upstreams("desk"), 32);
+    let third = rig.gateway.create_agent("Codex", "bridge").unwrap();
+    let (_, refused) = RawAgent::open(rig.url("desk"), &third.token, "codex").await;
     let message = refused["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("32 agent sessions open"), "{refused}");
     // An agent that ends its session gives its place back.
@@ -2872,23 +2887,13 @@ async fn upstream_sessions_per_server_are_capped_and_a_closed_one_frees_its_plac
     assert!(ended.status().is_success(), "{}", ended.status());
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let mut again = RawAgent {
-            http: reqwest::Client::new(),
-            url: rig.url("desk"),
-            token: rig.gateway.token().to_owned(),
-            session: None,
-        };
-        if again
-            .post(1, "initialize", init.clone())
-            .await
-            .get("result")
-            .is_some()
-        {
+        let (_, again) = RawAgent::open(rig.url("desk"), &shared, "older-setup-again").await;
+        if again.get("result").is_some() {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "the place was never freed"
+            "the place was never freed: {again}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -125,9 +125,10 @@ async fn via(target: Vec<String>, pid: u32, calls: usize) -> Result<Run, String>
 
 pub async fn countersign(calls: usize) -> Result<Run, String> {
     let (gateway, line) = spawn_role("gateway", &[(UPSTREAM_ENV, STDIO_UPSTREAM)])?;
-    let (url, token) = line
-        .split_once(' ')
-        .ok_or_else(|| format!("gateway said {line:?}"))?;
+    let mut words = line.split(' ');
+    let (Some(url), Some(token)) = (words.next(), words.next()) else {
+        return Err(format!("gateway said {line:?}"));
+    };
     let target = vec![
         "--url".to_owned(),
         url.to_owned(),

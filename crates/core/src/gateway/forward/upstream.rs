@@ -19,6 +19,9 @@ pub(crate) const MAX_UPSTREAMS_PER_SERVER: usize = 32;
 /// lock the others out (it could open sessions, or, without sessions, name itself anew in each
 /// request to get a pooled upstream each time).
 pub(crate) const MAX_UPSTREAMS_PER_AGENT: usize = 8;
+/// The shared token's share: it stands for every older setup at once, so more than one
+/// agent's, but only half the server's places, so agents holding their own tokens always get in.
+pub(crate) const MAX_UPSTREAMS_SHARED: usize = MAX_UPSTREAMS_PER_SERVER / 2;
 /// (server, the agent's token id, the name and version it gives itself).
 type PoolKey = (String, String, String, String);
 
@@ -275,27 +278,29 @@ impl OwnTasks {
 }
 
 /// One of a server's [`MAX_UPSTREAMS_PER_SERVER`] places, and of its agent's
-/// [`MAX_UPSTREAMS_PER_AGENT`], given back when dropped.
+/// [`MAX_UPSTREAMS_PER_AGENT`] (the shared token's [`MAX_UPSTREAMS_SHARED`]), given back when
+/// dropped.
 struct Slot {
     shared: Arc<Shared>,
     server: String,
-    /// The agent it counts against, unless it holds the shared token.
-    agent: Option<String>,
+    /// The token id it counts against.
+    agent: String,
 }
 
 impl Slot {
     fn take(shared: &Arc<Shared>, server: &str, agent: &str) -> Result<Slot, String> {
         let mut open = lock(&shared.open_upstreams);
-        // The shared token is every older setup's at once: only the server's cap holds it.
-        let agent = (agent != crate::gateway::registry::SHARED_ID).then(|| agent.to_owned());
-        if let Some(agent) = &agent
-            && open
-                .by_agent
-                .get(&(server.to_owned(), agent.clone()))
-                .copied()
-                .unwrap_or(0)
-                >= MAX_UPSTREAMS_PER_AGENT
-        {
+        let key = (server.to_owned(), agent.to_owned());
+        let held = open.by_agent.get(&key).copied().unwrap_or(0);
+        if agent == crate::gateway::registry::SHARED_ID {
+            if held >= MAX_UPSTREAMS_SHARED {
+                return Err(format!(
+                    "the shared token (older setups) already has {MAX_UPSTREAMS_SHARED} sessions \
+                     open with {server} through Countersign (its limit); give each agent its \
+                     own token (Countersign's Connect agents page), or close some sessions first"
+                ));
+            }
+        } else if held >= MAX_UPSTREAMS_PER_AGENT {
             return Err(format!(
                 "this agent already has {MAX_UPSTREAMS_PER_AGENT} sessions open with {server} \
                  through Countersign (the limit for one agent); close some of them first"
@@ -309,16 +314,11 @@ impl Slot {
             ));
         }
         *count += 1;
-        if let Some(agent) = &agent {
-            *open
-                .by_agent
-                .entry((server.to_owned(), agent.clone()))
-                .or_default() += 1;
-        }
+        *open.by_agent.entry(key.clone()).or_default() += 1;
         Ok(Slot {
             shared: shared.clone(),
-            server: server.to_owned(),
-            agent,
+            server: key.0,
+            agent: key.1,
         })
     }
 }
@@ -329,13 +329,14 @@ impl Drop for Slot {
         if let Some(count) = open.by_server.get_mut(&self.server) {
             *count = count.saturating_sub(1);
         }
-        if let Some(agent) = self.agent.take() {
-            let key = (std::mem::take(&mut self.server), agent);
-            if let Some(count) = open.by_agent.get_mut(&key) {
-                *count = count.saturating_sub(1);
-                if *count == 0 {
-                    open.by_agent.remove(&key);
-                }
+        let key = (
+            std::mem::take(&mut self.server),
+            std::mem::take(&mut self.agent),
+        );
+        if let Some(count) = open.by_agent.get_mut(&key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.by_agent.remove(&key);
             }
         }
     }
