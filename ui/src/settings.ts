@@ -4,6 +4,7 @@
 //! last use and count of uses, each revocable. Per-server notification muting lives on each
 //! server's page. Server, tool and argument text came from servers and agents: shown as text.
 
+import type { AgentView } from "./bindings/AgentView";
 import type { RememberedDecision } from "./bindings/RememberedDecision";
 import type { Settings } from "./bindings/Settings";
 import type { UnreadShown } from "./bindings/UnreadShown";
@@ -20,6 +21,8 @@ export class SettingsPane {
   /** Remembered decisions this version cannot read, and the allows they hold back. */
   private readonly heldBack = el("div", { class: "held-back" });
   private readonly allowedStatus = el("p", { class: "muted", attrs: { role: "status" } });
+  /** The agents' tokens, to tell apart two the person gave one name. */
+  private agents: AgentView[] = [];
 
   constructor() {
     this.root = el("div", { class: "settings" },
@@ -69,7 +72,12 @@ export class SettingsPane {
 
   private async loadAllowed(): Promise<void> {
     try {
-      const settings = await commands.getSettings();
+      const [settings, agents] = await Promise.all([
+        commands.getSettings(),
+        // Only to tell tokens of one name apart: without it, the list still shows.
+        commands.listAgents().catch(() => []),
+      ]);
+      this.agents = agents;
       this.drawHeldBack(settings);
       this.drawAllowed(settings.remembered);
     } catch (error) {
@@ -83,6 +91,7 @@ export class SettingsPane {
       replace(this.allowedList, el("p", { class: "empty-state" }, "Nothing is remembered: every tool call that needs approval asks you."));
       return;
     }
+    const whose = tokenNames(decisions, this.agents);
     replace(this.allowedList, el("ul", { class: "allowed-list" }, ...decisions.map((decision, index) => {
       const whatId = uid("remembered-what");
       const scopeId = uid("remembered-scope");
@@ -95,7 +104,7 @@ export class SettingsPane {
       revoke.addEventListener("click", () => this.revoke(decision, index, revoke));
       return el("li", { class: inert ? "inert" : undefined, attrs: { "data-id": decision.id } },
         el("div", { class: "remembered-text" },
-          el("span", { id: whatId, class: "remembered-what" }, ...decisionSentence(decision)),
+          el("span", { id: whatId, class: "remembered-what" }, ...decisionSentence(decision, whose.get(decision.agent))),
           el("span", { id: scopeId, class: "remembered-scope muted" }, ...scopeLine(decision)),
           inert && inertId ? el("span", { id: inertId, class: "remembered-inert" }, ...inert) : null,
           el("span", { class: "remembered-use muted" }, useLine(decision))),
@@ -173,10 +182,28 @@ function unreadSentence(d: UnreadShown): Node[] {
   ];
 }
 
-/** "<agent> may run <tool> on <server>" (or "may not run"), as nodes of untrusted text. */
-function decisionSentence(d: RememberedDecision): Node[] {
+/** For each token whose name another token also has (among these decisions or the agents),
+ * what tells it apart: when it was created, as the Connect page shows it. */
+function tokenNames(decisions: RememberedDecision[], agents: AgentView[]): Map<string, string> {
+  const idsByName = new Map<string, Set<string>>();
+  for (const { id, name } of [...decisions.map((d) => ({ id: d.agent, name: d.agentName })), ...agents]) {
+    idsByName.set(name, (idsByName.get(name) ?? new Set()).add(id));
+  }
+  const told = new Map<string, string>();
+  for (const d of decisions) {
+    if ((idsByName.get(d.agentName)?.size ?? 0) < 2) continue;
+    const created = agents.find((a) => a.id === d.agent)?.createdMs;
+    told.set(d.agent, created == null ? "another token of that name" : `token created ${dateTime(created)}`);
+  }
+  return told;
+}
+
+/** "<agent> may run <tool> on <server>" (or "may not run"), as nodes of untrusted text; `token`
+ * tells the agent's token from another of the same name. */
+function decisionSentence(d: RememberedDecision, token?: string): Node[] {
   return [
     d.agentName ? inlineText(d.agentName, 80, "agent-name") : el("em", {}, "An agent with no name"),
+    ...(token ? [el("span", { class: "muted" }, ` (${token})`)] : []),
     document.createTextNode(d.allow ? " may run " : " may not run "),
     el("code", {}, inlineText(d.tool, 120)),
     document.createTextNode(" on "),

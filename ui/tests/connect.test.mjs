@@ -307,6 +307,30 @@ const allowed = [
     covering: { kind: "urlHost", argument: "url", host: "api.github.com" }, uses: 1, lastUsedMs: NOW }),
 ];
 
+test("Settings tells apart two tokens the person gave one name, by when each was created", async () => {
+  const remembered = [
+    rememberedDecision(1, { agent: "a1", agentName: "Claude Code", tool: "delete_ticket" }),
+    rememberedDecision(2, { agent: "a2", agentName: "Claude Code", tool: "close_ticket" }),
+    rememberedDecision(3, { agent: "a3", agentName: "Cursor", tool: "list_tickets" }),
+  ];
+  const agents = [sharedAgent(),
+    agentView("a1", "Claude Code", { createdMs: Date.UTC(2026, 0, 1, 9, 30, 0) }),
+    agentView("a2", "Claude Code", { createdMs: Date.UTC(2026, 0, 3, 16, 0, 0) }),
+    agentView("a3", "Cursor")];
+  const app = await openApp(env, { ...state({ gateway: gatewayInfo({ agents }) }), settings: { mutedServers: [], remembered } });
+  const { page } = app;
+  await page.getByRole("tab", { name: "Settings" }).click();
+  const section = page.getByRole("region", { name: "Remembered decisions" });
+  await section.getByRole("listitem").first().waitFor();
+  const what = await section.locator(".remembered-what").allTextContents();
+  // (The harness runs in Europe/Berlin.)
+  assert.match(what[0], /^Claude Code \(token created Jan 1, 2026, 10:30:00\sAM\) may run delete_ticket on tickets$/);
+  assert.match(what[1], /^Claude Code \(token created Jan 3, 2026, 5:00:00\sPM\) may run close_ticket on tickets$/);
+  // A name only one token has needs nothing more.
+  assert.equal(what[2], "Cursor may run list_tickets on tickets");
+  await app.close();
+});
+
 test("Settings lists the remembered decisions; Revoke forgets one by id and its row goes", async () => {
   const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: structuredClone(allowed) } });
   const { page, backend } = app;
