@@ -954,8 +954,31 @@ async fn no_token_or_a_foreign_host_or_origin_is_refused_before_any_server_is_re
         .await
         .unwrap();
     assert_eq!(foreign_origin.status(), 403);
+    // A page served from the gateway's own address (by a process that held the port before
+    // the app started) is same-origin, and runs in the person's own browser: its browser's
+    // Fetch Metadata gives it away.
+    let own_origin = format!("http://{}", rig.addr);
+    for site in ["same-origin", "cross-site", "none"] {
+        let from_a_page = post(Some(&token))
+            .header("origin", &own_origin)
+            .header("sec-fetch-site", site)
+            .header("sec-fetch-mode", "cors")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(from_a_page.status(), 403, "{site}");
+    }
     // None of them opened an upstream session: the desk saw no session at all.
     assert_eq!(sessions(), 0);
+    // An agent on Node's `fetch` (the TypeScript SDK's, so Claude Code's, Cursor's, VS Code's)
+    // sends `Sec-Fetch-Mode` alone, and a local Origin is allowed.
+    let node = post(Some(&token))
+        .header("origin", &own_origin)
+        .header("sec-fetch-mode", "cors")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(node.status(), 200);
     // The right token, our Host: accepted.
     let ok = post(Some(&token)).send().await.unwrap();
     assert_eq!(ok.status(), 200);

@@ -771,6 +771,14 @@ async fn guard(
             "Host is not this machine's gateway (DNS rebinding is refused)",
         );
     }
+    // A page served from this very address (by whoever held the port while the app was not
+    // running) would pass the Origin check below, and it runs in the person's own browser, so
+    // the owner check too. Browsers mark every request they make to this machine with
+    // `Sec-Fetch-Site` (Fetch Metadata); agents are not browsers (Node's `fetch` sends only
+    // `Sec-Fetch-Mode`).
+    if headers.contains_key("sec-fetch-site") {
+        return refuse(StatusCode::FORBIDDEN, "requests from web pages are refused");
+    }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let ok = origin.to_str().ok().is_some_and(|o| {
             o.strip_prefix("http://")
