@@ -126,8 +126,8 @@ test("a new agent's token is shown once with its snippets, never again; Revoke a
   const codex = created.getByRole("article", { name: "Codex" });
   const codexLines = (await codex.locator("pre").textContent()).split("\n");
   assert.equal(codexLines.length, 5);
-  assert.equal(codexLines[2], `export COUNTERSIGN_TOKEN=${token}`);
-  assert.equal(codexLines[3], "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN");
+  assert.equal(codexLines[2], `export COUNTERSIGN_TOKEN_CODEX=${token}; unset COUNTERSIGN_TOKEN`);
+  assert.equal(codexLines[3], "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN_CODEX");
   assert.match(await codex.locator(".client-where").textContent(), /~\/\.codex\/config\.toml/);
   assert.match(await codex.locator(".client-note").textContent(), /not in Codex's config file/);
   assert.match(await created.getByRole("article", { name: "Claude Code" }).locator("pre").textContent(), /^claude mcp remove --scope user demo 2>\/dev\/null; claude mcp add --scope user --transport http demo /);

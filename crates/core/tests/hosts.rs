@@ -291,7 +291,7 @@ async fn codex_pasted_twice_names_the_variable_not_the_token() {
     );
     assert!(said.contains(&rig.url()), "{said}");
     let config = std::fs::read_to_string(home.home.join(".codex/config.toml")).unwrap();
-    assert!(config.contains("COUNTERSIGN_TOKEN"), "{config}");
+    assert!(config.contains("COUNTERSIGN_TOKEN_CODEX"), "{config}");
     assert!(
         !config.contains(&token),
         "Codex's config names the variable only"
@@ -314,10 +314,10 @@ async fn codex_pasted_twice_names_the_variable_not_the_token() {
     }
     assert_eq!(
         std::fs::read_to_string(&env).unwrap(),
-        format!("export COUNTERSIGN_TOKEN={token}\n")
+        format!("export COUNTERSIGN_TOKEN_CODEX={token}\n")
     );
     let (ok, said) = home
-        .run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN\"")
+        .run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN_CODEX\"")
         .await;
     assert!(ok && said == token, "{said}");
     home.assert_no_project_file_holds(&token);
@@ -508,7 +508,7 @@ impl AppServer {
             .env("HOME", &home.home)
             .env("PATH", path())
             // As a login shell has it once the Connect snippet's ~/.profile line is in.
-            .env("COUNTERSIGN_TOKEN", token)
+            .env("COUNTERSIGN_TOKEN_CODEX", token)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

@@ -95,13 +95,13 @@ export function samplingAsk({ id, server = "research", agent = "Claude Code", de
 
 /** The lines a snippet keeps `variable` = `token` in the private env file with (as core's
  * `token_env`). */
-function tokenEnv(variable, token) {
+function tokenEnv(variable, token, stale = null) {
   const file = "~/.config/countersign/agent-env";
   const source = `[ -f ${file} ] && . ${file}`;
   return [
-    `(umask 077; mkdir -p ~/.config/countersign && touch ${file} && chmod 600 ${file} && { grep -v '^export ${variable}=' ${file}; printf '%s\\n' 'export ${variable}=${token}'; } > ${file}.new && mv ${file}.new ${file})`,
+    `(umask 077; mkdir -p ~/.config/countersign && touch ${file} && chmod 600 ${file} && { grep -v -e '^export ${variable}='${stale ? ` -e '^export ${stale}='` : ""} ${file}; printf '%s\\n' 'export ${variable}=${token}'; } > ${file}.new && mv ${file}.new ${file})`,
     `grep -qxF '${source}' ~/.profile 2>/dev/null || printf '%s\\n' '${source}' >> ~/.profile`,
-    `export ${variable}=${token}`,
+    `export ${variable}=${token}${stale ? `; unset ${stale}` : ""}`,
   ];
 }
 
@@ -164,10 +164,10 @@ export function clientSetups(token, servers = ["demo", "tickets"]) {
         ...servers.map((s) => `gemini mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer \${COUNTERSIGN_TOKEN_GEMINI}'`),
       ].join("\n") },
     { client: "codex", title: "Codex", whereTo: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)",
-      format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN; Codex's config names only the variable, so the token is not in Codex's config file. Start Codex from a shell that has it (a new login, or this terminal).`,
+      format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN_CODEX; Codex's config names only the variable, so the token is not in Codex's config file. Start Codex from a shell that has it (a new login, or this terminal).`,
       snippet: [
-        ...tokenEnv("COUNTERSIGN_TOKEN", token),
-        ...servers.map((s) => `codex mcp remove ${s} >/dev/null 2>&1; codex mcp add ${s} --url ${at(s)} --bearer-token-env-var COUNTERSIGN_TOKEN`),
+        ...tokenEnv("COUNTERSIGN_TOKEN_CODEX", token, "COUNTERSIGN_TOKEN"),
+        ...servers.map((s) => `codex mcp remove ${s} >/dev/null 2>&1; codex mcp add ${s} --url ${at(s)} --bearer-token-env-var COUNTERSIGN_TOKEN_CODEX`),
       ].join("\n") },
   ];
 }

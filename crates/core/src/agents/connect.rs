@@ -82,21 +82,32 @@ pub fn gateway_entry(
 /// Where the Gemini CLI and Codex snippets keep their agents' tokens for the shell (0600),
 /// sourced from `~/.profile`.
 const AGENT_ENV: &str = "~/.config/countersign/agent-env";
-/// The variable Gemini CLI's header names (Codex's is [`BRIDGE_TOKEN_ENV`]): one per host, so
-/// each keeps its own agent's token.
+/// The variables Gemini CLI's header and Codex's config name: one per host, so each keeps its
+/// own agent's token. Never [`BRIDGE_TOKEN_ENV`]: exported to the whole login session, it would
+/// be every `countersign-bridge`'s token that has none of its own (each such host would speak
+/// as Codex), and every process's to read.
 const GEMINI_TOKEN_ENV: &str = "COUNTERSIGN_TOKEN_GEMINI";
+const CODEX_TOKEN_ENV: &str = "COUNTERSIGN_TOKEN_CODEX";
 
 /// Shell lines that set `var` to `token` in [`AGENT_ENV`] (private before anything is written;
-/// any earlier value of `var` replaced, other variables kept), have `~/.profile` source that
-/// file (added once), and set it in this shell too.
-fn token_env(var: &str, token: &str) -> String {
+/// any earlier value of `var` replaced, and of `stale`, which an earlier snippet set there,
+/// dropped; other variables kept), have `~/.profile` source that file (added once), and set it
+/// in this shell too.
+fn token_env(var: &str, token: &str, stale: Option<&str>) -> String {
     let export = shell_quote(&format!("export {var}={}", shell_quote(token)));
     let source = shell_quote(&format!("[ -f {AGENT_ENV} ] && . {AGENT_ENV}"));
+    let (drop_stale, unset_stale) = match stale {
+        Some(stale) => (
+            format!(" -e '^export {stale}='"),
+            format!("; unset {stale}"),
+        ),
+        None => Default::default(),
+    };
     format!(
         "(umask 077; mkdir -p ~/.config/countersign && touch {AGENT_ENV} && chmod 600 {AGENT_ENV} && \
-         {{ grep -v '^export {var}=' {AGENT_ENV}; printf '%s\\n' {export}; }} > {AGENT_ENV}.new && mv {AGENT_ENV}.new {AGENT_ENV})\n\
+         {{ grep -v -e '^export {var}='{drop_stale} {AGENT_ENV}; printf '%s\\n' {export}; }} > {AGENT_ENV}.new && mv {AGENT_ENV}.new {AGENT_ENV})\n\
          grep -qxF {source} ~/.profile 2>/dev/null || printf '%s\\n' {source} >> ~/.profile\n\
-         export {var}={}",
+         export {var}={}{unset_stale}",
         shell_quote(token)
     )
 }
@@ -187,7 +198,7 @@ pub fn client_setups(
     // every local user (0644), and so is a usual `~/.profile`.
     let gemini = format!(
         "{}\n{}",
-        token_env(GEMINI_TOKEN_ENV, token),
+        token_env(GEMINI_TOKEN_ENV, token, None),
         lines(&|s, n| {
             format!(
                 "gemini mcp add --scope user --transport http {} {} --header {}",
@@ -199,11 +210,12 @@ pub fn client_setups(
     );
     let codex = format!(
         "{}\n{}",
-        token_env(BRIDGE_TOKEN_ENV, token),
+        // Codex's snippets before this one exported the bridge's variable: dropped.
+        token_env(CODEX_TOKEN_ENV, token, Some(BRIDGE_TOKEN_ENV)),
         lines(&|s, n| {
             let n = shell_quote(n);
             format!(
-                "codex mcp remove {n} >/dev/null 2>&1; codex mcp add {n} --url {} --bearer-token-env-var {BRIDGE_TOKEN_ENV}",
+                "codex mcp remove {n} >/dev/null 2>&1; codex mcp add {n} --url {} --bearer-token-env-var {CODEX_TOKEN_ENV}",
                 shell_quote(&url(s))
             )
         })
@@ -286,7 +298,7 @@ pub fn client_setups(
             snippet: codex,
             note: note(
                 " The token goes into ~/.config/countersign/agent-env (readable only by you), \
-                 which your ~/.profile sources, as COUNTERSIGN_TOKEN; Codex's config names only \
+                 which your ~/.profile sources, as COUNTERSIGN_TOKEN_CODEX; Codex's config names only \
                  the variable, so the token is not in Codex's config file. Start Codex from a \
                  shell that has it (a new login, or this terminal).",
             ),
@@ -535,11 +547,11 @@ mod tests {
         assert_eq!(
             lines,
             [
-                r"(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && { grep -v '^export COUNTERSIGN_TOKEN=' ~/.config/countersign/agent-env; printf '%s\n' 'export COUNTERSIGN_TOKEN=tok'; } > ~/.config/countersign/agent-env.new && mv ~/.config/countersign/agent-env.new ~/.config/countersign/agent-env)",
+                r"(umask 077; mkdir -p ~/.config/countersign && touch ~/.config/countersign/agent-env && chmod 600 ~/.config/countersign/agent-env && { grep -v -e '^export COUNTERSIGN_TOKEN_CODEX=' -e '^export COUNTERSIGN_TOKEN=' ~/.config/countersign/agent-env; printf '%s\n' 'export COUNTERSIGN_TOKEN_CODEX=tok'; } > ~/.config/countersign/agent-env.new && mv ~/.config/countersign/agent-env.new ~/.config/countersign/agent-env)",
                 r"grep -qxF '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' ~/.profile 2>/dev/null || printf '%s\n' '[ -f ~/.config/countersign/agent-env ] && . ~/.config/countersign/agent-env' >> ~/.profile",
-                "export COUNTERSIGN_TOKEN=tok",
-                "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN",
-                "codex mcp remove a-b >/dev/null 2>&1; codex mcp add a-b --url http://127.0.0.1:47717/mcp/a.b --bearer-token-env-var COUNTERSIGN_TOKEN",
+                "export COUNTERSIGN_TOKEN_CODEX=tok; unset COUNTERSIGN_TOKEN",
+                "codex mcp remove demo >/dev/null 2>&1; codex mcp add demo --url http://127.0.0.1:47717/mcp/demo --bearer-token-env-var COUNTERSIGN_TOKEN_CODEX",
+                "codex mcp remove a-b >/dev/null 2>&1; codex mcp add a-b --url http://127.0.0.1:47717/mcp/a.b --bearer-token-env-var COUNTERSIGN_TOKEN_CODEX",
             ]
         );
         // `--transport` is an error for `codex mcp add`; the token is only in the env lines.
@@ -574,11 +586,12 @@ mod tests {
             assert!(out.status.success(), "{script}: {out:?}");
             String::from_utf8(out.stdout).unwrap()
         };
-        // Another host's variable in the file stays; this one's is replaced, not added again.
+        // Another host's variable in the file stays; this one's is replaced, not added again,
+        // and the bridge's, which an earlier Codex snippet exported, is gone.
         std::fs::create_dir_all(home.join(".config/countersign")).unwrap();
         std::fs::write(
             home.join(".config/countersign/agent-env"),
-            "export COUNTERSIGN_TOKEN_GEMINI=g\nexport COUNTERSIGN_TOKEN=old\n",
+            "export COUNTERSIGN_TOKEN_GEMINI=g\nexport COUNTERSIGN_TOKEN=old\nexport COUNTERSIGN_TOKEN_CODEX=older\n",
         )
         .unwrap();
         let script = profile_lines.join("\n");
@@ -600,13 +613,20 @@ mod tests {
             0o600
         );
         assert!(!profile.contains("t'k"), "{profile}");
-        assert_eq!(run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN\""), token);
+        assert_eq!(
+            run(". ~/.profile; printf %s \"$COUNTERSIGN_TOKEN_CODEX\""),
+            token
+        );
+        assert_eq!(
+            run(". ~/.profile; printf %s \"${COUNTERSIGN_TOKEN-unset}\""),
+            "unset"
+        );
         assert_eq!(
             run(&format!(
-                "{}; printf %s \"$COUNTERSIGN_TOKEN\"",
+                "export COUNTERSIGN_TOKEN=old; {}; printf %s \"$COUNTERSIGN_TOKEN_CODEX ${{COUNTERSIGN_TOKEN-unset}}\"",
                 profile_lines[2]
             )),
-            token
+            format!("{token} unset")
         );
         std::fs::remove_dir_all(&home).unwrap();
     }

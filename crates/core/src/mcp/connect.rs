@@ -73,6 +73,7 @@ pub(crate) async fn open_client(
             cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
+            without_agent_tokens(cmd.as_std_mut(), std::env::vars_os().map(|(key, _)| key));
             cmd.args(args).envs(env);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
@@ -405,9 +406,51 @@ const REFUSED_REDIRECT: &str = "error following redirect";
 const REDIRECT_HINT: &str = " (Countersign follows a server's redirects only within its own \
     origin: if the server has moved, put its new address in the config)";
 
+/// Leaves out of a server's environment the agents' tokens the app inherited (`inherited`: its
+/// own variables' names): the Gemini CLI and Codex snippets export theirs to the whole login
+/// session, so the app, started in it, has them, and no server is to see an agent's token. A
+/// server's own `env` in the config is set after this, as the person wrote it.
+fn without_agent_tokens(
+    cmd: &mut std::process::Command,
+    inherited: impl Iterator<Item = std::ffi::OsString>,
+) {
+    for key in inherited {
+        if key.as_encoded_bytes().starts_with(b"COUNTERSIGN_TOKEN") {
+            cmd.env_remove(key);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_server_never_inherits_an_agents_token() {
+        let mut cmd = std::process::Command::new("true");
+        let inherited = [
+            "PATH",
+            "COUNTERSIGN_TOKEN",
+            "COUNTERSIGN_TOKEN_CODEX",
+            "COUNTERSIGN_TOKEN_GEMINI",
+            "HOME",
+        ];
+        without_agent_tokens(&mut cmd, inherited.iter().map(std::ffi::OsString::from));
+        let mut removed: Vec<_> = cmd
+            .get_envs()
+            .filter(|(_, value)| value.is_none())
+            .map(|(key, _)| key.to_string_lossy().into_owned())
+            .collect();
+        removed.sort();
+        assert_eq!(
+            removed,
+            [
+                "COUNTERSIGN_TOKEN",
+                "COUNTERSIGN_TOKEN_CODEX",
+                "COUNTERSIGN_TOKEN_GEMINI"
+            ]
+        );
+    }
 
     /// A server writing stderr without a line break is read in bounded memory: each line is
     /// cut at `STDERR_LINE_MAX` as it comes, and lines that are not UTF-8 are kept, not lost.
