@@ -320,6 +320,8 @@ test("two tokens the person gave one name are two agents: never in one list", as
   const { page } = app;
   await openBatch(page, 2);
   assert.deepEqual(await page.locator(".batch-line").evaluateAll((ls) => ls.map((l) => Number(l.dataset.askId))), [1, 3]);
+  // Named as the person named the token; its id only keeps the lists apart.
+  assert.match(await dialog(page).locator(".batch-summary").textContent(), /^Claude Code wants to run 2 tool calls on tickets\.$/);
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

@@ -40,6 +40,8 @@ const DECLINE: Answer = { action: "decline" };
 export interface BatchKey {
   /** The agent's token's id when known (two tokens may share a name), else its name. */
   agent: string;
+  /** The agent's name, as the person gave it to its token: what the list says. */
+  name: string;
   server: string;
 }
 
@@ -50,7 +52,7 @@ export function batchKey(ask: Ask): BatchKey | null {
   if ((ask.changed ?? []).length > 0) return null;
   if (ask.serverChanged === true) return null;
   if (ask.unlisted === true) return null;
-  return { agent: ask.asker.agentId ?? ask.asker.agent, server: ask.asker.server };
+  return { agent: ask.asker.agentId ?? ask.asker.agent, name: ask.asker.agent, server: ask.asker.server };
 }
 
 export function sameKey(a: BatchKey | null, b: BatchKey | null): boolean {
@@ -281,7 +283,7 @@ export class BatchView implements Armable {
   private refresh(): void {
     const n = this.lines.size;
     replace(this.message,
-      inlineText(this.key.agent, 80, "agent-name"), ` wants to run ${plural(n, "tool call", "tool calls")} on `,
+      inlineText(this.key.name, 80, "agent-name"), ` wants to run ${plural(n, "tool call", "tool calls")} on `,
       inlineText(this.key.server, 80, "server-name"), ".");
     const ticked = this.ticked.length;
     replace(this.tally, ticked === 0
