@@ -135,6 +135,27 @@ test("a question that opens while the person types elsewhere in the window does 
   await app.close();
 });
 
+test("a question withdrawn while the person types in it does not hand their typing to the next", async () => {
+  const first = simple({ id: 40, server: "notes", message: "Name the note." });
+  const next = simple({ id: 41, server: "tickets", message: "Delete ticket T-7?" });
+  const app = await openApp(env, { asks: [first, next] });
+  const { page, backend } = app;
+  await dialog(page).waitFor();
+  assert.equal(await focusedLabel(page), "Reason *");
+  await page.keyboard.type("my ");
+  // The first server withdraws its question mid-word; the next one takes the dialog.
+  await backend.resolve(40, { outcome: "cancelled", reason: "server" });
+  await page.locator("section.ask", { hasText: "Name the note." }).waitFor({ state: "detached" });
+  await page.keyboard.type("delete");
+  await armed(dialog(page).getByRole("button", { name: "Submit" }));
+  await page.keyboard.press("Enter");
+  await page.waitForTimeout(100);
+  assert.equal(backend.answers.length, 0, "nothing was submitted");
+  assert.equal(await dialog(page).getByRole("textbox", { name: /Reason/ }).inputValue(), "");
+  assert.equal(await focusedLabel(page), "Delete ticket T-7?");
+  await app.close();
+});
+
 test("keyboard only: type, Tab, Space and Enter complete a form", async () => {
   const ask = formAsk({ id: 20, fields: [
     field.text("name", { title: "Name", required: true }),

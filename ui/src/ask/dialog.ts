@@ -328,6 +328,9 @@ export class AskDialog implements AskViewHost {
   private remove(id: number): void {
     const view = this.views.get(id);
     if (!view) return;
+    // Withdrawn while the person typed in it: the next question must not take the rest of their
+    // typing. (Once they answered, their answer is in flight: the view is busy.)
+    const typing = !view.busy && view.root.contains(document.activeElement) && isTypingTarget(document.activeElement);
     this.views.delete(id);
     this.arming.forget(view);
     view.root.remove();
@@ -340,18 +343,20 @@ export class AskDialog implements AskViewHost {
       this.closeBatch(true);
     } else if (this.current === view) {
       this.current = null;
-      this.showNextOrClose();
+      this.showNextOrClose(typing);
     }
     this.updateQueue();
   }
 
   /** Shows the next question still waiting for the person (not one whose answer is on its way),
-   * or closes the dialog when none is left. */
-  private showNextOrClose(): void {
+   * or closes the dialog when none is left. `typing`: the person was typing in the one that
+   * went, so focus starts off the next one's fields. */
+  private showNextOrClose(typing = false): void {
     const waiting = [...this.views.values()];
     const next = waiting.find((v) => !v.busy) ?? waiting[0];
     if (next !== undefined) {
-      this.show(next, true);
+      this.show(next, !typing);
+      if (typing) next.focusWithoutTyping();
     } else {
       this.dialog.removeAttribute("aria-labelledby");
       this.dialog.removeAttribute("aria-describedby");
