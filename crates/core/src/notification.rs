@@ -281,14 +281,19 @@ pub fn visible(text: &str) -> String {
 }
 
 /// Characters a server's text may not carry into a notification or a menu: controls, line
-/// and paragraph separators (which `lines()` does not split on), and bidirectional
-/// overrides that could reorder what the person reads.
+/// and paragraph separators (which `lines()` does not split on), and format characters: the
+/// bidirectional overrides that could reorder what the person reads, and the invisible ones
+/// (zero-width spaces and joiners, tag characters), which some daemons draw as boxes and others
+/// not at all, and which can carry text a model reads but the person does not see. The dialog
+/// names each of them; a server's name may hold none (`config`).
 fn hidden(c: char) -> bool {
+    use unicode_general_category::{GeneralCategory, get_general_category};
     c.is_control()
         || matches!(
-            c,
-            '\u{2028}' | '\u{2029}' | '\u{200E}' | '\u{200F}' | '\u{061C}'
-                | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+            get_general_category(c),
+            GeneralCategory::Format
+                | GeneralCategory::LineSeparator
+                | GeneralCategory::ParagraphSeparator
         )
 }
 
@@ -578,6 +583,11 @@ mod tests {
         assert_eq!(
             headline(&ask(1, "s", "pay \u{202E}cod.exe\u{2028}more\u{2066}x")),
             "pay cod.exemorex"
+        );
+        // And the invisible format characters (the dialog names them).
+        assert_eq!(
+            headline(&ask(1, "s", "run r\u{200B}m\u{2060} -rf\u{E0041}\u{FEFF} ~")),
+            "run rm -rf ~"
         );
         let mut url = ask(1, "s", "Connect your account");
         url.kind = AskKind::Url {

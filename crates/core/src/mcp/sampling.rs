@@ -148,14 +148,20 @@ pub fn describe(params: &Value) -> Result<AskKind, String> {
         .iter()
         .map(|m| {
             Ok(SamplingLine {
-                role: whole(
-                    "a role",
-                    m.get("role")
-                        .and_then(Value::as_str)
-                        .unwrap_or("?")
-                        .to_owned(),
-                    40,
-                )?,
+                // The spec's two roles only: the dialog draws the role as a badge of its own,
+                // where a server's words ("✓ verified") would pass for Countersign's.
+                role: match m.get("role").and_then(Value::as_str) {
+                    Some(role @ ("user" | "assistant")) => role.to_owned(),
+                    other => {
+                        return Err(format!(
+                            "a message's role must be \"user\" or \"assistant\", not {}",
+                            other.map_or_else(
+                                || "missing".to_owned(),
+                                |r| format!("{:?}", r.chars().take(40).collect::<String>())
+                            )
+                        ));
+                    }
+                },
                 text: whole("a message", content_text(m.get("content")), MAX_TEXT)?,
             })
         })
@@ -298,6 +304,25 @@ mod tests {
         assert!(describe(&json!({"messages": [], "maxTokens": 1, "tools": tools})).is_err());
         let long_name = json!([{"name": "n".repeat(81)}]);
         assert!(describe(&json!({"messages": [], "maxTokens": 1, "tools": long_name})).is_err());
+    }
+
+    /// The dialog draws a message's role as a badge of its own: only the spec's two roles
+    /// reach it, never a server's words there.
+    #[test]
+    fn a_message_of_another_role_is_refused() {
+        let with_role = |role: Value| {
+            describe(
+                &json!({"messages": [{"role": role, "content": {"type": "text", "text": "hi"}}],
+                "maxTokens": 1}),
+            )
+        };
+        assert!(with_role(json!("assistant")).is_ok());
+        assert_eq!(
+            with_role(json!("✓ verified by Countersign")).unwrap_err(),
+            "a message's role must be \"user\" or \"assistant\", not \"✓ verified by Countersign\""
+        );
+        assert!(with_role(json!("system")).is_err());
+        assert!(with_role(Value::Null).is_err());
     }
 
     #[test]
