@@ -281,6 +281,29 @@ test("Enter held across the switch to the next question accepts nothing, not eve
   await app.close();
 });
 
+test("a question moved on screen by another's arrival arms afresh: a click aimed elsewhere cannot land on Allow", async () => {
+  const app = await openApp(env, { asks: [call(140, { receivedAtMs: 1 })] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  const once = d.getByRole("button", { name: "Allow once" }).filter({ visible: true });
+  await armed(once);
+  const before = await centre(once);
+  // Another question arrives: the queue bar and a notice appear above the shown one, which moves.
+  await backend.addAsk(call(141, { receivedAtMs: 2 }));
+  await d.locator(".queue:not([hidden])").waitFor();
+  const at = await centre(once);
+  assert.notDeepEqual(at, before, "the shown question moved");
+  assert.equal(await once.getAttribute("aria-disabled"), "true", "disarmed as it moved");
+  await page.mouse.click(at.x, at.y);
+  await sleep(100);
+  assert.equal(backend.answers.length, 0);
+  await armed(once);
+  await page.mouse.click(at.x, at.y);
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.equal(answer.id, 140);
+  await app.close();
+});
+
 test("switching questions in the queue arms the one shown afresh", async () => {
   const app = await openApp(env, { asks: [call(130, { receivedAtMs: 1 }), call(131, { receivedAtMs: 2 })] });
   const { page, backend } = app;

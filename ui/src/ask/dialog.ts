@@ -62,6 +62,8 @@ export class AskDialog implements AskViewHost {
   private readonly decideTogether: HTMLButtonElement;
   private readonly body: HTMLElement;
   private readonly dialogNotice: Notice;
+  /** When a key was last pressed in the dialog (`performance.now()`): is the person typing? */
+  private lastKeyAt = -Infinity;
 
   constructor(
     private readonly mainNotice: Notice,
@@ -112,8 +114,18 @@ export class AskDialog implements AskViewHost {
     this.body = el("div", { class: "ask-body" });
     this.dialog = el("dialog", { class: "ask-dialog" }, this.queue, noticeRegion, this.body);
     this.arming = new Arming(this.dialog, options.armDelayMs ?? ARM_DELAY_MS);
+    // The queue bar and the notice above the shown question come and go with other questions
+    // (which a server or an agent times), and move it: a click aimed at a field could land on
+    // an accept button. Moved, it arms afresh.
+    const moved = new ResizeObserver(() => {
+      const shown = this.batch ?? this.current;
+      if (shown !== null && this.dialog.open) this.arming.show(shown);
+    });
+    moved.observe(this.queue);
+    moved.observe(noticeRegion);
 
     this.dialog.addEventListener("keydown", (event) => {
+      this.lastKeyAt = performance.now();
       if (event.key === "Escape" && !event.isComposing) {
         event.preventDefault();
         if (this.batch !== null) {
@@ -330,7 +342,8 @@ export class AskDialog implements AskViewHost {
     if (!view) return;
     // Withdrawn while the person typed in it: the next question must not take the rest of their
     // typing. (Once they answered, their answer is in flight: the view is busy.)
-    const typing = !view.busy && view.root.contains(document.activeElement) && isTypingTarget(document.activeElement);
+    const typing = !view.busy && view.root.contains(document.activeElement) && isTypingTarget(document.activeElement)
+      && performance.now() - this.lastKeyAt < TYPING_MS;
     this.views.delete(id);
     this.arming.forget(view);
     view.root.remove();
@@ -506,6 +519,9 @@ function withdrawnText(outcome: Outcome, kind: Ask["kind"]): string {
 
 /** Whether `element` takes typed text (a text field, a text area, an editable region): the
  * person may be typing there when a question arrives. */
+/** A key pressed this recently in a field that goes away means the person is typing there. */
+const TYPING_MS = 2000;
+
 function isTypingTarget(element: Element | null): boolean {
   if (element instanceof HTMLTextAreaElement) return true;
   if (element instanceof HTMLInputElement) {
