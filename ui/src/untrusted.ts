@@ -118,6 +118,7 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
   }
 
   let expanded = false;
+  let watched = false;
   const toggle = el("button", {
     class: "link-button",
     attrs: { type: "button", "aria-expanded": "false" },
@@ -127,7 +128,11 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
     body.classList.toggle("expanded", expanded);
     toggle.textContent = expanded ? "Show less" : `Show all (${points.length} characters)`;
     toggle.setAttribute("aria-expanded", String(expanded));
-    if (expanded) options.onShownWhole?.();
+    const shownWhole = options.onShownWhole;
+    if (expanded && shownWhole !== undefined && !watched) {
+      watched = true;
+      onceSeenToEnd(body, shownWhole);
+    }
   };
   toggle.addEventListener("click", () => {
     expanded = !expanded;
@@ -136,6 +141,24 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
   render();
   append(wrap, toggle);
   return wrap;
+}
+
+/** Calls `then` once the end of `box` has been in view: at once when it does not scroll, else
+ * once it is scrolled to its end. Text opened in a box that scrolls (a long call's arguments,
+ * shown whole at most 24em high) is not seen whole by opening it: the key that matters can sit
+ * last, below the fold. */
+export function onceSeenToEnd(box: HTMLElement, then: () => void): void {
+  let done = false;
+  const check = (): void => {
+    if (done || box.hidden || !box.isConnected) return;
+    if (box.scrollTop + box.clientHeight >= box.scrollHeight - 2) {
+      done = true;
+      box.removeEventListener("scroll", check);
+      then();
+    }
+  };
+  box.addEventListener("scroll", check);
+  requestAnimationFrame(check);
 }
 
 /** An inline span of untrusted text, isolated and with visible invisible characters. */

@@ -283,6 +283,23 @@ test("clipped arguments must be shown whole before their checkbox can be ticked"
   await app.close();
 });
 
+test("arguments longer than the list's box must be scrolled to their end before their checkbox can be ticked", async () => {
+  const long = { ...Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`a${String(i).padStart(2, "0")}`, i])), zzz_exec: "rm -rf ~" };
+  const app = await openApp(env, { asks: [call(1), call(2, { args: long })] });
+  const { page } = app;
+  await openBatch(page, 2);
+  const line = page.locator('.batch-line[data-ask-id="2"]');
+  await line.getByRole("button", { name: /^Show all/ }).click();
+  const pre = line.locator("pre");
+  assert.ok(await pre.evaluate((p) => p.scrollHeight > p.clientHeight), "the box scrolls");
+  await page.waitForTimeout(200);
+  assert.equal(await box(page, 2).isDisabled(), true, "opened, but its end not seen");
+  await pre.hover();
+  for (let i = 0; i < 20; i += 1) await page.mouse.wheel(0, 400);
+  await page.waitForFunction(() => !document.querySelector('.batch-line[data-ask-id="2"] input[type=checkbox]').disabled);
+  await app.close();
+});
+
 test("hostile tool names and arguments are text, with invisible characters shown, in the lines and their names", async () => {
   const tool = `${TAG}${RLO}exe.txt${ZWSP}`;
   const args = { path: `/tmp/${TAG}${RLO}gpj.exe`, z: `a${ZWSP}b` };

@@ -134,7 +134,12 @@ test("clipped arguments: Allow works only once they have been shown whole, and s
 
   await d.getByRole("button", { name: /^Show all/ }).click();
   assert.match(await d.locator(".call-args pre").textContent(), /rm -rf \//);
-  assert.equal(await note.isVisible(), false);
+  // Whole, but in a box that scrolls: seen once the person scrolled to its end.
+  await page.waitForTimeout(100);
+  assert.equal(await note.isVisible(), true, "its end is below the box's fold");
+  await d.locator(".call-args pre").hover();
+  for (let i = 0; i < 10; i += 1) await page.mouse.wheel(0, 400);
+  await note.waitFor({ state: "hidden" });
   // Folding it again does not take the permission back: it has been seen.
   await d.getByRole("button", { name: "Show less" }).click();
   await armed(once);
@@ -170,7 +175,7 @@ test("fields sent beyond the arguments are shown apart, under their own name, an
   assert.deepEqual(backend.answers, [], "nothing allowed unseen");
   assert.equal(await once.getAttribute("aria-disabled"), "true");
   await also.getByRole("button", { name: /^Show all/ }).click();
-  assert.equal(await note.isVisible(), false);
+  await note.waitFor({ state: "hidden" });
   await armed(once);
   await once.click();
   const [answer] = await waitForAnswers(backend, 1);

@@ -105,6 +105,9 @@ test("Allow and remember waits for arming and for clipped arguments to be shown,
   assert.match(await allow.evaluate((b) => document.getElementById(b.getAttribute("aria-describedby")).textContent),
     /Show all of the arguments/);
   await d.getByRole("button", { name: /^Show all/ }).click();
+  // Whole, in a box that scrolls: seen once scrolled to its end.
+  await d.locator(".call-args pre").hover();
+  for (let i = 0; i < 10; i += 1) await page.mouse.wheel(0, 400);
   await armed(allow);
   await allow.click();
   const [answer] = await waitForAnswers(backend, 1);

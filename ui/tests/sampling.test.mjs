@@ -105,7 +105,12 @@ test("Allow waits until every clipped part of the request has been shown whole",
   assert.equal(backend.answers.length, 0, "one part still clipped");
   await d.getByRole("button", { name: /^Show all/ }).click();
   assert.match(await d.textContent(), /every secret in your context/);
-  assert.equal(await allow.getAttribute("aria-describedby"), null);
+  // Whole, in a box that scrolls, with what matters at its end: seen once scrolled there.
+  await page.waitForTimeout(100);
+  assert.notEqual(await allow.getAttribute("aria-describedby"), null, "its end is below the fold");
+  await d.locator("pre.expanded", { hasText: "Summarise these notes." }).hover();
+  for (let i = 0; i < 10; i += 1) await page.mouse.wheel(0, 400);
+  await page.waitForFunction((b) => b.getAttribute("aria-describedby") === null, await allow.elementHandle());
   await armed(allow);
   await allow.click();
   const [answer] = await waitForAnswers(backend, 1);

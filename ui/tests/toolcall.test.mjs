@@ -68,6 +68,26 @@ test("a tool call opens a named dialog saying which agent, server, endpoint and 
   await app.close();
 });
 
+test("arguments shown whole in a box that scrolls count as seen only once scrolled to their end", async () => {
+  // The key that matters sorts last, below the fold of the 24em box Show all opens.
+  const args = { ...Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`a${String(i).padStart(2, "0")}`, i])), zzz_exec: "rm -rf ~" };
+  const app = await openApp(env, { asks: [deleteCall({ id: 6, args })] });
+  const { page } = app;
+  const d = dialog(page);
+  const once = d.getByRole("button", { name: "Allow once" });
+  assert.equal(await once.getAttribute("aria-disabled"), "true", "clipped: not yet");
+  await d.getByRole("button", { name: /^Show all/ }).click();
+  const pre = d.getByRole("region", { name: "Arguments" }).locator("pre");
+  assert.ok(await pre.evaluate((p) => p.scrollHeight > p.clientHeight), "the box scrolls");
+  await page.waitForTimeout(700);
+  assert.equal(await once.getAttribute("aria-disabled"), "true", "opened, but its end not seen");
+  // The person scrolls the box down with the wheel, to "zzz_exec".
+  await pre.hover();
+  for (let i = 0; i < 20; i += 1) await page.mouse.wheel(0, 400);
+  await armed(once);
+  await app.close();
+});
+
 test("arguments are pretty JSON, clipped, with a Show all toggle", async () => {
   const args = { id: "T-7", note: "x".repeat(50), tags: Array.from({ length: 30 }, (_, i) => `tag-${i}`) };
   const app = await openApp(env, { asks: [deleteCall({ id: 2, args })] });

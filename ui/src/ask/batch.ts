@@ -26,7 +26,7 @@ import type { Answer } from "../bindings/Answer";
 import type { Ask } from "../bindings/Ask";
 import { el, append, replace, uid } from "../dom";
 import { plural } from "../format";
-import { inlineText, visibleText } from "../untrusted";
+import { inlineText, onceSeenToEnd, visibleText } from "../untrusted";
 import type { Armable } from "./arming";
 import { argumentsText, type ToolCallAsk } from "./toolcall";
 
@@ -261,17 +261,22 @@ export class BatchView implements Armable {
         class: "link-button batch-toggle",
         attrs: { type: "button", "aria-expanded": "false", "aria-describedby": `${toolId} ${summaryId}` },
       }, clipped ? `Show all (${Array.from(text).length} characters)` : "Show all");
+      let watched = false;
       toggle.addEventListener("click", () => {
         const open = full.hidden;
         full.hidden = !open;
         toggle.setAttribute("aria-expanded", String(open));
         replace(toggle, open ? "Show less" : "Show all");
-        if (open && !line.whole) {
-          line.whole = true;
-          box.disabled = this.busy;
-          box.removeAttribute("aria-describedby");
-          reveal?.remove();
-          this.refresh();
+        if (open && !line.whole && !watched) {
+          watched = true;
+          // Seen whole once its end was in view: the list shows it at most 24em high.
+          onceSeenToEnd(full, () => {
+            line.whole = true;
+            box.disabled = this.busy;
+            box.removeAttribute("aria-describedby");
+            reveal?.remove();
+            this.refresh();
+          });
         }
       });
       append(root, toggle, reveal, full);
