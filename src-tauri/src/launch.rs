@@ -108,6 +108,8 @@ pub enum LaunchError {
     NoHome,
     #[error(transparent)]
     Audit(#[from] countersign_core::ask::audit::AuditError),
+    #[error("{0}")]
+    NotYours(String),
 }
 
 /// `countersign-bridge` as agents should launch it: beside the app binary when it is there
@@ -132,8 +134,11 @@ fn demo_server_command() -> String {
 }
 
 pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
-    // Before anything is read or written: what an older version left readable by others is
-    // made private once, and the person is told.
+    // Before anything is read or written: a directory of another user's is not used, and
+    // what an older version left readable by others is made private once, and the person is
+    // told.
+    private_fs::refuse_foreign(&dirs::own_dirs(), private_fs::euid())
+        .map_err(LaunchError::NotYours)?;
     let mut notices: Vec<String> = private_fs::tighten(&dirs::own_dirs())
         .iter()
         .map(|t| format!("Made private: {t}."))

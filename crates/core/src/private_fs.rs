@@ -133,6 +133,35 @@ pub fn tighten(dirs: &[PathBuf]) -> Vec<Tightened> {
     changed
 }
 
+/// Fails when one of Countersign's directories `dirs` exists but belongs to another user than
+/// `euid` (a shared or planted `XDG_*_HOME`): its owner could read the token and the audit log
+/// written there, or swap the config. Missing ones are fine: they are created 0700, ours.
+pub fn refuse_foreign(dirs: &[PathBuf], euid: u32) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    for dir in dirs {
+        match std::fs::metadata(dir) {
+            Ok(meta) if meta.uid() != euid => {
+                return Err(format!(
+                    "{} belongs to another user (uid {}, not {euid}): Countersign keeps its \
+                     token, config and audit log only in a directory of yours",
+                    dir.display(),
+                    meta.uid()
+                ));
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot check {}: {e}", dir.display())),
+        }
+    }
+    Ok(())
+}
+
+/// The effective user id of this process.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and touches nothing.
+    unsafe { libc::geteuid() }
+}
+
 /// Removes group and other bits from the file or directory at `path` (not a symlink's
 /// target), logging it; `None` when it was private already or cannot be changed.
 pub fn tighten_path(path: &Path) -> Option<Tightened> {
@@ -170,6 +199,25 @@ pub fn mode(path: &Path) -> std::io::Result<u32> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_of_another_user_is_refused() {
+        let scratch = Scratch::new("foreign-dir");
+        let ours = scratch.0.join("ours");
+        create_dir_all(&ours).unwrap();
+        let missing = scratch.0.join("missing");
+        let me = euid();
+        assert_eq!(refuse_foreign(&[ours.clone(), missing.clone()], me), Ok(()));
+        // Seen from another user, the same directory is foreign.
+        let err = refuse_foreign(&[missing, ours.clone()], me + 1).unwrap_err();
+        assert!(
+            err.starts_with(&format!(
+                "{} belongs to another user (uid {me}",
+                ours.display()
+            )),
+            "{err}"
+        );
+    }
 
     /// A scratch directory removed on drop.
     pub(crate) struct Scratch(pub PathBuf);
