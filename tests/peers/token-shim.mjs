@@ -6,7 +6,11 @@
 // other Host or Origin passes unchanged, so the gateway's own DNS-rebinding guard judges what
 // the suite sent.
 //
-//   node token-shim.mjs --target http://127.0.0.1:PORT/mcp/SERVER --token TOKEN
+//   node token-shim.mjs --target http://127.0.0.1:PORT/mcp/SERVER --token TOKEN[,TOKEN...]
+//
+// With several tokens, each session the suite opens is a new agent's, in turn: the suite opens a
+// session per scenario and ends none, and one agent may hold only so many at once. A session's
+// later requests carry the token that opened it.
 //
 // Prints `listening on http://127.0.0.1:PORT/mcp` once it listens.
 import http from 'node:http';
@@ -15,10 +19,17 @@ const argv = process.argv.slice(2);
 const opts = {};
 for (let i = 0; i < argv.length; i += 2) opts[argv[i].replace(/^--/, '')] = argv[i + 1];
 const target = new URL(opts.target);
+const tokens = opts.token.split(',');
+let next = 0;
+/** The token each session was opened with, by its Mcp-Session-Id. */
+const bySession = new Map();
 
 const server = http.createServer((req, res) => {
   const port = server.address().port;
-  const headers = { ...req.headers, authorization: `Bearer ${opts.token}` };
+  const session = req.headers['mcp-session-id'];
+  let token = session === undefined ? undefined : bySession.get(session);
+  if (token === undefined) token = tokens[next % tokens.length];
+  const headers = { ...req.headers, authorization: `Bearer ${token}` };
   for (const host of [`127.0.0.1:${port}`, `localhost:${port}`]) {
     const gateway = host.replace(`:${port}`, `:${target.port}`);
     if (headers.host === host) headers.host = gateway;
@@ -28,6 +39,11 @@ const server = http.createServer((req, res) => {
   const forwarded = http.request(
     { hostname: target.hostname, port: target.port, method: req.method, path, headers },
     (answer) => {
+      const opened = answer.headers['mcp-session-id'];
+      if (opened !== undefined && !bySession.has(opened)) {
+        bySession.set(opened, token);
+        next += 1;
+      }
       res.writeHead(answer.statusCode, answer.headers);
       answer.pipe(res);
     },
