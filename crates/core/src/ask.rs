@@ -332,10 +332,67 @@ pub enum AskEvent {
     },
 }
 
-/// Now, in milliseconds since the Unix epoch: the clock of asks and their records.
+/// Now, in milliseconds since the Unix epoch: the clock of asks, remembered decisions and
+/// their records. The wall clock, but never behind the time that has really passed since the
+/// app started: a clock set back (by hand, or a VM restored) must not stretch a decision the
+/// person made "for 15 minutes" by however far it went back. Set forward, it ends decisions
+/// early, which asks again.
 pub(crate) fn unix_ms() -> u64 {
-    std::time::SystemTime::now()
+    static START: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    let wall = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+        .unwrap_or(0);
+    let passed = boot_ms();
+    let &(wall_then, passed_then) = START.get_or_init(|| (wall, passed));
+    not_behind(wall, wall_then, passed.saturating_sub(passed_then))
+}
+
+/// The wall clock `wall`, or if it is behind, the wall clock at start `wall_then` plus the time
+/// `passed` since.
+fn not_behind(wall: u64, wall_then: u64, passed: u64) -> u64 {
+    wall.max(wall_then.saturating_add(passed))
+}
+
+/// Milliseconds on a clock nobody sets that counts suspended time too (`CLOCK_BOOTTIME`: a
+/// laptop asleep overnight has passed the night).
+fn boot_ms() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    #[cfg(target_os = "linux")]
+    const CLOCK: libc::clockid_t = libc::CLOCK_BOOTTIME;
+    #[cfg(not(target_os = "linux"))]
+    const CLOCK: libc::clockid_t = libc::CLOCK_MONOTONIC;
+    // SAFETY: `ts` is a valid timespec for the call to fill.
+    if unsafe { libc::clock_gettime(CLOCK, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1000) + (ts.tv_nsec as u64) / 1_000_000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_clock_never_falls_behind_the_time_that_has_passed() {
+        // Started at 1,000,000; ten minutes on, the wall clock was set back an hour.
+        let then = 100_000_000;
+        let ten_minutes = 600_000;
+        assert_eq!(
+            not_behind(then + ten_minutes - 3_600_000, then, ten_minutes),
+            then + ten_minutes
+        );
+        // Set forward, it is taken as it is.
+        assert_eq!(
+            not_behind(then + 7_200_000, then, ten_minutes),
+            then + 7_200_000
+        );
+        // And the clock this process reads does not go back between two readings.
+        let a = unix_ms();
+        let b = unix_ms();
+        assert!(b >= a && a > 0);
+    }
 }

@@ -198,6 +198,13 @@ impl RememberedDecision {
         matches!(self.lasting, Lasting::Until { until_ms } if until_ms <= now_ms)
     }
 
+    /// An allow for a time whose clock now reads before it was made: the clock was set back
+    /// since (across a restart: within one run the app's clock does not go back), so how much of
+    /// its time is left cannot be told. It allows nothing; a deny still denies.
+    fn in_doubt(&self, now_ms: u64) -> bool {
+        self.allow && matches!(self.lasting, Lasting::Until { .. }) && now_ms < self.created_ms
+    }
+
     /// Whether this decision is about `call`'s agent, server and tool and still lasts for it,
     /// whatever the tool's definition now is.
     fn concerns(&self, call: &Call) -> bool {
@@ -205,6 +212,7 @@ impl RememberedDecision {
             && self.server == call.server
             && self.tool == call.tool
             && !self.is_expired(call.now_ms)
+            && !self.in_doubt(call.now_ms)
             && match self.lasting {
                 Lasting::Session => self.session == Some(call.session),
                 _ => true,
@@ -1110,10 +1118,17 @@ mod tests {
     #[test]
     fn a_decision_lasts_as_chosen_and_only_for_the_tool_the_person_saw() {
         let args = json!({"path": "/p/a"});
-        let d = decision(Lasting::Until { until_ms: 100 }, Covering::AnyArguments);
+        let mut d = decision(Lasting::Until { until_ms: 100 }, Covering::AnyArguments);
         let digest = d.digest.clone();
         assert!(d.applies(&call(&args, &digest, 1, 99)));
         assert!(!d.applies(&call(&args, &digest, 1, 100)));
+        // Made at 50: read with a clock set back before that, an allow's time left is unknown,
+        // and it allows nothing; a deny still denies.
+        d.created_ms = 50;
+        assert!(d.applies(&call(&args, &digest, 1, 50)));
+        assert!(!d.applies(&call(&args, &digest, 1, 49)));
+        d.allow = false;
+        assert!(d.applies(&call(&args, &digest, 1, 49)));
         let session = decision(Lasting::Session, Covering::AnyArguments);
         assert!(session.applies(&call(&args, &digest, 7, 0)));
         assert!(!session.applies(&call(&args, &digest, 8, 0)));
