@@ -24,7 +24,9 @@
 // Tools: `whoami` (scope notes:read) answers with the token's scopes; `write_note` needs
 // notes:write too. `POST /revoke` revokes one token (RFC 7009, named in the metadata as
 // `revocation_endpoint`). `POST /revoke-all` revokes every token, `POST /revoke-access` every access
-// token (the tests' levers).
+// token, `POST /metadata` with `{"members": ..., "at": ...}` sets OAUTH_AS_METADATA and
+// OAUTH_AS_PATH from then on (the tests' levers). Token grants are logged with the Host they
+// were sent to.
 
 import { createServer } from 'node:http';
 import { appendFileSync } from 'node:fs';
@@ -112,6 +114,13 @@ const server = createServer(async (req, res) => {
     return res.end();
   }
   // Only the access tokens stop working (a provider that revokes them early); refreshing works.
+  if (req.method === 'POST' && url.pathname === '/metadata') {
+    const lever = JSON.parse((await body(req)) || '{}');
+    process.env.OAUTH_AS_METADATA = lever.members;
+    process.env.OAUTH_AS_PATH = lever.at;
+    res.writeHead(204);
+    return res.end();
+  }
   if (req.method === 'POST' && url.pathname === '/revoke-access') {
     tokens.clear();
     log({ event: 'revoked-access' });
@@ -198,7 +207,7 @@ const server = createServer(async (req, res) => {
       const verifier = form.get('code_verifier') || '';
       const computed = createHash('sha256').update(verifier).digest('base64url');
       if (!entry || computed !== entry.challenge) {
-        log({ event: 'token', grant, ok: false });
+        log({ event: 'token', grant, ok: false, host: req.headers.host });
         return json(res, 400, { error: 'invalid_grant' });
       }
       scope = entry.scope;
@@ -206,7 +215,7 @@ const server = createServer(async (req, res) => {
       await new Promise((done) => setTimeout(done, Number(process.env.OAUTH_REFRESH_DELAY_MS || 0)));
       scope = refreshes.get(form.get('refresh_token'));
       if (!scope) {
-        log({ event: 'token', grant, ok: false });
+        log({ event: 'token', grant, ok: false, host: req.headers.host });
         return json(res, 400, { error: 'invalid_grant' });
       }
     } else {
@@ -216,7 +225,7 @@ const server = createServer(async (req, res) => {
     const refresh = `rt-${next++}-${randomBytes(6).toString('hex')}`;
     tokens.set(access, { scope, expiresAt: Date.now() + expiresIn * 1000 });
     refreshes.set(refresh, scope);
-    log({ event: 'token', grant, ok: true, access, refresh });
+    log({ event: 'token', grant, ok: true, access, refresh, host: req.headers.host });
     return json(res, 200, { access_token: access, token_type: 'Bearer', expires_in: expiresIn, refresh_token: refresh, scope });
   }
   res.writeHead(404);

@@ -999,6 +999,82 @@ async fn the_gateway_posts_a_signed_in_servers_calls_itself_with_the_sign_ins_to
     sessions.shutdown().await;
 }
 
+/// A saved sign-in's refresh token goes back only to the authorization server that granted
+/// it. Here the server, after the person signed in with the provider (`127.0.0.1`), serves
+/// metadata at an address of its own that claims that provider's issuer and names endpoints
+/// on another host (`localhost`, the same process, so the test sees where the refresh went):
+/// at the next start the token expired and would have been refreshed there. The issuer's own
+/// metadata does not name that endpoint, so nothing is sent, and the person signs in again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saved_sign_in_is_not_refreshed_where_metadata_claiming_its_issuer_says() {
+    // Claiming the issuer that granted it; or naming none, which rmcp would not compare.
+    for (case, issuer) in [("claimed", None), ("issuerless", Some("null"))] {
+        let server = NotesServer::start(&format!("restart-{case}"), 1).await;
+        let vault = Vault::memory();
+        let dir = scratch(&format!("restart-{case}-audit"));
+        let broker = Broker::new(AuditLog::open(dir.join("audit.jsonl")).unwrap());
+        let _person = person(&broker, true);
+        let first = SessionManager::with_auth(
+            broker.clone(),
+            Backoff::default(),
+            DEFAULT_PING_EVERY,
+            Auth::new(vault.clone()),
+        );
+        first.start(vec![server.config()]).await;
+        first.wait_until_settled("notes").await;
+        first.sign_in("notes").await.unwrap();
+        first.shutdown().await;
+
+        let issuer = issuer
+            .map(|i| format!(r#""issuer": {i},"#))
+            .unwrap_or_default();
+        let claimed = format!(
+            r#"{{{issuer} "authorization_endpoint": "http://localhost:{{port}}/authorize",
+            "token_endpoint": "http://localhost:{{port}}/token",
+            "registration_endpoint": "http://localhost:{{port}}/register",
+            "revocation_endpoint": "http://localhost:{{port}}/revoke"}}"#
+        );
+        let turned = reqwest::Client::new()
+            .post(format!("{}/metadata", server.base))
+            .json(&serde_json::json!({"members": claimed, "at": "/.well-known/as"}))
+            .send()
+            .await
+            .unwrap();
+        assert!(turned.status().is_success());
+        // The access token has expired: the next start would refresh it.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+
+        let broker = Broker::new(AuditLog::open(dir.join("audit-2.jsonl")).unwrap());
+        let again = SessionManager::with_auth(
+            broker,
+            Backoff::default(),
+            DEFAULT_PING_EVERY,
+            Auth::new(vault),
+        );
+        again.start(vec![server.config()]).await;
+        let state = again.wait_until_settled("notes").await;
+        assert!(
+            matches!(state, Some(SessionState::SignInRequired { .. })),
+            "{case}: {state:?}"
+        );
+        let elsewhere: Vec<_> = server
+            .events()
+            .into_iter()
+            .filter(|e| {
+                e["event"] == "token"
+                    && e["host"]
+                        .as_str()
+                        .is_some_and(|h| h.starts_with("localhost"))
+            })
+            .collect();
+        assert!(
+            elsewhere.is_empty(),
+            "{case}: tokens went where the claim said: {elsewhere:?}"
+        );
+        again.shutdown().await;
+    }
+}
+
 /// After a restart the sign-in is found where it was kept: the new run connects with the
 /// stored tokens (after discovering the server's metadata again), and nobody is asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

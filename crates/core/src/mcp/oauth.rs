@@ -123,7 +123,15 @@ impl Auth {
         })?;
         let usable = match held.filter(|h| h.token_response.is_some()) {
             None => Ok(()),
-            Some(_) => match manager.resolve_metadata().await {
+            Some(held) => match manager.resolve_metadata().await {
+                // Only the authorization server that granted them gets them back (rmcp compares
+                // the two only when both name one).
+                Ok(resolved) if resolved.metadata.issuer != held.issuer => Err(format!(
+                    "the server now names another authorization server ({}) than the one that \
+                     granted the saved sign-in ({})",
+                    short(resolved.metadata.issuer.as_deref().unwrap_or("none")),
+                    short(held.issuer.as_deref().unwrap_or("none"))
+                )),
                 Ok(resolved) => endpoints_vouched(&resolved.metadata)
                     .await
                     .map(|()| manager.set_metadata(resolved.metadata)),
@@ -139,6 +147,7 @@ impl Auth {
             Err(AuthError::CredentialStoreError(e)) => return Err(e),
             Err(e) => {
                 tracing::warn!(server = name, error = %e, "the saved sign-in cannot be used; signing in again");
+                store.set_aside().await;
                 manager = manager_for(url, &store).await?;
             }
         }
@@ -424,6 +433,8 @@ fn same_host(a: &url::Url, b: &url::Url) -> bool {
 ///   clear, nor may metadata read in clear steer them.
 /// - The sign-in page's address sets none of the parameters Countersign adds (`state`,
 ///   PKCE's, the redirect, the client).
+/// - An issuer on another host than the token endpoint vouches for it (below), so that a name
+///   saved with the tokens cannot be claimed by metadata that sends them elsewhere.
 /// - The code goes back where the person signed in. A server may name any authorization
 ///   server, including its own whose metadata names another provider's sign-in page and
 ///   keeps the token endpoint for itself (the "mix-up"): the person signs in at the provider
@@ -466,7 +477,11 @@ pub(crate) fn endpoints_allowed(
         None => None,
     };
     if same_host(&token, &page) {
-        return Ok(None);
+        // One host takes the code and the tokens; an issuer named on another host must vouch
+        // for it. Else a server's metadata claims a provider the person signed in with (its
+        // issuer, the name saved with the tokens) and keeps both endpoints for itself: at the
+        // next start the saved refresh token would go to it, and at sign-out both tokens.
+        return Ok(issuer.filter(|issuer| !same_host(issuer, &token)));
     }
     match issuer.filter(|issuer| same_host(issuer, &page)) {
         Some(issuer) => Ok(Some(issuer)),
@@ -790,6 +805,41 @@ mod tests {
                 "http://127.0.0.1:4000/token"
             )
             .is_ok()
+        );
+        // Which of them the issuer must vouch for: Google's (its token endpoint off its page's
+        // host), Cognito's and any whose one host is not the issuer's. Else metadata claiming
+        // the issuer of a provider the person signed in with, with both endpoints its own,
+        // would get the tokens saved from that provider at the next start.
+        let vouching = |issuer: &str, page: &str, token: &str| {
+            allowed(Some(issuer), page, token)
+                .unwrap()
+                .map(|issuer| issuer.to_string())
+        };
+        assert_eq!(
+            vouching(
+                "https://a.example",
+                "https://a.example/authorize",
+                "https://a.example/token"
+            ),
+            None
+        );
+        assert_eq!(
+            vouching(
+                "https://login.real.example",
+                "https://evil.example/authorize",
+                "https://evil.example/token"
+            )
+            .as_deref(),
+            Some("https://login.real.example/")
+        );
+        assert_eq!(
+            vouching(
+                "https://cognito-idp.eu-west-1.amazonaws.com/pool",
+                "https://x.auth.eu-west-1.amazoncognito.com/oauth2/authorize",
+                "https://x.auth.eu-west-1.amazoncognito.com/oauth2/token"
+            )
+            .as_deref(),
+            Some("https://cognito-idp.eu-west-1.amazonaws.com/pool")
         );
         // The mix-up: the server's own issuer, the provider's page, the server's token endpoint.
         let mixed = allowed(

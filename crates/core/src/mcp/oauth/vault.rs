@@ -198,6 +198,13 @@ impl VaultStore {
         }
     }
 
+    /// The saved sign-in is not to be used this run (its authorization server cannot be
+    /// trusted with it now): for rmcp there is none, so the server's 401 asks the person to
+    /// sign in again, whose sign-in replaces it. It stays in the vault until then.
+    pub async fn set_aside(&self) {
+        *self.cache.lock().await = Some(None);
+    }
+
     /// What was last loaded or saved, when that is known without waiting.
     pub fn cached(&self) -> Option<Option<StoredCredentials>> {
         self.cache.try_lock().ok().and_then(|c| c.clone())
