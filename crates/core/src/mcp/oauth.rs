@@ -132,7 +132,7 @@ impl Auth {
                     short(resolved.metadata.issuer.as_deref().unwrap_or("none")),
                     short(held.issuer.as_deref().unwrap_or("none"))
                 )),
-                Ok(resolved) => endpoints_vouched(&resolved.metadata)
+                Ok(resolved) => endpoints_vouched(&resolved.metadata, url)
                     .await
                     .map(|()| manager.set_metadata(resolved.metadata)),
                 Err(e) => Err(describe(&e)),
@@ -210,7 +210,7 @@ impl Auth {
             .await
             .map_err(|e| format!("cannot start the sign-in: {}", describe(&e)))?
             .metadata;
-        endpoints_vouched(&metadata)
+        endpoints_vouched(&metadata, url)
             .await
             .map_err(|why| format!("the sign-in is refused: {why}"))?;
         manager.set_metadata(metadata);
@@ -495,10 +495,17 @@ pub(crate) fn endpoints_allowed(
 
 /// [`endpoints_allowed`], with the issuer's own word asked for where it is needed: before
 /// the person signs in, before saved tokens are refreshed, and before they are revoked.
-pub(crate) async fn endpoints_vouched(metadata: &AuthorizationMetadata) -> Result<(), String> {
+pub(crate) async fn endpoints_vouched(
+    metadata: &AuthorizationMetadata,
+    server_url: &str,
+) -> Result<(), String> {
     match endpoints_allowed(metadata)? {
         None => Ok(()),
-        Some(issuer) => vouch::vouched_by_issuer(&issuer, metadata).await,
+        Some(issuer) => {
+            let server = url::Url::parse(server_url)
+                .map_err(|e| format!("the server's address cannot be read: {e}"))?;
+            vouch::vouched_by_issuer(&issuer, metadata, &server).await
+        }
     }
 }
 
@@ -567,7 +574,7 @@ async fn revoke(
         ));
     }
     // The same issuer's name is no proof: the endpoints must be its own.
-    endpoints_vouched(&metadata).await?;
+    endpoints_vouched(&metadata, url).await?;
     let Some(endpoint) = revocation_endpoint(&metadata)? else {
         return Ok(Revocation::NotOffered);
     };

@@ -64,17 +64,110 @@ pub(super) fn names_the_same_endpoints(
         && (revocation(claimed).is_none() || revocation(own) == revocation(claimed))
 }
 
+/// Where an address is, as rmcp's own metadata fetches tell them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reach {
+    /// The internet.
+    Public,
+    /// A private network (RFC 1918, unique local IPv6).
+    Private,
+    /// This computer.
+    Loopback,
+    /// Never: link-local (cloud metadata services live there), unspecified, multicast.
+    Never,
+}
+
+fn reach(ip: std::net::IpAddr) -> Reach {
+    use std::net::IpAddr;
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        ip => ip,
+    };
+    match ip {
+        IpAddr::V4(v4) if v4.is_loopback() => Reach::Loopback,
+        IpAddr::V4(v4) if v4.is_private() => Reach::Private,
+        IpAddr::V4(v4)
+            if v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_multicast()
+                || v4.is_broadcast() =>
+        {
+            Reach::Never
+        }
+        IpAddr::V6(v6) if v6.is_loopback() => Reach::Loopback,
+        IpAddr::V6(v6) if (v6.segments()[0] & 0xfe00) == 0xfc00 => Reach::Private,
+        IpAddr::V6(v6)
+            if (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.is_unspecified()
+                || v6.is_multicast() =>
+        {
+            Reach::Never
+        }
+        _ => Reach::Public,
+    }
+}
+
+/// How far in the MCP server's own address reaches: what it names as its issuer may reach as
+/// far, no further (a server on this computer may have its authorization server here too; a
+/// server on the internet may not send Countersign to this computer's or the LAN's services).
+fn reach_of_server(server: &url::Url) -> Reach {
+    match server.host() {
+        Some(url::Host::Ipv4(ip)) => reach(ip.into()),
+        Some(url::Host::Ipv6(ip)) => reach(ip.into()),
+        Some(url::Host::Domain(d)) if d.eq_ignore_ascii_case("localhost") => Reach::Loopback,
+        _ => Reach::Public,
+    }
+}
+
+/// The addresses `issuer`'s host resolves to, each within what `server` may reach (see
+/// [`reach_of_server`]); the lookups are pinned to them, so a second answer cannot differ.
+async fn issuer_addresses(
+    issuer: &url::Url,
+    server: &url::Url,
+) -> Result<Vec<std::net::SocketAddr>, String> {
+    let host = issuer.host_str().unwrap_or_default();
+    let port = issuer.port_or_known_default().unwrap_or(443);
+    let addrs: Vec<std::net::SocketAddr> = match issuer.host() {
+        Some(url::Host::Ipv4(ip)) => vec![(ip, port).into()],
+        Some(url::Host::Ipv6(ip)) => vec![(ip, port).into()],
+        _ => tokio::net::lookup_host((host, port))
+            .await
+            .map_err(|e| format!("the issuer it claims ({host}) cannot be found: {e}"))?
+            .collect(),
+    };
+    let allowed = reach_of_server(server).max(Reach::Public);
+    match addrs.iter().find(|a| {
+        let r = reach(a.ip());
+        r == Reach::Never || r > allowed
+    }) {
+        Some(refused) => Err(format!(
+            "the issuer it claims ({host}) is at {}, which a server at {} may not send \
+             Countersign to",
+            refused.ip(),
+            server.host_str().unwrap_or_default()
+        )),
+        None if addrs.is_empty() => Err(format!("the issuer it claims ({host}) has no address")),
+        None => Ok(addrs),
+    }
+}
+
 /// Reads `issuer`'s own metadata and checks it names `claimed`'s endpoints. A document that
 /// names another issuer says nothing for this one; no document, or one that names other
-/// endpoints, is a no.
+/// endpoints, is a no. Only an issuer within the MCP `server`'s reach is asked.
 pub(super) async fn vouched_by_issuer(
     issuer: &url::Url,
     claimed: &AuthorizationMetadata,
+    server: &url::Url,
 ) -> Result<(), String> {
-    let http = reqwest::Client::builder()
+    let addrs = issuer_addresses(issuer, server).await?;
+    let mut http = reqwest::Client::builder()
         // The issuer's own address, not wherever it points.
         .redirect(reqwest::redirect::Policy::none())
-        .timeout(WAIT)
+        .timeout(WAIT);
+    if let Some(url::Host::Domain(domain)) = issuer.host() {
+        http = http.resolve_to_addrs(domain, &addrs);
+    }
+    let http = http
         .build()
         .map_err(|e| format!("cannot make an HTTP client: {e}"))?;
     let issuer_host = issuer.host_str().unwrap_or_default();
@@ -157,6 +250,65 @@ mod tests {
                 "https://login.example/tenant/v2/.well-known/openid-configuration",
             ]
         );
+    }
+
+    #[test]
+    fn addresses_are_told_apart_as_rmcp_tells_them() {
+        let at = |s: &str| reach(s.parse().unwrap());
+        assert_eq!(at("93.184.216.34"), Reach::Public);
+        assert_eq!(at("127.0.0.1"), Reach::Loopback);
+        assert_eq!(at("::1"), Reach::Loopback);
+        assert_eq!(at("::ffff:127.0.0.1"), Reach::Loopback);
+        assert_eq!(at("10.0.0.5"), Reach::Private);
+        assert_eq!(at("192.168.1.1"), Reach::Private);
+        assert_eq!(at("fd00::1"), Reach::Private);
+        assert_eq!(at("169.254.169.254"), Reach::Never);
+        assert_eq!(at("fe80::1"), Reach::Never);
+        assert_eq!(at("0.0.0.0"), Reach::Never);
+        let server = |s: &str| reach_of_server(&url::Url::parse(s).unwrap());
+        assert_eq!(server("https://mcp.example.com/mcp"), Reach::Public);
+        assert_eq!(server("http://localhost:3000/mcp"), Reach::Loopback);
+        assert_eq!(server("http://10.1.2.3/mcp"), Reach::Private);
+    }
+
+    /// A server on the internet cannot have Countersign ask this computer, the LAN or a cloud
+    /// metadata service for an issuer's metadata: refused before anything is sent.
+    #[tokio::test]
+    async fn an_issuer_beyond_the_servers_reach_is_not_asked() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = asked.clone();
+        tokio::spawn(async move {
+            while listener.accept().await.is_ok() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let claimed = metadata(serde_json::json!({
+            "issuer": format!("http://127.0.0.1:{port}/any/path"),
+            "authorization_endpoint": format!("http://127.0.0.1:{port}/authorize"),
+            "token_endpoint": "https://elsewhere.example/token",
+        }));
+        let issuer = url::Url::parse(&format!("http://127.0.0.1:{port}/any/path")).unwrap();
+        for server in ["https://mcp.example.com/mcp", "http://10.0.0.5/mcp"] {
+            let refused = vouched_by_issuer(&issuer, &claimed, &url::Url::parse(server).unwrap())
+                .await
+                .unwrap_err();
+            assert!(refused.contains("which a server at"), "{refused}");
+        }
+        let link_local = url::Url::parse("http://169.254.169.254/latest").unwrap();
+        let server = url::Url::parse("http://localhost:1/mcp").unwrap();
+        assert!(
+            vouched_by_issuer(&link_local, &claimed, &server)
+                .await
+                .is_err()
+        );
+        // A server on this computer may have its issuer here: it is asked (and names nothing).
+        let local = vouched_by_issuer(&issuer, &claimed, &server)
+            .await
+            .unwrap_err();
+        assert!(local.contains("was not found to name it"), "{local}");
+        assert!(asked.load(std::sync::atomic::Ordering::SeqCst) > 0);
     }
 
     #[test]
