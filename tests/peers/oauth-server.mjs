@@ -18,6 +18,8 @@
 //                                    authorization server in the protected resource metadata; the
 //                                    RFC 8414 address keeps the server's own honest metadata
 //   OAUTH_REFRESH_DELAY_MS=1500      a refresh grant is answered this much later
+//   OAUTH_REFUSE_TOKENS=1            every token is refused (`invalid_token`), however fresh: a
+//                                    server that sends the person to sign in again and again
 //   OAUTH_SESSIONS=1                 keep sessions (`Mcp-Session-Id`) and serve a quiet standalone
 //                                    stream (GET) to a client holding a good token (else GET is 405)
 //
@@ -69,7 +71,7 @@ async function mcp(req, res) {
   let m;
   try { m = JSON.parse(text); } catch { return json(res, 400, { error: 'parse' }); }
   log({ event: 'mcp', method: m.method, id: m.id ?? null, token: token || null });
-  if (!granted || granted.expiresAt < Date.now()) {
+  if (!granted || granted.expiresAt < Date.now() || process.env.OAUTH_REFUSE_TOKENS === '1') {
     return json(res, 401, { error: 'invalid_token' }, { 'www-authenticate': challenge(', error="invalid_token"') });
   }
   if (m.id === undefined) { res.writeHead(202); return res.end(); }

@@ -436,7 +436,7 @@ impl SessionManager {
                 }
                 Err(ConnectError::Retry(reason)) => reason,
                 Err(ConnectError::SignIn(header)) => {
-                    *lock(&entry.challenge) = Some(Challenge::new(&header));
+                    *lock(&entry.challenge) = Some(self.challenged(&entry, &header));
                     "the server asks you to sign in".into()
                 }
                 Err(ConnectError::Fatal(reason)) => {
@@ -551,7 +551,7 @@ impl SessionManager {
                         Ok(_) | Err(rmcp::ServiceError::McpError(_)) => {}
                         Err(e) => {
                             if let Some(header) = e.auth_challenge() {
-                                *lock(&entry.challenge) = Some(Challenge::new(header));
+                                *lock(&entry.challenge) = Some(self.challenged(&entry, header));
                                 break Some("the server asks you to sign in".into());
                             }
                             break Some(format!("the server stopped answering: {e}"));

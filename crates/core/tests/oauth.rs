@@ -476,6 +476,56 @@ async fn signing_in_through_a_url_question_then_refresh_step_up_and_sign_out() {
     );
 }
 
+/// A server that refuses every sign-in (here with `invalid_token`, not `insufficient_scope`)
+/// sends the person round at most three times in a row; the fourth sign-in is refused in words
+/// without asking. And the question says what access the sign-in would grant.
+#[tokio::test]
+async fn a_server_refusing_every_sign_in_sends_the_person_round_at_most_three_times() {
+    let server =
+        NotesServer::launch_with("refuses", 3600, false, &[("OAUTH_REFUSE_TOKENS", "1")]).await;
+    let broker = Broker::new(AuditLog::open(scratch("refuses-audit").join("a.jsonl")).unwrap());
+    let mut asked = broker.subscribe();
+    let seen = person(&broker, true);
+    let sessions = sessions(&broker);
+    sessions.start(vec![server.config()]).await;
+    settled(&sessions).await;
+    for round in 1..=3 {
+        tokio::time::timeout(WAIT, sessions.sign_in("notes"))
+            .await
+            .unwrap()
+            .unwrap_or_else(|e| panic!("sign-in {round}: {e:?}"));
+        // Refused again: the session asks for another sign-in.
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while !matches!(
+            sessions.state("notes"),
+            Some(SessionState::SignInRequired { .. })
+        ) {
+            assert!(tokio::time::Instant::now() < deadline, "round {round}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    match sessions.sign_in("notes").await {
+        Err(SessionError::SignIn { message, .. }) => {
+            assert!(message.contains("3 sign-ins in a row"), "{message}")
+        }
+        other => panic!("a fourth sign-in: {other:?}"),
+    }
+    assert_eq!(seen.lock().unwrap().len(), 3, "asked three times, not four");
+    let mut messages = Vec::new();
+    while let Ok(event) = asked.try_recv() {
+        if let AskEvent::Added { ask } = event
+            && let AskKind::Url { message, .. } = &ask.kind
+        {
+            messages.push(message.clone());
+        }
+    }
+    assert!(
+        messages[0].ends_with("It asks for this access: notes:read."),
+        "{messages:?}"
+    );
+    sessions.shutdown().await;
+}
+
 /// An agent making calls that need more access, again and again, does not use up the person's
 /// sign-ins: only the first `insufficient_scope` after each sign-in counts toward the limit.
 #[tokio::test]

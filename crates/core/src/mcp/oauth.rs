@@ -328,9 +328,9 @@ impl Auth {
         }
     }
 
-    /// The server answered `insufficient_scope` to a signed-in request: counted once for
-    /// the sign-in it found wanting, however many requests it answered so.
-    pub fn insufficient(&self, name: &str, url: &str) {
+    /// The server refused a request after a sign-in, before any went through: counted once
+    /// for the sign-in it found wanting, however many requests it refused.
+    pub fn refused_after_sign_in(&self, name: &str, url: &str) {
         if let Some(server) = lock(&self.servers).get(&key(name, url))
             && server
                 .signed_in_since

@@ -77,8 +77,28 @@ impl SessionManager {
             .await?;
         let web = crate::ask::url_policy::check(&pending.authorization_url)
             .map_err(|e| format!("the authorization address is refused: {e}"))?;
+        // What the sign-in would grant, as the server's challenge or metadata chose it: the
+        // provider's page says it too, but that page is the provider's, not Countersign's.
+        let scope = url::Url::parse(&pending.authorization_url)
+            .ok()
+            .and_then(|u| {
+                u.query_pairs()
+                    .find(|(k, _)| k == "scope")
+                    .map(|(_, v)| v.into_owned())
+            })
+            .filter(|s| !s.trim().is_empty());
+        let asks_for = match scope {
+            Some(scope) => format!(
+                " It asks for this access: {}.",
+                crate::notification::visible(&scope)
+                    .chars()
+                    .take(300)
+                    .collect::<String>()
+            ),
+            None => String::new(),
+        };
         let message = format!(
-            "Sign in to {} so Countersign can reach it for you. The sign-in page is at {}.",
+            "Sign in to {} so Countersign can reach it for you. The sign-in page is at {}.{asks_for}",
             entry.config.name, web.host
         );
         let request = serde_json::json!({
@@ -122,12 +142,7 @@ impl SessionManager {
         if !matches!(entry.config.transport, TransportConfig::Http { .. }) {
             return;
         }
-        let challenge = Challenge::new(header);
-        if challenge.step_up
-            && let TransportConfig::Http { url, .. } = &entry.config.transport
-        {
-            self.inner.auth.insufficient(&entry.config.name, url);
-        }
+        let challenge = self.challenged(&entry, header);
         let reason = challenge.reason();
         *lock(&entry.challenge) = Some(challenge);
         if !matches!(*lock(&entry.state), SessionState::SignInRequired { .. }) {
@@ -169,12 +184,7 @@ impl SessionManager {
     pub(super) fn request_error(&self, entry: &Entry, e: rmcp::ServiceError) -> SessionError {
         match e.auth_challenge() {
             Some(header) => {
-                let challenge = Challenge::new(header);
-                if challenge.step_up
-                    && let TransportConfig::Http { url, .. } = &entry.config.transport
-                {
-                    self.inner.auth.insufficient(&entry.config.name, url);
-                }
+                let challenge = self.challenged(entry, header);
                 let message = challenge.reason();
                 *lock(&entry.challenge) = Some(challenge);
                 // Said at once; the running session ends and its supervisor then waits for
@@ -193,6 +203,19 @@ impl SessionManager {
             }
             None => protocol_error(entry, e),
         }
+    }
+
+    /// The server refused a request with `header`: after a sign-in and before any request
+    /// with it went through, that counts against the sign-ins it may ask for in a row, whatever
+    /// the challenge says (`invalid_token` as much as `insufficient_scope`): a server that
+    /// refuses every sign-in cannot send the person round again and again.
+    pub(super) fn challenged(&self, entry: &Entry, header: &str) -> Challenge {
+        if let TransportConfig::Http { url, .. } = &entry.config.transport {
+            self.inner
+                .auth
+                .refused_after_sign_in(&entry.config.name, url);
+        }
+        Challenge::new(header)
     }
 
     pub(super) fn succeeded(&self, entry: &Entry) {
