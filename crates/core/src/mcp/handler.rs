@@ -65,6 +65,27 @@ pub fn client_config(protocol_version: ProtocolVersion) -> ClientConfig {
     config
 }
 
+/// The largest elicitation a server may send, as JSON (its message, schema and all).
+pub const MAX_QUESTION_BYTES: usize = 1024 * 1024;
+
+/// Whether `value`, written as JSON, takes more than `max` bytes (counting stops past it).
+fn larger_than(value: &Value, max: usize) -> bool {
+    struct Count(usize, usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            if self.0 > self.1 {
+                return Err(std::io::Error::other("larger"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    serde_json::to_writer(&mut Count(0, max), value).is_err()
+}
+
 /// Turns a server's question into an ask and the person's outcome into the reply.
 #[derive(Clone)]
 pub struct Elicitor {
@@ -155,6 +176,14 @@ impl Elicitor {
         let Some(obj) = params.as_object() else {
             return Err("elicitation params must be an object".into());
         };
+        // Each open question is held whole (and shown, and logged) until it ends, twenty at a
+        // time per server: a question is capped like a sampling request.
+        if larger_than(params, MAX_QUESTION_BYTES) {
+            return Err(format!(
+                "a question of more than {} KiB is more than the person can be shown",
+                MAX_QUESTION_BYTES / 1024
+            ));
+        }
         let message = match obj.get("message") {
             Some(Value::String(m)) => m.clone(),
             _ => return Err("elicitation needs a string \"message\"".into()),
@@ -394,6 +423,59 @@ mod tests {
             session: 1,
         };
         (elicitor, path)
+    }
+
+    /// A question built to hold a thread (two million choices, hundreds of thousands of
+    /// required fields) or the app's memory (megabytes of text, twenty at a time) is refused
+    /// in words before anything compares its parts, and recorded.
+    #[tokio::test]
+    async fn a_question_too_large_to_ask_is_refused_before_it_is_read() {
+        let (e, path) = elicitor("too-large");
+        let choices: Vec<String> = (0..2_001).map(|i| format!("c{i}")).collect();
+        let fields: serde_json::Map<String, Value> = (0..101)
+            .map(|i| (format!("f{i}"), json!({"type": "boolean"})))
+            .collect();
+        for (params, why) in [
+            (
+                json!({"message": "m", "requestedSchema": {"type": "object", "properties": {
+                    "pick": {"type": "string", "enum": choices}}}}),
+                "2001 choices are more than a person can be offered (2000)",
+            ),
+            (
+                json!({"message": "m", "requestedSchema": {"type": "object", "properties": fields}}),
+                "101 fields are more than a person can be asked to fill in (100)",
+            ),
+            (
+                json!({"message": "x".repeat(MAX_QUESTION_BYTES), "requestedSchema": {"type": "object"}}),
+                "a question of more than 1024 KiB is more than the person can be shown",
+            ),
+        ] {
+            let refused = e
+                .elicit(params, &Withdrawal::new(), |_| panic!("asked: {why}"))
+                .await
+                .unwrap_err();
+            assert!(refused.message.contains(why), "{refused:?}");
+        }
+        assert!(e.broker.pending().is_empty());
+        let log = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(log.matches("\"refused\"").count(), 3, "{log}");
+        // Just inside every cap, it is asked.
+        let choices: Vec<String> = (0..2_000).map(|i| format!("c{i}")).collect();
+        let mut fields: serde_json::Map<String, Value> = (0..99)
+            .map(|i| (format!("f{i}"), json!({"type": "boolean"})))
+            .collect();
+        fields.insert("pick".into(), json!({"type": "string", "enum": choices}));
+        let required: Vec<String> = fields.keys().cloned().collect();
+        let inside = json!({"message": "m", "requestedSchema": {"type": "object",
+            "properties": fields, "required": required}});
+        let broker = e.broker.clone();
+        let mut events = broker.subscribe();
+        let asked = tokio::spawn(async move { e.elicit(inside, &Withdrawal::new(), |_| {}).await });
+        let Ok(crate::ask::AskEvent::Added { ask }) = events.recv().await else {
+            panic!("not asked")
+        };
+        broker.answer(ask.id, crate::ask::Answer::Decline).unwrap();
+        assert_eq!(asked.await.unwrap().unwrap()["action"], "decline");
     }
 
     #[tokio::test]

@@ -90,10 +90,7 @@ impl SessionManager {
         let asks_for = match scope {
             Some(scope) => format!(
                 " It asks for this access: {}.",
-                crate::notification::visible(&scope)
-                    .chars()
-                    .take(300)
-                    .collect::<String>()
+                scope.chars().take(300).collect::<String>()
             ),
             None => String::new(),
         };

@@ -63,6 +63,12 @@ const ASSERTING_KEYWORDS: &[&str] = &[
     "format",
 ];
 
+/// A form has at most this many fields: a person fills it in, and past it the checks that
+/// compare fields with each other would let one question hold a thread for minutes.
+pub const MAX_FIELDS: usize = 100;
+/// A choice field offers at most this many choices (every time zone fits).
+pub const MAX_CHOICES: usize = 2_000;
+
 /// Reads an elicitation's `requestedSchema` as received and returns the form to render, fields
 /// in the order sent. See the module docs of [`crate::ask::schema`] for what is tolerated.
 ///
@@ -122,6 +128,15 @@ pub fn parse_form_schema(raw: &Value) -> Result<FormSchema, SchemaError> {
         }
     };
 
+    if properties.len() > MAX_FIELDS {
+        return Err(SchemaError::new(
+            "properties",
+            format!(
+                "{} fields are more than a person can be asked to fill in ({MAX_FIELDS})",
+                properties.len()
+            ),
+        ));
+    }
     let required = parse_required(top.get("required"), properties)?;
 
     let mut fields = Vec::with_capacity(properties.len());
@@ -131,7 +146,7 @@ pub fn parse_form_schema(raw: &Value) -> Result<FormSchema, SchemaError> {
             return Err(SchemaError::new(path, "a field name must not be empty"));
         }
         let mut field = parse_field(name, prop, &path)?;
-        field.required = required.iter().any(|r| r == name);
+        field.required = required.contains(name.as_str());
         fields.push(field);
     }
     let form = FormSchema { fields };
@@ -140,17 +155,24 @@ pub fn parse_form_schema(raw: &Value) -> Result<FormSchema, SchemaError> {
     Ok(form)
 }
 
-fn parse_required(
-    required: Option<&Value>,
+fn parse_required<'a>(
+    required: Option<&'a Value>,
     properties: &Map<String, Value>,
-) -> Result<Vec<String>, SchemaError> {
+) -> Result<std::collections::HashSet<&'a str>, SchemaError> {
     let Some(required) = required else {
-        return Ok(Vec::new());
+        return Ok(Default::default());
     };
     let list = required
         .as_array()
         .ok_or_else(|| SchemaError::new("required", "must be a list of field names"))?;
-    let mut names = Vec::with_capacity(list.len());
+    // (Each name must be a property's, so a longer list repeats one.)
+    if list.len() > MAX_FIELDS {
+        return Err(SchemaError::new(
+            "required",
+            format!("lists more than {MAX_FIELDS} field names"),
+        ));
+    }
+    let mut names = std::collections::HashSet::with_capacity(list.len());
     for (i, entry) in list.iter().enumerate() {
         let name = entry.as_str().ok_or_else(|| {
             SchemaError::new(format!("required[{i}]"), "must be a field name (a string)")
@@ -161,7 +183,7 @@ fn parse_required(
                 format!("names {name:?}, which is not one of the properties"),
             ));
         }
-        names.push(name.to_owned());
+        names.insert(name);
     }
     Ok(names)
 }
@@ -519,6 +541,8 @@ fn enum_values(values: &Value, path: &str) -> Result<Vec<String>, SchemaError> {
     if list.is_empty() {
         return Err(SchemaError::new(path, "must list at least one choice"));
     }
+    too_many_choices(list.len(), path)?;
+    let mut seen = std::collections::HashSet::with_capacity(list.len());
     let mut out: Vec<String> = Vec::with_capacity(list.len());
     for (i, v) in list.iter().enumerate() {
         let s = v.as_str().ok_or_else(|| {
@@ -527,7 +551,7 @@ fn enum_values(values: &Value, path: &str) -> Result<Vec<String>, SchemaError> {
                 format!("choice values must be strings, not {}", short(v)),
             )
         })?;
-        if out.iter().any(|o| o == s) {
+        if !seen.insert(s) {
             return Err(SchemaError::new(
                 format!("{path}[{i}]"),
                 format!("the choice {s:?} is listed twice"),
@@ -538,6 +562,16 @@ fn enum_values(values: &Value, path: &str) -> Result<Vec<String>, SchemaError> {
     Ok(out)
 }
 
+fn too_many_choices(count: usize, path: &str) -> Result<(), SchemaError> {
+    if count > MAX_CHOICES {
+        return Err(SchemaError::new(
+            path,
+            format!("{count} choices are more than a person can be offered ({MAX_CHOICES})"),
+        ));
+    }
+    Ok(())
+}
+
 /// `oneOf` / `anyOf`: a non-empty list of `{const: string, title?: string}` with distinct consts.
 fn titled_options(list: &Value, path: &str) -> Result<Vec<Choice>, SchemaError> {
     let list = list
@@ -546,6 +580,8 @@ fn titled_options(list: &Value, path: &str) -> Result<Vec<Choice>, SchemaError> 
     if list.is_empty() {
         return Err(SchemaError::new(path, "must list at least one choice"));
     }
+    too_many_choices(list.len(), path)?;
+    let mut seen = std::collections::HashSet::with_capacity(list.len());
     let mut out: Vec<Choice> = Vec::with_capacity(list.len());
     for (i, option) in list.iter().enumerate() {
         let opt_path = format!("{path}[{i}]");
@@ -578,7 +614,7 @@ fn titled_options(list: &Value, path: &str) -> Result<Vec<Choice>, SchemaError> 
                 ));
             }
         };
-        if out.iter().any(|c| c.value == value) {
+        if !seen.insert(value.clone()) {
             return Err(SchemaError::new(
                 format!("{opt_path}.const"),
                 format!("the choice {value:?} is listed twice"),
