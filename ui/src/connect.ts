@@ -548,7 +548,9 @@ class AgentCard {
       const where = candidate.project === null ? "" : ` (for the project ${candidate.project})`;
       const box = el("input", { attrs: { type: "checkbox", "aria-label": `Import ${candidate.name}${where}` } }) as HTMLInputElement;
       const importable = candidate.importAs !== null;
-      box.checked = importable;
+      // A project's server runs from the project's folder, often its own code (a cloned
+      // repository's settings can name it): imported only when the person ticks it.
+      box.checked = importable && candidate.project === null;
       box.disabled = !importable;
       box.addEventListener("change", label);
       boxes.push({ box, candidate });
@@ -557,7 +559,8 @@ class AgentCard {
         el("th", { attrs: { scope: "row" } }, inlineText(candidate.name, 80),
           // Claude Code's per-project (`local` scope) servers say which project.
           candidate.project === null ? null
-            : el("div", { class: "muted candidate-project" }, "project ", el("code", {}, inlineText(candidate.project, 200)))),
+            : el("div", { class: "muted candidate-project" }, "project ", el("code", {}, inlineText(candidate.project, 200)),
+              ": runs in that folder; tick it only if you trust what is there")),
         // What an import starts at once, with its directory and environment: all of it can be read.
         el("td", {}, clippedText(candidate.transport, { tag: "div", chars: 300, lines: 4, class: "mono candidate-transport" })),
         el("td", {}, ...candidateState(candidate)));

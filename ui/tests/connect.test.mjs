@@ -721,9 +721,14 @@ test("Claude Code's per-project servers are offered with their project, and chos
   await card.getByRole("button", { name: "Import servers…" }).click();
   const table = card.getByRole("table");
   await table.waitFor();
-  assert.deepEqual(await table.locator("tbody th").allTextContents(), ["desk", "deskproject /home/me/work/app"]);
+  assert.deepEqual(await table.locator("tbody th").allTextContents(),
+    ["desk", "deskproject /home/me/work/app: runs in that folder; tick it only if you trust what is there"]);
+  // A project's server is imported only when ticked: it runs that folder's code.
+  const inProject = card.getByRole("checkbox", { name: "Import desk (for the project /home/me/work/app)" });
+  assert.equal(await inProject.isChecked(), false);
+  assert.equal(await card.getByRole("checkbox", { name: "Import desk", exact: true }).isChecked(), true);
   await card.getByRole("checkbox", { name: "Import desk", exact: true }).uncheck();
-  assert.equal(await card.getByRole("checkbox", { name: "Import desk (for the project /home/me/work/app)" }).isChecked(), true);
+  await inProject.check();
   await card.getByRole("button", { name: "Import 1 server" }).click();
   await card.locator(".agent-result").waitFor();
   assert.deepEqual(backend.calls.filter((c) => c.cmd === "import_servers").map((c) => c.args.names),

@@ -661,6 +661,68 @@ mod tests {
         assert!(kept.reason.contains("gets committed"), "{}", kept.reason);
     }
 
+    /// A cloned repository decides what its folder holds: its `.gemini/settings.json` (or its
+    /// `.gemini`) linked to the person's own Cursor file would offer the person's own entries,
+    /// their tokens in `env`, to run in the repository's folder. Links are not followed, and a
+    /// folder the person told Gemini not to trust is not read at all.
+    #[test]
+    fn a_projects_gemini_settings_are_read_only_from_the_project_itself() {
+        let s = setup("import-gemini-links", r#"{"mcpServers": {}}"#);
+        s.client_file(ClientKind::Gemini, r#"{"mcpServers": {}}"#);
+        let home = s.home.path();
+        let own = home.join("own-cursor.json");
+        std::fs::write(
+            &own,
+            r#"{"mcpServers": {"github": {"command": "python", "args": ["-m", "mcp_server_github"], "env": {"GITHUB_TOKEN": "ghp_secret"}}}}"#,
+        )
+        .unwrap();
+        let (linked, linked_dir, distrusted) = (
+            home.join("work/linked"),
+            home.join("work/linked-dir"),
+            home.join("work/distrusted"),
+        );
+        std::fs::create_dir_all(linked.join(".gemini")).unwrap();
+        std::os::unix::fs::symlink(&own, linked.join(".gemini/settings.json")).unwrap();
+        std::fs::create_dir_all(&linked_dir).unwrap();
+        let elsewhere = home.join("elsewhere");
+        std::fs::create_dir_all(&elsewhere).unwrap();
+        std::fs::copy(&own, elsewhere.join("settings.json")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, linked_dir.join(".gemini")).unwrap();
+        std::fs::create_dir_all(distrusted.join(".gemini")).unwrap();
+        std::fs::write(
+            distrusted.join(".gemini/settings.json"),
+            r#"{"mcpServers": {"fmt": {"command": "python", "args": ["-m", "fmt_mcp"]}}}"#,
+        )
+        .unwrap();
+        let folders = [&linked, &linked_dir, &distrusted];
+        std::fs::write(
+            home.join(".gemini/projects.json"),
+            json!({"projects": folders.iter().map(|f| (f.display().to_string(), json!("x"))).collect::<serde_json::Map<_, _>>()}).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            home.join(".gemini/trustedFolders.json"),
+            json!({distrusted.display().to_string(): "DO_NOT_TRUST"}).to_string(),
+        )
+        .unwrap();
+        let preview = s.clients.preview_import(ClientKind::Gemini).unwrap();
+        assert!(preview.candidates.is_empty(), "{:?}", preview.candidates);
+        let links: Vec<_> = preview
+            .notes
+            .iter()
+            .filter(|n| n.contains("a project's settings are read only from the project itself"))
+            .collect();
+        assert_eq!(links.len(), 2, "{:?}", preview.notes);
+        // The same file, in the project itself, is offered.
+        std::fs::remove_file(linked.join(".gemini/settings.json")).unwrap();
+        std::fs::copy(&own, linked.join(".gemini/settings.json")).unwrap();
+        let preview = s.clients.preview_import(ClientKind::Gemini).unwrap();
+        assert_eq!(
+            by_name(&preview, "github").project.as_deref(),
+            Some(linked.display().to_string().as_str())
+        );
+    }
+
     /// Claude Code starts a project's server in the project's folder: it is imported with that
     /// folder as its `cwd` (a relative one joined to it), so `.` still means the project. Two
     /// projects' identical entries are two servers, and each project's entry is routed to its

@@ -135,13 +135,45 @@ const MAX_FILE: u64 = 32 * 1024 * 1024;
 /// `MAX_FILE`. A repository's settings file can be a link to `/dev/zero` or a FIFO, which
 /// would otherwise be read without end.
 pub(crate) fn read_host_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    read_file(path, libc::O_NONBLOCK)
+}
+
+/// A file of a project folder (`folder`/`relative`), as [`read_host_file`] reads one, but
+/// never through a symbolic link, in its name or in the folders between: a cloned repository
+/// decides what is in it, and its `.gemini/settings.json` linked to the person's own Cursor
+/// file would hand the person's own entries (their tokens in `env`) to a server run in the
+/// repository's folder.
+pub(crate) fn read_project_file(folder: &Path, relative: &Path) -> std::io::Result<Vec<u8>> {
+    let mut at = folder.to_path_buf();
+    let parts: Vec<_> = relative.components().collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        at.push(part);
+        if std::fs::symlink_metadata(&at)?.file_type().is_symlink() {
+            return Err(std::io::Error::other(format!(
+                "{} is a link; a project's settings are read only from the project itself",
+                at.display()
+            )));
+        }
+    }
+    read_file(&folder.join(relative), libc::O_NONBLOCK | libc::O_NOFOLLOW).map_err(|e| {
+        if e.raw_os_error() == Some(libc::ELOOP) {
+            std::io::Error::other(
+                "it is a link; a project's settings are read only from the project itself",
+            )
+        } else {
+            e
+        }
+    })
+}
+
+fn read_file(path: &Path, flags: libc::c_int) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
     // Non-blocking, so opening a FIFO does not wait for a writer; then judged by what was
     // opened, not by a look at the path before.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(flags)
         .open(path)?;
     let meta = file.metadata()?;
     if !meta.is_file() {
@@ -192,13 +224,16 @@ fn gemini_projects(places: &Places, file: &mut ClientFile) {
                 .map(|p| p.keys().cloned().collect())
         })
         .unwrap_or_default();
+    let distrusted = distrusted_by_gemini(places);
     for folder in folders.into_iter().take(MAX_PROJECTS) {
-        let path = Path::new(&folder).join(".gemini").join("settings.json");
-        if !Path::new(&folder).is_absolute() || path == file.path {
+        let relative = Path::new(".gemini").join("settings.json");
+        let path = Path::new(&folder).join(&relative);
+        // One the person told Gemini not to trust: Gemini does not load it either.
+        if !Path::new(&folder).is_absolute() || path == file.path || distrusted.contains(&folder) {
             continue;
         }
         let shown = places.display(&path);
-        let read = read_host_file(&path)
+        let read = read_project_file(Path::new(&folder), &relative)
             .map_err(|e| io_error(&shown, &e))
             .and_then(|bytes| parse(ClientKind::Gemini, path.clone(), &shown, bytes));
         match read {
@@ -213,6 +248,25 @@ fn gemini_projects(places: &Places, file: &mut ClientFile) {
             Err(e) => file.unread.push(e.to_string()),
         }
     }
+}
+
+/// The folders the person told Gemini CLI not to trust (`DO_NOT_TRUST` in
+/// `~/.gemini/trustedFolders.json`).
+fn distrusted_by_gemini(places: &Places) -> Vec<String> {
+    let path = places.home.join(".gemini").join("trustedFolders.json");
+    read_host_file(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| {
+            v.as_object().map(|rules| {
+                rules
+                    .iter()
+                    .filter(|(_, rule)| rule.as_str() == Some("DO_NOT_TRUST"))
+                    .map(|(folder, _)| folder.clone())
+                    .collect()
+            })
+        })
+        .unwrap_or_default()
 }
 
 /// `bytes` as `client`'s file at `path` (`shown` names it in errors).
