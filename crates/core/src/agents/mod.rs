@@ -474,8 +474,9 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
                 let env = env.iter().map(|(name, value)| {
                     // What chooses the code that runs is shown as it is, whatever it holds:
                     // hiding it would hide what the import starts.
+                    // (A URL's `user:password@` chooses nothing: left out.)
                     let value = if chooses_what_runs(name) {
-                        shell_quote(value)
+                        shell_quote(&without_url_credentials(value))
                     } else if holds_a_credential(name) {
                         "…".to_owned()
                     } else {
@@ -580,9 +581,33 @@ fn chooses_what_runs(name: &str) -> bool {
         "GIT_EXEC_PATH",
         "GIT_CONFIG_GLOBAL",
     ];
+    /// Families by the start of their names: the dynamic linker's (`LD_PRELOAD`, macOS's
+    /// `DYLD_INSERT_LIBRARIES`); git's configuration given in the environment
+    /// (`GIT_CONFIG_KEY_0=core.fsmonitor`, `GIT_CONFIG_PARAMETERS`) and its ssh command; npm's
+    /// (`npm_config_script_shell`, the registry it installs from).
+    const STARTS: [&str; 5] = ["LD_", "DYLD_", "GIT_CONFIG", "GIT_SSH", "NPM_CONFIG_"];
+    /// And by their ends: programs run for a password (`GIT_ASKPASS`, `SSH_ASKPASS`).
+    const ENDS: [&str; 1] = ["ASKPASS"];
+    /// Single names beyond those: the commands other programs start, and where packages are
+    /// fetched from (`uvx` and `pip` install what these indexes serve).
+    const MORE: [&str; 11] = [
+        "GIT_PROXY_COMMAND",
+        "GIT_EXTERNAL_DIFF",
+        "GIT_PAGER",
+        "PAGER",
+        "EDITOR",
+        "VISUAL",
+        "SHELL",
+        "PIP_INDEX_URL",
+        "PIP_EXTRA_INDEX_URL",
+        "UV_INDEX_URL",
+        "UV_EXTRA_INDEX_URL",
+    ];
     let name = name.to_ascii_uppercase();
-    // The dynamic linker's (`LD_PRELOAD`, `LD_LIBRARY_PATH`, macOS's `DYLD_INSERT_LIBRARIES`).
-    NAMES.contains(&name.as_str()) || name.starts_with("LD_") || name.starts_with("DYLD_")
+    NAMES.contains(&name.as_str())
+        || MORE.contains(&name.as_str())
+        || STARTS.iter().any(|start| name.starts_with(start))
+        || ENDS.iter().any(|end| name.ends_with(end))
 }
 
 /// `value` with the credentials of each URL in it (`scheme://user:password@`) left out
@@ -678,6 +703,18 @@ pub(crate) mod tests {
         for secret in ["ghp_1", "k2", "pw3", "k4", "pw5"] {
             assert!(!shown.contains(secret), "{secret} in {shown}");
         }
+        // Names that look like credentials (`PASS`, `KEY`) but choose what runs: in full.
+        let git = json!({"command": "uvx", "args": ["mcp-server-git"], "env": {
+            "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "core.fsmonitor",
+            "GIT_CONFIG_VALUE_0": "./.x", "GIT_ASKPASS": "./.p", "SSH_ASKPASS": "./.q",
+            "UV_INDEX_URL": "https://u:pw6@pkgs.evil.example/simple"
+        }});
+        assert_eq!(
+            transport_summary("g", &git),
+            "GIT_ASKPASS=./.p GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=core.fsmonitor \
+             GIT_CONFIG_VALUE_0=./.x SSH_ASKPASS=./.q \
+             UV_INDEX_URL='https://…@pkgs.evil.example/simple' uvx mcp-server-git"
+        );
     }
 
     /// A temporary directory (a home for the tests), removed when dropped.
