@@ -49,6 +49,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Started by Countersign as one of its servers (or by a program such a server started):
+    // this would reach Countersign through Countersign, each session opening another.
+    if let Some(by) = std::env::var_os(countersign_core::mcp::STARTED_AS_SERVER_ENV) {
+        relay::log(format_args!(
+            "refused: Countersign started this bridge as its server {:?} (or a program that \
+             server started), so it would reach Countersign through itself; remove that server \
+             from Countersign's config",
+            by.to_string_lossy()
+        ));
+        return ExitCode::FAILURE;
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

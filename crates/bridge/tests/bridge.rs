@@ -749,6 +749,27 @@ async fn a_closed_stderr_costs_the_agent_no_answer() {
     assert_eq!(status.code(), Some(1), "not a panic's 101: {status}");
 }
 
+/// Started by Countersign as one of its own servers (however wrapped: `sh -c`, `npx`, a link),
+/// the bridge would reach Countersign through Countersign, each session opening another: it
+/// refuses at once, before reaching for any gateway, and says why.
+#[tokio::test]
+async fn started_as_one_of_countersigns_servers_it_refuses_to_loop() {
+    let scratch = Scratch::new("loop");
+    let token = scratch.token_file(TOKEN);
+    let gateway = FakeGateway::start().await;
+    let url = gateway.url();
+    let mut env = gateway_at(&url, &token).to_vec();
+    env.push((countersign_core::mcp::STARTED_AS_SERVER_ENV, "looped"));
+    let bridge = Bridge::spawn(&scratch, "demo", &env);
+    let (status, stderr) = bridge.wait().await;
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("Countersign started this bridge as its server \"looped\""),
+        "{stderr}"
+    );
+    assert!(gateway.seen().is_empty(), "{:?}", gateway.seen());
+}
+
 #[tokio::test]
 async fn with_no_app_and_a_silent_agent_it_still_exits() {
     // An empty home: no gateway.json, no override.

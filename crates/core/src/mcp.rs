@@ -21,6 +21,8 @@ pub mod tap;
 pub mod task;
 pub mod url_required;
 
+/// What the bridge looks for to refuse running as one of Countersign's own servers.
+pub use connect::STARTED_AS_SERVER_ENV;
 /// A Streamable HTTP response read within bounds: the whole of a JSON body, or SSE events each
 /// within a size. The bridge reads the gateway's answers with the same code.
 pub use http_post::{bounded_sse, read_bounded};

@@ -73,7 +73,11 @@ pub(crate) async fn open_client(
             cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
-            without_agent_tokens(cmd.as_std_mut(), std::env::vars_os().map(|(key, _)| key));
+            as_a_server(
+                cmd.as_std_mut(),
+                &config.name,
+                std::env::vars_os().map(|(key, _)| key),
+            );
             cmd.args(args).envs(env);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
@@ -406,12 +410,20 @@ const REFUSED_REDIRECT: &str = "error following redirect";
 const REDIRECT_HINT: &str = " (Countersign follows a server's redirects only within its own \
     origin: if the server has moved, put its new address in the config)";
 
-/// Leaves out of a server's environment the agents' tokens the app inherited (`inherited`: its
-/// own variables' names): the Gemini CLI and Codex snippets export theirs to the whole login
-/// session, so the app, started in it, has them, and no server is to see an agent's token. A
-/// server's own `env` in the config is set after this, as the person wrote it.
-fn without_agent_tokens(
+/// Set on every server the app starts, to the server's name: a `countersign-bridge` that finds
+/// it was started by Countersign as a server (or by something such a server started), which
+/// would reach Countersign through Countersign, and refuses to run. The config's own check
+/// sees only the command's name; this sees through `sh -c`, `npx`, `env` and links.
+pub const STARTED_AS_SERVER_ENV: &str = "COUNTERSIGN_STARTED_AS_SERVER";
+
+/// Readies `cmd` to run as server `name`: marked ([`STARTED_AS_SERVER_ENV`]), and without the
+/// agents' tokens the app inherited (`inherited`: its own variables' names): the Gemini CLI
+/// and Codex snippets export theirs to the whole login session, so the app, started in it, has
+/// them, and no server is to see an agent's token. A server's own `env` in the config is set
+/// after this, as the person wrote it.
+fn as_a_server(
     cmd: &mut std::process::Command,
+    name: &str,
     inherited: impl Iterator<Item = std::ffi::OsString>,
 ) {
     for key in inherited {
@@ -419,6 +431,7 @@ fn without_agent_tokens(
             cmd.env_remove(key);
         }
     }
+    cmd.env(STARTED_AS_SERVER_ENV, name);
 }
 
 #[cfg(test)]
@@ -426,7 +439,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_server_never_inherits_an_agents_token() {
+    fn a_server_is_marked_as_one_and_never_inherits_an_agents_token() {
         let mut cmd = std::process::Command::new("true");
         let inherited = [
             "PATH",
@@ -435,7 +448,15 @@ mod tests {
             "COUNTERSIGN_TOKEN_GEMINI",
             "HOME",
         ];
-        without_agent_tokens(&mut cmd, inherited.iter().map(std::ffi::OsString::from));
+        as_a_server(
+            &mut cmd,
+            "desk",
+            inherited.iter().map(std::ffi::OsString::from),
+        );
+        assert!(
+            cmd.get_envs()
+                .any(|(k, v)| k == STARTED_AS_SERVER_ENV && v == Some("desk".as_ref()))
+        );
         let mut removed: Vec<_> = cmd
             .get_envs()
             .filter(|(_, value)| value.is_none())
