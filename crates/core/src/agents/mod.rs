@@ -463,7 +463,8 @@ pub(crate) fn same_server(a: &ServerConfig, b: &ServerConfig) -> bool {
 pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String {
     use crate::agents::connect::shell_quote;
     if let Ok(Some(server)) = as_countersign(name, value) {
-        return match server.transport {
+        let sign_in = sign_in_summary(&server.oauth);
+        let transport = match server.transport {
             TransportConfig::Stdio {
                 command,
                 args,
@@ -502,6 +503,10 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
                 headers.keys().cloned().collect::<Vec<_>>().join(", ")
             ),
         };
+        return match sign_in {
+            Some(sign_in) => format!("{transport} (sign-in: {sign_in})"),
+            None => transport,
+        };
     }
     let text = |k: &str| value.get(k).and_then(|v| v.as_str()).map(str::to_owned);
     match (text("command"), text("url"), text("serverUrl")) {
@@ -526,6 +531,29 @@ pub(crate) fn transport_summary(name: &str, value: &serde_json::Value) -> String
         (None, Some(url), _) | (None, None, Some(url)) => url,
         _ => "(no command or URL)".into(),
     }
+}
+
+/// How an entry's `oauth` block would have Countersign sign in, when it says anything: the
+/// client the person would consent to, the access asked for, where the sign-in comes back. A
+/// project's settings could name a client of someone else's, or more access.
+fn sign_in_summary(oauth: &crate::config::OAuthConfig) -> Option<String> {
+    let mut said = Vec::new();
+    if let Some(id) = &oauth.client_id {
+        said.push(format!("client {id}"));
+    }
+    if oauth.client_secret.is_some() {
+        said.push("a client secret".to_owned());
+    }
+    if let Some(document) = &oauth.client_metadata_url {
+        said.push(format!("client described at {document}"));
+    }
+    if !oauth.scopes.is_empty() {
+        said.push(format!("access {}", oauth.scopes.join(" ")));
+    }
+    if let Some(port) = oauth.callback_port {
+        said.push(format!("back to port {port}"));
+    }
+    (!said.is_empty()).then(|| said.join(", "))
 }
 
 /// Whether an environment variable's name says it holds a credential. The words are matched
@@ -675,6 +703,17 @@ pub(crate) mod tests {
             transport_summary("r", &remote),
             "https://a.example/mcp (headers: Authorization, X-Team)"
         );
+        // How it would sign in: the client and the access the person would consent to.
+        let signed = serde_json::json!({"url": "https://a.example/mcp", "oauth": {
+            "clientId": "their-app", "clientSecret": "s3cret", "scopes": ["repo", "admin:org"],
+            "callbackPort": 8765}});
+        let shown = transport_summary("o", &signed);
+        assert_eq!(
+            shown,
+            "https://a.example/mcp (sign-in: client their-app, a client secret, access repo \
+             admin:org, back to port 8765)"
+        );
+        assert!(!shown.contains("s3cret"));
     }
 
     /// What chooses the code that runs is never left out of the preview: `PATH` is no personal
