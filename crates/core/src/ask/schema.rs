@@ -62,7 +62,7 @@ mod parse;
 mod secret;
 mod validate;
 
-pub use parse::parse_form_schema;
+pub use parse::{MAX_CHOICES, MAX_FIELDS, parse_form_schema};
 pub use secret::{flag_by_message, redact_secrets};
 pub(crate) use validate::argument_errors;
 pub use validate::validate_answer;

@@ -108,7 +108,12 @@ impl RawRequests {
     pub fn observe(&self, text: &[u8]) {
         let holds = |finder: &memchr::memmem::Finder| finder.find(text).is_some();
         let listed_tasks = self.results.is_some() && holds(finder!(TASK_SUPPORT));
+        // The method may be spelled with escapes (`elicitation\/create`, `\u0065...`): such a
+        // message is read too, or rmcp's typed model, which drops what it does not know, would
+        // be all that was judged.
         let wanted = holds(finder!(METHOD))
+            || holds(finder!(b"\\u"))
+            || holds(finder!(b"\\/"))
             || listed_tasks
             || (self.results.is_some()
                 && holds(finder!(RESULT))
@@ -856,6 +861,20 @@ mod tests {
         );
         assert!(raw.take(&NumberOrString::Number(0)).is_none());
         assert!(raw.take(&NumberOrString::String("x".into())).is_none());
+        // The method spelled with escapes is the same method: kept as sent, `pattern` too.
+        for (id, method) in [(1, r"elicitation\/create"), (2, r"\u0065licitation/create")] {
+            raw.observe(
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{"message":"m","requestedSchema":{{"type":"object","properties":{{"s":{{"type":"string","pattern":"^a"}}}}}}}}}}"#
+                )
+                .as_bytes(),
+            );
+            let params = raw.take(&NumberOrString::Number(id)).unwrap();
+            assert_eq!(
+                params["requestedSchema"]["properties"]["s"]["pattern"],
+                "^a"
+            );
+        }
     }
 
     #[test]

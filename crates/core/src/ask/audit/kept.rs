@@ -161,7 +161,7 @@ mod tests {
             unlisted: true,
             sessionless: false,
         };
-        let schema = json!({"type": "object", "properties": (0..200)
+        let schema = json!({"type": "object", "properties": (0..crate::ask::schema::MAX_FIELDS)
             .map(|i| (format!("f{i}"), json!({"type": "string", "description": "d".repeat(5_000),
                 "enum": (0..100).map(|j| format!("option {j} {}", "o".repeat(100))).collect::<Vec<_>>()})))
             .collect::<serde_json::Map<_, _>>()});
