@@ -66,8 +66,9 @@ pub struct Tap {
     /// Fires when the transport stops delivering messages (process gone, stream closed).
     pub closed: CancellationToken,
     pub(crate) relay: Option<Arc<dyn Relay>>,
-    /// Fires per `elicitationId` when the server reports that URL question complete.
-    completions: Mutex<HashMap<String, CancellationToken>>,
+    /// Fires per `elicitationId` when the server reports that URL question complete; with
+    /// how many questions watch it (a server may reuse an id while the first is open).
+    completions: Mutex<HashMap<String, (CancellationToken, usize)>>,
     /// Where progress for the app's own calls goes, by progress token.
     progress: Mutex<ProgressRoutes>,
     /// The app's own calls in flight, by number: a question the server asks meanwhile
@@ -221,20 +222,22 @@ impl Tap {
     pub fn completion(&self, elicitation_id: &str) -> CancellationToken {
         let mut completions = self.completions.lock().unwrap_or_else(|e| e.into_inner());
         if completions.len() >= MAX_WATCHED_COMPLETIONS {
-            completions.retain(|_, token| !token.is_cancelled());
+            completions.retain(|_, (token, _)| !token.is_cancelled());
         }
-        completions
-            .entry(elicitation_id.to_owned())
-            .or_default()
-            .clone()
+        let (token, watching) = completions.entry(elicitation_id.to_owned()).or_default();
+        *watching += 1;
+        token.clone()
     }
 
-    /// Stops watching for `elicitation_id`.
+    /// One question stops watching for `elicitation_id`; the last to stop forgets it.
     pub fn forget_completion(&self, elicitation_id: &str) {
-        self.completions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(elicitation_id);
+        let mut completions = self.completions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, watching)) = completions.get_mut(elicitation_id) {
+            *watching = watching.saturating_sub(1);
+            if *watching == 0 {
+                completions.remove(elicitation_id);
+            }
+        }
     }
 
     fn completed(&self, params: Option<&Value>) {
@@ -249,7 +252,7 @@ impl Tap {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(id)
-            .cloned();
+            .map(|(token, _)| token.clone());
         if let Some(token) = token {
             token.cancel();
         }
@@ -454,6 +457,27 @@ mod tests {
             assert_eq!(tap.answer_leaving(&refusal), None);
         }
         assert!(tap.slots().is_empty());
+    }
+
+    /// Two open URL questions of one server with the same `elicitationId`: the first to end
+    /// does not stop the other's watch, so the server's "finished" still reaches the person.
+    #[test]
+    fn a_reused_elicitation_id_is_watched_until_its_last_question_ends() {
+        let path = std::env::temp_dir().join(format!("cs-reused-{}.jsonl", std::process::id()));
+        let tap = Tap::new(Broker::new(
+            crate::ask::audit::AuditLog::open(&path).unwrap(),
+        ));
+        let _ = std::fs::remove_file(&path);
+        let first = tap.completion("e1");
+        let second = tap.completion("e1");
+        tap.forget_completion("e1");
+        tap.completed(Some(&serde_json::json!({"elicitationId": "e1"})));
+        assert!(first.is_cancelled() && second.is_cancelled());
+        tap.forget_completion("e1");
+        assert!(
+            !tap.completion("e1").is_cancelled(),
+            "forgotten once both ended"
+        );
     }
 
     #[test]
