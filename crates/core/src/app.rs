@@ -214,7 +214,7 @@ impl App {
     /// Revokes one remembered decision: that agent's next such call is asked about again.
     pub fn revoke_decision(&self, id: u64) -> Result<Settings, AppError> {
         self.settings
-            .revoke(id, crate::ask::unix_ms())
+            .revoke(id, crate::ask::decision_ms())
             .map(|settings| self.listed(settings))
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),
@@ -396,7 +396,7 @@ impl App {
 
     /// The settings as the person sees them: expired decisions are gone.
     pub fn settings(&self) -> Settings {
-        self.listed(self.settings.current(crate::ask::unix_ms()))
+        self.listed(self.settings.current(crate::ask::decision_ms()))
     }
 
     /// `settings` as Settings lists them: each remembered decision that decides nothing now

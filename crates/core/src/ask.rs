@@ -332,17 +332,24 @@ pub enum AskEvent {
     },
 }
 
-/// Now, in milliseconds since the Unix epoch: the clock of asks, remembered decisions and
-/// their records. The wall clock, but never behind the time that has really passed since the
-/// app started: a clock set back (by hand, or a VM restored) must not stretch a decision the
-/// person made "for 15 minutes" by however far it went back. Set forward, it ends decisions
-/// early, which asks again.
+/// Now, in milliseconds since the Unix epoch, by the wall clock: the time of asks and of the
+/// audit log's records, as the person's clock shows it.
 pub(crate) fn unix_ms() -> u64 {
-    static START: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
-    let wall = std::time::SystemTime::now()
+    std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+/// Now, on the clock remembered decisions and pending answers last by: the wall clock, but
+/// never behind the time that has really passed since the app started. A clock set back (by
+/// hand, a VM restored, or a correction) must not stretch a decision the person made "for 15
+/// minutes" by however far it went back; set forward, it ends decisions early, which asks
+/// again. (After a set-back it stays ahead of the wall clock for the rest of the run; a time
+/// the person chose by the wall clock is moved onto it, `Lasting::onto_decision_clock`.)
+pub(crate) fn decision_ms() -> u64 {
+    static START: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    let wall = unix_ms();
     let passed = boot_ms();
     let &(wall_then, passed_then) = START.get_or_init(|| (wall, passed));
     not_behind(wall, wall_then, passed.saturating_sub(passed_then))
@@ -378,7 +385,7 @@ mod tests {
 
     #[test]
     fn the_clock_never_falls_behind_the_time_that_has_passed() {
-        // Started at 1,000,000; ten minutes on, the wall clock was set back an hour.
+        // Started at 100,000,000; ten minutes on, the wall clock was set back an hour.
         let then = 100_000_000;
         let ten_minutes = 600_000;
         assert_eq!(
@@ -390,9 +397,8 @@ mod tests {
             not_behind(then + 7_200_000, then, ten_minutes),
             then + 7_200_000
         );
-        // And the clock this process reads does not go back between two readings.
-        let a = unix_ms();
-        let b = unix_ms();
-        assert!(b >= a && a > 0);
+        // Never behind the wall clock.
+        let wall = unix_ms();
+        assert!(decision_ms() >= wall && wall > 0);
     }
 }

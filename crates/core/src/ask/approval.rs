@@ -199,7 +199,7 @@ impl RememberedDecision {
     }
 
     /// An allow for a time whose clock now reads before it was made: the clock was set back
-    /// since (across a restart: within one run the app's clock does not go back), so how much of
+    /// since (across a restart, or within a run after it had been set forward), so how much of
     /// its time is left cannot be told. It allows nothing; a deny still denies.
     fn in_doubt(&self, now_ms: u64) -> bool {
         self.allow && matches!(self.lasting, Lasting::Until { .. }) && now_ms < self.created_ms
@@ -538,6 +538,18 @@ impl Covering {
 }
 
 impl Lasting {
+    /// An `Until` the person chose by the wall clock (`wall_ms` now), put on the clock
+    /// decisions last by (`decision_ms` now, ahead of the wall clock after it was set back):
+    /// "for 15 minutes" stays 15 minutes.
+    pub fn onto_decision_clock(self, wall_ms: u64, decision_ms: u64) -> Lasting {
+        match self {
+            Lasting::Until { until_ms } => Lasting::Until {
+                until_ms: until_ms.saturating_add(decision_ms.saturating_sub(wall_ms)),
+            },
+            lasting => lasting,
+        }
+    }
+
     /// A `Until` in the past or present lasts no time at all.
     pub fn check(self, now_ms: u64) -> Result<Lasting, String> {
         match self {
@@ -1113,6 +1125,21 @@ mod tests {
         );
         assert!(Lasting::Until { until_ms: 5 }.check(5).is_err());
         assert!(Lasting::Until { until_ms: 6 }.check(5).is_ok());
+        // Chosen by a wall clock set back three hours: as long on the decisions' clock.
+        let hours = 3 * 3_600_000;
+        assert_eq!(
+            Lasting::Until {
+                until_ms: 1_000 + 900_000
+            }
+            .onto_decision_clock(1_000, 1_000 + hours),
+            Lasting::Until {
+                until_ms: 1_000 + hours + 900_000
+            }
+        );
+        assert_eq!(
+            Lasting::Always.onto_decision_clock(1_000, 1_000 + hours),
+            Lasting::Always
+        );
     }
 
     #[test]

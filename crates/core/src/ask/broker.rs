@@ -315,7 +315,12 @@ impl Broker {
                         Outcome::Remembered {
                             decision: crate::ask::approval::Remember {
                                 allow: decision.allow,
-                                lasting: decision.lasting.check(unix_ms()).map_err(malformed)?,
+                                // Chosen by the wall clock; kept on the decisions' own.
+                                lasting: decision
+                                    .lasting
+                                    .onto_decision_clock(unix_ms(), crate::ask::decision_ms())
+                                    .check(crate::ask::decision_ms())
+                                    .map_err(malformed)?,
                                 covering: decision.covering.check(&arguments).map_err(malformed)?,
                             },
                         }

@@ -245,7 +245,7 @@ impl Gateway {
         let pending_path = token_path.with_file_name("pending-approvals.json");
         let agents =
             registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
-        let pending = pending::PendingStore::load(Some(pending_path), crate::ask::unix_ms());
+        let pending = pending::PendingStore::load(Some(pending_path), crate::ask::decision_ms());
         // A new shared token (its file deleted to replace it) is a new holder: what the person
         // allowed the old one, and its answered calls, are not the new holder's.
         if agents.shared_token_is_new() {
@@ -273,7 +273,7 @@ impl Gateway {
                 pending_session: FIRST_GATEWAY_SESSION - 1,
                 previews: preview::Previews::default(),
                 refusals: Arc::default(),
-                clock: std::sync::RwLock::new(Arc::new(crate::ask::unix_ms)),
+                clock: std::sync::RwLock::new(Arc::new(crate::ask::decision_ms)),
                 open_upstreams: Mutex::default(),
                 own_tasks: Mutex::default(),
                 auth: std::sync::OnceLock::new(),
