@@ -108,17 +108,16 @@ impl RawRequests {
     pub fn observe(&self, text: &[u8]) {
         let holds = |finder: &memchr::memmem::Finder| finder.find(text).is_some();
         let listed_tasks = self.results.is_some() && holds(finder!(TASK_SUPPORT));
-        // The method may be spelled with escapes (`elicitation\/create`, `\u0065...`): such a
-        // message is read too, or rmcp's typed model, which drops what it does not know, would
-        // be all that was judged.
-        let wanted = holds(finder!(METHOD))
-            || holds(finder!(b"\\u"))
-            || holds(finder!(b"\\/"))
-            || listed_tasks
+        let results_wanted = listed_tasks
             || (self.results.is_some()
                 && holds(finder!(RESULT))
                 && (!self.only_input || holds(finder!(INPUT_REQUESTS)) || holds(finder!(TASK_ID))));
-        if !wanted {
+        // The method may be spelled with escapes (`elicitation\/create`, `\u0065...`): such a
+        // message is read too (its top level only), or rmcp's typed model, which drops what it
+        // does not know, would be all that was judged.
+        let maybe_elicitation =
+            holds(finder!(METHOD)) || holds(finder!(b"\\u")) || holds(finder!(b"\\/"));
+        if !(results_wanted || maybe_elicitation) {
             return;
         }
         let size = text.len();
@@ -128,21 +127,26 @@ impl RawRequests {
             };
             for message in batch {
                 if let Ok(seen) = serde_json::from_str::<Seen>(message.get()) {
-                    self.keep(seen, size);
+                    self.keep(seen, size, results_wanted);
                 }
             }
         } else if let Ok(seen) = serde_json::from_slice::<Seen>(text) {
-            self.keep(seen, size);
+            self.keep(seen, size, results_wanted);
         }
     }
 
-    fn keep(&self, message: Seen, size: usize) {
+    /// Keeps what `message` holds that is wanted: its elicitation's params, and its result
+    /// when `results_wanted` (a message read only for a possible elicitation keeps no result).
+    fn keep(&self, message: Seen, size: usize, results_wanted: bool) {
         let Some(id) = message.id.as_ref().and_then(request_id) else {
             return;
         };
         if let Some(results) = &self.results
             && let Some(result) = message.result
         {
+            if !results_wanted {
+                return;
+            }
             // A tree, read once, only for the results that need one read: listings and
             // handshakes, and for sessions keeping only some results, whether this is one.
             let value = match self.note(&result) {
