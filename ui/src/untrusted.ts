@@ -150,13 +150,19 @@ export function clippedText(text: string, options: ClipOptions = {}): HTMLElemen
 export function onceSeenToEnd(box: HTMLElement, then: () => void): void {
   let done = false;
   const check = (): void => {
-    if (done || box.hidden || !box.isConnected) return;
+    // Not on screen (hidden, or inside something hidden): nothing of it is seen.
+    if (done || box.hidden || !box.isConnected || box.getClientRects().length === 0) return;
     if (box.scrollTop + box.clientHeight >= box.scrollHeight - 2) {
       done = true;
       box.removeEventListener("scroll", check);
+      resized.disconnect();
       then();
     }
   };
+  // Checked again whenever the box changes size: shown again, or reflowed so that it no
+  // longer scrolls (a wider window), where no scroll would ever come.
+  const resized = new ResizeObserver(check);
+  resized.observe(box);
   box.addEventListener("scroll", check);
   requestAnimationFrame(check);
 }

@@ -517,11 +517,11 @@ function withdrawnText(outcome: Outcome, kind: Ask["kind"]): string {
   }
 }
 
-/** Whether `element` takes typed text (a text field, a text area, an editable region): the
- * person may be typing there when a question arrives. */
 /** A key pressed this recently in a field that goes away means the person is typing there. */
 const TYPING_MS = 2000;
 
+/** Whether `element` takes typed text (a text field, a text area, an editable region): the
+ * person may be typing there when a question arrives. */
 function isTypingTarget(element: Element | null): boolean {
   if (element instanceof HTMLTextAreaElement) return true;
   if (element instanceof HTMLInputElement) {
