@@ -64,31 +64,49 @@ pub(super) fn names_the_same_endpoints(
         && (revocation(claimed).is_none() || revocation(own) == revocation(claimed))
 }
 
-/// Where an address is, as rmcp's own metadata fetches tell them apart.
+/// Where an address is, with the classes rmcp's own metadata fetches refuse or limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Reach {
     /// The internet.
     Public,
-    /// A private network (RFC 1918, unique local IPv6).
+    /// A private network (RFC 1918, carrier-grade NAT and so tailnets, unique local IPv6).
     Private,
     /// This computer.
     Loopback,
-    /// Never: link-local (cloud metadata services live there), unspecified, multicast.
+    /// Never: link-local (cloud metadata services live there), unspecified, "this network",
+    /// benchmarking, multicast, broadcast.
     Never,
 }
 
 fn reach(ip: std::net::IpAddr) -> Reach {
-    use std::net::IpAddr;
+    use std::net::{IpAddr, Ipv4Addr};
     let ip = match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        // IPv4 carried in IPv6: mapped, NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+        IpAddr::V6(v6) => {
+            let s = v6.segments();
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                IpAddr::V4(v4)
+            } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+                IpAddr::V4(Ipv4Addr::from(((s[6] as u32) << 16) | s[7] as u32))
+            } else if s[0] == 0x2002 {
+                IpAddr::V4(Ipv4Addr::from(((s[1] as u32) << 16) | s[2] as u32))
+            } else {
+                IpAddr::V6(v6)
+            }
+        }
         ip => ip,
     };
     match ip {
         IpAddr::V4(v4) if v4.is_loopback() => Reach::Loopback,
         IpAddr::V4(v4) if v4.is_private() => Reach::Private,
+        // 100.64.0.0/10, shared address space (carrier-grade NAT, Tailscale).
+        IpAddr::V4(v4) if v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64 => Reach::Private,
         IpAddr::V4(v4)
             if v4.is_link_local()
                 || v4.is_unspecified()
+                || v4.octets()[0] == 0
+                // 198.18.0.0/15, benchmarking.
+                || (v4.octets()[0] == 198 && (v4.octets()[1] & 0xfe) == 18)
                 || v4.is_multicast()
                 || v4.is_broadcast() =>
         {
@@ -107,35 +125,66 @@ fn reach(ip: std::net::IpAddr) -> Reach {
     }
 }
 
+/// The addresses `host` names: itself when an address, else what it resolves to.
+async fn addresses_of(url: &url::Url) -> std::io::Result<Vec<std::net::SocketAddr>> {
+    let port = url.port_or_known_default().unwrap_or(443);
+    Ok(match url.host() {
+        Some(url::Host::Ipv4(ip)) => vec![(ip, port).into()],
+        Some(url::Host::Ipv6(ip)) => vec![(ip, port).into()],
+        _ => tokio::net::lookup_host((url.host_str().unwrap_or_default(), port))
+            .await?
+            .collect(),
+    })
+}
+
 /// How far in the MCP server's own address reaches: what it names as its issuer may reach as
-/// far, no further (a server on this computer may have its authorization server here too; a
-/// server on the internet may not send Countersign to this computer's or the LAN's services).
-fn reach_of_server(server: &url::Url) -> Reach {
-    match server.host() {
-        Some(url::Host::Ipv4(ip)) => reach(ip.into()),
-        Some(url::Host::Ipv6(ip)) => reach(ip.into()),
-        Some(url::Host::Domain(d)) if d.eq_ignore_ascii_case("localhost") => Reach::Loopback,
-        _ => Reach::Public,
+/// far, no further (a server on this computer may have its authorization server here too, an
+/// intranet server on the LAN; a server on the internet may not send Countersign to this
+/// computer's or the LAN's services).
+async fn reach_of_server(server: &url::Url) -> Reach {
+    if let Some(url::Host::Domain(d)) = server.host()
+        && d.eq_ignore_ascii_case("localhost")
+    {
+        return Reach::Loopback;
     }
+    addresses_of(server)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .map(|a| reach(a.ip()))
+        .filter(|r| *r != Reach::Never)
+        .max()
+        .unwrap_or(Reach::Public)
+}
+
+/// Whether a request to `url` goes through a proxy set in the environment, which resolves
+/// its host itself (as rmcp's metadata fetches, whose filter leaves proxied hosts alone).
+fn proxied(url: &url::Url) -> bool {
+    let names: &[&str] = if url.scheme() == "https" {
+        &["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+    } else {
+        &["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+    };
+    names
+        .iter()
+        .any(|name| std::env::var_os(name).is_some_and(|v| !v.is_empty()))
 }
 
 /// The addresses `issuer`'s host resolves to, each within what `server` may reach (see
-/// [`reach_of_server`]); the lookups are pinned to them, so a second answer cannot differ.
+/// [`reach_of_server`]); the request is pinned to them, so a second answer cannot differ.
+/// `None` for a host a proxy will resolve.
 async fn issuer_addresses(
     issuer: &url::Url,
     server: &url::Url,
-) -> Result<Vec<std::net::SocketAddr>, String> {
+) -> Result<Option<Vec<std::net::SocketAddr>>, String> {
     let host = issuer.host_str().unwrap_or_default();
-    let port = issuer.port_or_known_default().unwrap_or(443);
-    let addrs: Vec<std::net::SocketAddr> = match issuer.host() {
-        Some(url::Host::Ipv4(ip)) => vec![(ip, port).into()],
-        Some(url::Host::Ipv6(ip)) => vec![(ip, port).into()],
-        _ => tokio::net::lookup_host((host, port))
-            .await
-            .map_err(|e| format!("the issuer it claims ({host}) cannot be found: {e}"))?
-            .collect(),
-    };
-    let allowed = reach_of_server(server).max(Reach::Public);
+    if matches!(issuer.host(), Some(url::Host::Domain(_))) && proxied(issuer) {
+        return Ok(None);
+    }
+    let addrs = addresses_of(issuer)
+        .await
+        .map_err(|e| format!("the issuer it claims ({host}) cannot be found: {e}"))?;
+    let allowed = reach_of_server(server).await.max(Reach::Public);
     match addrs.iter().find(|a| {
         let r = reach(a.ip());
         r == Reach::Never || r > allowed
@@ -147,7 +196,7 @@ async fn issuer_addresses(
             server.host_str().unwrap_or_default()
         )),
         None if addrs.is_empty() => Err(format!("the issuer it claims ({host}) has no address")),
-        None => Ok(addrs),
+        None => Ok(Some(addrs)),
     }
 }
 
@@ -164,8 +213,8 @@ pub(super) async fn vouched_by_issuer(
         // The issuer's own address, not wherever it points.
         .redirect(reqwest::redirect::Policy::none())
         .timeout(WAIT);
-    if let Some(url::Host::Domain(domain)) = issuer.host() {
-        http = http.resolve_to_addrs(domain, &addrs);
+    if let (Some(url::Host::Domain(domain)), Some(addrs)) = (issuer.host(), &addrs) {
+        http = http.resolve_to_addrs(domain, addrs);
     }
     let http = http
         .build()
@@ -265,10 +314,29 @@ mod tests {
         assert_eq!(at("169.254.169.254"), Reach::Never);
         assert_eq!(at("fe80::1"), Reach::Never);
         assert_eq!(at("0.0.0.0"), Reach::Never);
-        let server = |s: &str| reach_of_server(&url::Url::parse(s).unwrap());
-        assert_eq!(server("https://mcp.example.com/mcp"), Reach::Public);
-        assert_eq!(server("http://localhost:3000/mcp"), Reach::Loopback);
-        assert_eq!(server("http://10.1.2.3/mcp"), Reach::Private);
+        assert_eq!(at("0.1.2.3"), Reach::Never);
+        assert_eq!(at("100.100.1.2"), Reach::Private, "a tailnet");
+        assert_eq!(at("100.128.0.1"), Reach::Public);
+        assert_eq!(at("198.18.0.1"), Reach::Never);
+        assert_eq!(
+            at("64:ff9b::a9fe:a9fe"),
+            Reach::Never,
+            "169.254.169.254 by NAT64"
+        );
+        assert_eq!(at("64:ff9b::7f00:1"), Reach::Loopback);
+        assert_eq!(at("2002:a00:5::1"), Reach::Private, "10.0.0.5 by 6to4");
+    }
+
+    #[tokio::test]
+    async fn a_servers_reach_is_where_its_address_is() {
+        let server = |s: &str| {
+            let url = url::Url::parse(s).unwrap();
+            async move { reach_of_server(&url).await }
+        };
+        assert_eq!(server("https://93.184.216.34/mcp").await, Reach::Public);
+        assert_eq!(server("http://localhost:3000/mcp").await, Reach::Loopback);
+        assert_eq!(server("http://10.1.2.3/mcp").await, Reach::Private);
+        assert_eq!(server("http://[::1]:3000/mcp").await, Reach::Loopback);
     }
 
     /// A server on the internet cannot have Countersign ask this computer, the LAN or a cloud
