@@ -551,7 +551,7 @@ impl SessionManager {
                         Ok(_) | Err(rmcp::ServiceError::McpError(_)) => {}
                         Err(e) => {
                             if let Some(header) = e.auth_challenge() {
-                                *lock(&entry.challenge) = Some(self.challenged(&entry, header));
+                                *lock(&entry.challenge) = Some(self.challenged(entry, header));
                                 break Some("the server asks you to sign in".into());
                             }
                             break Some(format!("the server stopped answering: {e}"));
