@@ -170,6 +170,13 @@ fn check_server_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether two different server names read the same (UTS #39 confusables: `tіckets` with a
+/// Cyrillic `і` and `tickets`), so a dialog naming one could pass for the other.
+pub(crate) fn names_look_alike(a: &str, b: &str) -> bool {
+    use unicode_security::confusable_detection::skeleton;
+    a != b && skeleton(a).eq(skeleton(b))
+}
+
 /// The longest any timeout of a server's may be: a year.
 pub const MAX_TIMEOUT_SECS: u64 = 365 * 24 * 60 * 60;
 
@@ -655,6 +662,15 @@ pub fn parse(path: &Path, text: &str) -> LoadedConfig {
         let gateway_port = loaded.gateway.port;
         match build_server(&name, server)
             .and_then(|s| check_not_the_gateway(&s.transport, gateway_port).map(|()| s))
+            .and_then(|s| match loaded.servers.iter().find(|o| names_look_alike(&o.name, &name)) {
+                Some(other) => Err(format!(
+                    "the server name {name:?} reads the same as {:?} (letters of another script \
+                     that look alike), so a question from one could pass for the other's; \
+                     rename one",
+                    other.name
+                )),
+                None => Ok(s),
+            })
         {
             Ok(s) => loaded.servers.push(s),
             Err(message) => loaded.errors.push(entry_error(0, message)),
@@ -1130,6 +1146,28 @@ mod tests {
             let text = serde_json::json!({"mcpServers": {name: {"command": "x"}}}).to_string();
             assert_eq!(parse(&p(), &text).servers.len(), 1, "{name:?}");
         }
+        // A name that reads the same as another's in other letters (a Cyrillic `і`, a Greek
+        // `ο`, `rn` for `m`): the second is refused, the first kept.
+        for twin in ["t\u{456}ckets", "tick\u{435}ts", "ticket\u{455}"] {
+            let text = format!(
+                r#"{{"mcpServers": {{"tickets": {{"command": "x"}}, "{twin}": {{"command": "y"}}}}}}"#
+            );
+            let loaded = parse(&p(), &text);
+            let names: Vec<_> = loaded.servers.iter().map(|s| s.name.as_str()).collect();
+            assert_eq!(names, ["tickets"], "{twin:?}");
+            assert!(
+                loaded.errors[0]
+                    .message
+                    .contains("reads the same as \"tickets\""),
+                "{:?}",
+                loaded.errors
+            );
+        }
+        let text = r#"{"mcpServers": {"modem": {"command": "x"}, "rnodem": {"command": "y"}}}"#;
+        assert_eq!(parse(&p(), text).servers.len(), 1);
+        // Names that differ to the eye stay two servers.
+        let text = r#"{"mcpServers": {"tickets": {"command": "x"}, "Tickets-2": {"command": "y"}, "tikets": {"command": "z"}}}"#;
+        assert_eq!(parse(&p(), text).servers.len(), 3);
     }
 
     #[test]

@@ -154,11 +154,19 @@ fn judge(
         let note = (*existing != name).then(|| format!("in Countersign as \"{existing}\""));
         return (ImportStatus::AlreadyThere, None, note);
     }
-    let taken = |n: &str| ours.names.iter().any(|o| o == n) || assigned.contains(n);
+    // Taken too when it reads the same as one of ours (`tіckets` beside `tickets`): a
+    // question from it could pass for the other's.
+    let taken = |n: &str| {
+        ours.names
+            .iter()
+            .chain(assigned.iter())
+            .any(|o| o == n || crate::config::names_look_alike(o, n))
+    };
     if !taken(name) {
         assigned.insert(name.to_owned());
         return (ImportStatus::New, Some(name.to_owned()), None);
     }
+    let look_alike = !ours.names.iter().chain(assigned.iter()).any(|o| o == name);
     let base = format!("{name}-{}", client.suffix());
     let mut candidate = base.clone();
     let mut n = 2;
@@ -170,9 +178,11 @@ fn judge(
     (
         ImportStatus::Renamed,
         Some(candidate),
-        Some(format!(
-            "Countersign already has a different server named \"{name}\""
-        )),
+        Some(if look_alike {
+            format!("Countersign already has a server whose name reads the same as \"{name}\"")
+        } else {
+            format!("Countersign already has a different server named \"{name}\"")
+        }),
     )
 }
 
@@ -659,6 +669,28 @@ mod tests {
             .unwrap();
         let kept = route.kept.iter().find(|k| k.name == "db").expect("kept");
         assert!(kept.reason.contains("gets committed"), "{}", kept.reason);
+    }
+
+    /// An entry whose name reads the same as one of Countersign's (a Cyrillic `і`) is offered
+    /// under a name of its own, and says why: its questions could pass for the other's.
+    #[test]
+    fn a_look_alike_name_is_imported_under_a_name_of_its_own() {
+        let s = setup(
+            "import-look-alike",
+            r#"{"mcpServers": {"tickets": {"command": "tickets-mcp"}}}"#,
+        );
+        s.client_file(
+            ClientKind::Gemini,
+            r#"{"mcpServers": {"t\u0456ckets": {"command": "other-mcp"}}}"#,
+        );
+        let preview = s.clients.preview_import(ClientKind::Gemini).unwrap();
+        let twin = by_name(&preview, "t\u{456}ckets");
+        assert_eq!(twin.status, ImportStatus::Renamed);
+        assert_eq!(twin.import_as.as_deref(), Some("t\u{456}ckets-gemini"));
+        assert_eq!(
+            twin.note.as_deref(),
+            Some("Countersign already has a server whose name reads the same as \"t\u{456}ckets\"")
+        );
     }
 
     /// A cloned repository decides what its folder holds: its `.gemini/settings.json` (or its
