@@ -47,6 +47,20 @@ pub fn free_name(path: &Path, infix: &str, at_ms: u64) -> PathBuf {
 /// Replaces the file at `path` with `bytes` atomically. `mode` defaults to the current file's
 /// permissions, or 0644 (less the umask) for a new file.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Result<()> {
+    write_atomic_over(path, bytes, mode, None).map(drop)
+}
+
+/// [`write_atomic`], but only over the file whose SHA-256 is `replaces` (hex): the new file
+/// is swapped in and the one it replaced checked after the swap, so a host that wrote its file
+/// after it was read (Claude Code writes `~/.claude.json` all the time) is not written over;
+/// then the old file is swapped back and `Ok(false)` says nothing was written. Where the file
+/// system cannot swap two files, checked just before the rename instead.
+pub fn write_atomic_over(
+    path: &Path,
+    bytes: &[u8],
+    mode: Option<u32>,
+    replaces: Option<&str>,
+) -> std::io::Result<bool> {
     let target = real_path(path);
     let dir = target
         .parent()
@@ -67,6 +81,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Re
         std::process::id(),
         now_ms()
     ));
+    let holds_theirs = std::cell::Cell::new(false);
     let written = (|| {
         let mut file = std::fs::OpenOptions::new()
             .write(true)
@@ -78,17 +93,87 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: Option<u32>) -> std::io::Re
         }
         file.write_all(bytes)?;
         file.sync_all()?;
-        std::fs::rename(&tmp, &target)
+        let Some(expected) = replaces else {
+            return std::fs::rename(&tmp, &target).map(|()| true);
+        };
+        match exchange(&tmp, &target) {
+            Ok(()) => {
+                // `tmp` now holds what `target` held the instant before.
+                // Whatever fails from here, `tmp` holds the host's file: never removed.
+                holds_theirs.set(true);
+                let replaced = std::fs::read(&tmp)?;
+                if sha256_hex(&replaced) != expected {
+                    exchange(&tmp, &target)?;
+                    holds_theirs.set(false);
+                    std::fs::remove_file(&tmp)?;
+                    return Ok(false);
+                }
+                holds_theirs.set(false);
+                std::fs::remove_file(&tmp)?;
+                Ok(true)
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::ENOSYS)) => {
+                if std::fs::read(&target)
+                    .map(|b| sha256_hex(&b))
+                    .ok()
+                    .as_deref()
+                    != Some(expected)
+                {
+                    std::fs::remove_file(&tmp)?;
+                    return Ok(false);
+                }
+                std::fs::rename(&tmp, &target).map(|()| true)
+            }
+            Err(e) => Err(e),
+        }
     })();
-    if written.is_err() {
-        let _ = std::fs::remove_file(&tmp);
+    match &written {
+        Err(e) if holds_theirs.get() => {
+            return Err(std::io::Error::new(
+                e.kind(),
+                format!(
+                    "{e}; the file as it was just before is kept as {}",
+                    tmp.display()
+                ),
+            ));
+        }
+        Err(_) => {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        Ok(_) => {}
     }
-    written?;
+    let written = written?;
     // The rename is durable once the directory is; failing to sync it is not worth an error.
     if let Ok(d) = std::fs::File::open(dir) {
         let _ = d.sync_all();
     }
-    Ok(())
+    Ok(written)
+}
+
+/// Swaps the files at `a` and `b` in one step (`renameat2(RENAME_EXCHANGE)`).
+fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (a, b) = (c(a)?, c(b)?);
+    // SAFETY: both are valid NUL-terminated paths; AT_FDCWD makes them relative to the cwd
+    // (they are absolute here).
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// `path` with the home directory written as `~`, for the person to read.
@@ -108,6 +193,32 @@ pub fn display(path: &Path, home: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The host wrote its file after Countersign read it: the write over it does not happen,
+    /// and the host's file is as the host wrote it. Over the file as read, it does.
+    #[test]
+    fn a_write_over_a_file_happens_only_over_the_file_as_it_was_read() {
+        let dir = crate::agents::tests::TempHome::new("files-over");
+        let file = dir.path().join("host.json");
+        std::fs::write(&file, "as read").unwrap();
+        let read = sha256_hex(b"as read");
+        std::fs::write(&file, "the host's own edit since").unwrap();
+        assert!(!write_atomic_over(&file, b"ours", None, Some(&read)).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            "the host's own edit since"
+        );
+        let now = sha256_hex(b"the host's own edit since");
+        assert!(write_atomic_over(&file, b"ours", None, Some(&now)).unwrap());
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "ours");
+        // Nothing left beside it.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(left, [std::ffi::OsString::from("host.json")]);
+    }
 
     #[test]
     fn atomic_write_keeps_the_mode_and_follows_symlinks() {

@@ -463,8 +463,22 @@ impl Clients {
         // The file now holds the agent's token: only the user may read it (another user
         // reading it could call the gateway as this agent).
         let private = mode.map_or(0o600, |m| m & !0o077);
-        files::write_atomic(&plan.path, plan.new_text.as_bytes(), Some(private))
-            .map_err(|e| io(&plan.path, "cannot write", e))?;
+        // Only over the file as checked: the host may have written it since.
+        let written = files::write_atomic_over(
+            &plan.path,
+            plan.new_text.as_bytes(),
+            Some(private),
+            Some(&plan.source_sha256),
+        )
+        .map_err(|e| io(&plan.path, "cannot write", e))?;
+        if !written {
+            let _ = std::fs::remove_file(&backup);
+            return Err(ClientError::Changed {
+                message: format!(
+                    "{shown} changed while it was being rewritten; nothing was written. Open the preview again."
+                ),
+            });
+        }
         let at_ms = files::now_ms();
         let mut id = format!("{}-{at_ms}", plan.client.suffix());
         let mut n = 2;
@@ -609,10 +623,20 @@ impl Clients {
             Some((text, _)) => (text.as_bytes(), None),
             None => (backup.as_slice(), mode),
         };
-        files::write_atomic(&record.path, restored, mode).map_err(|e| ClientError::Io {
-            path: shown.clone(),
-            message: e.to_string(),
-        })?;
+        // Only over the file as just read: the host may have written it since.
+        let read = current.as_deref().map(files::sha256_hex);
+        let written = files::write_atomic_over(&record.path, restored, mode, read.as_deref())
+            .map_err(|e| ClientError::Io {
+                path: shown.clone(),
+                message: e.to_string(),
+            })?;
+        if !written {
+            return Err(ClientError::Changed {
+                message: format!(
+                    "{shown} changed while it was being put back; nothing was written. Undo again."
+                ),
+            });
+        }
         records.rewrites.remove(at);
         if let Err(e) = self.save_records(&records) {
             tracing::warn!("undone, but the record of rewrites could not be updated: {e}");
