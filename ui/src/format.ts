@@ -151,7 +151,7 @@ const dateTimeFormat = new Intl.DateTimeFormat(undefined, { dateStyle: "medium",
 
 /** Local time of day for a Unix-epoch millisecond timestamp. */
 export function clockTime(ms: number): string {
-  return timeFormat.format(new Date(ms));
+  return shown(ms, timeFormat);
 }
 
 /** The time alone when `ms` is today, else the date and time: a question that waits until
@@ -162,7 +162,15 @@ export function deadlineTime(ms: number, nowMs: number = Date.now()): string {
 
 /** Local date and time for a Unix-epoch millisecond timestamp. */
 export function dateTime(ms: number): string {
-  return dateTimeFormat.format(new Date(ms));
+  return shown(ms, dateTimeFormat);
+}
+
+/** `ms` formatted, or a dash for a moment no date can hold: a line of the log read as
+ * History (anyone who can write the file can write any number there) must not stop the page
+ * from drawing. */
+function shown(ms: number, format: Intl.DateTimeFormat): string {
+  const date = new Date(ms);
+  return Number.isNaN(date.getTime()) ? "—" : format.format(date);
 }
 
 export function plural(n: number, one: string, many: string): string {

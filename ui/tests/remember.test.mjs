@@ -495,6 +495,22 @@ test("the agent is its token's name; the name it calls itself is shown beside wh
   await app.close();
 });
 
+test("a History line with a moment no date can hold shows a dash, and the rest of History still draws", async () => {
+  const now = Date.UTC(2026, 0, 5, 12, 0, 0);
+  const entry = (id, at) => ({ run: "r", ask: call({ id, receivedAtMs: at }), outcome: { outcome: "declined" },
+    resolvedAtMs: at, delivered: true, interrupted: false });
+  const app = await openApp(env, { history: { asks: [entry(1, 99999999999999999), entry(2, now)], refused: [
+    { server: "tickets", reason: "r", atMs: 99999999999999999, unrecorded: 0 }], gated: [], skipped: 0 } });
+  const { page } = app;
+  await page.getByRole("tab", { name: "History" }).click();
+  const rows = page.locator(".history-table").first().locator("tbody tr");
+  await rows.nth(1).waitFor();
+  assert.match(await rows.first().textContent(), /—/);
+  assert.match(await rows.nth(1).textContent(), /Jan 5, 2026/);
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("History words remembered outcomes and says which remembered decision decided a call", async () => {
   const now = Date.UTC(2026, 0, 5, 12, 0, 0);
   const entry = (id, outcome, o = {}) => ({ run: "r", ask: call({ id, receivedAtMs: now - id * 1000, ...o }), outcome, resolvedAtMs: now, delivered: true, interrupted: false });

@@ -101,7 +101,11 @@ pub(crate) fn history_from(records: Vec<AuditRecord>, skipped: usize, run: &str)
                 id,
                 outcome,
             } => {
-                if let Some(&i) = index.get(&(run, id)) {
+                // An ask ends once: a second outcome for it (a line added to the log, "accepted"
+                // after the person declined) does not replace the first.
+                if let Some(&i) = index.get(&(run, id))
+                    && asks[i].outcome.is_none()
+                {
                     asks[i].outcome = Some(outcome);
                     asks[i].resolved_at_ms = Some(at_ms);
                 }
@@ -308,6 +312,13 @@ mod tests {
             // before its outcome, and run "now" reusing id 1 (ids restart each run).
             ask("old", 1),
             resolved("old", 1),
+            // A second outcome for it, added to the log: the first stands.
+            AuditRecord::Resolved {
+                run: "old".into(),
+                at_ms: 9,
+                id: 1,
+                outcome: Outcome::Accepted { content: None },
+            },
             delivered("old", 1),
             ask("old", 2),
             resolved("old", 2),
@@ -330,5 +341,6 @@ mod tests {
                 ("old", 1, true, false),
             ]
         );
+        assert_eq!(history.asks[3].outcome, Some(Outcome::Declined));
     }
 }

@@ -589,13 +589,18 @@ impl AuditLog {
 
     /// Checks the whole chain, and that its last record is the one this process last wrote.
     pub fn verify(&self) -> Result<Verification, AuditError> {
-        let head = self
-            .inner
-            .writer
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .head();
-        verify::verify(&self.inner.path, self.inner.rotation.keep, Some(head))
+        let head = || {
+            self.inner
+                .writer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .head()
+        };
+        let written = verify::Written {
+            before: head(),
+            after: &|| head().seq,
+        };
+        verify::verify(&self.inner.path, self.inner.rotation, Some(written))
     }
 }
 
@@ -607,7 +612,7 @@ pub fn verify_file(path: &Path) -> Result<Verification, AuditError> {
             source: std::io::ErrorKind::NotFound.into(),
         });
     }
-    verify::verify(path, Rotation::default().keep, None)
+    verify::verify(path, Rotation::default(), None)
 }
 
 /// How much of the log's end History reads at most.

@@ -107,9 +107,23 @@ struct Entry {
     hash: Hash,
 }
 
-/// Checks the log at `path` and its rotated files (up to `keep`). With `anchor`, the head of
-/// the chain as this process last wrote it, the last records are checked against it too.
-pub fn verify(path: &Path, keep: usize, anchor: Option<Head>) -> Result<Verification, AuditError> {
+/// The records this process wrote, for [`verify`]: the head of the chain before the log is
+/// read (its last record must be there as written), and how many it had written once the log
+/// was read (`seq`; anything numbered past that was added by someone else). Two readings, since
+/// the app may write while it is checked.
+pub struct Written<'a> {
+    pub before: Head,
+    pub after: &'a dyn Fn() -> u64,
+}
+
+/// Checks the log at `path` and its rotated files (up to `rotation.keep`). With `written`, the
+/// records this process wrote, the last records are checked against them too.
+pub fn verify(
+    path: &Path,
+    rotation: files::Rotation,
+    written: Option<Written<'_>>,
+) -> Result<Verification, AuditError> {
+    let keep = rotation.keep;
     let mut paths = files::existing(path, keep);
     paths.reverse();
     // A gap (`.2` missing while `.3` is there) is a removal too.
@@ -131,14 +145,43 @@ pub fn verify(path: &Path, keep: usize, anchor: Option<Head>) -> Result<Verifica
         });
     }
     let entries = read_entries(&paths)?;
+    let written_by_now = written.as_ref().map(|w| (w.after)());
     // The oldest file kept (`.keep`) is there once the log has rotated past its cap, and its
     // first record then follows records rotated away. Empty, with the chain starting in a
     // newer file, it says nothing: empty files put there would pass off records removed from
-    // the start as rotated away.
+    // the start as rotated away. Nor do rotated files smaller than rotation leaves them (it
+    // moves a file once it is full, less one line): the records kept from some point on, moved
+    // into the oldest file with the others left near empty, would pass as rotation.
+    let full = |n: usize| {
+        std::fs::metadata(files::rotated(path, n)).is_ok_and(|m| m.len() >= rotation.file_bytes / 2)
+    };
     let rotated_away = keep > 0
         && files::rotated(path, keep).exists()
-        && entries.first().is_some_and(|e| e.file == 0);
-    Ok(check(&paths, &entries, rotated_away, anchor))
+        && entries.first().is_some_and(|e| e.file == 0)
+        && (1..=keep).all(full);
+    let mut result = check(&paths, &entries, rotated_away, written.map(|w| w.before));
+    // Records numbered past what this process had written were added by someone else (a
+    // `resolved` saying "accepted" for a question the person declined).
+    if result.problem.is_none()
+        && let Some(by_now) = written_by_now
+        && let Some(e) = entries.iter().find(|e| {
+            e.link
+                .as_ref()
+                .and_then(|l| l.seq)
+                .is_some_and(|seq| seq >= by_now)
+        })
+    {
+        result.problem = Some(ChainBreak {
+            file: paths[e.file].display().to_string(),
+            line: e.line,
+            kind: BreakKind::Changed,
+            message: format!(
+                "line {} was added: Countersign has written only {by_now} records",
+                e.line
+            ),
+        });
+    }
+    Ok(result)
 }
 
 fn names(paths: &[PathBuf]) -> Vec<String> {
@@ -443,8 +486,24 @@ mod tests {
         std::fs::write(path, lines.join("\n") + "\n").unwrap();
     }
 
+    /// The log checked as a running app would whose chain's head is `head` (and had written
+    /// nothing more by the time it was read), or as the command line does (`None`).
+    fn checked(path: &Path, rotation: Rotation, head: Option<Head>) -> Verification {
+        let seq = head.map_or(0, |h| h.seq);
+        let after = move || seq;
+        verify(
+            path,
+            rotation,
+            head.map(|before| Written {
+                before,
+                after: &after,
+            }),
+        )
+        .unwrap()
+    }
+
     fn broken(path: &Path, anchor: Option<Head>) -> ChainBreak {
-        let v = verify(path, Rotation::default().keep, anchor).unwrap();
+        let v = checked(path, Rotation::default(), anchor);
         assert!(!v.intact(), "{v}");
         v.problem.unwrap()
     }
@@ -457,16 +516,31 @@ mod tests {
             keep: 5,
         };
         let (path, head) = log(&s, 30, rotation);
-        let v = verify(&path, 5, Some(head)).unwrap();
+        let v = checked(&path, rotation, Some(head));
         assert!(v.intact(), "{v}");
         assert_eq!(v.records, 30);
         assert!(v.files.len() > 2, "{v:?}");
         assert!(v.to_string().starts_with("intact: 30 records in"));
         // Rotating past the cap drops the oldest file: the chain starts after it.
         let (path, head) = log(&s, 60, rotation);
-        let v = verify(&path, 5, Some(head)).unwrap();
+        let v = checked(&path, rotation, Some(head));
         assert!(v.intact(), "{v}");
         assert!(v.starts_after_rotation);
+        // The records kept from some point on moved into the oldest file, the others left
+        // empty: that is no rotation, and the records before were removed.
+        let mut kept: Vec<String> = (1..=5)
+            .rev()
+            .flat_map(|n| lines(&files::rotated(&path, n)))
+            .chain(lines(&path))
+            .collect();
+        kept.drain(..kept.len() / 2);
+        write_lines(&files::rotated(&path, 5), &kept);
+        for n in 1..5 {
+            std::fs::write(files::rotated(&path, n), "").unwrap();
+        }
+        std::fs::write(&path, "").unwrap();
+        let v = checked(&path, rotation, None);
+        assert_eq!(v.problem.as_ref().map(|p| p.kind), Some(BreakKind::Removed), "{v}");
     }
 
     #[test]
@@ -529,12 +603,26 @@ mod tests {
         l[3] = l[3].replace("declined", "accepted");
         write_lines(&path, &l);
         // Without the app's head, the last record has nothing after it to give it away.
-        assert!(verify(&path, 7, None).unwrap().intact());
+        assert!(checked(&path, Rotation::default(), None).intact());
         let p = broken(&path, Some(head));
         assert_eq!((p.line, p.kind), (4, BreakKind::Changed), "{}", p.message);
         write_lines(&path, &original[..3]);
         let p = broken(&path, Some(head));
         assert_eq!(p.kind, BreakKind::Removed, "{}", p.message);
+        // A record added after the app's last one, correctly chained (a `resolved` saying
+        // "accepted" for a question the person declined): added, says the running app.
+        write_lines(&path, &original);
+        let mut forger = Writer::open(&path, Rotation::default()).unwrap();
+        forger
+            .append(
+                br#"{"event":"resolved","id":3,"outcome":"accepted"}"#,
+                false,
+            )
+            .unwrap();
+        assert!(checked(&path, Rotation::default(), None).intact());
+        let p = broken(&path, Some(head));
+        assert_eq!((p.line, p.kind), (5, BreakKind::Changed), "{}", p.message);
+        assert!(p.message.contains("line 5 was added"), "{}", p.message);
     }
 
     #[test]
@@ -544,7 +632,7 @@ mod tests {
         std::fs::write(&path, "{\"event\":\"old\"}\n{\"event\":\"old\"}\n").unwrap();
         let mut w = Writer::open(&path, Rotation::default()).unwrap();
         w.append(br#"{"event":"new"}"#, false).unwrap();
-        let v = verify(&path, 7, Some(w.head())).unwrap();
+        let v = checked(&path, Rotation::default(), Some(w.head()));
         assert!(v.intact(), "{v}");
         assert_eq!((v.unchained, v.records), (2, 1));
         assert!(v.to_string().contains("2 older records"), "{v}");
