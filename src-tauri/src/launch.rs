@@ -61,6 +61,31 @@ pub fn start_gtk_without_gl() -> bool {
     true
 }
 
+/// Forgets an `APPIMAGE` (and `APPDIR`) this process only inherited: started from an AppImage
+/// app's terminal, say, where it names that app. The autostart entry ("Start Countersign when
+/// I log in") is written with `$APPIMAGE` as the program when it is set, so it would start that
+/// other app at login instead of Countersign. Kept when this binary runs from an AppImage's
+/// mount. Must run while the app has no thread of its own (see `start_gtk_without_gl`).
+pub fn forget_inherited_appimage() {
+    let exe = std::env::current_exe().unwrap_or_default();
+    if inherited_appimage(&exe, std::env::var_os("APPIMAGE").as_deref()) {
+        // SAFETY: called first thing in `run`, as `start_gtk_without_gl` is (see there).
+        unsafe {
+            std::env::remove_var("APPIMAGE");
+            std::env::remove_var("APPDIR");
+        }
+    }
+}
+
+/// Whether `appimage` is set while `exe` does not run from an AppImage's mount
+/// (`$TMPDIR/.mount_*`, where the AppImage runtime mounts the image it starts).
+fn inherited_appimage(exe: &std::path::Path, appimage: Option<&std::ffi::OsStr>) -> bool {
+    appimage.is_some()
+        && !exe
+            .components()
+            .any(|c| c.as_os_str().to_string_lossy().starts_with(".mount_"))
+}
+
 /// Has this process's EGL find no driver, for good, while the processes it starts find theirs.
 /// Why: making WebKit's web context opens an EGL display in the app's process, which loads the
 /// GL driver (Mesa's, with its 26 MiB LLVM) and keeps it for the app's life, in the tray too,
@@ -173,6 +198,19 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_appimage_only_inherited_is_forgotten() {
+        use std::ffi::OsStr;
+        use std::path::Path;
+        let other = Some(OsStr::new("/home/me/Apps/Editor.AppImage"));
+        assert!(inherited_appimage(Path::new("/usr/bin/countersign"), other));
+        assert!(!inherited_appimage(
+            Path::new("/tmp/.mount_CountehX2b/usr/bin/countersign"),
+            Some(OsStr::new("/home/me/Apps/Countersign.AppImage"))
+        ));
+        assert!(!inherited_appimage(Path::new("/usr/bin/countersign"), None));
+    }
 
     fn options(args: &[&str]) -> Options {
         Options::from_args(args.iter().map(|a| a.to_string()))

@@ -62,6 +62,7 @@ fn rmcp_within_bounds(meta: &tracing::Metadata<'_>) -> bool {
 }
 
 pub fn run() {
+    launch::forget_inherited_appimage();
     #[cfg(target_os = "linux")]
     let without_gl = launch::start_gtk_without_gl();
     {
