@@ -541,10 +541,12 @@ impl Lasting {
     /// An `Until` the person chose by the wall clock (`wall_ms` now), put on the clock
     /// decisions last by (`decision_ms` now, ahead of the wall clock after it was set back):
     /// "for 15 minutes" stays 15 minutes.
+    /// (Less than a second apart, the two clocks only round differently: left as chosen.)
     pub fn onto_decision_clock(self, wall_ms: u64, decision_ms: u64) -> Lasting {
+        let ahead = decision_ms.saturating_sub(wall_ms);
         match self {
-            Lasting::Until { until_ms } => Lasting::Until {
-                until_ms: until_ms.saturating_add(decision_ms.saturating_sub(wall_ms)),
+            Lasting::Until { until_ms } if ahead >= 1_000 => Lasting::Until {
+                until_ms: until_ms.saturating_add(ahead),
             },
             lasting => lasting,
         }
@@ -1139,6 +1141,10 @@ mod tests {
         assert_eq!(
             Lasting::Always.onto_decision_clock(1_000, 1_000 + hours),
             Lasting::Always
+        );
+        assert_eq!(
+            Lasting::Until { until_ms: 5_000 }.onto_decision_clock(1_000, 1_003),
+            Lasting::Until { until_ms: 5_000 }
         );
     }
 
