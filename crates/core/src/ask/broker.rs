@@ -316,11 +316,14 @@ impl Broker {
                             decision: crate::ask::approval::Remember {
                                 allow: decision.allow,
                                 // Chosen by the wall clock; kept on the decisions' own.
-                                lasting: decision
-                                    .lasting
-                                    .onto_decision_clock(unix_ms(), crate::ask::decision_ms())
-                                    .check(crate::ask::decision_ms())
-                                    .map_err(malformed)?,
+                                lasting: {
+                                    let now = crate::ask::decision_ms();
+                                    decision
+                                        .lasting
+                                        .onto_decision_clock(unix_ms(), now)
+                                        .check(now)
+                                        .map_err(malformed)?
+                                },
                                 covering: decision.covering.check(&arguments).map_err(malformed)?,
                             },
                         }

@@ -125,7 +125,8 @@ fn reach(ip: std::net::IpAddr) -> Reach {
     }
 }
 
-/// The addresses `host` names: itself when an address, else what it resolves to.
+/// The addresses `url`'s host names, with its port: itself when an address, else what it
+/// resolves to.
 async fn addresses_of(url: &url::Url) -> std::io::Result<Vec<std::net::SocketAddr>> {
     let port = url.port_or_known_default().unwrap_or(443);
     Ok(match url.host() {
