@@ -3523,6 +3523,9 @@ async fn a_preview_shows_the_servers_diff_and_changes_nothing_until_the_person_a
         "hello world\n",
         "the dry run changed the file"
     );
+    // Pressed again (or sent again by a reloaded page): the first dry run's answer, the
+    // server not asked again (counted below), since a server may ignore `dryRun`.
+    assert_eq!(rig.gateway.preview(ask.id).await, Ok(shown.clone()));
     // The preview answered nothing: the question still waits.
     assert!(rig.broker.pending().iter().any(|a| a.id == ask.id));
 

@@ -1,7 +1,10 @@
 //! Previews: while the person decides about a call whose tool takes a boolean `dryRun`, the
 //! same call can be made once with `dryRun: true` and its result shown in the dialog (the
 //! reference filesystem server's `edit_file` answers with the diff). What comes back is the
-//! server's word: a server could ignore `dryRun`, and the dialog says so.
+//! server's word: a server could ignore `dryRun`, and the dialog says so. Once means once: a
+//! press again (or a page reloaded, which may send the command again) gets the first dry run's
+//! answer, so a server that ignores `dryRun` runs the call at most once before the person
+//! decides.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -58,10 +61,18 @@ pub(crate) fn takes_dry_run(schema: Option<&Value>) -> bool {
 /// The calls that can be previewed now, by the ask that waits for them.
 #[derive(Default)]
 pub(crate) struct Previews {
-    offered: Mutex<HashMap<AskId, (Weak<Upstream>, CallToolRequest)>>,
+    offered: Mutex<HashMap<AskId, Offer>>,
     /// An ask's event goes out the moment it opens, an instant before its preview is offered:
     /// a request in that instant waits for the offer (see [`OFFER_GRACE`]).
     offers: tokio::sync::Notify,
+}
+
+/// One preview on offer: the session to make it in, the call, and its one answer once made.
+#[derive(Clone)]
+struct Offer {
+    upstream: Weak<Upstream>,
+    request: CallToolRequest,
+    answer: Arc<tokio::sync::OnceCell<Result<PreviewResult, PreviewError>>>,
 }
 
 /// How long a preview request waits for its ask's offer.
@@ -83,7 +94,14 @@ impl Previews {
         request: CallToolRequest,
     ) -> Offered {
         let previews = &shared.previews;
-        previews.lock().insert(id, (upstream, request));
+        previews.lock().insert(
+            id,
+            Offer {
+                upstream,
+                request,
+                answer: Arc::default(),
+            },
+        );
         previews.offers.notify_waiters();
         Offered {
             shared: shared.clone(),
@@ -91,42 +109,55 @@ impl Previews {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AskId, (Weak<Upstream>, CallToolRequest)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<AskId, Offer>> {
         self.offered.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Makes the call of ask `id` with `dryRun: true`.
+    /// Makes the call of ask `id` with `dryRun: true`, the first time; after, and to a
+    /// request made while it runs, the answer it got.
     pub(crate) async fn run(&self, id: AskId) -> Result<PreviewResult, PreviewError> {
-        let (upstream, mut request) = self.offered(id).await?;
-        let upstream = upstream.upgrade().ok_or(PreviewError::Gone)?;
-        ask_for_a_dry_run(
-            request
-                .params
-                .arguments
-                .get_or_insert_with(Default::default),
-        );
-        let result = upstream
-            .dry_run(request)
+        let offer = self.offered(id).await?;
+        offer
+            .answer
+            .get_or_init(|| dry_run(offer.upstream.clone(), offer.request.clone()))
             .await
-            .map_err(|message| PreviewError::Failed { message })?;
-        let mut text: String = result
-            .content
-            .iter()
-            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let clipped = crate::cut_to(&mut text, MAX_TEXT);
-        Ok(PreviewResult {
-            text,
-            is_error: result.is_error == Some(true),
-            clipped,
-        })
+            .clone()
     }
+}
+
+/// Makes `request` with `dryRun: true` on `upstream`.
+async fn dry_run(
+    upstream: Weak<Upstream>,
+    mut request: CallToolRequest,
+) -> Result<PreviewResult, PreviewError> {
+    let upstream = upstream.upgrade().ok_or(PreviewError::Gone)?;
+    ask_for_a_dry_run(
+        request
+            .params
+            .arguments
+            .get_or_insert_with(Default::default),
+    );
+    let result = upstream
+        .dry_run(request)
+        .await
+        .map_err(|message| PreviewError::Failed { message })?;
+    let mut text: String = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let clipped = crate::cut_to(&mut text, MAX_TEXT);
+    Ok(PreviewResult {
+        text,
+        is_error: result.is_error == Some(true),
+        clipped,
+    })
 }
 
 impl Previews {
     /// The offer for ask `id`, waiting a moment for one that is about to be made.
-    async fn offered(&self, id: AskId) -> Result<(Weak<Upstream>, CallToolRequest), PreviewError> {
+    async fn offered(&self, id: AskId) -> Result<Offer, PreviewError> {
         let deadline = tokio::time::Instant::now() + OFFER_GRACE;
         loop {
             // Registered before the look, so an offer made in between is not missed.
