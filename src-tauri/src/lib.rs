@@ -477,7 +477,17 @@ fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
         .find(|w| w.label == "main")?
         .clone();
     let started = std::time::Instant::now();
-    match tauri::WebviewWindowBuilder::from_config(handle, &config).and_then(|b| b.build()) {
+    let builder = tauri::WebviewWindowBuilder::from_config(handle, &config).map(|b| {
+        // The page holds the app's commands (a question's Allow, new agent tokens): it never
+        // leaves the app's own pages, whatever a script or a link in it asks, and opens no
+        // windows. Addresses the person opens go to the browser (`opener`), never here.
+        b.on_navigation(|url| is_the_apps_page(url))
+            .on_new_window(|url, _| {
+                tracing::warn!(%url, "the page asked for a new window: refused");
+                tauri::webview::NewWindowResponse::Deny
+            })
+    });
+    match builder.and_then(|b| b.build()) {
         Ok(window) => {
             prepare_webview(&window);
             tracing::info!(took = ?started.elapsed(), "window made");
@@ -488,6 +498,20 @@ fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
             None
         }
     }
+}
+
+/// Whether `url` is one of the app's own pages (served by Tauri from the bundle: the
+/// `tauri://localhost` scheme on Linux and macOS, `http(s)://tauri.localhost` elsewhere).
+fn is_the_apps_page(url: &tauri::Url) -> bool {
+    let ours = match url.scheme() {
+        "tauri" => url.host_str() == Some("localhost"),
+        "http" | "https" => url.host_str() == Some("tauri.localhost"),
+        _ => false,
+    };
+    if !ours {
+        tracing::warn!(%url, "the page tried to leave the app: refused");
+    }
+    ours && url.port().is_none() && url.username().is_empty() && url.password().is_none()
 }
 
 /// Shows, raises and focuses the main window (making it again if it was released): only on
@@ -504,6 +528,31 @@ pub(crate) fn bring_forward(handle: &tauri::AppHandle) {
             let _ = window.set_focus();
         }
     });
+}
+
+#[cfg(test)]
+mod navigation_tests {
+    #[test]
+    fn the_page_stays_on_the_apps_own_pages() {
+        let page = |u: &str| super::is_the_apps_page(&tauri::Url::parse(u).unwrap());
+        assert!(page("tauri://localhost"));
+        assert!(page("tauri://localhost/index.html#history"));
+        assert!(page("http://tauri.localhost/"));
+        for away in [
+            "https://example.com/",
+            "http://127.0.0.1:47717/mcp/demo",
+            "tauri://localhost.evil.example/",
+            "http://tauri.localhost.evil.example/",
+            "http://tauri.localhost:8080/",
+            "http://user@tauri.localhost/",
+            "file:///etc/passwd",
+            "data:text/html,<p>x</p>",
+            "about:blank",
+            "javascript:alert(1)",
+        ] {
+            assert!(!page(away), "{away}");
+        }
+    }
 }
 
 #[cfg(test)]

@@ -138,6 +138,38 @@ async fn e2e_a_reload_mid_ask_redraws_it_from_the_backend() {
     app.close().await;
 }
 
+/// The page holds the app's commands, so it never leaves the app's own pages nor opens a
+/// window, whatever a script in it asks: a local page standing ready is never even fetched.
+#[tokio::test]
+async fn e2e_the_page_never_leaves_the_app() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let away = format!("http://{}/", listener.local_addr().unwrap());
+    listener.set_nonblocking(true).unwrap();
+    let app = App::start("navigation", demo()).await;
+    app.find("#app[data-ready]").await;
+    app.client
+        .execute(
+            "window.open(arguments[0] + 'window'); location.href = arguments[0] + 'page';",
+            vec![json!(away)],
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the page reached {away}: {other:?}"),
+    }
+    let here = app.client.current_url().await.unwrap();
+    assert_eq!(here.scheme(), "tauri", "{here}");
+    assert_eq!(app.client.windows().await.unwrap().len(), 1);
+    // Still the app, and still answering.
+    app.run_until_dialog("delete_ticket", r#"{"id": "t4"}"#)
+        .await;
+    app.press_in_dialog("Decline").await;
+    app.gone(DIALOG).await;
+    app.close().await;
+}
+
 /// WebKit's web process killed mid-ask (as the out-of-memory killer would): the app reloads
 /// the page, which draws the open question again from the backend, and it is answerable.
 #[tokio::test]
