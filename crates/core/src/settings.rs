@@ -25,6 +25,13 @@ pub struct Settings {
     /// any still unbound decide nothing, and are never bound later.
     #[serde(default)]
     pub endpoints_bound: bool,
+    /// The id the next remembered decision gets. Ids only go up, never reused: Settings names
+    /// the decision to revoke by its id from a list that may be minutes old, and an id given
+    /// again (after an expiry or a revoke) would revoke the newer decision instead, maybe the
+    /// person's last "never".
+    #[serde(default)]
+    #[ts(skip)]
+    pub next_decision_id: u64,
     /// Remembered decisions this version cannot read (a newer version's kind, say), kept as
     /// they came and written back with the rest, so they are not lost. One of them may be a
     /// denial, so while any names a server (or names none), that server's calls are decided by
@@ -379,7 +386,9 @@ impl SettingsStore {
                 .chain(unread_ids)
                 .max()
                 .unwrap_or(0)
-                .saturating_add(1);
+                .saturating_add(1)
+                .max(s.next_decision_id);
+            s.next_decision_id = decision.id.saturating_add(1);
             s.remembered.push(decision.clone());
         })?;
         Ok(decision)
@@ -466,6 +475,32 @@ mod tests {
         let (again, _) = SettingsStore::load(Some(path));
         assert!(again.is_muted("github"));
         assert!(!again.is_muted("demo"));
+    }
+
+    /// A decision's id is never given again, after it expired or was revoked: Settings revokes
+    /// by id from a list that may be old.
+    #[test]
+    fn a_decision_id_is_never_given_again() {
+        let path = temp("ids");
+        let (store, _) = SettingsStore::load(Some(path.clone()));
+        let mut brief = RememberedDecision::for_test("x", "s", "e", "write_file", true);
+        brief.lasting = Lasting::Until { until_ms: 1_000 };
+        let first = store.remember(brief, 0).unwrap();
+        // Expired, and dropped as the next one is kept: the next must not take its id.
+        let denial = RememberedDecision::for_test("x", "s", "e", "delete_repo", false);
+        let second = store.remember(denial.clone(), 2_000).unwrap();
+        assert_ne!(second.id, first.id);
+        // An old list's Revoke of the first revokes nothing now.
+        store.revoke(first.id, 2_000).unwrap();
+        assert_eq!(store.get().remembered, vec![second.clone()]);
+        // Revoked, then another kept; and across a restart.
+        store.revoke(second.id, 2_000).unwrap();
+        let third = store.remember(denial.clone(), 2_000).unwrap();
+        assert!(third.id > second.id, "{third:?}");
+        let (again, _) = SettingsStore::load(Some(path));
+        again.revoke(third.id, 2_000).unwrap();
+        let fourth = again.remember(denial, 2_000).unwrap();
+        assert!(fourth.id > third.id, "{fourth:?}");
     }
 
     /// A settings file that cannot be read is never written over; one decision that does not
