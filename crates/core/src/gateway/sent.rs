@@ -135,13 +135,17 @@ fn unmodeled(bytes: &[u8]) -> Option<Unmodeled> {
     beyond_the_model(id, &members)
 }
 
-/// The fields of call `id`'s params (`members`) that rmcp does not model, if any.
+/// The fields of call `id`'s params (`members`) that rmcp does not model, if any, in the order
+/// of their names: what the gate judges must be the same text for the same call each time
+/// (a decision for exactly these arguments, a pending answer are matched by it), and the
+/// members come in a hash map's order, which differs from one map to the next.
 pub(crate) fn beyond_the_model(id: RequestId, members: &Members) -> Option<Unmodeled> {
-    let fields: Map<String, Value> = members
+    let mut fields: Map<String, Value> = members
         .iter()
         .filter(|(key, _)| !OWNED.contains(&key.as_ref()))
         .filter_map(|(key, value)| Some((key.to_string(), serde_json::from_str(value.get()).ok()?)))
         .collect();
+    fields.sort_keys();
     (!fields.is_empty()).then_some(Unmodeled { id, fields })
 }
 
@@ -206,6 +210,19 @@ mod tests {
 
     fn read_json(message: Value) -> Option<Unmodeled> {
         unmodeled(message.to_string().as_bytes())
+    }
+
+    #[test]
+    fn the_same_calls_fields_are_judged_as_the_same_text_every_time() {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "t", "arguments": {},
+            "x-f": 6, "x-c": 3, "x-a": 1, "x-e": 5, "x-b": 2, "x-d": 4,
+        }});
+        for _ in 0..20 {
+            let fields = read_json(call.clone()).unwrap().fields;
+            let keys: Vec<&str> = fields.keys().map(String::as_str).collect();
+            assert_eq!(keys, ["x-a", "x-b", "x-c", "x-d", "x-e", "x-f"]);
+        }
     }
 
     #[test]
