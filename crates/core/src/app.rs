@@ -213,8 +213,13 @@ impl App {
 
     /// Revokes one remembered decision: that agent's next such call is asked about again.
     pub fn revoke_decision(&self, id: u64) -> Result<Settings, AppError> {
-        self.settings
-            .revoke(id, crate::ask::decision_ms())
+        let revoked = self.settings.revoke(id, crate::ask::decision_ms());
+        if revoked.is_ok()
+            && let Some(gateway) = &self.gateway
+        {
+            gateway.decision_revoked(id);
+        }
+        revoked
             .map(|settings| self.listed(settings))
             .map_err(|e| AppError::Settings {
                 message: e.to_string(),

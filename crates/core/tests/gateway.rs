@@ -3700,6 +3700,52 @@ async fn a_retry_allowed_by_a_remembered_decision_uses_up_the_pending_answer() {
     rig.gateway.shutdown().await;
 }
 
+/// The person answers a pending call "allow, for a minute", then revokes that decision in
+/// Settings before the agent retries: the retry is asked about again. The answer went with
+/// the decision; before, it stayed and ran the retry, unasked, with nothing in Settings left
+/// to revoke short of the agent's whole token.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoking_the_decision_a_pending_call_was_allowed_with_takes_the_allow_back() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("durable-revoked", vec![files]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let args = json!({"path": "/p/a"});
+    let ask = left_pending(&mut rig, &agent, args.clone()).await;
+    let minute = now_ms() + 60_000;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Until { until_ms: minute },
+                Covering::AnyArguments,
+            ),
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let kept = loop {
+        if let Some(kept) = rig.settings.get().remembered.first().map(|d| d.id) {
+            break kept;
+        }
+        assert!(std::time::Instant::now() < deadline, "the decision kept");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // The answer is kept the instant after the decision; revoked after both, as a person
+    // would. (Revoked between the two, the answer goes as it is kept: `settle`.)
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // As Settings' Revoke does (`App::revoke_decision`).
+    rig.settings.revoke(kept, now_ms()).unwrap();
+    rig.gateway.decision_revoked(kept);
+    let again = spawn_call(&agent, "read_file", args.clone());
+    let ask = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("asked again, not run on the revoked answer");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(again.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
 /// The person allows a pending call once, then, before the agent retries it, remembers a
 /// denial of the tool for a minute: the retry is denied, and that uses up the allow. Left, the
 /// allow ran the same call once the denial had lapsed, though the person's latest word on it

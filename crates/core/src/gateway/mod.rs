@@ -372,6 +372,12 @@ impl Gateway {
         self.shared.agents.list()
     }
 
+    /// The person revoked remembered decision `id` in Settings: the answers to pending calls
+    /// given with it go too, so their retries are asked about again.
+    pub fn decision_revoked(&self, id: u64) {
+        self.shared.pending.forget_decision(id);
+    }
+
     /// From the next request on, agent `id`'s token is refused.
     /// Cuts the agent off, and forgets what the person decided for it: nothing it was allowed
     /// is left in Settings to mislead.

@@ -54,6 +54,10 @@ pub(crate) struct PendingApproval {
     /// remembered outweighs it. `None` while waiting, and in answers kept before it was.
     #[serde(default)]
     pub answered_ms: Option<u64>,
+    /// The decision the person chose to remember with their answer, if any: revoked in
+    /// Settings before the retry came, it takes the answer with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<u64>,
 }
 
 /// An ask, named across runs (ask ids restart with each run).
@@ -158,12 +162,21 @@ impl PendingStore {
         true
     }
 
-    /// The person answered approval `id`, in the question `asked`, at `now_ms`.
-    pub(crate) fn answer(&self, id: &str, allow: bool, asked: Option<AskedIn>, now_ms: u64) {
+    /// The person answered approval `id`, in the question `asked`, at `now_ms`, remembering
+    /// `decision` with it (if any).
+    pub(crate) fn answer(
+        &self,
+        id: &str,
+        allow: bool,
+        asked: Option<AskedIn>,
+        now_ms: u64,
+        decision: Option<u64>,
+    ) {
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
             e.asked = asked;
             e.answered_ms = Some(now_ms);
+            e.decision = decision;
             e.state = if allow {
                 PendingState::Allowed
             } else {
@@ -189,6 +202,20 @@ impl PendingStore {
         drop(entries);
         self.changed.notify_waiters();
         gone.into_iter().filter_map(|e| e.asked).collect()
+    }
+
+    /// Remembered decision `decision` was revoked: the answers given with it go too, and their
+    /// calls' retries are asked about afresh. (The person's "yes, and for 15 minutes", taken
+    /// back before the agent came back for it, is a yes no more.)
+    pub(crate) fn forget_decision(&self, decision: u64) {
+        let mut entries = self.lock();
+        let before = entries.len();
+        entries.retain(|e| e.state == PendingState::Waiting || e.decision != Some(decision));
+        if entries.len() != before {
+            let _ = self.save(&entries);
+        }
+        drop(entries);
+        self.changed.notify_waiters();
     }
 
     /// Approval `id` ended without an answer (expired, withdrawn): gone.
@@ -427,7 +454,7 @@ async fn settle(
     let now = super::Gateway::now_ms(&shared);
     match outcome {
         Outcome::Accepted { .. } | Outcome::AlwaysAllowed => {
-            store.answer(&approval.id, true, asked, now)
+            store.answer(&approval.id, true, asked, now, None)
         }
         Outcome::Remembered { decision } => {
             let allow = decision.allow;
@@ -435,6 +462,7 @@ async fn settle(
             // is open. One already ended keeps no decision: it would decide nothing, yet be
             // listed in Settings as if it did. The answer still goes to the retry.
             let for_session = decision.lasting == Lasting::Session;
+            let mut kept = None;
             let session = came_in
                 .as_ref()
                 .filter(|came_in| for_session && !came_in.closed.is_cancelled())
@@ -446,7 +474,7 @@ async fn settle(
                      used by the retry, and not remembered"
                 );
             } else {
-                super::forward::keep_decision(
+                kept = super::forward::keep_decision(
                     &shared.settings,
                     super::forward::Decided {
                         agent: &approval.agent,
@@ -471,12 +499,23 @@ async fn settle(
                     tracing::warn!(error = %e, "cannot forget a session's decisions");
                 }
             }
-            store.answer(&approval.id, allow, asked, now);
+            store.answer(&approval.id, allow, asked, now, kept);
+            // Revoked in the instant between its keeping and the answer's: gone all the same.
+            if let Some(kept) = kept
+                && !shared
+                    .settings
+                    .get()
+                    .remembered
+                    .iter()
+                    .any(|d| d.id == kept)
+            {
+                store.forget_decision(kept);
+            }
         }
         Outcome::Declined
         | Outcome::Cancelled {
             reason: CancelReason::Person | CancelReason::AuditFailed,
-        } => store.answer(&approval.id, false, asked, now),
+        } => store.answer(&approval.id, false, asked, now, None),
         // Expired: gone, and a retry is asked about afresh. Revoked: its agent makes no call.
         Outcome::Cancelled {
             reason: CancelReason::Timeout | CancelReason::Revoked,
@@ -516,6 +555,7 @@ mod tests {
                 id: 7,
             }),
             answered_ms: None,
+            decision: None,
         }
     }
 
@@ -553,6 +593,7 @@ mod tests {
                 id: 7,
             }),
             5,
+            None,
         );
         assert_eq!(
             store.find(&same("b", "s", "e", "t", "{}", "d"), 10),
@@ -619,7 +660,7 @@ mod tests {
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
         assert!(store.add(approval("p-1", 100)));
-        store.answer("p-1", false, None, 42);
+        store.answer("p-1", false, None, 42, None);
         let again = PendingStore::load(Some(path), 0);
         assert_eq!(
             again.find(&same("a", "s", "e", "t", "{}", "d"), 10),
@@ -652,7 +693,7 @@ mod tests {
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
         assert!(store.add(approval("p-1", 100)));
-        store.answer("p-1", true, None, 5);
+        store.answer("p-1", true, None, 5, None);
         let call = same("a", "s", "e", "t", "{}", "d");
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::write(&dir, "in the way").unwrap();

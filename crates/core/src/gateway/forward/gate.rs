@@ -336,6 +336,7 @@ impl Forwarder {
                                 state: pending::PendingState::Waiting,
                                 asked: Some(asked.clone()),
                                 answered_ms: None,
+                                decision: None,
                             };
                             if !self.shared.agents.holds(&who.id) {
                                 // Revoked while asked: the question goes (dropping the wait
@@ -850,7 +851,7 @@ pub(crate) fn keep_decision(
     decision: approval::Remember,
     session: Option<u64>,
     now_ms: u64,
-) {
+) -> Option<u64> {
     // A read's decision is kept under its method's name: one for a tool the server (or an
     // agent calling a tool it does not list) names after a read method would decide reads,
     // which the person never saw; and such a tool is never decided by one (`policy::decide`).
@@ -859,7 +860,7 @@ pub(crate) fn keep_decision(
             tool = decided.tool,
             "a decision about a tool named after a read method is not kept"
         );
-        return;
+        return None;
     }
     let kept = RememberedDecision {
         id: 0,
@@ -879,9 +880,11 @@ pub(crate) fn keep_decision(
         uses: 1,
         inert: None,
     };
-    if let Err(e) = settings.remember(kept, now_ms) {
-        tracing::warn!(error = %e, "cannot remember a decision");
-    }
+    settings
+        .remember(kept, now_ms)
+        .map_err(|e| tracing::warn!(error = %e, "cannot remember a decision"))
+        .ok()
+        .map(|kept| kept.id)
 }
 
 /// Ties a question to the agent's call while the call waits for it, and lets go when the
