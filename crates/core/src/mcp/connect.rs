@@ -351,11 +351,13 @@ pub(crate) fn shown_url(url: &str) -> String {
 }
 
 /// A command line without what may hold a credential: the value of a flag whose name says it
-/// holds one (`--api-key sk-…`, `--token=…`) and addresses as [`shown_url`] shows them.
+/// holds one (`--api-key sk-…`, `--token=…`), of a variable set on it (`env GITHUB_TOKEN=…`,
+/// `docker run -e API_KEY=…`), of a header (`--header "Authorization: Bearer …"`, what
+/// `mcp-remote` takes), and addresses as [`shown_url`] shows them.
 pub(crate) fn shown_command(command: &str, args: &[String]) -> String {
-    fn names_a_credential(flag: &str) -> bool {
-        let name = flag.trim_start_matches('-').to_ascii_uppercase();
-        flag.starts_with('-') && CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
+    fn names_a_credential(name: &str) -> bool {
+        let name = name.trim_start_matches('-').to_ascii_uppercase();
+        CREDENTIAL_WORDS.iter().any(|word| name.contains(word))
     }
     let mut shown = vec![command.to_owned()];
     let mut value_of_a_credential = false;
@@ -363,13 +365,28 @@ pub(crate) fn shown_command(command: &str, args: &[String]) -> String {
         let arg = arg.as_str();
         shown.push(if std::mem::take(&mut value_of_a_credential) {
             LEFT_OUT.to_owned()
-        } else if let Some((flag, _)) = arg.split_once('=')
-            && names_a_credential(flag)
+        } else if let Some((name, value)) = arg
+            .split_once('=')
+            // Not an address's query (`https://h/mcp?key=…`): [`shown_url`]'s.
+            .filter(|(name, _)| !name.contains([':', '/', '?']))
         {
-            format!("{flag}={LEFT_OUT}")
-        } else if names_a_credential(arg) {
+            if names_a_credential(name) {
+                format!("{name}={LEFT_OUT}")
+            } else if value.contains("://") {
+                format!("{name}={}", shown_url(value))
+            } else {
+                arg.to_owned()
+            }
+        } else if arg.starts_with('-') && names_a_credential(arg)
+            || matches!(arg, "-H" | "--header" | "--headers")
+        {
             value_of_a_credential = true;
             arg.to_owned()
+        } else if let Some((name, _)) = arg.split_once(':')
+            && !name.contains(char::is_whitespace)
+            && names_a_credential(name)
+        {
+            format!("{name}: {LEFT_OUT}")
         } else if arg.contains("://") {
             shown_url(arg)
         } else {
@@ -533,6 +550,55 @@ mod tests {
                 ])
             ),
             "npx -y mcp-remote https://host/mcp?… --api-key … --auth-token=… /home/me/projects --path /srv"
+        );
+        // Variables set on the command line, headers, and addresses in a variable.
+        assert_eq!(
+            shown_command(
+                "docker",
+                &args(&[
+                    "run",
+                    "-i",
+                    "-e",
+                    "GITHUB_PERSONAL_ACCESS_TOKEN=SEKRIT",
+                    "-e",
+                    "LOG=1",
+                    "img"
+                ])
+            ),
+            "docker run -i -e GITHUB_PERSONAL_ACCESS_TOKEN=… -e LOG=1 img"
+        );
+        assert_eq!(
+            shown_command(
+                "env",
+                &args(&[
+                    "API_KEY=SEKRIT",
+                    "DB=postgres://me:SEKRIT@db/x",
+                    "node",
+                    "srv.js"
+                ])
+            ),
+            "env API_KEY=… DB=postgres://…@db/x node srv.js"
+        );
+        assert_eq!(
+            shown_command(
+                "npx",
+                &args(&[
+                    "mcp-remote",
+                    "https://h/mcp",
+                    "--header",
+                    "X-Tenant: SEKRIT",
+                    "-H",
+                    "SEKRIT"
+                ])
+            ),
+            "npx mcp-remote https://h/mcp --header … -H …"
+        );
+        assert_eq!(
+            shown_command(
+                "srv",
+                &args(&["Authorization: Bearer SEKRIT", "x-api-key:SEKRIT", "a:b"])
+            ),
+            "srv Authorization: … x-api-key: … a:b"
         );
         // What the dialog and the audit log are told of who asks.
         let asker = super::asker_for(&crate::ServerConfig::http(
