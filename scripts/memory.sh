@@ -5,11 +5,16 @@
 # tray as start at login does (and a minute later). Uses the release build when there is one
 # (`make package` builds it), else the debug build, and says which. Runs under Xvfb inside a
 # D-Bus session when there is no display; the tray host is the tests' desktop double.
-# Prints figures, asserts nothing.
+# Prints figures, asserts nothing. Needs root: the app keeps its memory from other processes,
+# the user's own included (`launch::keep_memory_private`), so only root reads its PSS.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 export PATH="$HOME/.cargo/bin:$PATH"
+if [[ $(id -u) != 0 ]]; then
+  echo "make memory: run it as root (sudo): the app's memory map is root's to read" >&2
+  exit 1
+fi
 if [[ -z "${COUNTERSIGN_MEMORY_INNER:-}" ]]; then
   cargo build -p countersign-e2e --bins
   [[ -x target/release/countersign ]] || cargo build -p countersign -p countersign-demo-server

@@ -61,6 +61,22 @@ pub fn start_gtk_without_gl() -> bool {
     true
 }
 
+/// Keeps the app's memory to itself, as ssh-agent and gpg-agent do: it holds tokens, OAuth
+/// sign-ins and the answers the person typed, and a crash would otherwise write them to a core
+/// file (Ubuntu's apport keeps one in `/var/crash`, and may upload it), and any process of the
+/// user's could read them through `/proc/<pid>/mem` where ptrace is not restricted (Debian's
+/// default). A non-dumpable process leaves no core, and only root may trace or read it. The
+/// processes it starts are dumpable again (`execve` resets it).
+pub fn keep_memory_private() {
+    // SAFETY: prctl with PR_SET_DUMPABLE takes one integer and touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
+        eprintln!(
+            "countersign: cannot keep its memory private: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 /// Forgets an `APPIMAGE` (and `APPDIR`) this process only inherited: started from an AppImage
 /// app's terminal, say, where it names that app. The autostart entry ("Start Countersign when
 /// I log in") is written with `$APPIMAGE` as the program when it is set, so it would start that
@@ -198,6 +214,17 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Run in a process of its own (nextest runs each test so), as the app runs it at start.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn the_apps_memory_is_kept_from_other_processes() {
+        // SAFETY: PR_GET_DUMPABLE takes no pointer.
+        let dumpable = || unsafe { libc::prctl(libc::PR_GET_DUMPABLE, 0, 0, 0, 0) };
+        assert_eq!(dumpable(), 1);
+        keep_memory_private();
+        assert_eq!(dumpable(), 0);
+    }
 
     #[test]
     fn an_appimage_only_inherited_is_forgotten() {

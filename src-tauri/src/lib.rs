@@ -62,6 +62,8 @@ fn rmcp_within_bounds(meta: &tracing::Metadata<'_>) -> bool {
 }
 
 pub fn run() {
+    #[cfg(target_os = "linux")]
+    launch::keep_memory_private();
     launch::forget_inherited_appimage();
     #[cfg(target_os = "linux")]
     let without_gl = launch::start_gtk_without_gl();
