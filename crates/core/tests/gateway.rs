@@ -4774,9 +4774,9 @@ async fn an_agents_task_is_declined_or_created_cancelled_as_asked_and_its_own_al
             .post(41, method, json!({"taskId": "someone-elses"}))
             .await;
         assert!(
-            foreign["error"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("no task of that id was created in this session")),
+            foreign["error"]["message"].as_str().is_some_and(
+                |m| m.contains("no task of that id was created by this agent on this server")
+            ),
             "{method}: {foreign}"
         );
     }

@@ -25,7 +25,7 @@ use gate::Who;
 pub(crate) use gate::{Decided, keep_decision};
 pub(crate) use relay::ProgressTo;
 use relay::{AgentRelay, Leaving, Outgoing};
-pub(crate) use upstream::{OpenUpstreams, OwnTasks, Pool, Upstream, reap_idle};
+pub(crate) use upstream::{OpenUpstreams, Pool, TaskOwners, Upstream, reap_idle};
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

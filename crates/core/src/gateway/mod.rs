@@ -107,7 +107,7 @@ pub(crate) struct Shared {
     pub(crate) open_upstreams: Mutex<forward::OpenUpstreams>,
     /// The tasks each agent's calls created, by server and agent: an agent's `tasks/*` reach
     /// only these, whichever of its upstream sessions (a task outlives the one it began in).
-    pub(crate) own_tasks: Mutex<std::collections::HashMap<(String, String), forward::OwnTasks>>,
+    pub(crate) own_tasks: Mutex<forward::TaskOwners>,
     /// The person's sign-ins to remote servers, shared with the app's sessions; the agent
     /// never sees the server's tokens.
     pub(crate) auth: std::sync::OnceLock<crate::mcp::oauth::Auth>,

@@ -158,7 +158,7 @@ fn own_task_params(up: &Upstream, method: &str, params: Option<&Value>) -> Resul
         .ok_or_else(|| McpError::invalid_params(format!("{method} needs a taskId"), None))?;
     if !up.is_own_task(task) {
         return Err(McpError::invalid_params(
-            format!("{method}: no task of that id was created in this session"),
+            format!("{method}: no task of that id was created by this agent on this server"),
             None,
         ));
     }

@@ -254,15 +254,20 @@ impl Drop for InFlight<'_> {
 /// finished the first).
 const MAX_OWN_TASKS: usize = 1024;
 
+/// A task id longer than this is not kept (a server's ids are short; a hostile one's could
+/// pin megabytes in each of [`MAX_OWN_TASKS`] places): the agent cannot follow that task
+/// through the gateway.
+const MAX_TASK_ID: usize = 256;
+
 /// The ids of the tasks an agent's calls created on a server. A server ties its tasks to
 /// whoever it sees, and every agent's session to an HTTP server signs in as the same person:
 /// without this, one agent could list, read and cancel another's (or the person's own) tasks
 /// there.
 #[derive(Default)]
-pub(crate) struct OwnTasks(std::collections::VecDeque<String>);
+struct OwnTasks(std::collections::VecDeque<String>);
 
 impl OwnTasks {
-    pub(crate) fn insert(&mut self, task: &str) {
+    fn insert(&mut self, task: &str) {
         if self.contains(task) {
             return;
         }
@@ -272,8 +277,45 @@ impl OwnTasks {
         self.0.push_back(task.to_owned());
     }
 
-    pub(crate) fn contains(&self, task: &str) -> bool {
+    fn contains(&self, task: &str) -> bool {
         self.0.iter().any(|own| own == task)
+    }
+
+    fn remove(&mut self, task: &str) {
+        self.0.retain(|own| own != task);
+    }
+}
+
+/// Which agent created which task, by server as configured (its name and
+/// `TransportConfig::identity`: the same name pointed at another server shares nothing with
+/// it). A task outlives the upstream session it began in, so this is the gateway's.
+#[derive(Default)]
+pub(crate) struct TaskOwners(std::collections::HashMap<(String, String, String), OwnTasks>);
+
+impl TaskOwners {
+    /// Agent `agent`'s call created `task` on server `server` (`identity`). A server that
+    /// gives an id anew (restarted, its count begun again) has no other task of that id left:
+    /// whoever held it before holds it no more. `false` for an id too long to keep.
+    fn created(&mut self, server: &str, identity: &str, agent: &str, task: &str) -> bool {
+        if task.len() > MAX_TASK_ID {
+            return false;
+        }
+        for ((s, i, a), own) in self.0.iter_mut() {
+            if s == server && i == identity && a != agent {
+                own.remove(task);
+            }
+        }
+        self.0
+            .entry((server.to_owned(), identity.to_owned(), agent.to_owned()))
+            .or_default()
+            .insert(task);
+        true
+    }
+
+    fn owns(&self, server: &str, identity: &str, agent: &str, task: &str) -> bool {
+        self.0
+            .get(&(server.to_owned(), identity.to_owned(), agent.to_owned()))
+            .is_some_and(|own| own.contains(task))
     }
 }
 
@@ -370,23 +412,24 @@ pub(super) struct ToolFacts {
 }
 
 impl Upstream {
-    fn own_tasks_key(&self) -> (String, String) {
-        (self.server.name.clone(), self.agent.clone())
-    }
-
-    /// A task this agent's call created.
-    fn note_own_task(&self, task: &str) {
-        lock(&self._slot.shared.own_tasks)
-            .entry(self.own_tasks_key())
-            .or_default()
-            .insert(task);
+    /// A task this agent's call created; `false` when it cannot be kept (see [`TaskOwners`]).
+    fn note_own_task(&self, task: &str) -> bool {
+        lock(&self._slot.shared.own_tasks).created(
+            &self.server.name,
+            &self.identity,
+            &self.agent,
+            task,
+        )
     }
 
     /// Whether this agent's calls created `task` on this server.
     pub(super) fn is_own_task(&self, task: &str) -> bool {
-        lock(&self._slot.shared.own_tasks)
-            .get(&self.own_tasks_key())
-            .is_some_and(|own| own.contains(task))
+        lock(&self._slot.shared.own_tasks).owns(
+            &self.server.name,
+            &self.identity,
+            &self.agent,
+            task,
+        )
     }
 
     /// Whether the session is idle: no request of ours in flight, none begun in `for_ms`.
@@ -877,9 +920,15 @@ impl Upstream {
             .and_then(Value::as_str);
         match (step, created) {
             (Some(Step::Creates), Some(task)) => {
-                self.note_own_task(task);
-                self.relay.keep_progress_for_task(task, upstream_token);
-                return;
+                if self.note_own_task(task) {
+                    self.relay.keep_progress_for_task(task, upstream_token);
+                    return;
+                }
+                tracing::warn!(
+                    server = %self.server.name,
+                    length = task.len(),
+                    "a task id too long to keep: its agent cannot follow it"
+                );
             }
             (Some(Step::Ends(task)), _) => self.relay.task_ended(&task),
             (Some(Step::Follows(task)), _) if answer.is_some_and(has_ended) => {
@@ -1054,5 +1103,38 @@ async fn relay_notifications(
             None => {}
         }
         up.relay.passed_on(size);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_its_creators_alone_on_that_very_server() {
+        let mut owners = TaskOwners::default();
+        assert!(owners.created("tasks", "https://a/mcp", "agent-a", "task-1"));
+        assert!(owners.owns("tasks", "https://a/mcp", "agent-a", "task-1"));
+        assert!(!owners.owns("tasks", "https://a/mcp", "agent-b", "task-1"));
+        // The same name pointed at another server: nothing of the first is there.
+        assert!(!owners.owns("tasks", "https://b/mcp", "agent-a", "task-1"));
+        // The server, restarted, gives task-1 to agent B: A's task-1 is gone with the old
+        // server, and A reaches B's no more.
+        assert!(owners.created("tasks", "https://a/mcp", "agent-b", "task-1"));
+        assert!(owners.owns("tasks", "https://a/mcp", "agent-b", "task-1"));
+        assert!(!owners.owns("tasks", "https://a/mcp", "agent-a", "task-1"));
+        // Another server's task-1 is its own matter.
+        assert!(owners.created("tasks", "https://b/mcp", "agent-a", "task-1"));
+        assert!(owners.owns("tasks", "https://a/mcp", "agent-b", "task-1"));
+    }
+
+    #[test]
+    fn a_task_id_too_long_to_keep_is_not_kept() {
+        let mut owners = TaskOwners::default();
+        let long = "x".repeat(MAX_TASK_ID + 1);
+        assert!(!owners.created("tasks", "e", "agent-a", &long));
+        assert!(!owners.owns("tasks", "e", "agent-a", &long));
+        let longest = "x".repeat(MAX_TASK_ID);
+        assert!(owners.created("tasks", "e", "agent-a", &longest));
     }
 }
