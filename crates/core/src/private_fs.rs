@@ -30,14 +30,46 @@ fn create_parent(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Opens `path` for appending, creating it 0600 (and its directory 0700) if missing.
+/// Opens `path` for appending, creating it 0600 (and its directory 0700) if missing. Not
+/// through a symlink, and only a file of this user's: one planted while a directory of ours was
+/// open to others (linked to `~/.bashrc`, say) would have what servers write appended to it.
 pub fn open_append(path: &Path) -> std::io::Result<File> {
     create_parent(path)?;
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .create(true)
         .append(true)
         .mode(FILE_MODE)
-        .open(path)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    ours(&file, path)?;
+    Ok(file)
+}
+
+/// Reads `path`, which must be a file of this user's: the gateway's token, the agents' token
+/// digests, settings and pending approvals decide who may do what, and a file another user
+/// left in a directory of ours (while it was open to others) would let them decide it.
+pub fn read_ours(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    ours(&file, path)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+fn ours(file: &File, path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = file.metadata()?.uid();
+    if owner != euid() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} belongs to another user (uid {owner}), so Countersign does not use it",
+                path.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Creates `path`, which must not exist yet, 0600: for backups, which must never overwrite.
@@ -199,6 +231,44 @@ pub fn mode(path: &Path) -> std::io::Result<u32> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// A file of another user's: made so as root (its owner a uid no one has), else one of
+    /// root's.
+    fn foreign_file(dir: &Path) -> PathBuf {
+        if euid() != 0 {
+            return PathBuf::from("/etc/passwd");
+        }
+        let path = dir.join("planted");
+        std::fs::write(&path, "{}").unwrap();
+        std::os::unix::fs::chown(&path, Some(4242), Some(4242)).unwrap();
+        path
+    }
+
+    #[test]
+    fn what_another_user_planted_is_neither_read_nor_appended_to() {
+        let dir = std::env::temp_dir().join(format!("cs-planted-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        create_dir_all(&dir).unwrap();
+        let foreign = foreign_file(&dir);
+        let refused = read_ours(&foreign).unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(refused.to_string().contains("another user"), "{refused}");
+        // Linked from a name of ours: refused all the same.
+        let token = dir.join("gateway-token");
+        std::os::unix::fs::symlink(&foreign, &token).unwrap();
+        assert!(read_ours(&token).is_err());
+        // A log linked to a file of the user's own (their shell's startup file): not appended.
+        let bashrc = dir.join("bashrc");
+        std::fs::write(&bashrc, "# mine\n").unwrap();
+        let log = dir.join("audit.jsonl");
+        std::os::unix::fs::symlink(&bashrc, &log).unwrap();
+        assert!(open_append(&log).is_err());
+        assert_eq!(std::fs::read_to_string(&bashrc).unwrap(), "# mine\n");
+        // The user's own files read and append as before.
+        assert_eq!(read_ours(&bashrc).unwrap(), b"# mine\n");
+        assert!(open_append(&dir.join("own.jsonl")).is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn a_directory_of_another_user_is_refused() {

@@ -189,7 +189,7 @@ impl SettingsStore {
     /// (say, a newer version's) are kept as they are, and hold back allows (`Settings::unread`).
     pub fn load(path: Option<PathBuf>) -> (SettingsStore, Option<String>) {
         let mut path = path;
-        let (settings, warning) = match path.as_deref().map(std::fs::read) {
+        let (settings, warning) = match path.as_deref().map(crate::private_fs::read_ours) {
             None => (Settings::default(), None),
             // No file there (nor a folder for one): nothing to keep.
             Some(Err(e))

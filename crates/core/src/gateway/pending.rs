@@ -115,7 +115,7 @@ impl PendingStore {
     pub(crate) fn load(path: Option<PathBuf>, now_ms: u64) -> PendingStore {
         let mut entries: Vec<PendingApproval> = path
             .as_deref()
-            .and_then(|p| match std::fs::read(p) {
+            .and_then(|p| match crate::private_fs::read_ours(p) {
                 Ok(bytes) => serde_json::from_slice(&bytes)
                     .map_err(|e| tracing::warn!(path = %p.display(), error = %e, "pending approvals unreadable; starting empty"))
                     .ok(),

@@ -154,7 +154,7 @@ impl AgentStore {
     /// Reads `path` (none yet: no agents) and, unless it was revoked, the shared token at
     /// `shared_path` (created if missing, as before agents existed).
     pub fn open(path: PathBuf, shared_path: PathBuf) -> Result<AgentStore, AgentError> {
-        let file = match std::fs::read(&path) {
+        let file = match private_fs::read_ours(&path) {
             Ok(bytes) => {
                 private_fs::tighten_path(&path);
                 serde_json::from_slice::<AgentsFile>(&bytes).map_err(|e| AgentError::Invalid {

@@ -21,7 +21,11 @@ pub fn load_or_create(path: &Path) -> std::io::Result<String> {
 
 /// [`load_or_create`], and whether the token was made now (none was on file).
 pub fn load_or_create_new(path: &Path) -> std::io::Result<(String, bool)> {
-    match std::fs::read_to_string(path) {
+    let text = private_fs::read_ours(path).and_then(|bytes| {
+        String::from_utf8(bytes)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+    });
+    match text {
         Ok(text) if !text.trim().is_empty() => {
             private_fs::tighten_path(path);
             return Ok((text.trim().to_owned(), false));
