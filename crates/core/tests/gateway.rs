@@ -5858,15 +5858,25 @@ async fn a_session_answers_only_the_agent_that_opened_it() {
         }
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
     };
+    // To the intruder the session is not there: the very answer a made-up id gets, so it does
+    // not learn that the id it holds is someone's.
+    let nobodys = RawAgent {
+        session: Some("0123456789abcdef0123456789abcdef".into()),
+        ..intruder.clone()
+    };
     // The lane, answered in JSON and on a stream; rmcp's way is `tools/list` below.
     for (id, progress) in [(2, false), (3, true)] {
-        let (_, _, body) = intruder.exchange(delete(id, progress)).await;
-        assert!(body.contains("belongs to another agent"), "{body}");
+        let (status, _, body) = intruder.exchange(delete(id, progress)).await;
+        assert!(body.contains("Session not found"), "{body}");
+        assert_eq!((status, body), {
+            let (status, _, body) = nobodys.exchange(delete(id, progress)).await;
+            (status, body)
+        });
     }
     let (_, _, body) = intruder
         .exchange(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {}}))
         .await;
-    assert!(body.contains("belongs to another agent"), "{body}");
+    assert!(body.contains("Session not found"), "{body}");
     // Nor the answers the session owes its server, its stream, or its end: rmcp's session
     // takes any answer on a session it is given, hands its stream to whoever asks while the
     // owner has none open, and ends a session on any DELETE that names it. Each was the
@@ -5875,9 +5885,10 @@ async fn a_session_answers_only_the_agent_that_opened_it() {
         json!({"jsonrpc": "2.0", "id": 0, "result": {"roots": [{"uri": "file:///"}]}}),
         json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}),
     ] {
-        let (status, _, body) = intruder.exchange(message).await;
+        let (status, _, body) = intruder.exchange(message.clone()).await;
         assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
-        assert!(body.contains("belongs to another agent"), "{body}");
+        let (_, _, made_up) = nobodys.exchange(message).await;
+        assert_eq!(body, made_up);
     }
     let stream = intruder
         .http

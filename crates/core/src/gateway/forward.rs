@@ -246,10 +246,7 @@ impl Forwarder {
                 .unwrap_or_default()
                 != who.id
             {
-                return Err(McpError::invalid_request(
-                    "this session belongs to another agent",
-                    None,
-                ));
+                return Err(McpError::invalid_request("Session not found", None));
             }
             let mut held = self.session_upstream.lock().await;
             if let Some(up) = held.as_ref().filter(|up| !up.is_closed()) {

@@ -219,13 +219,10 @@ pub(crate) async fn serve(
 
 /// Another agent's token with a session's id (random, but it may leak) reaches nothing of that
 /// session: not its calls, its stream, its end, nor the answers and cancellations it owes or
-/// sends its server. To that agent the session does not exist, as the transport says it.
+/// sends its server. To that agent the session does not exist, in rmcp's very words for a
+/// session there is not, so it does not learn that the id it holds is someone's.
 fn not_yours() -> Response {
-    (
-        StatusCode::NOT_FOUND,
-        "Not Found: this session belongs to another agent",
-    )
-        .into_response()
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
 }
 
 /// rmcp's way for a POST read here: what it carries beyond rmcp's model is noted first.
