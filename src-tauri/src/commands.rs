@@ -21,10 +21,15 @@ pub fn pending_asks(app: State<'_, App>) -> Vec<Ask> {
 }
 
 #[tauri::command]
-pub fn answer_ask(app: State<'_, App>, id: AskId, answer: Answer) -> Result<Outcome, AppError> {
+pub fn answer_ask(
+    handle: tauri::AppHandle,
+    app: State<'_, App>,
+    id: AskId,
+    answer: Answer,
+) -> Result<Outcome, AppError> {
     let answered = app.answer(id, answer)?;
     if let Some(url) = &answered.open {
-        crate::opener::open(url);
+        crate::opener::open(&handle, url);
     }
     Ok(answered.outcome)
 }

@@ -4,7 +4,7 @@
 //! shows the same thing.
 
 import { el, append, replace } from "./dom";
-import { commands, errorText, events } from "./ipc";
+import { commands, errorText, events, type NotOpened } from "./ipc";
 import { AskDialog } from "./ask/dialog";
 import { ConnectPane } from "./connect";
 import { HistoryPane } from "./history";
@@ -53,6 +53,7 @@ export async function start(root: HTMLElement): Promise<void> {
       events.desktop(() => void showTrayNote(trayNote, banner)),
       events.gateway(() => void connect.gatewayChanged()),
       events.config(() => void Promise.all([servers.reload(), showConfigInfo(configBanner, banner)])),
+      events.notOpened((e) => showNotOpened(banner, e)),
     ]);
   } catch (error) {
     showLoadError(banner, `Could not subscribe to events: ${errorText(error)}`);
@@ -122,6 +123,22 @@ async function showTrayNote(note: HTMLElement, errors: HTMLElement): Promise<voi
   replace(note, el("section", { class: "banner info", attrs: { "aria-label": "No system tray" } },
     el("p", {}, "No system tray was found, so Countersign cannot keep running in it: ",
       "closing this window quits Countersign, and any open question is answered cancel.")));
+}
+
+/** An address the person agreed to open did not open: said, with the address whole, to copy
+ * (as text, not a link: the page never navigates), until dismissed. */
+function showNotOpened(banner: HTMLElement, event: NotOpened): void {
+  const section = el("section", { class: "banner error not-opened", attrs: { role: "alert" } },
+    el("div", {},
+      el("p", {}, "Your browser did not open: ", inlineText(event.reason, 300),
+        ". Open this address yourself:"),
+      el("p", { class: "copyable-url mono", attrs: { dir: "ltr" } }, event.url)),
+    el("button", {
+      class: "button small",
+      attrs: { type: "button" },
+      on: { click: () => section.remove() },
+    }, "Dismiss"));
+  append(banner, section);
 }
 
 function showLoadError(banner: HTMLElement, message: string): void {

@@ -104,7 +104,16 @@ export const events = {
   gateway: (handler: () => void): Promise<UnlistenFn> => listen("gateway-event", () => handler()),
   /** The config file was edited, applied or not: read `servers` and `configInfo` again. */
   config: (handler: () => void): Promise<UnlistenFn> => listen("config-event", () => handler()),
+  /** An address the person agreed to open did not open in the browser. */
+  notOpened: (handler: (event: NotOpened) => void): Promise<UnlistenFn> =>
+    listen<NotOpened>("browser-not-opened", (e) => handler(e.payload)),
 };
+
+/** An address the person agreed to open that the browser's opener did not open, and why. */
+export interface NotOpened {
+  url: string;
+  reason: string;
+}
 
 /** The rejection as an `AppError` when it is one (`{kind, message, ...}`), else `null`. */
 export function asAppError(error: unknown): AppError | null {

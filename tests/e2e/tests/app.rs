@@ -423,6 +423,38 @@ async fn e2e_url_consent_opens_exactly_that_url() {
     let _ = std::fs::remove_dir_all(&stub_dir);
 }
 
+/// The person agrees to open an address, and nothing on the desktop can open it (`xdg-open`
+/// exits 3 then): they are told so, with the address whole to open themselves, not that it
+/// opened.
+#[tokio::test]
+async fn e2e_an_address_the_browser_did_not_open_is_shown_to_open_by_hand() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = std::env::temp_dir().join(format!("cs-no-browser-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let opener = dir.join("xdg-open");
+    std::fs::write(&opener, "#!/bin/sh\nexit 3\n").unwrap();
+    std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
+
+    let app = App::start_with_env("no-browser", legacy_demo(), &[("COUNTERSIGN_OPENER", &opener)])
+        .await;
+    app.run_until_dialog("connect_account", r#"{"service": "calendar"}"#)
+        .await;
+    app.press_in_dialog("Open").await;
+    app.gone(DIALOG).await;
+    let banner = app.find(".banner.not-opened[role=alert]").await;
+    let text = banner.text().await.unwrap();
+    assert!(text.contains("Your browser did not open"), "{text}");
+    assert!(text.contains("exit status: 3"), "{text}");
+    let url = app.find(".not-opened .copyable-url").await.text().await.unwrap();
+    assert!(url.starts_with("https://auth.example.com/connect?session="), "{url}");
+    app.snapshot("not-opened").await;
+    app.find(".not-opened button").await.click().await.unwrap();
+    app.gone(".not-opened").await;
+    app.close().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A server that asks for a password (which MCP forbids): the dialog warns and masks it, the
 /// password reaches the server as typed, and the audit log and History keep only its length.
 /// The same server then asks 21 questions at once: the 21st is refused with the limit.

@@ -487,7 +487,7 @@ function ownText(outcome: Outcome, kind: Ask["kind"]): string {
   switch (outcome.outcome) {
     case "accepted":
       return kind === "toolCall" ? "Allowed once." : kind === "sampling" ? "Allowed: sent to the agent."
-        : kind === "url" ? "Opened in your browser." : "Sent.";
+        : kind === "url" ? "Handed to your browser." : "Sent.";
     case "alwaysAllowed":
       return "Always allowed (revocable in Settings).";
     case "remembered":
