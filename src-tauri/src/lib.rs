@@ -483,7 +483,7 @@ fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
         // The page holds the app's commands (a question's Allow, new agent tokens): it never
         // leaves the app's own pages, whatever a script or a link in it asks, and opens no
         // windows. Addresses the person opens go to the browser (`opener`), never here.
-        b.on_navigation(|url| is_the_apps_page(url))
+        b.on_navigation(is_the_apps_page)
             .on_new_window(|url, _| {
                 tracing::warn!(%url, "the page asked for a new window: refused");
                 tauri::webview::NewWindowResponse::Deny
