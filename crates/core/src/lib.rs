@@ -27,6 +27,7 @@ pub mod idle_memory;
 pub mod mcp;
 pub mod notification;
 pub mod private_fs;
+mod reach;
 pub mod session;
 pub mod settings;
 

@@ -69,28 +69,17 @@ pub fn check(raw: &str) -> Result<WebUrl, String> {
     })
 }
 
-/// This computer or its local network, by address or by name: loopback, private and link-local
-/// addresses, carrier-grade NAT's 100.64.0.0/10 (where Tailscale puts a tailnet), a name with no
-/// dot (`router`, `nas`: only a local resolver answers those), and the names set aside for home
-/// and internal networks (`.local`, `.lan`, `.home`, `.home.arpa`, `.internal`, `.intranet`,
-/// `.corp`, and routers' `.box`, as in `fritz.box`).
+/// This computer or its local network, by address or by name: every address that is not the
+/// internet's (`crate::reach`: loopback, private incl. carrier-grade NAT where Tailscale puts a
+/// tailnet, link-local, and IPv4 carried in IPv6), a name with no dot (`router`, `nas`: only a
+/// local resolver answers those), and the names set aside for home and internal networks
+/// (`.local`, `.lan`, `.home`, `.home.arpa`, `.internal`, `.intranet`, `.corp`, and routers'
+/// `.box`, as in `fritz.box`).
 fn is_local(url: &url::Url) -> bool {
-    let v4 = |ip: std::net::Ipv4Addr| {
-        ip.is_loopback()
-            || ip.is_private()
-            || ip.is_link_local()
-            || ip.is_unspecified()
-            || (ip.octets()[0] == 100 && (ip.octets()[1] & 0xC0) == 64)
-    };
+    use crate::reach::{Reach, reach};
     match url.host() {
-        Some(url::Host::Ipv4(ip)) => v4(ip),
-        Some(url::Host::Ipv6(ip)) => {
-            ip.is_loopback()
-                || ip.is_unspecified()
-                || ip.is_unique_local()
-                || ip.is_unicast_link_local()
-                || ip.to_ipv4_mapped().is_some_and(v4)
-        }
+        Some(url::Host::Ipv4(ip)) => reach(ip.into()) != Reach::Public,
+        Some(url::Host::Ipv6(ip)) => reach(ip.into()) != Reach::Public,
         Some(url::Host::Domain(d)) => {
             const LOCAL_ENDINGS: [&str; 9] = [
                 ".localhost",
@@ -173,6 +162,10 @@ mod tests {
             "https://gw.home.arpa/",
             "https://vault.internal/",
             "https://100.101.102.103/",
+            "https://[fec0::1]/",
+            "https://[64:ff9b::a9fe:a9fe]/",
+            "https://[2002:c0a8:101::1]/",
+            "https://[fe80::1]/",
         ] {
             assert_eq!(
                 check(local).unwrap().warnings,
