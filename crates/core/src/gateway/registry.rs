@@ -119,6 +119,10 @@ struct AgentsFile {
     /// The person revoked the shared token: it is not read (or made) again.
     #[serde(default)]
     shared_revoked: bool,
+    /// SHA-256 of the shared token last seen, hex: a token written over the file is a new
+    /// holder, as one made afresh is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    shared_sha256: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,8 +148,9 @@ pub struct AgentStore {
     shared_path: PathBuf,
     /// The shared token as read at start (empty when it was revoked before).
     shared_token: String,
-    /// The shared token was made at this start (its file was missing or empty): whoever holds
-    /// it now is not who held the one before.
+    /// The shared token was made at this start (its file was missing or empty), or is another
+    /// than the last start's (written over the file): whoever holds it now is not who held the
+    /// one before.
     shared_token_is_new: bool,
     state: Mutex<State>,
 }
@@ -154,7 +159,7 @@ impl AgentStore {
     /// Reads `path` (none yet: no agents) and, unless it was revoked, the shared token at
     /// `shared_path` (created if missing, as before agents existed).
     pub fn open(path: PathBuf, shared_path: PathBuf) -> Result<AgentStore, AgentError> {
-        let file = match private_fs::read_ours(&path) {
+        let mut file = match private_fs::read_ours(&path) {
             Ok(bytes) => {
                 private_fs::tighten_path(&path);
                 serde_json::from_slice::<AgentsFile>(&bytes).map_err(|e| AgentError::Invalid {
@@ -176,7 +181,22 @@ impl AgentStore {
                         source,
                     }
                 })?;
-            digests.push((SHARED_ID.to_owned(), digest(&shared_token)));
+            let held = digest(&shared_token);
+            digests.push((SHARED_ID.to_owned(), held));
+            let held = hex::encode(held);
+            if file.shared_sha256.as_ref() != Some(&held) {
+                // (None: kept by a version before this was; the token it had is not known.)
+                shared_token_is_new |= file.shared_sha256.is_some();
+                file.shared_sha256 = Some(held);
+                let bytes = serde_json::to_vec_pretty(&file).map_err(|e| AgentError::Write {
+                    path: path.clone(),
+                    source: std::io::Error::other(e),
+                })?;
+                private_fs::write_atomic(&path, &bytes).map_err(|source| AgentError::Write {
+                    path: path.clone(),
+                    source,
+                })?;
+            }
         }
         for agent in &file.agents {
             let parsed = parse_hex(&agent.sha256).ok_or_else(|| AgentError::Invalid {
@@ -464,6 +484,27 @@ mod tests {
         ));
         assert_eq!(open(&dir).identify(&token), None);
         assert!(store.list().iter().all(|a| a.id != agent.id));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A shared token written over its file is a new holder, as one made afresh is (what the
+    /// person allowed the old one is then forgotten: `Gateway::new`).
+    #[test]
+    fn a_shared_token_written_over_its_file_is_a_new_holder() {
+        let dir = scratch("shared-replaced");
+        let token_path = dir.join("gateway-token");
+        assert!(open(&dir).shared_token_is_new(), "made at the first start");
+        assert!(!open(&dir).shared_token_is_new());
+        std::fs::write(&token_path, "another-token\n").unwrap();
+        let replaced = open(&dir);
+        assert!(replaced.shared_token_is_new());
+        assert_eq!(replaced.shared_token(), "another-token");
+        assert!(!open(&dir).shared_token_is_new());
+        // A file kept by a version before the digest was: its token is not known to be new.
+        std::fs::write(dir.join("agents.json"), r#"{"agents": []}"#).unwrap();
+        std::fs::write(&token_path, "third-token\n").unwrap();
+        assert!(!open(&dir).shared_token_is_new());
+        assert!(!open(&dir).shared_token_is_new());
         let _ = std::fs::remove_dir_all(&dir);
     }
 
