@@ -40,6 +40,16 @@ pub(crate) fn offered(tasks: &Value) -> Option<Value> {
     Some(offered)
 }
 
+/// The agent's `task` as 2025-11-25 has it: how long the server keeps the task (`ttl`, in
+/// milliseconds), and nothing else. Nothing the person did not see goes with the call: a
+/// vendor's key in `task` could change what the server does with it.
+fn task_as_asked(task: &Value) -> Value {
+    match task.get("ttl").filter(|ttl| ttl.is_u64()) {
+        Some(ttl) => json!({ "ttl": ttl }),
+        None => json!({}),
+    }
+}
+
 /// A result as the server sent it (as rmcp read it, when only rmcp saw it).
 fn as_sent((typed, raw): (ServerResult, Option<Box<serde_json::value::RawValue>>)) -> Value {
     raw.as_deref()
@@ -70,10 +80,10 @@ impl Forwarder {
                 ));
             }
         };
-        // Exactly what the gate judged, and the agent's `task`.
+        // Exactly what the gate judged, and the agent's `task` as the revision has it.
         let mut params = serde_json::to_value(&request.params)
             .map_err(|e| McpError::internal_error(format!("Countersign: {e}"), None))?;
-        params["task"] = task;
+        params["task"] = task_as_asked(&task);
         crate::gateway::sent::add_unmodeled(&mut params, crate::gateway::sent::Unmodeled::of(&ctx));
         let sent = self
             .pass(
@@ -230,6 +240,17 @@ pub(super) async fn run_task(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_goes_upstream_with_its_time_to_live_and_nothing_else() {
+        assert_eq!(
+            task_as_asked(&json!({"ttl": 60000, "x-run-as": "root"})),
+            json!({"ttl": 60000})
+        );
+        assert_eq!(task_as_asked(&json!({"ttl": "forever"})), json!({}));
+        assert_eq!(task_as_asked(&json!({"ttl": -1})), json!({}));
+        assert_eq!(task_as_asked(&json!({})), json!({}));
+    }
 
     #[test]
     fn agents_are_offered_task_calls_listing_and_cancelling_and_nothing_else() {
