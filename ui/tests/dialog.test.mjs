@@ -397,7 +397,7 @@ test("URL ask: shows the full URL and its host, Open accepts, Escape cancels; no
   await d.getByRole("button", { name: "Open" }).click();
   const [answer] = await waitForAnswers(backend, 1);
   assert.deepEqual(answer, { id: 100, answer: { action: "accept", content: null } });
-  await page.getByText("Opened in your browser.").waitFor();
+  await page.getByText("Handed to your browser.").waitFor();
   // Later the server reports it finished: the window says so, naming server and host.
   await backend.emit("ask-event", { event: "urlCompleted", id: 100, server: "github", host: "accounts.example.com" });
   await page.getByText("finished at accounts.example.com, the server reports.").waitFor();
