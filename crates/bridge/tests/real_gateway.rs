@@ -125,6 +125,35 @@ async fn a_legacy_agent_lists_and_calls_through_the_gateway() {
     assert!(status.success(), "{status}: {stderr}");
 }
 
+/// A stdio host sends nothing between its calls, maybe for hours; the bridge holds the
+/// session's stream open meanwhile, and the gateway keeps the session while it does. (It ended
+/// it after five quiet minutes, and the bridge, whose agent cannot open a session again, was
+/// answered "no longer knows this session" from then on.)
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_quiet_between_its_calls_keeps_its_session() {
+    let rig = Rig::start("real-quiet").await;
+    let mut bridge = Bridge::spawn(&rig.scratch, "demo", &[]);
+    let init = bridge
+        .request(1, "initialize", initialize("2025-11-25")["params"].clone())
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    // The bridge's stream is open by the time a request is answered.
+    let tools = bridge.request(2, "tools/list", json!({})).await;
+    assert!(!tool_names(&tools).is_empty(), "{tools}");
+    rig.gateway.set_session_idle(Duration::from_millis(300));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let again = bridge.request(3, "tools/list", json!({})).await;
+    assert!(
+        tool_names(&again).contains(&"list_tickets".to_owned()),
+        "{again}"
+    );
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_2026_07_28_agent_lists_and_calls_through_the_gateway() {
     let mut rig = Rig::start("real-modern").await;
@@ -212,7 +241,11 @@ async fn a_typescript_sdk_agent_deletes_a_ticket_through_the_bridge() {
         scratch.app_data().join("gateway-token"),
     )
     .expect("gateway");
-    gateway.serve(tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind"));
+    gateway.serve(
+        tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind"),
+    );
     gateway
         .write_discovery(&scratch.app_data().join("gateway.json"))
         .expect("gateway.json");
@@ -222,7 +255,13 @@ async fn a_typescript_sdk_agent_deletes_a_ticket_through_the_bridge() {
     // is all the bridge needs to find the app.
     let agent = tokio::process::Command::new("node")
         .arg(peers.join("ts-agent.mjs"))
-        .args(["--name", "ts-bridge-agent", "--call", "delete_ticket", "--args"])
+        .args([
+            "--name",
+            "ts-bridge-agent",
+            "--call",
+            "delete_ticket",
+            "--args",
+        ])
         .arg(json!({"id": "t2"}).to_string())
         .arg("--")
         .arg(env!("CARGO_BIN_EXE_countersign-bridge"))

@@ -2842,6 +2842,52 @@ async fn a_session_at_the_agents_cap_still_goes_on_after_its_server_crashed() {
     rig.gateway.shutdown().await;
 }
 
+/// An agent that holds its session's stream open is there, however long it sends nothing (a
+/// stdio host behind the bridge, between calls): its session does not end quiet, which left the
+/// bridge, and its agent, answered "no longer knows this session" after five idle minutes. Once
+/// the stream closes, the quiet time starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_session_whose_agent_listens_does_not_end_quiet() {
+    let desk = desk().await;
+    let rig = rig(
+        "listening-idle",
+        vec![upstream("desk", &desk, ProtocolChoice::Legacy)],
+    )
+    .await;
+    let mut agent = rig.raw_agent("desk", "listening-agent").await;
+    let stream = agent
+        .http
+        .get(&agent.url)
+        .header("authorization", format!("Bearer {}", agent.token))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", agent.session.clone().unwrap())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .unwrap();
+    assert!(stream.status().is_success(), "{}", stream.status());
+    rig.gateway.set_session_idle(Duration::from_millis(200));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        rig.gateway.open_upstreams("desk"),
+        1,
+        "ended while listening"
+    );
+    let listed = agent.post(2, "tools/list", json!({})).await;
+    assert!(listed["result"]["tools"].is_array(), "{listed}");
+    // The agent goes away: its session ends quiet as any.
+    drop(stream);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while rig.gateway.open_upstreams("desk") > 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the session outlived its agent's stream"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    rig.gateway.shutdown().await;
+}
+
 /// A server the person removes and puts back gets a new endpoint; a session opened on the old
 /// one still ends when its agent leaves it quiet, and gives its place back (it was stranded,
 /// holding one of the server's places and, for a stdio server, a process, until a restart).

@@ -86,13 +86,24 @@ pub(crate) async fn serve(
     if request.method() != Method::POST {
         // A GET (the session's stream) or a DELETE (its end) is the session's owner's alone.
         let session = header_str(request.headers(), SESSION_HEADER).map(str::to_owned);
-        if let Some(session) = &session
-            && let Found::NotYours = lanes.find(server, session, request.extensions())
-        {
+        let found = session
+            .as_ref()
+            .map(|session| lanes.find(server, session, request.extensions()));
+        if let Some(Found::NotYours) = found {
             return not_yours();
         }
         let deleting = request.method() == Method::DELETE;
+        let listening = request.method() == Method::GET;
         let response = endpoint.handle(request).await.into_response();
+        // The agent's stream open is the agent there: the session is not left quiet while it
+        // listens (a stdio host behind the bridge sends nothing between calls, maybe for hours,
+        // and could not open a session again).
+        if listening
+            && response.status().is_success()
+            && let Some(Found::Mine(session, _)) = found
+        {
+            return sessions::Listening::hold(session, response);
+        }
         // Ended by its agent: the lane's calls on it end too, and it takes no more.
         if deleting
             && response.status().is_success()

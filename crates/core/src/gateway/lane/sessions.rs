@@ -67,11 +67,43 @@ pub(super) struct Session {
     early_cancels: Mutex<std::collections::VecDeque<(RequestId, std::time::Instant)>>,
     /// When the agent last sent anything on this session (ms since the epoch).
     pub(super) last_seen: AtomicU64,
+    /// The agent's streams open on this session (GET): while one is, the agent is there.
+    listening: AtomicU64,
     /// The person revoked the agent's token: the session ends, busy or not.
     ending: AtomicBool,
     /// Its agent ended it (DELETE); set and read under `in_flight`'s lock, so a request
     /// still arriving then is refused rather than run.
     pub(super) closed: AtomicBool,
+}
+
+/// One of the agent's streams open on a session, counted while its response's body lives; when
+/// it closes (the agent went away, or closed it), the session's quiet time starts then.
+pub(super) struct Listening(Arc<Session>);
+
+impl Listening {
+    pub(super) fn hold(
+        session: Arc<Session>,
+        response: axum::response::Response,
+    ) -> axum::response::Response {
+        use futures::StreamExt;
+        session.listening.fetch_add(1, Ordering::Relaxed);
+        let held = Listening(session);
+        let (parts, body) = response.into_parts();
+        let body = body.into_data_stream().map(move |chunk| {
+            let _ = &held;
+            chunk
+        });
+        axum::response::Response::from_parts(parts, axum::body::Body::from_stream(body))
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        self.0
+            .last_seen
+            .store(crate::ask::unix_ms(), Ordering::Relaxed);
+        self.0.listening.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 /// A lane request's place in its session's calls in flight, given up however the request
@@ -189,6 +221,7 @@ impl Lanes {
                 asked: Arc::default(),
                 early_cancels: Mutex::default(),
                 last_seen: AtomicU64::new(crate::ask::unix_ms()),
+                listening: AtomicU64::new(0),
                 ending: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
             }),
@@ -257,7 +290,9 @@ impl Lanes {
                 return false;
             }
             let ending = session.ending.load(Ordering::Relaxed);
-            let busy = !lock(&session.in_flight).is_empty() || session.asked.is_waiting();
+            let busy = !lock(&session.in_flight).is_empty()
+                || session.asked.is_waiting()
+                || session.listening.load(Ordering::Relaxed) > 0;
             let left_quiet = now.saturating_sub(session.last_seen.load(Ordering::Relaxed)) > idle;
             if !ending && (busy || !left_quiet) {
                 return true;
