@@ -104,7 +104,7 @@ async fn every_file_the_app_creates_is_private_under_umask_022() {
     }
     ours.sort();
     let expected = [
-        "audit.jsonl",
+        "agents.json",
         "audit.jsonl.1",
         "config.json",
         "config.json.bak-",

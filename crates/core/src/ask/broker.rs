@@ -48,12 +48,31 @@ pub enum OpenError {
         questions(*limit)
     )]
     TooManyOpen { server: String, limit: usize },
+    /// One agent holds its share of a server's places ([`agent_share`]): the rest are the
+    /// other agents' and the server's own.
+    #[error(
+        "Countersign: {who} already has {} waiting on {server}; answer or decline some first",
+        questions(*limit)
+    )]
+    TooManyOpenForAgent {
+        who: String,
+        server: String,
+        limit: usize,
+    },
     #[error(
         "Countersign: {who} asked more questions than a person answers ({QUESTIONS_BURST} at \
          once, then one every {} seconds); ask again later",
         QUESTION_REFILL_MS / 1000
     )]
     TooManyAsked { who: String },
+}
+
+/// How many of a server's `limit` places one agent's questions may hold: half, so that no
+/// agent (one holding a token of its own, calling tools the person must approve, each call
+/// waiting a day as a pending approval) can leave the other agents, and the server's own
+/// questions, no place at all.
+pub fn agent_share(limit: usize) -> usize {
+    (limit / 2).max(1)
 }
 
 fn questions(n: usize) -> String {
@@ -84,8 +103,9 @@ struct Pending {
 
 struct State {
     pending: HashMap<AskId, Pending>,
-    /// Per server, asks past the limit check but not yet in `pending` (their record is being
-    /// written), so concurrent opens cannot overshoot the limit.
+    /// Per asker (`budget_key`: the server, or an agent through it), asks past the limit
+    /// checks but not yet in `pending` (their record is being written), so concurrent opens
+    /// cannot overshoot the limits.
     opening: HashMap<String, usize>,
     /// Per asker (`server`, or `server\0agent`), how many more questions it may open now.
     asked: HashMap<String, crate::ask::audit::traffic::Bucket>,
@@ -248,17 +268,42 @@ impl Broker {
         };
         let error = 'refused: {
             let mut state = self.lock();
+            let of_server = |key: &str| {
+                key.strip_prefix(server.as_str())
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with('\0'))
+            };
             let open = state
                 .pending
                 .values()
                 .filter(|p| p.ask.asker.server == *server)
                 .count()
-                + state.opening.get(server).copied().unwrap_or(0);
+                + state
+                    .opening
+                    .iter()
+                    .filter(|(key, _)| of_server(key))
+                    .map(|(_, n)| n)
+                    .sum::<usize>();
             if open >= limit {
                 break 'refused OpenError::TooManyOpen {
                     server: server.clone(),
                     limit,
                 };
+            }
+            if new.asker.agent_id.is_some() || new.asker.agent.is_some() {
+                let share = agent_share(limit);
+                let own = state
+                    .pending
+                    .values()
+                    .filter(|p| budget_key(&p.ask.asker) == asker)
+                    .count()
+                    + state.opening.get(&asker).copied().unwrap_or(0);
+                if own >= share {
+                    break 'refused OpenError::TooManyOpenForAgent {
+                        who: new.asker.agent.clone().unwrap_or_else(|| "an agent".into()),
+                        server: server.clone(),
+                        limit: share,
+                    };
+                }
             }
             // Only a question that is asked takes a place in the budget.
             let now_ms = unix_ms();
@@ -269,10 +314,10 @@ impl Broker {
             if !self.inner.question_budget
                 || bucket.take(now_ms, QUESTIONS_BURST, QUESTION_REFILL_MS)
             {
-                *state.opening.entry(server.clone()).or_default() += 1;
+                *state.opening.entry(asker.clone()).or_default() += 1;
                 return Ok(Slot {
                     broker: self,
-                    server: server.clone(),
+                    asker,
                 });
             }
             OpenError::TooManyAsked { who }
@@ -494,18 +539,19 @@ fn budget_key(asker: &Asker) -> String {
     }
 }
 
+/// A question being opened, counted by its asker (`budget_key`) until it is pending.
 struct Slot<'a> {
     broker: &'a Broker,
-    server: String,
+    asker: String,
 }
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         let mut state = self.broker.lock();
-        if let Some(n) = state.opening.get_mut(&self.server) {
+        if let Some(n) = state.opening.get_mut(&self.asker) {
             *n -= 1;
             if *n == 0 {
-                state.opening.remove(&self.server);
+                state.opening.remove(&self.asker);
             }
         }
     }
@@ -809,8 +855,13 @@ mod tests {
         assert!(records.iter().any(|r| matches!(r,
             AuditRecord::Refused { reason, .. } if reason.contains("more questions than"))));
         // A question refused because its server has its limit waiting takes no place.
+        let share = agent_share(DEFAULT_MAX_OPEN_PER_SERVER);
         let waiting: Vec<PendingAsk> = (0..DEFAULT_MAX_OPEN_PER_SERVER)
-            .map(|_| broker.open(through("Agent C")).unwrap())
+            .map(|n| {
+                broker
+                    .open(through(if n < share { "Agent C" } else { "Agent D" }))
+                    .unwrap()
+            })
             .collect();
         for _ in 0..QUESTIONS_BURST {
             assert!(matches!(
@@ -866,6 +917,41 @@ mod tests {
             .count();
         assert_eq!(asked, 22);
         drop((open, other, again));
+    }
+
+    /// One agent's questions hold at most half of a server's places: the other agents, and
+    /// the server's own questions, still get theirs. (One agent, its calls each waiting a day
+    /// as a pending approval, refused every other agent's question on that server.)
+    #[tokio::test]
+    async fn one_agent_holds_at_most_half_of_a_servers_places() {
+        let (broker, _) = broker();
+        let through = |agent: &str| {
+            let mut new = confirm_ask(1, None);
+            new.asker.agent = Some(agent.into());
+            new.asker.agent_id = Some(format!("id-{agent}"));
+            new
+        };
+        let share = agent_share(DEFAULT_MAX_OPEN_PER_SERVER);
+        assert_eq!(share, 10);
+        let flooding: Vec<PendingAsk> = (0..share)
+            .map(|_| broker.open(through("Flood")).unwrap())
+            .collect();
+        let refused = broker.open(through("Flood")).err().unwrap();
+        assert!(
+            matches!(refused, OpenError::TooManyOpenForAgent { limit: 10, .. }),
+            "{refused:?}"
+        );
+        assert_eq!(
+            refused.to_string(),
+            "Countersign: Flood already has 10 questions waiting on desk; answer or decline some first"
+        );
+        // Another agent, and the server's own question, are asked.
+        let other = broker.open(through("Careful")).unwrap();
+        let own = broker.open(confirm_ask(1, None)).unwrap();
+        // Answering one of the flood's gives it a place again.
+        broker.answer(flooding[0].id(), Answer::Decline).unwrap();
+        let again = broker.open(through("Flood")).unwrap();
+        drop((flooding, other, own, again));
     }
 
     #[tokio::test]

@@ -227,7 +227,9 @@ impl Elicitor {
 /// now) with the limit in words and in `data.limit`; the broker has recorded the refusal.
 pub(crate) fn too_many_open(error: OpenError) -> McpError {
     let data = match &error {
-        OpenError::TooManyOpen { limit, .. } => serde_json::json!({"limit": limit}),
+        OpenError::TooManyOpen { limit, .. } | OpenError::TooManyOpenForAgent { limit, .. } => {
+            serde_json::json!({"limit": limit})
+        }
         OpenError::TooManyAsked { .. } => serde_json::json!({
             "burst": crate::ask::broker::QUESTIONS_BURST,
             "refillMs": crate::ask::broker::QUESTION_REFILL_MS,
