@@ -105,6 +105,7 @@ async fn every_file_the_app_creates_is_private_under_umask_022() {
     ours.sort();
     let expected = [
         "agents.json",
+        "audit.jsonl",
         "audit.jsonl.1",
         "config.json",
         "config.json.bak-",
