@@ -15,6 +15,31 @@ use serde_json::Value;
 /// waiting is denied as before rather than kept.
 pub(crate) const MAX_PENDING: usize = 200;
 
+/// At most this many of them are one agent's: no agent leaves the others none.
+pub(crate) const MAX_PENDING_PER_AGENT: usize = 50;
+
+/// A call whose arguments are longer than this (as compact JSON) is not kept for a later
+/// answer: every change rewrites the whole file, and 200 calls of 4 MiB would be a file of
+/// gigabytes rewritten on each.
+pub(crate) const MAX_PENDING_ARGUMENTS: usize = 64 * 1024;
+
+/// Why an approval was not kept for a later answer: the end of "nobody answered in time,
+/// and ...".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotKept {
+    #[error("{MAX_PENDING} approvals are already pending")]
+    Full,
+    #[error("this agent already has {MAX_PENDING_PER_AGENT} approvals pending")]
+    AgentFull,
+    #[error(
+        "its arguments are too long to keep for a later answer (over {} KiB)",
+        MAX_PENDING_ARGUMENTS / 1024
+    )]
+    TooLong,
+    #[error("the agent's token was revoked")]
+    Revoked,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum PendingState {
@@ -142,7 +167,7 @@ impl PendingStore {
         let Some(path) = &self.path else {
             return Ok(());
         };
-        let written = serde_json::to_vec_pretty(entries)
+        let written = serde_json::to_vec(entries)
             .map_err(std::io::Error::other)
             .and_then(|bytes| crate::private_fs::write_atomic(path, &bytes));
         if let Err(e) = &written {
@@ -151,15 +176,22 @@ impl PendingStore {
         written
     }
 
-    /// Keeps `approval`; `false` when the store is full.
-    pub(crate) fn add(&self, approval: PendingApproval) -> bool {
+    /// Keeps `approval` (made now, at its `created_ms`), first letting go of those expired.
+    pub(crate) fn add(&self, approval: PendingApproval) -> Result<(), NotKept> {
+        if approval.arguments.len() > MAX_PENDING_ARGUMENTS {
+            return Err(NotKept::TooLong);
+        }
         let mut entries = self.lock();
+        entries.retain(|e| e.expires_ms > approval.created_ms);
         if entries.len() >= MAX_PENDING {
-            return false;
+            return Err(NotKept::Full);
+        }
+        if entries.iter().filter(|e| e.agent == approval.agent).count() >= MAX_PENDING_PER_AGENT {
+            return Err(NotKept::AgentFull);
         }
         entries.push(approval);
         let _ = self.save(&entries);
-        true
+        Ok(())
     }
 
     /// The person answered approval `id`, in the question `asked`, at `now_ms`, remembering
@@ -312,20 +344,25 @@ pub(crate) struct CameIn {
 }
 
 /// Keeps `approval` and waits for the person's answer to its question (`outcome`) in the
-/// background; `None` (and the question withdrawn) when the store is full. `came_in` is the
+/// background; why not (and the question withdrawn) when it cannot be kept. `came_in` is the
 /// upstream session of the call.
 pub(crate) fn keep_waiting(
     shared: &std::sync::Arc<super::Shared>,
     approval: PendingApproval,
     outcome: Waiting,
     came_in: CameIn,
-) -> Option<String> {
+) -> Result<String, NotKept> {
     let id = approval.id.clone();
     // An agent revoked while it was asked makes no call: nothing to keep its question for.
-    if !shared.agents.holds(&approval.agent) || !shared.pending.add(approval.clone()) {
+    let kept = if shared.agents.holds(&approval.agent) {
+        shared.pending.add(approval.clone())
+    } else {
+        Err(NotKept::Revoked)
+    };
+    if let Err(why) = kept {
         // Dropping the wait withdraws the question.
         drop(outcome);
-        return None;
+        return Err(why);
     }
     let asked = approval.asked.clone();
     tokio::spawn(settle(
@@ -335,7 +372,7 @@ pub(crate) fn keep_waiting(
         asked,
         Some(came_in),
     ));
-    Some(id)
+    Ok(id)
 }
 
 /// Asks again about every approval still waiting (after a restart): the person sees them as
@@ -580,7 +617,7 @@ mod tests {
     #[test]
     fn an_answer_is_used_once_and_only_by_the_same_call() {
         let store = PendingStore::load(None, 0);
-        assert!(store.add(approval("p-1", 100)));
+        assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         assert_eq!(
             store.find(&same("a", "s", "e", "t", "{}", "d"), 10),
             Found::Waiting { id: "p-1".into() }
@@ -637,8 +674,8 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
-        store.add(approval("p-1", 100));
-        store.add(approval("p-2", 50));
+        store.add(approval("p-1", 100)).unwrap();
+        store.add(approval("p-2", 50)).unwrap();
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
@@ -659,7 +696,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
-        assert!(store.add(approval("p-1", 100)));
+        assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         store.answer("p-1", false, None, 42, None);
         let again = PendingStore::load(Some(path), 0);
         assert_eq!(
@@ -677,10 +714,45 @@ mod tests {
     #[test]
     fn the_store_is_capped() {
         let store = PendingStore::load(None, 0);
+        let of = |agent: usize, id: String| PendingApproval {
+            agent: format!("agent-{agent}"),
+            ..approval(&id, 100)
+        };
         for i in 0..MAX_PENDING {
-            assert!(store.add(approval(&format!("p-{i}"), 100)));
+            assert_eq!(store.add(of(i % 4, format!("p-{i}"))), Ok(()));
         }
-        assert!(!store.add(approval("one-more", 100)));
+        assert_eq!(store.add(of(9, "one-more".into())), Err(NotKept::Full));
+    }
+
+    /// One agent keeps at most its share; calls too long to keep are not kept; those expired
+    /// make room as new ones come (they went only at the next start before).
+    #[test]
+    fn no_agent_fills_the_store_and_what_expired_makes_room() {
+        let store = PendingStore::load(None, 0);
+        for i in 0..MAX_PENDING_PER_AGENT {
+            assert_eq!(store.add(approval(&format!("p-{i}"), 100)), Ok(()));
+        }
+        assert_eq!(
+            store.add(approval("one-more", 100)),
+            Err(NotKept::AgentFull)
+        );
+        let other = PendingApproval {
+            agent: "b".into(),
+            ..approval("b-1", 100)
+        };
+        assert_eq!(store.add(other), Ok(()));
+        let long = PendingApproval {
+            agent: "c".into(),
+            arguments: format!("{{\"content\":\"{}\"}}", "x".repeat(MAX_PENDING_ARGUMENTS)),
+            ..approval("c-1", 100)
+        };
+        assert_eq!(store.add(long), Err(NotKept::TooLong));
+        // Later, the first agent's have expired: its new call is kept.
+        let later = PendingApproval {
+            created_ms: 100,
+            ..approval("later", 500)
+        };
+        assert_eq!(store.add(later), Ok(()));
     }
 
     /// An answer is used up only once that it was is on file: else, after a restart, the file
@@ -692,7 +764,7 @@ mod tests {
         let _ = std::fs::remove_file(&dir);
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
-        assert!(store.add(approval("p-1", 100)));
+        assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         store.answer("p-1", true, None, 5, None);
         let call = same("a", "s", "e", "t", "{}", "d");
         std::fs::remove_dir_all(&dir).unwrap();

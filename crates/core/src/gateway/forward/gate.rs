@@ -351,17 +351,19 @@ impl Forwarder {
                                 session: up.session,
                                 closed: up.closed.clone(),
                             };
-                            return pending::keep_waiting(&self.shared, approval, outcome, came_in)
-                                .map(|id| Err(Refusal::Pending { id }))
-                                .unwrap_or_else(|| {
-                                    Err(Refusal::Denied(format!(
-                                        "Countersign did not allow {what} on {}: nobody \
-                                         answered in time, and {} approvals are already \
-                                         pending.",
-                                        config.name,
-                                        pending::MAX_PENDING
-                                    )))
-                                });
+                            return match pending::keep_waiting(
+                                &self.shared,
+                                approval,
+                                outcome,
+                                came_in,
+                            ) {
+                                Ok(id) => Err(Refusal::Pending { id }),
+                                Err(why) => Err(Refusal::Denied(format!(
+                                    "Countersign did not allow {what} on {}: nobody answered \
+                                     in time, and {why}.",
+                                    config.name
+                                ))),
+                            };
                         }
                     }
                 };
