@@ -147,6 +147,11 @@ pub enum AskKind {
         /// The tools the server offers the model (2025-11-25), by name.
         #[serde(default)]
         tools: Vec<String>,
+        /// Everything else the agent's model is sent with the request, as JSON (pretty): the
+        /// tools whole (their descriptions and input schemas, which the model reads as
+        /// instructions), the model preferences, temperature, stop sequences, metadata.
+        #[serde(default)]
+        also_sent: Option<String>,
     },
 }
 

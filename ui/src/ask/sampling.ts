@@ -1,7 +1,9 @@
 //! A sampling request inside the ask dialog: a server, through the gateway, wants the agent's
 //! model to write a reply. Before anything reaches the agent, the person sees what its model
 //! would be given (the system prompt, every message with its role, the tools offered), the
-//! token limit and the context the server asks the agent to add, and chooses Allow or Deny;
+//! token limit, the context the server asks the agent to add, and everything else the model is
+//! sent (the tools whole, with the descriptions it reads as instructions; the model
+//! preferences), and chooses Allow or Deny;
 //! Escape and the close button deny too (the dialog answers `cancel`). All of it is the server's
 //! text: shown as text (untrusted.ts), long parts clipped with "Show all". Allow sends the
 //! request as sent, so it works only once every clipped part has been shown whole (core
@@ -67,7 +69,8 @@ export function samplingPanel(ask: SamplingAsk, parts: SamplingParts): SamplingP
   const revealId = uid("reveal-note");
   const revealNote = el("p", { class: "field-hint reveal-note", id: revealId },
     "Show all of every clipped part (above) to allow this request.");
-  let unseen = ask.messages.length + (ask.systemPrompt ? 1 : 0);
+  const alsoSent = ask.alsoSent ?? null;
+  let unseen = ask.messages.length + (ask.systemPrompt ? 1 : 0) + (alsoSent !== null ? 1 : 0);
   let whole = false;
   let built = false;
   const allShown = () => {
@@ -111,6 +114,13 @@ export function samplingPanel(ask: SamplingAsk, parts: SamplingParts): SamplingP
   if (ask.tools.length > 0) {
     append(root, el("p", { class: "sampling-tools" }, "The model may call these tools of the server's: ",
       ...ask.tools.flatMap((t, i) => [i > 0 ? ", " : "", el("code", {}, inlineText(t, 81))]), "."));
+  }
+
+  if (alsoSent !== null) {
+    const id = uid("sampling-also");
+    append(root, el("section", { class: "sampling-also", attrs: { "aria-labelledby": id } },
+      el("p", { class: "subhead", id }, "Also sent to the model"),
+      clippedText(alsoSent, { tag: "pre", chars: 800, lines: 12, class: "output json", onShownWhole: part() })));
   }
 
   const deny = el("button", {

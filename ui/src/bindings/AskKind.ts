@@ -80,4 +80,10 @@ includeContext: string | null,
 /**
  * The tools the server offers the model (2025-11-25), by name.
  */
-tools: Array<string>, };
+tools: Array<string>, 
+/**
+ * Everything else the agent's model is sent with the request, as JSON (pretty): the
+ * tools whole (their descriptions and input schemas, which the model reads as
+ * instructions), the model preferences, temperature, stop sequences, metadata.
+ */
+alsoSent: string | null, };

@@ -76,7 +76,7 @@ export function toolCallAsk({ id, server = "demo", agent = "Claude Code", declar
 /** A server's sampling request through the gateway: it wants the agent's model to reply. */
 export function samplingAsk({ id, server = "research", agent = "Claude Code", declared = null, endpoint = endpointStdio(),
   messages = [{ role: "user", text: "Summarise the open tickets." }], systemPrompt = "You are a terse assistant.",
-  maxTokens = 200, includeContext = "thisServer", tools = [], deadlineMs = null } = {}) {
+  maxTokens = 200, includeContext = "thisServer", tools = [], alsoSent = null, deadlineMs = null } = {}) {
   nextId += 1;
   return {
     id: id ?? nextId,
@@ -90,6 +90,7 @@ export function samplingAsk({ id, server = "research", agent = "Claude Code", de
     maxTokens,
     includeContext,
     tools,
+    alsoSent,
   };
 }
 

@@ -180,6 +180,7 @@ mod tests {
             max_tokens: 10,
             include_context: None,
             tools: vec!["tool".repeat(100); 1_000],
+            also_sent: Some(huge.clone()),
         };
         for kind in [call, form, sampling] {
             let whole = size(&ask(kind.clone()));

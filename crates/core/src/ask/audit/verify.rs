@@ -540,7 +540,11 @@ mod tests {
         }
         std::fs::write(&path, "").unwrap();
         let v = checked(&path, rotation, None);
-        assert_eq!(v.problem.as_ref().map(|p| p.kind), Some(BreakKind::Removed), "{v}");
+        assert_eq!(
+            v.problem.as_ref().map(|p| p.kind),
+            Some(BreakKind::Removed),
+            "{v}"
+        );
     }
 
     #[test]
