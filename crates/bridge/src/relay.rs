@@ -771,7 +771,14 @@ impl Relay {
 
     async fn http_error(&self, request: Option<&Request>, method: &str, response: Response) {
         let status = response.status();
-        let body = response.text().await.unwrap_or_default();
+        // An error's words are short; whatever answers with an endless or stalled one gets
+        // the start of it read, never all.
+        let body = tokio::time::timeout(
+            ERROR_BODY_WAIT,
+            countersign_core::mcp::read_prefix(response.bytes_stream(), MAX_ERROR_BODY),
+        )
+        .await
+        .unwrap_or_default();
         let json = serde_json::from_str::<Value>(&body).ok();
         // rmcp's own refusals (a header or version it will not take) are JSON-RPC errors that
         // answer the request: the most precise answer there is, so it goes through as it is.
@@ -997,8 +1004,23 @@ fn chain(e: &dyn std::error::Error) -> String {
 }
 
 /// The start of a body, on one line, for an error message.
+/// At most this much of an error's body is read, for so long.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+const ERROR_BODY_WAIT: Duration = Duration::from_secs(10);
+
+/// The start of a body for stderr, on one line, with control characters (a terminal's escape
+/// sequences) written as their code, since the host shows or logs what the bridge writes there.
 fn snippet(body: &str) -> String {
-    let flat = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = body
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .flat_map(|c| match c.is_control() {
+            true => c.escape_unicode().collect::<Vec<_>>(),
+            false => vec![c],
+        })
+        .collect::<String>();
     match flat.char_indices().nth(200) {
         Some((cut, _)) => format!("{}...", &flat[..cut]),
         None if flat.is_empty() => "(no details)".to_owned(),
@@ -1121,5 +1143,6 @@ mod tests {
         assert_eq!(snippet("Not\n Found"), "Not Found");
         assert_eq!(snippet(""), "(no details)");
         assert!(snippet(&"x ".repeat(500)).len() < 210);
+        assert_eq!(snippet("\x1b[2Jgone"), "\\u{1b}[2Jgone");
     }
 }

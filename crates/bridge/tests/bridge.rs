@@ -159,6 +159,7 @@ impl FakeGateway {
             .route("/mcp/moved", moved)
             .route("/mcp/verbatim", axum::routing::post(verbatim))
             .route("/mcp/endless", axum::routing::post(endless))
+            .route("/mcp/endless-error", axum::routing::post(endless_error))
             .nest_service("/mcp/demo", desk)
             .nest_service("/mcp/regions", regions)
             .layer(front);
@@ -298,6 +299,33 @@ async fn endless(body: String) -> Response {
         axum::body::Body::from_stream(body),
     )
         .into_response()
+}
+
+/// A failure whose words never end: 500, and a body without end.
+async fn endless_error() -> Response {
+    let body = futures::stream::repeat_with(|| {
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(vec![b'e'; 1 << 20]))
+    });
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
+}
+
+/// A failure answered with words without end: the bridge reads their start, and the agent is
+/// told at once (it read them all, growing until it was killed, and never answered).
+#[tokio::test]
+async fn an_error_answer_without_end_is_cut_off() {
+    let gateway = FakeGateway::start().await;
+    let scratch = Scratch::new("endless-error");
+    app_files(&scratch, &gateway);
+    let mut bridge = Bridge::spawn(&scratch, "endless-error", &[]);
+    bridge.send(initialize("2025-11-25")).await;
+    let (reply, _) = bridge.answer(json!(1)).await;
+    let message = error_message(&reply);
+    assert!(message.contains("failed (500)"), "{message}");
+    bridge.finish().await;
 }
 
 /// An answer without end, in JSON or in one event, is cut off at the bridge's limit and the

@@ -25,4 +25,4 @@ pub mod url_required;
 pub use connect::STARTED_AS_SERVER_ENV;
 /// A Streamable HTTP response read within bounds: the whole of a JSON body, or SSE events each
 /// within a size. The bridge reads the gateway's answers with the same code.
-pub use http_post::{bounded_sse, read_bounded};
+pub use http_post::{bounded_sse, read_bounded, read_prefix};

@@ -378,7 +378,7 @@ pub async fn read_bounded(
 }
 
 /// At most `max` bytes of a diagnostic body, as text; the rest is never read.
-pub(crate) async fn read_prefix(
+pub async fn read_prefix(
     body: impl Stream<Item = reqwest::Result<Bytes>>,
     max: usize,
 ) -> String {
