@@ -273,6 +273,10 @@ struct State {
     annotated_tools: HashMap<String, headers::ParamHeaders>,
     /// The GET stream for server-initiated messages, once opened.
     listener: Option<AbortHandle>,
+    /// The agent's `initialize` as it wrote it, once the gateway took it: sent again to open a
+    /// new session when the gateway no longer knows the one held (the app restarted), since a
+    /// stdio host knows nothing of HTTP sessions and would never do it itself.
+    initialize: Option<String>,
 }
 
 /// How a response stream ended.
@@ -308,6 +312,9 @@ pub struct Relay {
     refused: AtomicBool,
     /// Wakes the read loop to stop after a refusal.
     stop: Notify,
+    /// Held while a new session is opened, so requests that all found the old one gone open
+    /// one between them.
+    renewing: tokio::sync::Mutex<()>,
 }
 
 impl Relay {
@@ -348,6 +355,7 @@ impl Relay {
             state: Mutex::default(),
             refused: AtomicBool::new(false),
             stop: Notify::new(),
+            renewing: tokio::sync::Mutex::new(()),
         }))
     }
 
@@ -468,14 +476,31 @@ impl Relay {
     async fn forward(self: &Arc<Self>, body: String, message: &Value) {
         let request = request_of(message);
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-        let headers = self.post_headers(&body, message);
-        let mut post = self.http.post(self.endpoint.clone());
-        if request.is_none() {
-            // The gateway takes a notification or an answer at once (202): one held longer
-            // would hold up every message after it.
-            post = post.timeout(NOT_A_REQUEST_WAIT);
+        let post = |body: String| {
+            let headers = self.post_headers(&body, message);
+            let mut post = self.http.post(self.endpoint.clone());
+            if request.is_none() {
+                // The gateway takes a notification or an answer at once (202): one held longer
+                // would hold up every message after it.
+                post = post.timeout(NOT_A_REQUEST_WAIT);
+            }
+            let held = headers
+                .get(&SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            (post.headers(headers).body(body).send(), held)
+        };
+        let (sent, held) = post(body.clone());
+        let mut sent = sent.await;
+        // The gateway no longer knows the session (the app restarted): a new one, and the
+        // message once more on it.
+        if let (Ok(response), Some(held)) = (&sent, held)
+            && response.status() == StatusCode::NOT_FOUND
+            && method != "initialize"
+            && self.renew_session(&held).await
+        {
+            sent = post(body.clone()).0.await;
         }
-        let sent = post.headers(headers).body(body).send().await;
         let response = match sent {
             Ok(response) => response,
             Err(e) => {
@@ -494,7 +519,9 @@ impl Relay {
                 .get(&SESSION_HEADER)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned);
-            self.state().session = session;
+            let mut state = self.state();
+            state.initialize = session.as_ref().map(|_| body.clone());
+            state.session = session;
         }
         if status != StatusCode::ACCEPTED && status != StatusCode::NO_CONTENT {
             if is_event_stream(&response) {
@@ -904,6 +931,99 @@ impl Relay {
         }
     }
 
+    /// Opens a new session in place of `gone`, which the gateway answered it no longer knows:
+    /// the agent's own `initialize` again, its answer kept from the agent (which has had one),
+    /// then `notifications/initialized`, and the stream for server messages again. True when
+    /// there is a session other than `gone` to send on (opened now, or by another request
+    /// meanwhile).
+    async fn renew_session(self: &Arc<Self>, gone: &str) -> bool {
+        let _renewing = self.renewing.lock().await;
+        let initialize = {
+            let state = self.state();
+            match state.session.as_deref() {
+                Some(session) if session != gone => return true,
+                None => return false,
+                Some(_) => {}
+            }
+            let Some(initialize) = state.initialize.clone() else {
+                return false;
+            };
+            initialize
+        };
+        let mut headers = self.base_headers("application/json, text/event-stream");
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let opened = async {
+            let response = self
+                .http
+                .post(self.endpoint.clone())
+                .headers(headers)
+                .body(initialize)
+                .send()
+                .await
+                .map_err(|e| self.transport_error(&e))?;
+            if !response.status().is_success() {
+                return Err(format!("the gateway answered {}", response.status()));
+            }
+            let session = response
+                .headers()
+                .get(&SESSION_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .ok_or("the gateway's answer named no session")?;
+            // Its answer is the agent's no more (it has had one): read, to see it is one.
+            let length = response.content_length();
+            let body =
+                countersign_core::mcp::read_bounded(response.bytes_stream(), length, MAX_ANSWER)
+                    .await
+                    .map_err(|e| chain(&e))?;
+            if !String::from_utf8_lossy(&body).contains("\"result\"") {
+                return Err("the gateway did not accept the agent's initialize again".to_owned());
+            }
+            Ok(session)
+        };
+        let session = match tokio::time::timeout(RENEW_WAIT, opened).await {
+            Ok(Ok(session)) => session,
+            Ok(Err(why)) => {
+                log(format_args!("cannot open a new session: {why}"));
+                return false;
+            }
+            Err(_) => {
+                log("cannot open a new session: the gateway did not answer in time");
+                return false;
+            }
+        };
+        let listener = {
+            let mut state = self.state();
+            state.session = Some(session);
+            state.listener.take()
+        };
+        if let Some(listener) = listener {
+            listener.abort();
+        }
+        let initialized =
+            serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let headers = self.post_headers(&initialized.to_string(), &initialized);
+        let sent = self
+            .http
+            .post(self.endpoint.clone())
+            .timeout(NOT_A_REQUEST_WAIT)
+            .headers(headers)
+            .body(initialized.to_string())
+            .send()
+            .await;
+        if let Err(e) = sent {
+            log(format_args!(
+                "the new session's notifications/initialized: {}",
+                self.transport_error(&e)
+            ));
+        }
+        self.open_listener();
+        log(
+            "the gateway no longer knew the session (Countersign may have restarted): opened a new one",
+        );
+        true
+    }
+
     /// Ends a legacy session (DELETE), so the gateway drops its upstream session at once.
     async fn end_session(&self) {
         let listener = self.state().listener.take();
@@ -1005,6 +1125,9 @@ fn chain(e: &dyn std::error::Error) -> String {
 
 /// The start of a body, on one line, for an error message.
 /// At most this much of an error's body is read, for so long.
+/// How long opening a new session in place of a forgotten one may take.
+const RENEW_WAIT: Duration = Duration::from_secs(30);
+
 const MAX_ERROR_BODY: usize = 64 * 1024;
 const ERROR_BODY_WAIT: Duration = Duration::from_secs(10);
 

@@ -154,6 +154,61 @@ async fn an_agent_quiet_between_its_calls_keeps_its_session() {
     assert!(status.success(), "{status}: {stderr}");
 }
 
+/// Countersign restarts while the agent runs: the new gateway knows nothing of the session the
+/// bridge holds, and the bridge opens a new one with the agent's own `initialize` and carries
+/// on, the agent none the wiser. (It answered "no longer knows this session ... restart the
+/// agent's connection" to every request until the host restarted the bridge.)
+#[tokio::test(flavor = "multi_thread")]
+async fn after_countersign_restarts_the_bridge_carries_on_in_a_new_session() {
+    let mut rig = Rig::start("real-restart").await;
+    let mut bridge = Bridge::spawn(&rig.scratch, "demo", &[]);
+    let init = bridge
+        .request(1, "initialize", initialize("2025-11-25")["params"].clone())
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    bridge
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let tools = bridge.request(2, "tools/list", json!({})).await;
+    assert!(!tool_names(&tools).is_empty(), "{tools}");
+
+    // The app restarts: the same token and port, no sessions.
+    let addr = rig.gateway.addr().expect("listening");
+    rig.gateway.shutdown().await;
+    let gateway = Gateway::new(
+        GatewayConfig::default(),
+        vec![ServerConfig::http("demo", &rig._desk.url())],
+        rig.broker.clone(),
+        SettingsStore::default(),
+        rig.scratch.app_data().join("gateway-token"),
+    )
+    .expect("gateway");
+    let listener = loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(listener) => break listener,
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    };
+    gateway.serve(listener);
+    rig.gateway = gateway;
+
+    let again = bridge.request(3, "tools/list", json!({})).await;
+    assert!(
+        tool_names(&again).contains(&"list_tickets".to_owned()),
+        "{again}"
+    );
+    bridge
+        .send(json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "list_tickets", "arguments": {}}}))
+        .await;
+    rig.allow_call("list_tickets").await;
+    let (call, _) = bridge.answer(json!(4)).await;
+    assert!(first_text(&call).contains("t1"), "{call}");
+    let (status, stderr) = bridge.finish().await;
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("opened a new one"), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_2026_07_28_agent_lists_and_calls_through_the_gateway() {
     let mut rig = Rig::start("real-modern").await;
