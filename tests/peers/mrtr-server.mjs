@@ -8,6 +8,7 @@
 //   two_rounds     a form, then (with the first answer in requestState) a second form
 //   state_only     a round with no questions at all, only requestState, then the result
 //   with_sampling  a form and a sampling request in one result
+//   pattern_beside a form, and beside it one whose schema has a `pattern`, in one result
 //   asks_forever   a form in every round, never a result
 //
 // and the same beyond tools: prompts/get `greeting` asks for a name first, resources/read
@@ -57,7 +58,7 @@ const ask = (inputRequests, requestState) => ({
 });
 const done = (text) => ({ content: [{ type: 'text', text }] });
 
-const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling', 'asks_forever',
+const tools = ['pattern_code', 'two_at_once', 'two_rounds', 'state_only', 'with_sampling', 'pattern_beside', 'asks_forever',
   'asks_by_request', 'asks_then_withdraws', 'asks_roots', 'asks_and_waits']
   .map((name) => ({ name, inputSchema: { type: 'object' } }))
   .concat([{ name: 'regional', inputSchema: { type: 'object', properties: {
@@ -108,6 +109,12 @@ function call(p) {
       return ask({
         ok: form('Fine?', { ok: { type: 'boolean' } }),
         llm: { method: 'sampling/createMessage', params: { messages: [{ role: 'user', content: { type: 'text', text: 'hi' } }], maxTokens: 10 } },
+      });
+    case 'pattern_beside':
+      if (Object.keys(answers).length) return done(`answered ${JSON.stringify(Object.keys(answers))}`);
+      return ask({
+        ok: form('Fine?', { ok: { type: 'boolean' } }),
+        code: form('Enter the 6-digit code', { code: { type: 'string', pattern: '^[0-9]{6}$' } }),
       });
     case 'asks_forever': {
       const round = Number(state ?? '0') + 1;

@@ -172,6 +172,29 @@ async fn a_sampling_request_refuses_the_round_before_anyone_is_asked() {
     h.shutdown().await;
 }
 
+/// A round whose one question cannot be asked (a `pattern` schema) is refused before the other
+/// is shown: the person answered it before, was told "Sent.", and the answer was then thrown
+/// away with the round.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_round_with_a_question_that_cannot_be_asked_is_refused_before_any_is_shown() {
+    let (h, log) = mrtr("pattern-beside").await;
+    let call = h.spawn_call("mrtr", "pattern_beside", json!({}));
+    let ended = tokio::time::timeout(common::WAIT, call)
+        .await
+        .expect("refused at once, nobody asked")
+        .unwrap()
+        .expect_err("refused");
+    assert!(ended.to_string().contains("pattern"), "{ended}");
+    assert!(
+        h.broker.pending().is_empty(),
+        "the form beside it was shown"
+    );
+    let audit = std::fs::read_to_string(&h.audit_path).unwrap_or_default();
+    assert!(!audit.contains("\"asked\""), "nobody was asked: {audit}");
+    assert_eq!(calls(&log).len(), 1, "no second round was sent");
+    h.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_server_that_never_stops_asking_is_refused_before_a_round_the_call_could_not_use() {
     let (h, log) = mrtr("forever").await;

@@ -172,6 +172,17 @@ impl Elicitor {
         kill_point::reached(Step::AfterDelivered);
     }
 
+    /// Whether `params` is a question that can be asked; a refusal is recorded.
+    pub(crate) fn can_ask(&self, params: &Value) -> Result<(), String> {
+        self.parse(params).map(|_| ()).inspect_err(|reason| {
+            // Refused either way; a failure to record it is logged by the log.
+            let _ = self
+                .broker
+                .audit()
+                .record_refused(&self.asker.server, reason, params);
+        })
+    }
+
     fn parse(&self, params: &Value) -> Result<AskKind, String> {
         let Some(obj) = params.as_object() else {
             return Err("elicitation params must be an object".into());

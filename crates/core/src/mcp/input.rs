@@ -68,6 +68,14 @@ pub(crate) async fn answer_input_requests(
         };
         questions.push((key, params));
     }
+    // Every question is read before any is shown: one that cannot be asked (a `pattern`, say)
+    // refuses the round, and an answer the person gave to another would be thrown away with it
+    // after they were told it was sent.
+    for (_, params) in &questions {
+        if let Err(reason) = elicitor.can_ask(params) {
+            return Err(format!("unsupported input request: {reason}"));
+        }
+    }
     let answers =
         futures::future::join_all(questions.into_iter().map(|(key, params)| async move {
             let mut opened = None;
