@@ -58,8 +58,9 @@ test("every field kind renders with its native input and constraints", async () 
   const topic = await attrs("Topic");
   assert.equal(topic.type, "text");
   assert.equal(topic.required, true);
-  assert.equal(topic.minlength, "3");
-  assert.equal(topic.maxlength, "80");
+  // Counted in characters, as the backend counts them, not by the browser's UTF-16 units.
+  assert.equal(topic.minlength, null);
+  assert.equal(topic.maxlength, null);
   assert.match(topic.describedBy, /What the meeting is about/);
   assert.match(topic.describedBy, /3 to 80 characters/);
   assert.equal((await attrs("Attendee email")).type, "email");
@@ -225,6 +226,36 @@ test("native constraints block Submit with a message per field, and nothing is s
   await d.getByRole("button", { name: "Submit" }).click();
   const [answer] = await waitForAnswers(backend, 1);
   assert.deepEqual(answer.answer.content, { topic: "abc", mail: "a@example.com", count: 5, equipment: ["projector", "speakerphone"] });
+  await app.close();
+});
+
+test("text lengths count characters as the backend does, and a server's choice says it is the server's", async () => {
+  const ask = formAsk({ fields: [
+    field.text("mark", { title: "Mark", minLength: 2, required: true }),
+    field.text("pair", { title: "Pair", maxLength: 3 }),
+    field.single("scope", [["all-repos", "Choose…"], ["one-repo", "One repository"]], { title: "Scope", default: "all-repos" }),
+    field.single("blank", [["x", ""], ["y", "Why"]], { title: "Blank" }),
+  ] });
+  const app = await openApp(env, { asks: [ask] });
+  const { page, backend } = app;
+  const d = dialog(page);
+  // The server's choice reads "Choose…", as if nothing were chosen: it is said to be the server's.
+  const scopeHint = await d.getByLabel("Scope").evaluate((e) => (e.getAttribute("aria-describedby") ?? "")
+    .split(" ").map((id) => document.getElementById(id)?.textContent ?? "").join("|"));
+  assert.match(scopeHint, /Chosen by the server: all-repos/);
+  // A title that shows nothing is named by its value.
+  assert.deepEqual(await d.getByLabel("Blank").evaluate((e) => Array.from(e.options).map((o) => o.text)), ["Choose…", "x", "Why"]);
+  // One emoji is one character: short of a minimum of 2 (the browser's count says 2).
+  await d.getByLabel("Mark").fill("😀");
+  await d.getByLabel("Pair").fill("😀😀");
+  await d.getByRole("button", { name: "Submit" }).click();
+  assert.match(await d.getByRole("alert").textContent(), /At least 2 characters \(1 now\)/);
+  await page.waitForTimeout(200);
+  assert.equal(backend.answers.length, 0);
+  await d.getByLabel("Mark").fill("😀😀");
+  await d.getByRole("button", { name: "Submit" }).click();
+  const [answer] = await waitForAnswers(backend, 1);
+  assert.deepEqual(answer.answer.content, { mark: "😀😀", pair: "😀😀", scope: "all-repos" });
   await app.close();
 });
 

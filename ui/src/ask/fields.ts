@@ -198,9 +198,18 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
   }
   // Dates are not masked (nobody's secret is a date picker); everything else a secret is typed into is.
   if (field.secret && field.format !== "date" && field.format !== "date-time") input.type = "password";
-  if (field.format !== "date" && field.format !== "date-time") {
-    if (min !== null) input.minLength = min;
-    if (max !== null) input.maxLength = max;
+  // Lengths in characters (code points), as the backend counts them: the browser's own
+  // minLength/maxLength count UTF-16 units, so "😀" would pass a minimum of 2 here and be
+  // refused there.
+  const lengthCheck = () => {
+    const n = Array.from(input.value).length;
+    const wrong = input.value !== "" && ((min !== null && n < min) || (max !== null && n > max));
+    input.setCustomValidity(!wrong ? ""
+      : min !== null && n < min ? `At least ${min} ${min === 1 ? "character" : "characters"} (${n} now).`
+        : `At most ${max} ${max === 1 ? "character" : "characters"} (${n} now).`);
+  };
+  if (field.format !== "date" && field.format !== "date-time" && (min !== null || max !== null)) {
+    input.addEventListener("input", lengthCheck);
   }
   if (typeof field.default === "string") {
     if (input.type === "password") {
@@ -224,6 +233,7 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
       if (visibleString(field.default) !== field.default || Array.from(field.default).length > 60) {
         hints.push(`Filled in by the server: ${visibleString(field.default)}`);
       }
+      lengthCheck();
     }
   }
 
@@ -317,7 +327,9 @@ function booleanField(field: Extract<Field, { kind: "boolean" }>): FieldControl 
 }
 
 function optionText(choice: Choice): string {
-  return shortText(choice.label ?? choice.value, OPTION_CHARS);
+  // A title that shows nothing is no name: the value stands in.
+  const label = choice.label !== null && choice.label.trim() !== "" ? choice.label : choice.value;
+  return shortText(label, OPTION_CHARS);
 }
 
 function singleSelectField(field: Extract<Field, { kind: "singleSelect" }>): FieldControl {
@@ -334,7 +346,10 @@ function singleSelectField(field: Extract<Field, { kind: "singleSelect" }>): Fie
   const defaultIndex = field.options.findIndex((c) => c.value === field.default);
   select.value = defaultIndex >= 0 ? String(defaultIndex) : "";
 
-  const f = frame(field, null);
+  // A choice made by the server is said to be its, by the value it sends: its title could
+  // read as "Choose…", as if nothing were chosen.
+  const chosen = field.options[defaultIndex];
+  const f = frame(field, chosen ? `Chosen by the server: ${visibleString(chosen.value)}` : null);
   return single(field, f, select, () => {
     if (select.value === "") return { present: false };
     const choice = field.options[Number(select.value)];
