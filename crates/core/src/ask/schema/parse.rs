@@ -295,6 +295,24 @@ fn parse_text(obj: &Map<String, Value>, path: &str) -> Result<FieldKind, SchemaE
             ));
         }
     };
+    // The dialog's pickers send a date as `2025-01-11` and a moment as
+    // `2025-01-11T18:30:00+05:30`: lengths that leave that out make a field nobody can answer.
+    let sent_length = match format {
+        Some(TextFormat::Date) => Some(10),
+        Some(TextFormat::DateTime) => Some(25),
+        _ => None,
+    };
+    if let Some(sent) = sent_length
+        && (min_length.is_some_and(|min| min > sent) || max_length.is_some_and(|max| max < sent))
+    {
+        return Err(SchemaError::new(
+            path,
+            format!(
+                "minLength and maxLength must admit {sent} characters, the length of the {} the dialog sends",
+                if sent == 10 { "date" } else { "date and time" }
+            ),
+        ));
+    }
     Ok(FieldKind::Text {
         min_length,
         max_length,
@@ -766,6 +784,33 @@ mod tests {
 
     fn one(prop: Value) -> Result<FormSchema, SchemaError> {
         parse_form_schema(&json!({"type": "object", "properties": {"f": prop}}))
+    }
+
+    /// A date or a moment whose length keywords leave out what the dialog's picker sends could
+    /// never be answered: refused as the server sent it.
+    #[test]
+    fn a_date_whose_lengths_leave_out_the_pickers_is_refused() {
+        let field = |f: Value| json!({"type": "object", "properties": {"when": f}});
+        for unanswerable in [
+            json!({"type": "string", "format": "date-time", "maxLength": 20}),
+            json!({"type": "string", "format": "date", "minLength": 11}),
+        ] {
+            let error = parse_form_schema(&field(unanswerable.clone())).unwrap_err();
+            assert!(
+                error.to_string().contains("must admit"),
+                "{unanswerable}: {error}"
+            );
+        }
+        for answerable in [
+            json!({"type": "string", "format": "date-time", "maxLength": 25}),
+            json!({"type": "string", "format": "date", "minLength": 10, "maxLength": 10}),
+            json!({"type": "string", "maxLength": 5}),
+        ] {
+            assert!(
+                parse_form_schema(&field(answerable.clone())).is_ok(),
+                "{answerable}"
+            );
+        }
     }
 
     #[test]
