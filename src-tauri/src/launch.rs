@@ -77,6 +77,31 @@ pub fn keep_memory_private() {
     }
 }
 
+/// The descriptors the app asks for (within the hard limit): the gateway serves up to
+/// `MAX_OPEN_CONNECTIONS` (1,024) connections, and the servers' pipes, the audit log and WebKit
+/// need theirs beside; Linux's usual soft limit is 1,024 in all. Not more: the servers the app
+/// starts inherit it, and some close every descriptor up to it as they start.
+const OPEN_FILES: libc::rlim_t = 8192;
+
+/// Raises the soft limit on open descriptors to [`OPEN_FILES`] (or the hard limit, if lower).
+pub fn raise_open_files() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the one struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return;
+        }
+        let wanted = OPEN_FILES.min(limit.rlim_max);
+        if limit.rlim_cur < wanted {
+            limit.rlim_cur = wanted;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
 /// Forgets an `APPIMAGE` (and `APPDIR`) this process only inherited: started from an AppImage
 /// app's terminal, say, where it names that app. The autostart entry ("Start Countersign when
 /// I log in") is written with `$APPIMAGE` as the program when it is set, so it would start that
@@ -214,6 +239,33 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_descriptor_limit_is_raised_within_the_hard_one() {
+        let soft = || {
+            let mut limit = libc::rlimit {
+                rlim_cur: 0,
+                rlim_max: 0,
+            };
+            // SAFETY: as in `raise_open_files`.
+            unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) };
+            limit
+        };
+        // As a login session starts it (1,024 is usual; lower here, so the test shows a rise).
+        let mut low = soft();
+        low.rlim_cur = 256.min(low.rlim_max);
+        // SAFETY: as in `raise_open_files`.
+        assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &low) }, 0);
+        let before = soft();
+        raise_open_files();
+        let after = soft();
+        assert_eq!(after.rlim_max, before.rlim_max);
+        assert!(
+            after.rlim_cur >= OPEN_FILES.min(after.rlim_max),
+            "{}",
+            after.rlim_cur
+        );
+    }
 
     /// Run in a process of its own (nextest runs each test so), as the app runs it at start.
     #[cfg(target_os = "linux")]

@@ -64,6 +64,7 @@ fn rmcp_within_bounds(meta: &tracing::Metadata<'_>) -> bool {
 pub fn run() {
     #[cfg(target_os = "linux")]
     launch::keep_memory_private();
+    launch::raise_open_files();
     launch::forget_inherited_appimage();
     #[cfg(target_os = "linux")]
     let without_gl = launch::start_gtk_without_gl();
@@ -483,11 +484,10 @@ fn main_window(handle: &tauri::AppHandle) -> Option<tauri::WebviewWindow> {
         // The page holds the app's commands (a question's Allow, new agent tokens): it never
         // leaves the app's own pages, whatever a script or a link in it asks, and opens no
         // windows. Addresses the person opens go to the browser (`opener`), never here.
-        b.on_navigation(is_the_apps_page)
-            .on_new_window(|url, _| {
-                tracing::warn!(%url, "the page asked for a new window: refused");
-                tauri::webview::NewWindowResponse::Deny
-            })
+        b.on_navigation(is_the_apps_page).on_new_window(|url, _| {
+            tracing::warn!(%url, "the page asked for a new window: refused");
+            tauri::webview::NewWindowResponse::Deny
+        })
     });
     match builder.and_then(|b| b.build()) {
         Ok(window) => {

@@ -128,17 +128,37 @@ pub(crate) struct AgentListener {
     listener: TcpListener,
     refusals: Arc<Refusals>,
     turning_away: Arc<AtomicUsize>,
+    /// The person's connections being served now, and how many may be.
+    open: Arc<AtomicUsize>,
+    max_open: usize,
 }
 
 impl AgentListener {
     pub(crate) fn new(listener: TcpListener, refusals: Arc<Refusals>) -> Self {
+        Self::with_max_open(listener, refusals, MAX_OPEN_CONNECTIONS)
+    }
+
+    pub(crate) fn with_max_open(
+        listener: TcpListener,
+        refusals: Arc<Refusals>,
+        max_open: usize,
+    ) -> Self {
         AgentListener {
             listener,
             refusals,
             turning_away: Arc::default(),
+            open: Arc::default(),
+            max_open,
         }
     }
 }
+
+/// Connections of the person's own served at once, at most: axum closes none that idle, and
+/// a process that opened thousands (an agent gone wrong, or one sandboxed but for the port)
+/// would leave the app no descriptor for its agents' next connection, its servers or its audit
+/// log. Past it, a connection is told so and closed. (The app raises its descriptor limit to
+/// well above this at start: `launch`.)
+pub(crate) const MAX_OPEN_CONNECTIONS: usize = 1024;
 
 /// Connections being told why they are refused at once, at most; past this a connection is
 /// closed without a word.
@@ -157,17 +177,25 @@ impl Listener for AgentListener {
                 Ok(ours) => Peer::of(&stream, ours, addr),
                 Err(e) => Peer::Unknown(e.to_string()),
             };
-            if let Some(reason) = peer.refusal() {
-                self.refusals.record(
-                    axum::http::StatusCode::FORBIDDEN,
-                    &reason,
-                    &axum::http::HeaderMap::new(),
-                    "",
-                );
+            let (status, refusal) = match peer.refusal() {
+                Some(reason) => (axum::http::StatusCode::FORBIDDEN, Some(reason)),
+                None if self.open.load(Ordering::Relaxed) >= self.max_open => (
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    Some(format!(
+                        "Countersign's gateway has {} connections open, as many as it serves at \
+                         once; try again when some have closed",
+                        self.max_open
+                    )),
+                ),
+                None => (axum::http::StatusCode::OK, None),
+            };
+            if let Some(reason) = refusal {
+                self.refusals
+                    .record(status, &reason, &axum::http::HeaderMap::new(), "");
                 if self.turning_away.fetch_add(1, Ordering::Relaxed) < MAX_TURNING_AWAY {
                     let turning_away = self.turning_away.clone();
                     tokio::spawn(async move {
-                        turn_away(stream, &reason).await;
+                        turn_away(stream, status, &reason).await;
                         turning_away.fetch_sub(1, Ordering::Relaxed);
                     });
                 } else {
@@ -180,7 +208,16 @@ impl Listener for AgentListener {
             if let Err(e) = stream.set_nodelay(true) {
                 tracing::debug!(error = %e, "cannot set TCP_NODELAY");
             }
-            return (Accepted { stream, peer }, addr);
+            self.open.fetch_add(1, Ordering::Relaxed);
+            let counted = Counted(self.open.clone());
+            return (
+                Accepted {
+                    stream,
+                    peer,
+                    _counted: counted,
+                },
+                addr,
+            );
         }
     }
 
@@ -189,14 +226,16 @@ impl Listener for AgentListener {
     }
 }
 
-/// Answers a refused connection's request with 403 and why, unread, and closes it; what it
-/// sent meanwhile is read and dropped, so the close does not reset the answer away.
-async fn turn_away(mut stream: TcpStream, reason: &str) {
+/// Answers a refused connection's request with `status` and why, unread, and closes it; what
+/// it sent meanwhile is read and dropped, so the close does not reset the answer away.
+async fn turn_away(mut stream: TcpStream, status: axum::http::StatusCode, reason: &str) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let body = super::refusal_body(reason);
     let answer = format!(
-        "HTTP/1.1 403 Forbidden\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
+        "HTTP/1.1 {} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
          connection: close\r\n\r\n{body}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
         body.len()
     );
     let _ = tokio::time::timeout(TURN_AWAY_WAIT, async {
@@ -213,6 +252,16 @@ async fn turn_away(mut stream: TcpStream, reason: &str) {
 pub(crate) struct Accepted {
     stream: TcpStream,
     peer: Peer,
+    _counted: Counted,
+}
+
+/// One of [`AgentListener`]'s open connections, counted while it lives.
+struct Counted(Arc<AtomicUsize>);
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl AsyncRead for Accepted {
@@ -457,6 +506,48 @@ mod tests {
     use std::net::{Ipv4Addr, TcpListener, TcpStream};
 
     use super::*;
+
+    /// Past its cap of open connections, a new one is told so and closed, not served; one
+    /// closing makes room. (Thousands held open left the app no descriptor for anything.)
+    #[tokio::test]
+    async fn connections_past_the_cap_are_told_so_and_closed() {
+        use std::io::{Read, Write};
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut agents = AgentListener::with_max_open(listener, Arc::default(), 2);
+        let connect = move || std::thread::spawn(move || TcpStream::connect(addr).unwrap());
+        let (first_client, second_client) = (connect(), connect());
+        let (first, _) = agents.accept().await;
+        let (second, _) = agents.accept().await;
+        let _clients = (first_client.join().unwrap(), second_client.join().unwrap());
+        let third = std::thread::spawn(move || {
+            let mut third = TcpStream::connect(addr).unwrap();
+            third
+                .write_all(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")
+                .unwrap();
+            let mut answer = String::new();
+            let _ = third.read_to_string(&mut answer);
+            answer
+        });
+        // The listener turns the third away while it waits for one it may serve.
+        let accepting = tokio::spawn(async move {
+            let (fourth, _) = agents.accept().await;
+            (agents, fourth)
+        });
+        let answer = tokio::task::spawn_blocking(move || third.join().unwrap())
+            .await
+            .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(answer.contains("2 connections open"), "{answer}");
+        // One closes: the next is served.
+        drop(second);
+        let fourth_client = connect();
+        let (_agents, fourth) = accepting.await.unwrap();
+        assert_eq!(fourth.peer, Peer::Own);
+        drop((first, fourth, fourth_client.join().unwrap()));
+    }
 
     fn own_uid() -> u32 {
         // SAFETY: as above.
