@@ -127,6 +127,7 @@ test("a server's default is never filled in masked, and one the input cannot sho
     field.text("file", { title: "File name", default: `report${RLO}fdp.exe` }),
     field.text("notes", { title: "Notes", default: long }),
     field.text("plain", { title: "Plain", default: "ok" }),
+    field.text("to", { title: "To", default: `alice${"\u2003".repeat(40)},bob@ev.il` }),
     field.text("essay", { title: "Essay", default: "x".repeat(400) }),
   ] });
   const app = await openApp(env, { asks: [ask] });
@@ -139,12 +140,15 @@ test("a server's default is never filled in masked, and one the input cannot sho
   assert.ok(hints.some((h) => h === "Filled in by the server: report⟨U+202E⟩fdp.exe"), hints.join("|"));
   assert.ok(hints.some((h) => h.startsWith("Filled in by the server: Meeting notes")), hints.join("|"));
   assert.ok(!hints.some((h) => h.includes("Filled in by the server: ok")));
+  // Short, but wide blanks push its end past the field's: said below it.
+  assert.ok(hints.some((h) => h.startsWith("Filled in by the server: alice") && h.endsWith(",bob@ev.il")), hints.join("|"));
   assert.equal(await d.getByLabel("Essay").inputValue(), "");
   assert.ok(hints.some((h) => h === "The server suggested a long value; it is left out, type your own"), hints.join("|"));
   assert.doesNotMatch(await d.textContent(), new RegExp(RLO));
   // Left alone, the visible defaults are sent; the masked ones are not.
   await d.getByRole("button", { name: "Submit" }).click();
   const [answer] = await waitForAnswers(backend, 1);
-  assert.deepEqual(answer.answer.content, { file: `report${RLO}fdp.exe`, notes: long, plain: "ok" });
+  assert.deepEqual(answer.answer.content, { file: `report${RLO}fdp.exe`, notes: long, plain: "ok",
+    to: `alice${"\u2003".repeat(40)},bob@ev.il` });
   await app.close();
 });

@@ -230,7 +230,10 @@ function textField(field: Extract<Field, { kind: "text" }>): FieldControl {
       input.value = field.default;
       // What the input cannot show (invisible characters, text past its width) is said below,
       // so a default left alone is one the person could read.
-      if (visibleString(field.default) !== field.default || Array.from(field.default).length > 60) {
+      // Blanks other than single spaces (an em space, a run of them, a Braille blank) can push
+      // the rest of a short value past the field's end, unseen.
+      const blanks = /[^\S ]| {2,}|\u2800/u.test(field.default);
+      if (visibleString(field.default) !== field.default || blanks || Array.from(field.default).length > 60) {
         hints.push(`Filled in by the server: ${visibleString(field.default)}`);
       }
       lengthCheck();
