@@ -40,6 +40,12 @@ pub const DEFAULT_MAX_OPEN_PER_SERVER: usize = 20;
 pub const QUESTIONS_BURST: u64 = 100;
 pub const QUESTION_REFILL_MS: u64 = 60_000;
 
+/// An agent's questions across all its servers, in a burst (then one every
+/// [`QUESTION_REFILL_MS`]): the per-server budget alone grew with the servers configured, and
+/// an agent through ten servers could put a thousand records of up to 64 KiB in the log, enough
+/// to rotate the person's earlier answers out of it.
+pub const AGENT_QUESTIONS_BURST: u64 = 200;
+
 /// Why a question was not opened. Recorded as refused before it is returned.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OpenError {
@@ -65,6 +71,12 @@ pub enum OpenError {
         QUESTION_REFILL_MS / 1000
     )]
     TooManyAsked { who: String },
+    #[error(
+        "Countersign: {who} asked more questions than a person answers, across its servers \
+         ({AGENT_QUESTIONS_BURST} at once, then one every {} seconds); ask again later",
+        QUESTION_REFILL_MS / 1000
+    )]
+    TooManyAskedByAgent { who: String },
 }
 
 /// How many of a server's `limit` places one agent's questions may hold: half, so that no
@@ -311,16 +323,35 @@ impl Broker {
                 .asked
                 .entry(asker.clone())
                 .or_insert_with(|| Bucket::full(QUESTIONS_BURST, now_ms));
-            if !self.inner.question_budget
-                || bucket.take(now_ms, QUESTIONS_BURST, QUESTION_REFILL_MS)
-            {
+            if !self.inner.question_budget {
                 *state.opening.entry(asker.clone()).or_default() += 1;
                 return Ok(Slot {
                     broker: self,
                     asker,
                 });
             }
-            OpenError::TooManyAsked { who }
+            if !bucket.take(now_ms, QUESTIONS_BURST, QUESTION_REFILL_MS) {
+                break 'refused OpenError::TooManyAsked { who };
+            }
+            if let Some(agent) = agent_budget_key(&new.asker) {
+                let across = state
+                    .asked
+                    .entry(agent)
+                    .or_insert_with(|| Bucket::full(AGENT_QUESTIONS_BURST, now_ms));
+                if !across.take(now_ms, AGENT_QUESTIONS_BURST, QUESTION_REFILL_MS) {
+                    if let Some(bucket) = state.asked.get_mut(&asker) {
+                        bucket.give_back(QUESTIONS_BURST);
+                    }
+                    break 'refused OpenError::TooManyAskedByAgent {
+                        who: new.asker.agent.clone().unwrap_or_else(|| "an agent".into()),
+                    };
+                }
+            }
+            *state.opening.entry(asker.clone()).or_default() += 1;
+            return Ok(Slot {
+                broker: self,
+                asker,
+            });
         };
         // A refusal is a no whether or not it is on record (a failure is logged by the log);
         // an agent's are within its own budget, so it cannot hide the server's.
@@ -434,13 +465,17 @@ impl Broker {
             .lock()
             .pending
             .get(&id)
-            .map(|p| budget_key(&p.ask.asker));
+            .map(|p| (budget_key(&p.ask.asker), agent_budget_key(&p.ask.asker)));
         let sent = self.resolve(id, outcome).ok_or(AnswerError::NotPending)?;
         // Answered by the person: the question is theirs, not the asker's flood.
-        if let Some(asker) = asker
-            && let Some(bucket) = self.lock().asked.get_mut(&asker)
-        {
-            bucket.give_back(QUESTIONS_BURST);
+        if let Some((asker, agent)) = asker {
+            let mut state = self.lock();
+            if let Some(bucket) = state.asked.get_mut(&asker) {
+                bucket.give_back(QUESTIONS_BURST);
+            }
+            if let Some(bucket) = agent.and_then(|agent| state.asked.get_mut(&agent)) {
+                bucket.give_back(AGENT_QUESTIONS_BURST);
+            }
         }
         Ok(sent)
     }
@@ -532,6 +567,15 @@ impl Broker {
 
 /// A server's place in the queue between the limit check and the ask being pending.
 /// Whose question budget a question is in: its server's, or an agent's through it.
+/// The key of an agent's budget across its servers (no server's name starts with NUL).
+fn agent_budget_key(asker: &Asker) -> Option<String> {
+    asker
+        .agent_id
+        .as_ref()
+        .or(asker.agent.as_ref())
+        .map(|agent| format!("\0{agent}"))
+}
+
 fn budget_key(asker: &Asker) -> String {
     match asker.agent_id.as_ref().or(asker.agent.as_ref()) {
         Some(agent) => format!("{}\0{agent}", asker.server),
@@ -922,6 +966,51 @@ mod tests {
     /// One agent's questions hold at most half of a server's places: the other agents, and
     /// the server's own questions, still get theirs. (One agent, its calls each waiting a day
     /// as a pending approval, refused every other agent's question on that server.)
+    /// An agent's budget spans its servers: through many, it does not get a burst from each.
+    #[tokio::test]
+    async fn an_agents_questions_are_counted_across_its_servers() {
+        let (broker, _) = broker();
+        let through = |server: &str| {
+            let mut ask = from_server(server, confirm_ask(1, None));
+            ask.asker.agent = Some("Flood".into());
+            ask.asker.agent_id = Some("flood-token".into());
+            ask
+        };
+        let servers = ["a", "b", "c"];
+        let mut asked = 0;
+        'asking: for server in servers {
+            for _ in 0..QUESTIONS_BURST {
+                match broker.open(through(server)) {
+                    Ok(pending) => {
+                        asked += 1;
+                        drop(pending);
+                    }
+                    Err(refused) => {
+                        assert!(
+                            matches!(refused, OpenError::TooManyAskedByAgent { .. }),
+                            "{refused:?}"
+                        );
+                        assert!(
+                            refused.to_string().contains("across its servers"),
+                            "{refused}"
+                        );
+                        break 'asking;
+                    }
+                }
+            }
+        }
+        assert_eq!(asked, AGENT_QUESTIONS_BURST);
+        // The servers' own questions, and another agent's, are not counted in it.
+        drop(broker.open(from_server("c", confirm_ask(1, None))).unwrap());
+        let mut other = through("c");
+        other.asker.agent_id = Some("careful-token".into());
+        drop(broker.open(other).unwrap());
+        // A server it has not asked through yet gives it no fresh burst.
+        let mut fresh = through("d");
+        fresh.asker.agent_id = Some("flood-token".into());
+        assert!(broker.open(fresh).is_err());
+    }
+
     #[tokio::test]
     async fn one_agent_holds_at_most_half_of_a_servers_places() {
         let (broker, _) = broker();

@@ -241,10 +241,12 @@ pub(crate) fn too_many_open(error: OpenError) -> McpError {
         OpenError::TooManyOpen { limit, .. } | OpenError::TooManyOpenForAgent { limit, .. } => {
             serde_json::json!({"limit": limit})
         }
-        OpenError::TooManyAsked { .. } => serde_json::json!({
-            "burst": crate::ask::broker::QUESTIONS_BURST,
-            "refillMs": crate::ask::broker::QUESTION_REFILL_MS,
-        }),
+        OpenError::TooManyAsked { .. } | OpenError::TooManyAskedByAgent { .. } => {
+            serde_json::json!({
+                "burst": crate::ask::broker::QUESTIONS_BURST,
+                "refillMs": crate::ask::broker::QUESTION_REFILL_MS,
+            })
+        }
     };
     McpError::internal_error(error.to_string(), Some(data))
 }
