@@ -88,6 +88,35 @@ test("five calls, three ticked: Allow selected allows exactly those three and de
   await app.close();
 });
 
+test("the summary counts what went out: an Allow the log could not record, or for a call already gone, is not 'Allowed'", async () => {
+  const asks = [1, 2, 3].map((id) => call(id));
+  const app = await openApp(env, { asks });
+  const { page, backend } = app;
+  // The disk is full for call 1's answer; call 2 was withdrawn the moment it was answered.
+  backend.onAnswer = (id) => {
+    if (id === 1) {
+      backend.asks = backend.asks.filter((a) => a.id !== 1);
+      return { ok: { outcome: "cancelled", reason: "auditFailed" } };
+    }
+    if (id === 2) {
+      backend.asks = backend.asks.filter((a) => a.id !== 2);
+      return { err: { kind: "answer", message: "not pending", error: { kind: "notPending" } } };
+    }
+    return null;
+  };
+  await openBatch(page, 3);
+  for (const id of [1, 2, 3]) await box(page, id).check();
+  await armed(allowSelected(page));
+  await allowSelected(page).click();
+  await waitForAnswers(backend, 3);
+  await dialog(page).waitFor({ state: "detached" });
+  await page.waitForFunction(() => document.querySelector(".toast")?.textContent !== "");
+  assert.equal(await page.locator(".toast").textContent(),
+    "tickets: Allowed 1 call once, denied 0. 1 went out as no: Countersign could not record its answer (see History). 1 had ended before the answer.");
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("Deny all denies every call listed, at once (a no needs no arming)", async () => {
   const asks = [1, 2, 3, 4, 5].map((id) => call(id));
   const app = await openApp(env, { asks });

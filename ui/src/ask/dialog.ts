@@ -244,39 +244,40 @@ export class AskDialog implements AskViewHost {
     void this.send(view, answer);
   }
 
-  /** Sends `answer` for `view`'s ask; resolves true when it went out (the ask is over). */
-  private send(view: AskView, answer: Answer): Promise<boolean> {
+  /** Sends `answer` for `view`'s ask; resolves with how the ask ended (the outcome that went
+   * out, or "gone" when it had ended already), or null while it is still open. */
+  private send(view: AskView, answer: Answer): Promise<Outcome | "gone" | null> {
     const id = view.ask.id;
     view.setBusy(true);
     return this.sendAnswer(id, answer).then(
       (outcome) => {
         this.gone.add(id);
-        if (this.views.get(id) !== view) return true; // already torn down by its `resolved` event
+        if (this.views.get(id) !== view) return outcome; // already torn down by its `resolved` event
         this.remove(id);
         if (!this.quiet.has(id)) this.notify(view, ownText(outcome, view.ask.kind));
-        return true;
+        return outcome;
       },
       (error: unknown) => {
-        if (this.views.get(id) !== view) return false;
+        if (this.views.get(id) !== view) return "gone";
         view.setBusy(false);
         const app = asAppError(error);
         if (app?.kind === "answer") {
           switch (app.error.kind) {
             case "invalid":
               view.showErrors(app.error.errors);
-              return false;
+              return null;
             case "notPending":
               this.gone.add(id);
               this.remove(id);
               if (!this.quiet.has(id)) this.notify(view, "This question is no longer waiting.");
-              return true;
+              return "gone";
             case "malformed":
               view.showFormErrors([app.error.message]);
-              return false;
+              return null;
           }
         }
         view.showFormErrors([`The answer was not sent: ${errorText(error)}`]);
-        return false;
+        return null;
       },
     );
   }
@@ -290,7 +291,7 @@ export class AskDialog implements AskViewHost {
     for (const v of views) this.quiet.add(v.ask.id);
     const sent = await Promise.all(views.map((v) => this.send(v, { action: "decline" })));
     for (const v of views) this.quiet.delete(v.ask.id);
-    const done = sent.filter(Boolean).length;
+    const done = sent.filter((s) => s !== null).length;
     const failed = views.length - done;
     const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
     target.show(el("strong", {}, inlineText(server, 80)), ": ",
@@ -441,12 +442,19 @@ export class AskDialog implements AskViewHost {
     const sent = await Promise.all(chosen.map(({ view, answer }) => this.send(view, answer)));
     for (const { view } of chosen) this.quiet.delete(view.ask.id);
     if (this.batch === batch) this.closeBatch(true);
-    const allowed = chosen.filter((c, i) => sent[i] && c.answer.action === "accept").length;
-    const denied = chosen.filter((c, i) => sent[i] && c.answer.action !== "accept").length;
-    const failed = chosen.length - allowed - denied;
+    // Counted by what went out, not by what was pressed: an Allow the log could not record went
+    // out as a no, and a call that had ended meanwhile got no answer at all.
+    const allowed = sent.filter((s) => s !== null && s !== "gone" && s.outcome === "accepted").length;
+    const denied = sent.filter((s) => s !== null && s !== "gone" && (s.outcome === "declined"
+      || (s.outcome === "cancelled" && s.reason === "person"))).length;
+    const otherwise = sent.filter((s) => s !== null && s !== "gone" && s.outcome === "cancelled" && s.reason !== "person").length;
+    const gone = sent.filter((s) => s === "gone").length;
+    const failed = sent.filter((s) => s === null).length;
     const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
     target.show(el("strong", {}, inlineText(batch.key.server, 80)), ": ",
       allowed > 0 ? `Allowed ${plural(allowed, "call", "calls")} once, denied ${denied}.` : `Denied ${plural(denied, "call", "calls")}.`,
+      otherwise > 0 ? ` ${plural(otherwise, "went", "went")} out as no: Countersign could not record ${otherwise === 1 ? "its answer" : "their answers"} (see History).` : null,
+      gone > 0 ? ` ${plural(gone, "had", "had")} ended before the answer.` : null,
       failed > 0 ? ` ${plural(failed, "was", "were")} not answered: see ${failed === 1 ? "it" : "them"} in the queue.` : null);
   }
 
