@@ -3792,6 +3792,51 @@ async fn revoking_the_decision_a_pending_call_was_allowed_with_takes_the_allow_b
     rig.gateway.shutdown().await;
 }
 
+/// A pending call's question went with the session it was asked in, and there was no place to
+/// ask it again then (its agent held its share of the server's places): the agent's retry asks
+/// it again once there is. (It was gone from the desktop until the next start, and every retry
+/// was told "pending" meanwhile.)
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pending_calls_question_gone_from_the_desktop_is_asked_again_at_the_retry() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let mut rig = rig("durable-unasked", vec![files]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let args = json!({"path": "/p/a"});
+    let ask = left_pending(&mut rig, &agent, args.clone()).await;
+    // Its question leaves the desktop and is not asked again now, as when its session ended
+    // and there was no place to ask it again (simulated here by the one end that keeps an
+    // approval without asking: the app quitting).
+    rig.broker.withdraw(ask.id, CancelReason::Shutdown);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        rig.broker.pending().is_empty(),
+        "{:?}",
+        rig.broker.pending()
+    );
+    // The retry finds it waiting with no question on the desktop: asked again.
+    let retry = spawn_call(&agent, "read_file", args.clone());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let again = loop {
+        let asks = rig.broker.pending();
+        if let Some(again) = asks
+            .into_iter()
+            .find(|a| matches!(&a.kind, AskKind::ToolCall { tool, .. } if tool == "read_file"))
+        {
+            break again;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never asked again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    rig.broker
+        .answer(again.id, Answer::Accept { content: None })
+        .unwrap();
+    let result = retry.await.unwrap().unwrap();
+    assert!(!text(&result).contains("pending"), "{result:?}");
+    assert_eq!(text(&result), r#"read_file {"path":"/p/a"}"#);
+    rig.gateway.shutdown().await;
+}
+
 /// The person allows a pending call once, then, before the agent retries it, remembers a
 /// denial of the tool for a minute: the retry is denied, and that uses up the allow. Left, the
 /// allow ran the same call once the denial had lapsed, though the person's latest word on it

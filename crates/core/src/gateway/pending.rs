@@ -132,6 +132,9 @@ pub(crate) struct PendingStore {
     path: Option<PathBuf>,
     entries: Mutex<Vec<PendingApproval>>,
     changed: tokio::sync::Notify,
+    /// Held while a retry checks that its approval's question is on the desktop, so two
+    /// retries at once ask it again once.
+    asking_again: Mutex<()>,
 }
 
 impl PendingStore {
@@ -156,6 +159,7 @@ impl PendingStore {
             path,
             entries: Mutex::new(entries),
             changed: tokio::sync::Notify::new(),
+            asking_again: Mutex::new(()),
         }
     }
 
@@ -257,6 +261,20 @@ impl PendingStore {
         let _ = self.save(&entries);
         drop(entries);
         self.changed.notify_waiters();
+    }
+
+    /// Approval `id`, as kept.
+    fn get(&self, id: &str) -> Option<PendingApproval> {
+        self.lock().iter().find(|e| e.id == id).cloned()
+    }
+
+    /// Approval `id` is asked again, in question `asked`.
+    fn asked_again(&self, id: &str, asked: AskedIn) {
+        let mut entries = self.lock();
+        if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
+            e.asked = Some(asked);
+            let _ = self.save(&entries);
+        }
     }
 
     /// Whether no call waits or was answered.
@@ -375,6 +393,29 @@ pub(crate) fn keep_waiting(
     Ok(id)
 }
 
+/// A retry found approval `id` still waiting: its question is on the desktop, or is asked
+/// again now. (When the session it was asked in ended, it is asked again at once; if that found
+/// no place, the question was gone from the desktop until the next start, and every retry was
+/// told "pending" meanwhile.)
+pub(crate) fn ask_if_unasked(shared: &std::sync::Arc<super::Shared>, id: &str) {
+    let store = &shared.pending;
+    let _one = store.asking_again.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(approval) = store.get(id) else {
+        return;
+    };
+    if approval.state != PendingState::Waiting {
+        return;
+    }
+    let run = shared.broker.audit().run();
+    let on_desktop = approval
+        .asked
+        .as_ref()
+        .is_some_and(|asked| asked.run == run && shared.broker.is_open(asked.id));
+    if !on_desktop {
+        reopen(shared, approval);
+    }
+}
+
 /// Asks again about every approval still waiting (after a restart): the person sees them as
 /// before, and their answers wait for the agents' retries.
 pub(crate) fn ask_again(shared: &std::sync::Arc<super::Shared>) {
@@ -454,6 +495,7 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
                 run: shared.broker.audit().run().to_owned(),
                 id: pending.id(),
             };
+            shared.pending.asked_again(&approval.id, asked.clone());
             tokio::spawn(settle(
                 shared.clone(),
                 approval,

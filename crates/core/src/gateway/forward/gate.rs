@@ -535,6 +535,7 @@ impl Forwarder {
                     )))));
                 }
                 pending::Found::Waiting { id } => {
+                    pending::ask_if_unasked(&self.shared, &id);
                     tokio::select! {
                         waited = tokio::time::timeout_at(deadline, changed) => {
                             if waited.is_err() {
