@@ -970,19 +970,19 @@ impl Relay {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
                 .ok_or("the gateway's answer named no session")?;
-            // Its answer is the agent's no more (it has had one): read, to see it is one.
+            // Its answer is the agent's no more (it has had one): read, to see it is one, and
+            // for the version it names (an updated app may name another).
             let length = response.content_length();
             let body =
                 countersign_core::mcp::read_bounded(response.bytes_stream(), length, MAX_ANSWER)
                     .await
                     .map_err(|e| chain(&e))?;
-            if !String::from_utf8_lossy(&body).contains("\"result\"") {
-                return Err("the gateway did not accept the agent's initialize again".to_owned());
-            }
-            Ok(session)
+            let version = initialized_version(&String::from_utf8_lossy(&body))
+                .ok_or("the gateway did not accept the agent's initialize again")?;
+            Ok((session, version))
         };
-        let session = match tokio::time::timeout(RENEW_WAIT, opened).await {
-            Ok(Ok(session)) => session,
+        let (session, version) = match tokio::time::timeout(RENEW_WAIT, opened).await {
+            Ok(Ok(opened)) => opened,
             Ok(Err(why)) => {
                 log(format_args!("cannot open a new session: {why}"));
                 return false;
@@ -992,17 +992,13 @@ impl Relay {
                 return false;
             }
         };
-        let listener = {
-            let mut state = self.state();
-            state.session = Some(session);
-            state.listener.take()
-        };
-        if let Some(listener) = listener {
-            listener.abort();
-        }
+        // Set up before anything else is sent on it.
         let initialized =
             serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        let headers = self.post_headers(&initialized.to_string(), &initialized);
+        let mut headers = self.base_headers("application/json, text/event-stream");
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        insert(&mut headers, SESSION_HEADER, &session);
+        insert(&mut headers, VERSION_HEADER, &version);
         let sent = self
             .http
             .post(self.endpoint.clone())
@@ -1016,6 +1012,20 @@ impl Relay {
                 "the new session's notifications/initialized: {}",
                 self.transport_error(&e)
             ));
+        }
+        let listener = {
+            let mut state = self.state();
+            // The agent opened a session of its own meanwhile (its own `initialize`): that one
+            // is the agent's, and the one opened here is left to end quiet.
+            if state.session.as_deref() != Some(gone) {
+                return state.session.is_some();
+            }
+            state.session = Some(session);
+            state.version = Some(version);
+            state.listener.take()
+        };
+        if let Some(listener) = listener {
+            listener.abort();
         }
         self.open_listener();
         log(
@@ -1123,11 +1133,27 @@ fn chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// The start of a body, on one line, for an error message.
-/// At most this much of an error's body is read, for so long.
+/// The protocol version an `initialize` answer names, in a JSON body or an SSE stream's event;
+/// `None` when it is not one.
+fn initialized_version(body: &str) -> Option<String> {
+    let version = |text: &str| {
+        serde_json::from_str::<Value>(text)
+            .ok()?
+            .pointer("/result/protocolVersion")?
+            .as_str()
+            .map(str::to_owned)
+    };
+    version(body).or_else(|| {
+        body.lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .find_map(|data| version(data.trim()))
+    })
+}
+
 /// How long opening a new session in place of a forgotten one may take.
 const RENEW_WAIT: Duration = Duration::from_secs(30);
 
+/// At most this much of an error's body is read, for so long.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 const ERROR_BODY_WAIT: Duration = Duration::from_secs(10);
 
@@ -1258,6 +1284,18 @@ mod tests {
         assert_eq!(
             endpoint(&prefixed, "a").expect("endpoint").as_str(),
             "http://127.0.0.1:1/prefix/mcp/a"
+        );
+    }
+
+    #[test]
+    fn an_initialize_answer_is_read_for_its_version_in_json_and_in_an_event() {
+        let answer = r#"{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25"}}"#;
+        assert_eq!(initialized_version(answer).as_deref(), Some("2025-11-25"));
+        let event = format!("id: 0\ndata:\n\nevent: message\ndata: {answer}\n\n");
+        assert_eq!(initialized_version(&event).as_deref(), Some("2025-11-25"));
+        assert_eq!(
+            initialized_version(r#"{"jsonrpc":"2.0","id":1,"error":{}}"#),
+            None
         );
     }
 

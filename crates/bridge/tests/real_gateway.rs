@@ -152,6 +152,8 @@ async fn an_agent_quiet_between_its_calls_keeps_its_session() {
     );
     let (status, stderr) = bridge.finish().await;
     assert!(status.success(), "{status}: {stderr}");
+    // The same session all along: not one the bridge had to open again.
+    assert!(!stderr.contains("opened a new one"), "{stderr}");
 }
 
 /// Countersign restarts while the agent runs: the new gateway knows nothing of the session the
