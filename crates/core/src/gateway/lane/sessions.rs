@@ -23,6 +23,9 @@ const SWEEP_ABOVE: usize = 256;
 /// default for the sessions it idles out.
 const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// How long an agent's open stream keeps its session without a request on it.
+const LISTENING_KEEPS: std::time::Duration = std::time::Duration::from_secs(24 * 60 * 60);
+
 /// The sessions the lane knows, by server and session id.
 pub(crate) struct Lanes {
     sessions: Mutex<HashMap<(String, String), Arc<Session>>>,
@@ -290,10 +293,15 @@ impl Lanes {
                 return false;
             }
             let ending = session.ending.load(Ordering::Relaxed);
-            let busy = !lock(&session.in_flight).is_empty()
-                || session.asked.is_waiting()
-                || session.listening.load(Ordering::Relaxed) > 0;
-            let left_quiet = now.saturating_sub(session.last_seen.load(Ordering::Relaxed)) > idle;
+            let quiet_for = now.saturating_sub(session.last_seen.load(Ordering::Relaxed));
+            // A stream open keeps the session, for a day at most without a word: a host
+            // stopped (SIGSTOP) or one that opened another session and left this one's stream
+            // open would keep its places for good.
+            let listening = session.listening.load(Ordering::Relaxed) > 0
+                && quiet_for < LISTENING_KEEPS.as_millis() as u64;
+            let busy =
+                !lock(&session.in_flight).is_empty() || session.asked.is_waiting() || listening;
+            let left_quiet = quiet_for > idle;
             if !ending && (busy || !left_quiet) {
                 return true;
             }
