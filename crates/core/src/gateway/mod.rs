@@ -248,13 +248,20 @@ impl Gateway {
         let pending = pending::PendingStore::load(Some(pending_path), crate::ask::decision_ms());
         // A new shared token (its file deleted to replace it) is a new holder: what the person
         // allowed the old one, and its answered calls, are not the new holder's.
+        let mut forgotten = true;
         if agents.shared_token_is_new() {
             pending.forget_agent(registry::SHARED_ID);
             if let Err(e) = settings.update(|s| {
                 s.remembered.retain(|d| d.agent != registry::SHARED_ID);
             }) {
-                tracing::warn!(error = %e, "cannot forget the replaced shared token's decisions");
+                tracing::error!(error = %e, "cannot forget the replaced shared token's decisions");
+                forgotten = false;
             }
+        }
+        // Noted only once forgotten: else the next start sees the token as known, and the old
+        // holder's decisions would stay the new holder's for good.
+        if forgotten && let Err(e) = agents.note_shared_token() {
+            tracing::warn!(error = %e, "cannot note the shared token");
         }
         Ok(Gateway {
             shared: Arc::new(Shared {

@@ -159,7 +159,7 @@ impl AgentStore {
     /// Reads `path` (none yet: no agents) and, unless it was revoked, the shared token at
     /// `shared_path` (created if missing, as before agents existed).
     pub fn open(path: PathBuf, shared_path: PathBuf) -> Result<AgentStore, AgentError> {
-        let mut file = match private_fs::read_ours(&path) {
+        let file = match private_fs::read_ours(&path) {
             Ok(bytes) => {
                 private_fs::tighten_path(&path);
                 serde_json::from_slice::<AgentsFile>(&bytes).map_err(|e| AgentError::Invalid {
@@ -184,19 +184,11 @@ impl AgentStore {
             let held = digest(&shared_token);
             digests.push((SHARED_ID.to_owned(), held));
             let held = hex::encode(held);
-            if file.shared_sha256.as_ref() != Some(&held) {
-                // (None: kept by a version before this was; the token it had is not known.)
-                shared_token_is_new |= file.shared_sha256.is_some();
-                file.shared_sha256 = Some(held);
-                let bytes = serde_json::to_vec_pretty(&file).map_err(|e| AgentError::Write {
-                    path: path.clone(),
-                    source: std::io::Error::other(e),
-                })?;
-                private_fs::write_atomic(&path, &bytes).map_err(|source| AgentError::Write {
-                    path: path.clone(),
-                    source,
-                })?;
-            }
+            // (None: kept by a version before this was; the token it had is not known.)
+            shared_token_is_new |= file
+                .shared_sha256
+                .as_ref()
+                .is_some_and(|known| *known != held);
         }
         for agent in &file.agents {
             let parsed = parse_hex(&agent.sha256).ok_or_else(|| AgentError::Invalid {
@@ -226,6 +218,25 @@ impl AgentStore {
     /// Whether the shared token was made at this start (see `shared_token_is_new`).
     pub fn shared_token_is_new(&self) -> bool {
         self.shared_token_is_new
+    }
+
+    /// Keeps the shared token's digest, to tell at the next start whether it was replaced: only
+    /// once what was allowed the one before is forgotten (`Gateway::new`), so a failure between
+    /// the two leaves it to be forgotten at the next start, not kept for the new holder.
+    pub fn note_shared_token(&self) -> Result<(), AgentError> {
+        if self.shared_token.is_empty() {
+            return Ok(());
+        }
+        let held = hex::encode(digest(&self.shared_token));
+        let mut state = lock(&self.state);
+        if state.file.shared_sha256.as_ref() == Some(&held) {
+            return Ok(());
+        }
+        let mut file = state.file.clone();
+        file.shared_sha256 = Some(held);
+        self.save(&file)?;
+        state.file = file;
+        Ok(())
     }
 
     pub fn shared_token_path(&self) -> &Path {
@@ -493,18 +504,27 @@ mod tests {
     fn a_shared_token_written_over_its_file_is_a_new_holder() {
         let dir = scratch("shared-replaced");
         let token_path = dir.join("gateway-token");
-        assert!(open(&dir).shared_token_is_new(), "made at the first start");
-        assert!(!open(&dir).shared_token_is_new());
+        // As the gateway starts: opened, what the old holder had forgotten, then noted.
+        let start = || {
+            let store = open(&dir);
+            let new = store.shared_token_is_new();
+            store.note_shared_token().unwrap();
+            (store, new)
+        };
+        assert!(start().1, "made at the first start");
+        assert!(!start().1);
         std::fs::write(&token_path, "another-token\n").unwrap();
-        let replaced = open(&dir);
-        assert!(replaced.shared_token_is_new());
+        // Not noted (forgetting failed): still new at the next start.
+        assert!(open(&dir).shared_token_is_new());
+        let (replaced, new) = start();
+        assert!(new);
         assert_eq!(replaced.shared_token(), "another-token");
-        assert!(!open(&dir).shared_token_is_new());
+        assert!(!start().1);
         // A file kept by a version before the digest was: its token is not known to be new.
         std::fs::write(dir.join("agents.json"), r#"{"agents": []}"#).unwrap();
         std::fs::write(&token_path, "third-token\n").unwrap();
-        assert!(!open(&dir).shared_token_is_new());
-        assert!(!open(&dir).shared_token_is_new());
+        assert!(!start().1);
+        assert!(!start().1);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
