@@ -18,10 +18,10 @@ pub(crate) const MAX_PENDING: usize = 200;
 /// At most this many of them are one agent's: no agent leaves the others none.
 pub(crate) const MAX_PENDING_PER_AGENT: usize = 50;
 
-/// A call whose arguments are longer than this (as compact JSON) is not kept for a later
-/// answer: every change rewrites the whole file, and 200 calls of 4 MiB would be a file of
-/// gigabytes rewritten on each.
-pub(crate) const MAX_PENDING_ARGUMENTS: usize = 64 * 1024;
+/// A call kept longer than this (as compact JSON: its arguments, twice, and its tool's
+/// definition) is not kept for a later answer: every change rewrites the whole file, and 200
+/// calls of 4 MiB would be a file of gigabytes rewritten on each.
+pub(crate) const MAX_PENDING_ENTRY: usize = 128 * 1024;
 
 /// Why an approval was not kept for a later answer: the end of "nobody answered in time,
 /// and ...".
@@ -32,8 +32,9 @@ pub(crate) enum NotKept {
     #[error("this agent already has {MAX_PENDING_PER_AGENT} approvals pending")]
     AgentFull,
     #[error(
-        "its arguments are too long to keep for a later answer (over {} KiB)",
-        MAX_PENDING_ARGUMENTS / 1024
+        "its arguments and its tool's definition are too long to keep for a later answer (over \
+         {} KiB)",
+        MAX_PENDING_ENTRY / 1024
     )]
     TooLong,
     #[error("the agent's token was revoked")]
@@ -182,7 +183,7 @@ impl PendingStore {
 
     /// Keeps `approval` (made now, at its `created_ms`), first letting go of those expired.
     pub(crate) fn add(&self, approval: PendingApproval) -> Result<(), NotKept> {
-        if approval.arguments.len() > MAX_PENDING_ARGUMENTS {
+        if serde_json::to_vec(&approval).map_or(usize::MAX, |kept| kept.len()) > MAX_PENDING_ENTRY {
             return Err(NotKept::TooLong);
         }
         let mut entries = self.lock();
@@ -785,10 +786,17 @@ mod tests {
         assert_eq!(store.add(other), Ok(()));
         let long = PendingApproval {
             agent: "c".into(),
-            arguments: format!("{{\"content\":\"{}\"}}", "x".repeat(MAX_PENDING_ARGUMENTS)),
+            arguments: format!("{{\"content\":\"{}\"}}", "x".repeat(MAX_PENDING_ENTRY)),
             ..approval("c-1", 100)
         };
         assert_eq!(store.add(long), Err(NotKept::TooLong));
+        // A tool's definition counts too: a server's long description is kept with every call.
+        let described = PendingApproval {
+            agent: "c".into(),
+            definition: json!({"description": "d".repeat(MAX_PENDING_ENTRY)}),
+            ..approval("c-2", 100)
+        };
+        assert_eq!(store.add(described), Err(NotKept::TooLong));
         // Later, the first agent's have expired: its new call is kept.
         let later = PendingApproval {
             created_ms: 100,
