@@ -67,6 +67,7 @@ pub fn start_gtk_without_gl() -> bool {
 /// user's could read them through `/proc/<pid>/mem` where ptrace is not restricted (Debian's
 /// default). A non-dumpable process leaves no core, and only root may trace or read it. The
 /// processes it starts are dumpable again (`execve` resets it).
+#[cfg(target_os = "linux")]
 pub fn keep_memory_private() {
     // SAFETY: prctl with PR_SET_DUMPABLE takes one integer and touches no memory of ours.
     if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {

@@ -570,8 +570,6 @@ impl Broker {
     }
 }
 
-/// A server's place in the queue between the limit check and the ask being pending.
-/// Whose question budget a question is in: its server's, or an agent's through it.
 /// The key of an agent's budget across its servers (no server's name starts with NUL).
 fn agent_budget_key(asker: &Asker) -> Option<String> {
     asker
@@ -581,6 +579,7 @@ fn agent_budget_key(asker: &Asker) -> Option<String> {
         .map(|agent| format!("\0{agent}"))
 }
 
+/// Whose question budget a question is in: its server's, or an agent's through it.
 fn budget_key(asker: &Asker) -> String {
     match asker.agent_id.as_ref().or(asker.agent.as_ref()) {
         Some(agent) => format!("{}\0{agent}", asker.server),
@@ -968,9 +967,6 @@ mod tests {
         drop((open, other, again));
     }
 
-    /// One agent's questions hold at most half of a server's places: the other agents, and
-    /// the server's own questions, still get theirs. (One agent, its calls each waiting a day
-    /// as a pending approval, refused every other agent's question on that server.)
     /// An agent's budget spans its servers: through many, it does not get a burst from each.
     #[tokio::test]
     async fn an_agents_questions_are_counted_across_its_servers() {
@@ -1016,6 +1012,9 @@ mod tests {
         assert!(broker.open(fresh).is_err());
     }
 
+    /// One agent's questions hold at most half of a server's places: the other agents, and
+    /// the server's own questions, still get theirs. (One agent, its calls each waiting a day
+    /// as a pending approval, refused every other agent's question on that server.)
     #[tokio::test]
     async fn one_agent_holds_at_most_half_of_a_servers_places() {
         let (broker, _) = broker();

@@ -370,7 +370,7 @@ pub(crate) fn shown_command(command: &str, args: &[String]) -> String {
             // Not an address's query (`https://h/mcp?key=…`): [`shown_url`]'s.
             .filter(|(name, _)| !name.contains([':', '/', '?']))
         {
-            if names_a_credential(name) {
+            if names_a_credential(name) || matches!(name, "-H" | "--header" | "--headers") {
                 format!("{name}={LEFT_OUT}")
             } else if value.contains("://") {
                 format!("{name}={}", shown_url(value))
@@ -596,9 +596,14 @@ mod tests {
         assert_eq!(
             shown_command(
                 "srv",
-                &args(&["Authorization: Bearer SEKRIT", "x-api-key:SEKRIT", "a:b"])
+                &args(&[
+                    "--header=X-Tenant: SEKRIT",
+                    "Authorization: Bearer SEKRIT",
+                    "x-api-key:SEKRIT",
+                    "a:b"
+                ])
             ),
-            "srv Authorization: … x-api-key: … a:b"
+            "srv --header=… Authorization: … x-api-key: … a:b"
         );
         // What the dialog and the audit log are told of who asks.
         let asker = super::asker_for(&crate::ServerConfig::http(
