@@ -446,6 +446,15 @@ impl Upstream {
         who: &Who,
     ) -> Result<Arc<Self>, String> {
         let retired = shared.retirement(&server.name);
+        // Read again once its retirement is in hand: the person may have changed or removed the
+        // server between the caller's read and now, and that change fired (and let go of) the
+        // retirement of the server as it was, never this one.
+        if shared.server(&server.name).as_ref() != Some(server) {
+            return Err(format!(
+                "{} was changed in Countersign's config just now; try again",
+                server.name
+            ));
+        }
         let revoked = shared.revocation(&who.id);
         let slot = Slot::take(shared, &server.name, &who.id)?;
         let session = shared.next_session.fetch_add(1, Ordering::Relaxed);
@@ -1126,6 +1135,48 @@ mod tests {
         // Another server's task-1 is its own matter.
         assert!(owners.created("tasks", "https://b/mcp", "agent-a", "task-1"));
         assert!(owners.owns("tasks", "https://a/mcp", "agent-b", "task-1"));
+    }
+
+    /// An upstream for a server as it was read a moment before the person changed it is not
+    /// opened: the change retired the server as it was, before this one could be counted in.
+    #[tokio::test]
+    async fn no_upstream_opens_for_a_server_as_it_was_before_a_change() {
+        let dir = std::env::temp_dir().join(format!("cs-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let was = crate::ServerConfig::stdio("desk", "desk-server-as-it-was", &[]);
+        let gateway = crate::gateway::Gateway::new(
+            crate::config::GatewayConfig {
+                enabled: true,
+                port: 0,
+            },
+            vec![was.clone()],
+            crate::ask::broker::Broker::new(
+                crate::AuditLog::open(dir.join("audit.jsonl")).unwrap(),
+            ),
+            crate::settings::SettingsStore::default(),
+            dir.join("gateway-token"),
+        )
+        .unwrap();
+        gateway.set_servers(vec![crate::ServerConfig::stdio(
+            "desk",
+            "desk-server-now",
+            &[],
+        )]);
+        let who = super::super::gate::Who {
+            id: "a".into(),
+            name: "A".into(),
+            declared: None,
+            roots: false,
+            sampling: None,
+        };
+        let refused = Upstream::connect(&gateway.shared, &was, &who)
+            .await
+            .err()
+            .expect("refused");
+        assert!(refused.contains("changed"), "{refused}");
+        assert_eq!(gateway.open_upstreams("desk"), 0);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
