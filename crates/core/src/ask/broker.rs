@@ -187,11 +187,6 @@ impl Broker {
         self.inner.events.subscribe()
     }
 
-    /// Whether ask `id` is open.
-    pub fn is_open(&self, id: AskId) -> bool {
-        self.lock().pending.contains_key(&id)
-    }
-
     /// Every open ask, oldest first.
     pub fn pending(&self) -> Vec<Ask> {
         let state = self.lock();

@@ -136,6 +136,9 @@ pub(crate) struct PendingStore {
     /// Held while a retry checks that its approval's question is on the desktop, so two
     /// retries at once ask it again once.
     asking_again: Mutex<()>,
+    /// The approvals waiting with no question on the desktop (it could not be asked again when
+    /// its session ended, or the app is quitting): a retry asks them again.
+    unasked: Mutex<std::collections::HashSet<String>>,
 }
 
 impl PendingStore {
@@ -161,6 +164,7 @@ impl PendingStore {
             entries: Mutex::new(entries),
             changed: tokio::sync::Notify::new(),
             asking_again: Mutex::new(()),
+            unasked: Mutex::default(),
         }
     }
 
@@ -269,8 +273,20 @@ impl PendingStore {
         self.lock().iter().find(|e| e.id == id).cloned()
     }
 
+    /// Approval `id` waits with no question on the desktop.
+    fn unasked(&self, id: &str) {
+        self.unasked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_owned());
+    }
+
     /// Approval `id` is asked again, in question `asked`.
     fn asked_again(&self, id: &str, asked: AskedIn) {
+        self.unasked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
             e.asked = Some(asked);
@@ -401,18 +417,20 @@ pub(crate) fn keep_waiting(
 pub(crate) fn ask_if_unasked(shared: &std::sync::Arc<super::Shared>, id: &str) {
     let store = &shared.pending;
     let _one = store.asking_again.lock().unwrap_or_else(|e| e.into_inner());
+    // Only one known to have no question: one whose question the person has just answered
+    // is also waiting, for the instant until its answer is kept, and is not asked twice.
+    if !store
+        .unasked
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .contains(id)
+    {
+        return;
+    }
     let Some(approval) = store.get(id) else {
         return;
     };
-    if approval.state != PendingState::Waiting {
-        return;
-    }
-    let run = shared.broker.audit().run();
-    let on_desktop = approval
-        .asked
-        .as_ref()
-        .is_some_and(|asked| asked.run == run && shared.broker.is_open(asked.id));
-    if !on_desktop {
+    if approval.state == PendingState::Waiting {
         reopen(shared, approval);
     }
 }
@@ -505,9 +523,11 @@ fn reopen(shared: &std::sync::Arc<super::Shared>, approval: PendingApproval) {
                 None,
             ));
         }
-        // The server's questions are at their cap: kept, asked again at the next start.
+        // The server's questions are at their cap: kept, asked again at the agent's retry or
+        // the next start.
         Err(e) => {
-            tracing::warn!(error = %e, id = %approval.id, "cannot ask about a pending approval now")
+            tracing::warn!(error = %e, id = %approval.id, "cannot ask about a pending approval now");
+            shared.pending.unasked(&approval.id);
         }
     }
 }
@@ -603,7 +623,7 @@ async fn settle(
         // Countersign is quitting: kept, asked again at the next start.
         Outcome::Cancelled {
             reason: CancelReason::Shutdown,
-        } => {}
+        } => store.unasked(&approval.id),
         // The agent's session ended (its upstream closed): the approval outlives it.
         Outcome::Cancelled { .. } => reopen(&shared, approval),
     }
