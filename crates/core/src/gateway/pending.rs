@@ -245,6 +245,19 @@ impl PendingStore {
         gone.into_iter().filter_map(|e| e.asked).collect()
     }
 
+    /// The answer to approval `id` was given with remembered decision `decision` (if it is
+    /// still there to be used).
+    pub(crate) fn given_with(&self, id: &str, decision: u64) {
+        let mut entries = self.lock();
+        if let Some(e) = entries
+            .iter_mut()
+            .find(|e| e.id == id && e.state != PendingState::Waiting)
+        {
+            e.decision = Some(decision);
+            let _ = self.save(&entries);
+        }
+    }
+
     /// Remembered decision `decision` was revoked: the answers given with it go too, and their
     /// calls' retries are asked about afresh. (The person's "yes, and for 15 minutes", taken
     /// back before the agent came back for it, is a yes no more.)
@@ -562,6 +575,10 @@ async fn settle(
             // is open. One already ended keeps no decision: it would decide nothing, yet be
             // listed in Settings as if it did. The answer still goes to the retry.
             let for_session = decision.lasting == Lasting::Session;
+            // The answer first: a retry between the two is answered by it (and uses it up),
+            // where one that came after the decision but before the answer ran by the decision
+            // and left the answer to run the same call again once the decision had lapsed.
+            store.answer(&approval.id, allow, asked, now, None);
             let mut kept = None;
             let session = came_in
                 .as_ref()
@@ -599,17 +616,18 @@ async fn settle(
                     tracing::warn!(error = %e, "cannot forget a session's decisions");
                 }
             }
-            store.answer(&approval.id, allow, asked, now, kept);
-            // Revoked in the instant between its keeping and the answer's: gone all the same.
-            if let Some(kept) = kept
-                && !shared
+            if let Some(kept) = kept {
+                store.given_with(&approval.id, kept);
+                // Revoked in the instant between its keeping and now: gone all the same.
+                if !shared
                     .settings
                     .get()
                     .remembered
                     .iter()
                     .any(|d| d.id == kept)
-            {
-                store.forget_decision(kept);
+                {
+                    store.forget_decision(kept);
+                }
             }
         }
         Outcome::Declined
