@@ -879,7 +879,7 @@ impl Relay {
         state.listener = Some(tokio::spawn(async move { this.listen().await }).abort_handle());
     }
 
-    async fn listen(&self) {
+    async fn listen(self: &Arc<Self>) {
         let mut last_event_id: Option<String> = None;
         let mut delay = Duration::from_secs(1);
         let mut failures = 0u32;
@@ -888,6 +888,7 @@ impl Relay {
             if let Some(id) = &last_event_id {
                 insert(&mut headers, LAST_EVENT_ID_HEADER, id);
             }
+            let held = self.state().session.clone();
             let failure = match self
                 .http
                 .get(self.endpoint.clone())
@@ -904,6 +905,15 @@ impl Relay {
                 }
                 // The gateway sends nothing unasked: nothing to listen for.
                 Ok(response) if response.status() == StatusCode::METHOD_NOT_ALLOWED => return,
+                // The session is gone (Countersign restarted): a new one, which listens anew,
+                // so an agent that only waits for what the server sends hears it again.
+                Ok(response)
+                    if response.status() == StatusCode::NOT_FOUND
+                        && let Some(held) = held.as_deref()
+                        && self.renew_session(held).await =>
+                {
+                    return;
+                }
                 Ok(response) if response.status().is_client_error() => {
                     log(format_args!(
                         "the gateway refused the stream for server messages ({})",

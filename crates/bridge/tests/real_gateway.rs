@@ -193,6 +193,13 @@ async fn after_countersign_restarts_the_bridge_carries_on_in_a_new_session() {
     };
     gateway.serve(listener);
     rig.gateway = gateway;
+    // The bridge's stream for server messages finds the session gone and opens a new one by
+    // itself, before the agent sends anything (an agent that only listens hears again).
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while rig.gateway.open_upstreams("demo") == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no new session");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 
     let again = bridge.request(3, "tools/list", json!({})).await;
     assert!(
