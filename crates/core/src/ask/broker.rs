@@ -368,6 +368,15 @@ impl Broker {
     /// an invalid one leaves the ask open and comes back as per-field errors. Returns the
     /// outcome that went out: `cancel` (`AuditFailed`) when the answer could not be recorded.
     pub fn answer(&self, id: AskId, answer: Answer) -> Result<Outcome, AnswerError> {
+        // Past its time, a question has timed out whatever comes: the timer that ends it does
+        // not run while the computer sleeps, and a laptop opened in the evening would take an
+        // answer to a question that closed at noon (a pending call's answered after its expiry
+        // is used by nothing, though the dialog said "Allowed").
+        let deadline = self.lock().pending.get(&id).and_then(|p| p.ask.deadline_ms);
+        if deadline.is_some_and(|deadline| crate::ask::decision_ms() >= deadline) {
+            self.withdraw(id, CancelReason::Timeout);
+            return Err(AnswerError::NotPending);
+        }
         let outcome = match answer {
             Answer::Decline => Outcome::Declined,
             Answer::Cancel => Outcome::Cancelled {
@@ -1040,6 +1049,37 @@ mod tests {
         broker.answer(flooding[0].id(), Answer::Decline).unwrap();
         let again = broker.open(through("Flood")).unwrap();
         drop((flooding, other, own, again));
+    }
+
+    /// The computer slept through a question's time (the broker's timer, on a clock that
+    /// stops in sleep, had not fired): an answer after it is refused as timed out, and the
+    /// question ends so.
+    #[tokio::test(start_paused = true)]
+    async fn an_answer_after_the_questions_time_is_refused_though_its_timer_slept() {
+        let (broker, _) = broker();
+        let pending = broker
+            .open(confirm_ask(1, Some(Duration::from_millis(50))))
+            .unwrap();
+        // Real time passes; the runtime's does not (its timer has not fired).
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(broker.pending().iter().any(|a| a.id == pending.id()));
+        let mut content = serde_json::Map::new();
+        content.insert("confirm".into(), json!(true));
+        assert_eq!(
+            broker.answer(
+                pending.id(),
+                Answer::Accept {
+                    content: Some(content)
+                }
+            ),
+            Err(AnswerError::NotPending)
+        );
+        assert_eq!(
+            pending.outcome().await,
+            Outcome::Cancelled {
+                reason: CancelReason::Timeout
+            }
+        );
     }
 
     #[tokio::test]
