@@ -372,8 +372,10 @@ impl Broker {
         // not run while the computer sleeps, and a laptop opened in the evening would take an
         // answer to a question that closed at noon (a pending call's answered after its expiry
         // is used by nothing, though the dialog said "Allowed").
+        // (By the wall clock, as the deadline was set and shown: the decisions' clock, which
+        // never falls behind, would be ahead of both after the wall clock was set back.)
         let deadline = self.lock().pending.get(&id).and_then(|p| p.ask.deadline_ms);
-        if deadline.is_some_and(|deadline| crate::ask::decision_ms() >= deadline) {
+        if deadline.is_some_and(|deadline| unix_ms() >= deadline) {
             self.withdraw(id, CancelReason::Timeout);
             return Err(AnswerError::NotPending);
         }
