@@ -436,8 +436,12 @@ async fn e2e_an_address_the_browser_did_not_open_is_shown_to_open_by_hand() {
     std::fs::write(&opener, "#!/bin/sh\nexit 3\n").unwrap();
     std::fs::set_permissions(&opener, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let app = App::start_with_env("no-browser", legacy_demo(), &[("COUNTERSIGN_OPENER", &opener)])
-        .await;
+    let app = App::start_with_env(
+        "no-browser",
+        legacy_demo(),
+        &[("COUNTERSIGN_OPENER", &opener)],
+    )
+    .await;
     app.run_until_dialog("connect_account", r#"{"service": "calendar"}"#)
         .await;
     app.press_in_dialog("Open").await;
@@ -446,8 +450,16 @@ async fn e2e_an_address_the_browser_did_not_open_is_shown_to_open_by_hand() {
     let text = banner.text().await.unwrap();
     assert!(text.contains("Your browser did not open"), "{text}");
     assert!(text.contains("exit status: 3"), "{text}");
-    let url = app.find(".not-opened .copyable-url").await.text().await.unwrap();
-    assert!(url.starts_with("https://auth.example.com/connect?session="), "{url}");
+    let url = app
+        .find(".not-opened .copyable-url")
+        .await
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        url.starts_with("https://auth.example.com/connect?session="),
+        "{url}"
+    );
     app.snapshot("not-opened").await;
     app.find(".not-opened button").await.click().await.unwrap();
     app.gone(".not-opened").await;
@@ -600,17 +612,26 @@ async fn e2e_a_password_form_warns_reaches_the_server_and_is_redacted() {
                     .is_some_and(|s| s.contains("20 questions"))),
         "the refusal is recorded: {log}"
     );
-    let waiting = log
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| {
-            r["event"] == "asked"
-                && r["ask"]["message"]
-                    .as_str()
-                    .is_some_and(|m| m.starts_with("Question"))
-        })
-        .count();
-    assert_eq!(waiting, 20, "{log}");
+    // The refusal can reach the server while a question counted among the 20 is still being
+    // written to the log: each is on record a moment later.
+    let asked = |log: &str| {
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| {
+                r["event"] == "asked"
+                    && r["ask"]["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("Question"))
+            })
+            .count()
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(10);
+    let mut log = log;
+    while asked(&log) < 20 && Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        log = std::fs::read_to_string(app.audit_log()).unwrap();
+    }
+    assert_eq!(asked(&log), 20, "{log}");
     let refused = std::fs::read_to_string(&server_log)
         .unwrap()
         .lines()
