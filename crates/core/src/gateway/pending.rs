@@ -203,21 +203,14 @@ impl PendingStore {
         Ok(())
     }
 
-    /// The person answered approval `id`, in the question `asked`, at `now_ms`, remembering
-    /// `decision` with it (if any).
-    pub(crate) fn answer(
-        &self,
-        id: &str,
-        allow: bool,
-        asked: Option<AskedIn>,
-        now_ms: u64,
-        decision: Option<u64>,
-    ) {
+    /// The person answered approval `id`, in the question `asked`, at `now_ms` (a decision
+    /// remembered with the answer is tied to it after: [`Self::given_with`]).
+    pub(crate) fn answer(&self, id: &str, allow: bool, asked: Option<AskedIn>, now_ms: u64) {
         let mut entries = self.lock();
         if let Some(e) = entries.iter_mut().find(|e| e.id == id) {
             e.asked = asked;
             e.answered_ms = Some(now_ms);
-            e.decision = decision;
+            e.decision = None;
             e.state = if allow {
                 PendingState::Allowed
             } else {
@@ -567,7 +560,7 @@ async fn settle(
     let now = super::Gateway::now_ms(&shared);
     match outcome {
         Outcome::Accepted { .. } | Outcome::AlwaysAllowed => {
-            store.answer(&approval.id, true, asked, now, None)
+            store.answer(&approval.id, true, asked, now)
         }
         Outcome::Remembered { decision } => {
             let allow = decision.allow;
@@ -578,7 +571,7 @@ async fn settle(
             // The answer first: a retry between the two is answered by it (and uses it up),
             // where one that came after the decision but before the answer ran by the decision
             // and left the answer to run the same call again once the decision had lapsed.
-            store.answer(&approval.id, allow, asked, now, None);
+            store.answer(&approval.id, allow, asked, now);
             let mut kept = None;
             let session = came_in
                 .as_ref()
@@ -633,7 +626,7 @@ async fn settle(
         Outcome::Declined
         | Outcome::Cancelled {
             reason: CancelReason::Person | CancelReason::AuditFailed,
-        } => store.answer(&approval.id, false, asked, now, None),
+        } => store.answer(&approval.id, false, asked, now),
         // Expired: gone, and a retry is asked about afresh. Revoked: its agent makes no call.
         Outcome::Cancelled {
             reason: CancelReason::Timeout | CancelReason::Revoked,
@@ -711,7 +704,6 @@ mod tests {
                 id: 7,
             }),
             5,
-            None,
         );
         assert_eq!(
             store.find(&same("b", "s", "e", "t", "{}", "d"), 10),
@@ -778,7 +770,7 @@ mod tests {
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
         assert_eq!(store.add(approval("p-1", 100)), Ok(()));
-        store.answer("p-1", false, None, 42, None);
+        store.answer("p-1", false, None, 42);
         let again = PendingStore::load(Some(path), 0);
         assert_eq!(
             again.find(&same("a", "s", "e", "t", "{}", "d"), 10),
@@ -853,7 +845,7 @@ mod tests {
         let path = dir.join("pending-approvals.json");
         let store = PendingStore::load(Some(path.clone()), 0);
         assert_eq!(store.add(approval("p-1", 100)), Ok(()));
-        store.answer("p-1", true, None, 5, None);
+        store.answer("p-1", true, None, 5);
         let call = same("a", "s", "e", "t", "{}", "d");
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::write(&dir, "in the way").unwrap();
