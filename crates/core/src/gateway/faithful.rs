@@ -5,18 +5,18 @@
 //! and kept as the bytes it came in: the agent gets those bytes, not a rewrite of them (numbers
 //! past 64 bits, escapes and key order stay as the server wrote them). Shaping for the agent's
 //! revision and swapping into rmcp's message read only the top level ([`members`]).
-//! [`swap`], a layer on the agent's HTTP requests, gives each request its own [`Kept`] (in
-//! the request's extensions, which rmcp hands the handler); the forwarder keeps the raw result
-//! there under the JSON-RPC id of the agent's request it answers, and the layer puts it in
-//! place of the typed result of the response with that id, in plain JSON bodies and in SSE
+//! [`swap`], around each agent request the lane hands to rmcp, gives the request its own
+//! [`Kept`] (in the request's extensions, which rmcp hands the handler); the forwarder keeps the
+//! raw result there under the JSON-RPC id of the agent's request it answers, and `swap` puts it
+//! in place of the typed result of the response with that id, in plain JSON bodies and in SSE
 //! events alike. Nothing in a message selects what is swapped in: a kept result can only
 //! replace the response to the request it was kept for, on the HTTP exchange that carried
 //! that request, and it is gone with that exchange. Results the gateway makes itself (a
 //! denial) are never kept and pass untouched.
 //!
 //! The lane answers a session's requests and a 2026-07-28 agent's calls and reads itself with
-//! the kept result (`Kept::take_for`), so nothing is left to swap; what still needs this layer
-//! is what rmcp answers: a request whose headers or lifecycle keys rmcp judges (a session's
+//! the kept result (`Kept::take_for`), and those never pass through `swap`; what still does is
+//! what rmcp answers: a request whose headers or lifecycle keys rmcp judges (a session's
 //! request naming 2026-07-28 or a version rmcp does not know, or carrying the 2026 revision's
 //! headers, a 2026 request with a header the lane leaves to rmcp), the 2026 revision's tasks,
 //! and `initialize`'s 2025-11-25 task capability.
@@ -26,7 +26,6 @@ use std::sync::{Arc, Mutex};
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::Response;
 use futures::StreamExt;
 use rmcp::model::RequestId;
@@ -131,11 +130,15 @@ impl Kept {
     }
 }
 
-/// The layer: each agent request gets its own [`Kept`]; its responses get the raw results.
-pub(crate) async fn swap(mut request: Request, next: Next) -> Response {
+/// Has `answer` (rmcp) answer `request` with its own [`Kept`]; the responses get the raw
+/// results.
+pub(crate) async fn swap<F: Future<Output = Response>>(
+    mut request: Request,
+    answer: impl FnOnce(Request) -> F,
+) -> Response {
     let kept = Kept::default();
     request.extensions_mut().insert(kept.clone());
-    let response = next.run(request).await;
+    let response = answer(request).await;
     let content_type = response
         .headers()
         .get(header::CONTENT_TYPE)

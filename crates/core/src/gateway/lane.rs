@@ -144,7 +144,7 @@ pub(crate) async fn serve(
         let opening = Opening::default();
         parts.extensions.insert(opening.clone());
         let request = Request::from_parts(parts, Body::from(bytes));
-        let response = endpoint.handle(request).await.into_response();
+        let response = by_rmcp(request, endpoint).await;
         // (rmcp ends by itself the session it made for an `initialize` that failed.)
         if let (Some(session), Some((forwarder, peer))) = (
             header_str(response.headers(), SESSION_HEADER),
@@ -240,15 +240,23 @@ fn not_yours() -> Response {
 async fn pass_on(mut parts: http::request::Parts, bytes: Bytes, endpoint: Endpoint) -> Response {
     sent::mark(&mut parts, &bytes);
     let request = Request::from_parts(parts, Body::from(bytes));
-    endpoint.handle(request).await.into_response()
+    by_rmcp(request, endpoint).await
 }
 
 /// rmcp's way for a POST not read yet.
 async fn to_rmcp(request: Request, endpoint: Endpoint) -> Response {
     match sent::read(request).await {
-        Ok(request) => endpoint.handle(request).await.into_response(),
+        Ok(request) => by_rmcp(request, endpoint).await,
         Err(refused) => refused,
     }
+}
+
+/// rmcp answers a POST: with the server's own results in place of its typed ones (`faithful`).
+async fn by_rmcp(request: Request, endpoint: Endpoint) -> Response {
+    super::faithful::swap(request, |request| async move {
+        endpoint.handle(request).await.into_response()
+    })
+    .await
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
@@ -404,7 +412,7 @@ enum Answered {
 async fn run(
     caller: Caller,
     forwarder: Forwarder,
-    parts: http::request::Parts,
+    mut parts: http::request::Parts,
     id: RequestId,
     raw_id: Box<RawValue>,
     work: Work,
@@ -471,8 +479,9 @@ async fn run(
         rx
     });
     // The HTTP request's parts travel with the call, as rmcp hands them on: the agent's token
-    // mark, `gone`, and where the faithful result is kept.
-    let kept = parts.extensions.get::<super::faithful::Kept>().cloned();
+    // mark, `gone`, and where the server's result is kept for the answer.
+    let kept = super::faithful::Kept::default();
+    parts.extensions.insert(kept.clone());
     ctx.extensions.insert(parts);
     let mut running = tokio::spawn({
         let registered = session.map(|session| sessions::Registered(session, id.clone()));
@@ -534,12 +543,7 @@ async fn run(
     let Some(mut progress) = progress else {
         let result = running.await;
         abandoned.answered();
-        return in_json(
-            &raw_id,
-            result,
-            kept.and_then(|kept| kept.take_for(&id)),
-            None,
-        );
+        return in_json(&raw_id, result, kept.take_for(&id), None);
     };
     let mut first = None;
     if json_first {
@@ -550,7 +554,7 @@ async fn run(
             result = &mut running => {
                 abandoned.answered();
                 let as_2026 = as_2026.map(Cancels::answered);
-                let raw = kept.as_ref().and_then(|kept| kept.take_for(&id));
+                let raw = kept.take_for(&id);
                 // The answer waited for the progress before it (`caught_up`): had any come,
                 // it would be queued here now, and go first.
                 let mut events = Vec::new();
@@ -699,7 +703,7 @@ struct Streamed {
     first: Option<Bytes>,
     progress: LaneEvents,
     running: tokio::task::JoinHandle<Result<Answered, rmcp::ErrorData>>,
-    kept: Option<super::faithful::Kept>,
+    kept: super::faithful::Kept,
     id: RequestId,
     raw_id: Box<RawValue>,
     keep_alive: tokio::time::Interval,
@@ -726,7 +730,7 @@ impl Streamed {
                 while let Some(event) = self.progress.try_recv() {
                     events.extend_from_slice(&event);
                 }
-                let raw = self.kept.as_ref().and_then(|kept| kept.take_for(&self.id));
+                let raw = self.kept.take_for(&self.id);
                 let as_2026 = self.as_2026.take().map(Cancels::answered);
                 push_answer(&mut events, &self.raw_id, result, raw, as_2026);
                 self.done = true;
@@ -739,8 +743,7 @@ impl Streamed {
 }
 
 /// The JSON-RPC answer to `raw_id`: the server's own result (`raw`, kept for this request)
-/// where there is one, so it goes out as the bytes it came in and the faithful layer finds
-/// nothing left to swap.
+/// where there is one, so it goes out as the bytes it came in.
 fn answer(
     raw_id: &RawValue,
     result: Result<Result<Answered, rmcp::ErrorData>, tokio::task::JoinError>,

@@ -607,7 +607,6 @@ impl Gateway {
                 let shared = self.shared.clone();
                 move |request: Request| async move { no_such_server(&shared, &request) }
             })
-            .layer(axum::middleware::from_fn(faithful::swap))
             .layer(axum::middleware::from_fn(gone::watch))
             // Outermost: nothing runs for a request that fails the guard.
             .layer(axum::middleware::from_fn_with_state(
