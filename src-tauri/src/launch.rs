@@ -177,6 +177,29 @@ pub enum LaunchError {
     Audit(#[from] countersign_core::ask::audit::AuditError),
     #[error("{0}")]
     NotYours(String),
+    #[error("Countersign is already running for this user (it holds {0}); this one quits")]
+    AlreadyRunning(String),
+    #[error("cannot take {0}: {1}")]
+    NoLock(String, std::io::Error),
+}
+
+/// Held for the app's life: see `private_fs::lock_exclusive`.
+static INSTANCE_LOCK: std::sync::OnceLock<std::fs::File> = std::sync::OnceLock::new();
+
+/// Only one Countersign on the person's files. The single-instance plugin hands a second launch
+/// over to the first through the session bus; without one (or if that fails) this is what stops
+/// the second before it reads or writes anything.
+fn hold_instance_lock() -> Result<(), LaunchError> {
+    let path = dirs::instance_lock_path().ok_or(LaunchError::NoHome)?;
+    let shown = path.display().to_string();
+    match private_fs::lock_exclusive(&path) {
+        Ok(Some(file)) => {
+            let _ = INSTANCE_LOCK.set(file);
+            Ok(())
+        }
+        Ok(None) => Err(LaunchError::AlreadyRunning(shown)),
+        Err(e) => Err(LaunchError::NoLock(shown, e)),
+    }
 }
 
 /// `countersign-bridge` as agents should launch it: beside the app binary when it is there
@@ -206,6 +229,7 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
     // told.
     private_fs::refuse_foreign(&dirs::own_dirs(), private_fs::euid())
         .map_err(LaunchError::NotYours)?;
+    hold_instance_lock()?;
     let mut notices: Vec<String> = private_fs::tighten(&dirs::own_dirs())
         .iter()
         .map(|t| format!("Made private: {t}."))

@@ -119,7 +119,16 @@ pub fn run() {
         .setup(move |tauri_app| {
             // Before the servers start: a SIGTERM from then on quits cleanly.
             let signals = quit_signals();
-            let core = tauri::async_runtime::block_on(launch::start_core(&options))?;
+            let core = match tauri::async_runtime::block_on(launch::start_core(&options)) {
+                Ok(core) => core,
+                // Not a fault: the person's Countersign is running, and this one has nothing
+                // to do (the session bus that would have handed over to it is not there).
+                Err(e @ launch::LaunchError::AlreadyRunning(_)) => {
+                    tracing::warn!("{e}");
+                    std::process::exit(0);
+                }
+                Err(e) => return Err(e.into()),
+            };
             let handle = tauri_app.handle().clone();
             let icon = tray::create(&handle).is_some();
             let desktop = Desktop {

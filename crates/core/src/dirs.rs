@@ -27,6 +27,11 @@ pub fn own_dirs() -> Vec<PathBuf> {
     dirs
 }
 
+/// The lock only one running Countersign holds (`private_fs::lock_exclusive`).
+pub fn instance_lock_path() -> Option<PathBuf> {
+    data_dir().map(|d| d.join("countersign.lock"))
+}
+
 /// The audit log's default place.
 pub fn audit_log_path() -> Option<PathBuf> {
     data_dir().map(|d| d.join("audit.jsonl"))

@@ -72,6 +72,34 @@ fn ours(file: &File, path: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Takes the lock on `path` (created 0600, not through a symlink, the user's own) that only
+/// one Countersign holds at a time; `None` while another process holds it. The lock goes with
+/// the returned file, and with the process: the kernel lets it go at exit, crash or not, and no
+/// child inherits it (the file is close-on-exec). Two apps on the same files would each write
+/// their own copy of settings and agents over the other's (a revoked token back, a "never"
+/// lost), and cut each other's audit records.
+pub fn lock_exclusive(path: &Path) -> std::io::Result<Option<File>> {
+    create_parent(path)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(FILE_MODE)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)?;
+    ours(&file, path)?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a descriptor this function owns.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(Some(file));
+    }
+    let error = std::io::Error::last_os_error();
+    match error.raw_os_error() {
+        Some(libc::EWOULDBLOCK) => Ok(None),
+        _ => Err(error),
+    }
+}
+
 /// Creates `path`, which must not exist yet, 0600: for backups, which must never overwrite.
 pub fn create_new(path: &Path) -> std::io::Result<File> {
     create_parent(path)?;
@@ -231,6 +259,29 @@ pub fn mode(path: &Path) -> std::io::Result<u32> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// One holder at a time, another file description of the same process included; the lock
+    /// goes when its holder does, and a link in its place is not followed.
+    #[test]
+    fn one_countersign_holds_the_lock_at_a_time() {
+        let scratch = Scratch::new("lock");
+        let path = scratch.0.join("data/countersign.lock");
+        let first = lock_exclusive(&path).unwrap().expect("the first takes it");
+        assert!(
+            lock_exclusive(&path).unwrap().is_none(),
+            "a second is refused"
+        );
+        assert_eq!(mode(&path).unwrap() & 0o777, 0o600);
+        drop(first);
+        assert!(
+            lock_exclusive(&path).unwrap().is_some(),
+            "free once the first is gone"
+        );
+        let link = scratch.0.join("data/linked.lock");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(lock_exclusive(&link).is_err(), "a link is not followed");
+        std::fs::remove_dir_all(&scratch.0).unwrap();
+    }
 
     /// A file of another user's: made so as root (its owner a uid no one has), else one of
     /// root's.
