@@ -213,17 +213,15 @@ impl App {
 
     /// Revokes one remembered decision: that agent's next such call is asked about again.
     pub fn revoke_decision(&self, id: u64) -> Result<Settings, AppError> {
-        let revoked = self.settings.revoke(id, crate::ask::decision_ms());
-        if revoked.is_ok()
-            && let Some(gateway) = &self.gateway
-        {
-            gateway.decision_revoked(id);
-        }
+        let now = crate::ask::decision_ms();
+        let revoked = match &self.gateway {
+            Some(gateway) => gateway.revoke_decision(id, now),
+            // (A start with a gateway forgets the pending answers given with it then.)
+            None => self.settings.revoke(id, now).map_err(|e| e.to_string()),
+        };
         revoked
             .map(|settings| self.listed(settings))
-            .map_err(|e| AppError::Settings {
-                message: e.to_string(),
-            })
+            .map_err(|message| AppError::Settings { message })
     }
 
     /// Forgets the remembered decisions this version cannot read: the allows they held back

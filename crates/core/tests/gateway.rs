@@ -3781,12 +3781,78 @@ async fn revoking_the_decision_a_pending_call_was_allowed_with_takes_the_allow_b
     // would. (Revoked between the two, the answer goes as it is kept: `settle`.)
     tokio::time::sleep(Duration::from_millis(200)).await;
     // As Settings' Revoke does (`App::revoke_decision`).
-    rig.settings.revoke(kept, now_ms()).unwrap();
-    rig.gateway.decision_revoked(kept);
+    rig.gateway.revoke_decision(kept, now_ms()).unwrap();
     let again = spawn_call(&agent, "read_file", args.clone());
     let ask = tokio::time::timeout(WAIT, rig.next_ask())
         .await
         .expect("asked again, not run on the revoked answer");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(again.await.unwrap().unwrap().is_error, Some(true));
+    rig.gateway.shutdown().await;
+}
+
+/// Revoking that decision when the pending answers cannot be saved without it: not revoked,
+/// and the person is told why. Revoked regardless, a restart read the answer back from disk and
+/// ran the retry unasked. And a decision revoked while no gateway ran (or before the answers'
+/// forgetting was saved) takes its answers with it at the next start.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoke_the_pending_answers_cannot_follow_is_not_made() {
+    let mut files = hostile_server("files", None);
+    files.approval_wait = Duration::from_millis(300);
+    let dir = scratch("durable-revoke-unsaved");
+    let mut rig = rig_in(dir.clone(), vec![files.clone()]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let args = json!({"path": "/p/a"});
+    let ask = left_pending(&mut rig, &agent, args.clone()).await;
+    let hour = now_ms() + 3_600_000;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Until { until_ms: hour },
+                Covering::AnyArguments,
+            ),
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    let pending_file = dir.join("pending-approvals.json");
+    let kept = loop {
+        let kept = rig.settings.get().remembered.first().map(|d| d.id);
+        let tied = std::fs::read_to_string(&pending_file)
+            .is_ok_and(|f| kept.is_some_and(|k| f.contains(&format!("\"decision\":{k}"))));
+        if let (Some(kept), true) = (kept, tied) {
+            break kept;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the decision kept and tied"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    // The pending file cannot be written now: a directory where its new copy would go.
+    let saved = std::fs::read(&pending_file).unwrap();
+    std::fs::remove_file(&pending_file).unwrap();
+    std::fs::create_dir(&pending_file).unwrap();
+    let refused = rig.gateway.revoke_decision(kept, now_ms()).unwrap_err();
+    assert!(refused.contains("Not revoked"), "{refused}");
+    assert!(
+        rig.settings.get().remembered.iter().any(|d| d.id == kept),
+        "the decision stays while its answers cannot go"
+    );
+    rig.broker.shutdown();
+    rig.gateway.shutdown().await;
+    drop(agent);
+    // The file as it was; the next start's settings hold no such decision (revoked while no
+    // gateway ran, as App does then): the answer is left out, and the retry is asked about.
+    std::fs::remove_dir(&pending_file).unwrap();
+    std::fs::write(&pending_file, &saved).unwrap();
+    let mut rig = rig_in(dir, vec![files]).await;
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let again = spawn_call(&agent, "read_file", args.clone());
+    let ask = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("asked again at the next start, not run on the revoked answer");
     rig.broker.answer(ask.id, Answer::Decline).unwrap();
     assert_eq!(again.await.unwrap().unwrap().is_error, Some(true));
     rig.gateway.shutdown().await;

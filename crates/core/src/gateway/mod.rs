@@ -246,6 +246,9 @@ impl Gateway {
         let agents =
             registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
         let pending = pending::PendingStore::load(Some(pending_path), crate::ask::decision_ms());
+        let decisions: std::collections::HashSet<u64> =
+            settings.get().remembered.iter().map(|d| d.id).collect();
+        pending.forget_decisions_but(&decisions);
         // A new shared token (its file deleted to replace it) is a new holder: what the person
         // allowed the old one, and its answered calls, are not the new holder's.
         let mut forgotten = true;
@@ -379,10 +382,25 @@ impl Gateway {
         self.shared.agents.list()
     }
 
-    /// The person revoked remembered decision `id` in Settings: the answers to pending calls
-    /// given with it go too, so their retries are asked about again.
-    pub fn decision_revoked(&self, id: u64) {
-        self.shared.pending.forget_decision(id);
+    /// Revokes remembered decision `id` (Settings' Revoke): the answers to pending calls given
+    /// with it go first, so their retries are asked about again. Should their going not be
+    /// saved, the decision stays, and the error says why: revoked with them still on disk, a
+    /// restart would bring the answers back, and with them a yes the person took back.
+    pub fn revoke_decision(
+        &self,
+        id: u64,
+        now_ms: u64,
+    ) -> Result<crate::settings::Settings, String> {
+        self.shared.pending.forget_decision(id).map_err(|e| {
+            format!(
+                "Not revoked: the calls allowed with it that wait for their agents could not \
+                 be saved without it ({e})"
+            )
+        })?;
+        self.shared
+            .settings
+            .revoke(id, now_ms)
+            .map_err(|e| e.to_string())
     }
 
     /// From the next request on, agent `id`'s token is refused.

@@ -254,15 +254,32 @@ impl PendingStore {
     /// Remembered decision `decision` was revoked: the answers given with it go too, and their
     /// calls' retries are asked about afresh. (The person's "yes, and for 15 minutes", taken
     /// back before the agent came back for it, is a yes no more.)
-    pub(crate) fn forget_decision(&self, decision: u64) {
+    /// Whether that is saved: until it is, a restart brings the answers back, so the caller
+    /// keeps the decision too (and says why).
+    pub(crate) fn forget_decision(&self, decision: u64) -> std::io::Result<()> {
+        self.forget_decisions(|d| d == decision)
+    }
+
+    /// The answers given with remembered decisions that are gone (revoked while no gateway
+    /// ran, or before their answers' forgetting was saved) go too: a yes no more. A decision
+    /// that merely expired also takes its answer with it this way, at a start: the retry is
+    /// asked about afresh.
+    pub(crate) fn forget_decisions_but(&self, known: &std::collections::HashSet<u64>) {
+        let _ = self.forget_decisions(|d| !known.contains(&d));
+    }
+
+    fn forget_decisions(&self, gone: impl Fn(u64) -> bool) -> std::io::Result<()> {
         let mut entries = self.lock();
         let before = entries.len();
-        entries.retain(|e| e.state == PendingState::Waiting || e.decision != Some(decision));
-        if entries.len() != before {
-            let _ = self.save(&entries);
-        }
+        entries.retain(|e| e.state == PendingState::Waiting || !e.decision.is_some_and(&gone));
+        let saved = if entries.len() != before {
+            self.save(&entries)
+        } else {
+            Ok(())
+        };
         drop(entries);
         self.changed.notify_waiters();
+        saved
     }
 
     /// Approval `id` ended without an answer (expired, withdrawn): gone.
@@ -619,7 +636,7 @@ async fn settle(
                     .iter()
                     .any(|d| d.id == kept)
                 {
-                    store.forget_decision(kept);
+                    let _ = store.forget_decision(kept);
                 }
             }
         }
