@@ -2,7 +2,10 @@
 //!
 //! The record of an outcome is written and synced to disk before the outcome is handed to
 //! the server, so a crash can lose an answer in flight but never send one unrecorded; when it
-//! cannot be written, recording fails and the broker answers no. Each line is linked to the
+//! cannot be written, recording fails and the broker answers no. A call the gate lets through
+//! without asking (an allow rule, a remembered decision) is written before it is forwarded but
+//! not synced, which would cost every call a disk flush: a power cut can lose the newest such
+//! lines (README, "the audit log"). Each line is linked to the
 //! one before by its hash (`chain`), across rotation by size (`files`), and `verify` finds
 //! the first record changed, removed or moved.
 
