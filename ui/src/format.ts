@@ -86,7 +86,7 @@ export function lastingText(lasting: Lasting): string {
 export function coveringText(covering: Covering): string {
   switch (covering.kind) {
     case "anyArguments":
-      return "any arguments";
+      return covering.alsoSent ? `any arguments, with ${covering.alsoSent} also sent` : "any arguments";
     case "exactArguments":
       return covering.arguments === "" ? "these exact arguments" : `exactly ${covering.arguments}`;
     case "pathUnder":

@@ -298,7 +298,8 @@ test("markup in server names, snippets and paths shows as text", async () => {
 
 const NOW = Date.UTC(2026, 0, 5, 10, 0, 0);
 const allowed = [
-  rememberedDecision(1, { agentName: "Claude Code", server: "tickets", tool: "delete_ticket", lastUsedMs: NOW, uses: 3 }),
+  rememberedDecision(1, { agentName: "Claude Code", server: "tickets", tool: "delete_ticket", lastUsedMs: NOW, uses: 3,
+    covering: { kind: "anyArguments", alsoSent: `{"x-force":"${IMG}"}` } }),
   rememberedDecision(2, { agent: "a2", agentName: "Cursor", server: "github", tool: "create_issue", allow: false,
     lasting: { kind: "session" }, covering: { kind: "exactArguments", arguments: '{"repo":"me/x"}' }, session: 4 }),
   rememberedDecision(7, { agent: "a3", agentName: "", server: `gh${IMG}`, tool: `t${SCRIPT}`,
@@ -345,7 +346,8 @@ test("Settings lists the remembered decisions; Revoke forgets one by id and its 
     "Claude Code may run fetch on web",
   ]);
   const scopes = await section.locator(".remembered-scope").allTextContents();
-  assert.equal(scopes[0], "Allowed always · any arguments");
+  // The fields beyond the model the decision was made with (the agent's text: shown as text).
+  assert.equal(scopes[0], `Allowed always · any arguments, with {"x-force":"${IMG}"} also sent`);
   assert.equal(scopes[1], 'Denied for the agent\'s session · exactly {"repo":"me/x"}');
   // The moment in the person's time zone (the harness runs in Europe/Berlin: UTC+1 in January).
   assert.match(scopes[2], /^Allowed until Jan 7, 2026, 12:00:00\sAM · “p<img src=x onerror=window.__pwned=1>”: any path under \/home\/me\/p$/);

@@ -358,7 +358,7 @@ fn always_allow() -> Answer {
         decision: Remember {
             allow: true,
             lasting: Lasting::Always,
-            covering: Covering::AnyArguments,
+            covering: Covering::AnyArguments { also_sent: None },
         },
     }
 }
@@ -519,7 +519,7 @@ async fn an_unlisted_tool_is_asked_about_as_unlisted_and_a_denied_tools_lookalik
         decision: countersign_core::ask::approval::Remember {
             allow: true,
             lasting: countersign_core::ask::approval::Lasting::Session,
-            covering: countersign_core::ask::approval::Covering::AnyArguments,
+            covering: countersign_core::ask::approval::Covering::AnyArguments { also_sent: None },
         },
     };
     assert!(matches!(
@@ -1628,7 +1628,11 @@ async fn a_server_started_again_is_given_the_sessions_subscriptions_and_log_leve
         ("raw://a", always_allow_exactly()),
         (
             "raw://b",
-            remember(true, Lasting::Session, Covering::AnyArguments),
+            remember(
+                true,
+                Lasting::Session,
+                Covering::AnyArguments { also_sent: None },
+            ),
         ),
     ] {
         let peer = agent.peer().clone();
@@ -1841,6 +1845,90 @@ async fn fields_beyond_the_model_are_judged_with_the_arguments() {
     rig.broker.answer(ask.id, Answer::Decline).unwrap();
     let refused = calling.await.unwrap();
     assert_eq!(refused["result"]["isError"], true, "{refused}");
+    rig.gateway.shutdown().await;
+}
+
+/// "Any arguments" is any arguments, and no more: a yes remembered for a plain call does not
+/// cover the same tool called with a field beyond the model (which goes upstream too, and the
+/// person never saw); one remembered for a call with such a field covers other arguments with
+/// that very field, and nothing else beside them. Before, either covered every field an agent
+/// cared to add.
+#[tokio::test(flavor = "multi_thread")]
+async fn any_arguments_does_not_cover_fields_the_person_never_saw() {
+    let mut rig = rig("sent-any", vec![raw_server()]).await; // untrusted: every call asks
+    let (agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let agent = std::sync::Arc::new(tokio::sync::Mutex::new(agent));
+    let call = |id: u64, params: Value| {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.lock().await.post(id, "tools/call", params).await })
+    };
+    let ran = |answer: &Value| {
+        answer["result"]["content"][0]["text"].is_string() && answer["result"]["isError"] != true
+    };
+    let any = || {
+        remember(
+            true,
+            Lasting::Always,
+            Covering::AnyArguments { also_sent: None },
+        )
+    };
+    // Always, any arguments, answered on a plain call.
+    let first = call(2, json!({"name": "params", "arguments": {"a": 1}}));
+    let ask = rig.next_ask().await;
+    rig.broker.answer(ask.id, any()).unwrap();
+    assert!(ran(&first.await.unwrap()));
+    let other = call(3, json!({"name": "params", "arguments": {"b": 2}}))
+        .await
+        .unwrap();
+    assert!(ran(&other), "{other}");
+    assert!(
+        rig.broker.pending().is_empty(),
+        "other arguments: not asked"
+    );
+    // The same tool with a field beyond the model: asked.
+    let more = call(
+        4,
+        json!({"name": "params", "arguments": {"a": 1}, "x-force": true}),
+    );
+    let ask = rig.next_ask().await;
+    let AskKind::ToolCall { also_sent_text, .. } = &ask.kind else {
+        panic!("{ask:?}")
+    };
+    assert_eq!(also_sent_text.as_deref(), Some("{\n  \"x-force\": true\n}"));
+    // Always, any arguments, answered on that call: it covers its field with other arguments.
+    rig.broker.answer(ask.id, any()).unwrap();
+    assert!(ran(&more.await.unwrap()));
+    let listed = rig.settings.get().remembered;
+    assert!(
+        listed.iter().any(|d| d.covering
+            == Covering::AnyArguments {
+                also_sent: Some(r#"{"x-force":true}"#.into())
+            }),
+        "{listed:?}"
+    );
+    let same_field = call(
+        5,
+        json!({"name": "params", "arguments": {"c": 3}, "x-force": true}),
+    )
+    .await
+    .unwrap();
+    assert!(ran(&same_field), "{same_field}");
+    assert!(rig.broker.pending().is_empty(), "the field seen: not asked");
+    // Another field, or the same with another value: asked.
+    for (id, extra) in [
+        (6, json!({"x-force": false})),
+        (7, json!({"x-force": true, "x-also": 1})),
+    ] {
+        let mut params = json!({"name": "params", "arguments": {"a": 1}});
+        for (k, v) in extra.as_object().unwrap() {
+            params[k] = v.clone();
+        }
+        let calling = call(id, params);
+        let ask = rig.next_ask().await;
+        rig.broker.answer(ask.id, Answer::Decline).unwrap();
+        let refused = calling.await.unwrap();
+        assert_eq!(refused["result"]["isError"], true, "{extra}: {refused}");
+    }
     rig.gateway.shutdown().await;
 }
 
@@ -2513,7 +2601,11 @@ async fn a_decision_about_a_tool_named_after_a_read_decides_no_read() {
     rig.broker
         .answer(
             ask.id,
-            remember(true, Lasting::Always, Covering::AnyArguments),
+            remember(
+                true,
+                Lasting::Always,
+                Covering::AnyArguments { also_sent: None },
+            ),
         )
         .unwrap();
     let _ = calling.await;
@@ -3438,7 +3530,11 @@ async fn remembered_scopes_last_as_chosen_and_cover_only_what_was_chosen() {
     rig.broker
         .answer(
             ask.id,
-            remember(false, Lasting::Session, Covering::AnyArguments),
+            remember(
+                false,
+                Lasting::Session,
+                Covering::AnyArguments { also_sent: None },
+            ),
         )
         .unwrap();
     assert_eq!(reading.await.unwrap().unwrap().is_error, Some(true));
@@ -3485,7 +3581,10 @@ async fn a_choice_that_does_not_cover_the_call_on_screen_is_refused() {
     let past = Lasting::Until { until_ms: 1 };
     assert!(
         rig.broker
-            .answer(ask.id, remember(true, past, Covering::AnyArguments))
+            .answer(
+                ask.id,
+                remember(true, past, Covering::AnyArguments { also_sent: None })
+            )
             .is_err()
     );
     // Still open: the person answers properly.
@@ -3728,7 +3827,7 @@ async fn a_retry_allowed_by_a_remembered_decision_uses_up_the_pending_answer() {
             remember(
                 true,
                 Lasting::Until { until_ms: minute },
-                Covering::AnyArguments,
+                Covering::AnyArguments { also_sent: None },
             ),
         )
         .unwrap();
@@ -3765,7 +3864,7 @@ async fn revoking_the_decision_a_pending_call_was_allowed_with_takes_the_allow_b
             remember(
                 true,
                 Lasting::Until { until_ms: minute },
-                Covering::AnyArguments,
+                Covering::AnyArguments { also_sent: None },
             ),
         )
         .unwrap();
@@ -3811,7 +3910,7 @@ async fn a_revoke_the_pending_answers_cannot_follow_is_not_made() {
             remember(
                 true,
                 Lasting::Until { until_ms: hour },
-                Covering::AnyArguments,
+                Covering::AnyArguments { also_sent: None },
             ),
         )
         .unwrap();
@@ -3929,7 +4028,7 @@ async fn a_retry_denied_by_a_later_decision_uses_up_the_pending_allow() {
             remember(
                 false,
                 Lasting::Until { until_ms: minute },
-                Covering::AnyArguments,
+                Covering::AnyArguments { also_sent: None },
             ),
         )
         .unwrap();
@@ -6728,7 +6827,7 @@ async fn a_pending_denial_given_after_a_remembered_allow_refuses_the_retry() {
             remember(
                 true,
                 Lasting::Until { until_ms: later },
-                Covering::AnyArguments,
+                Covering::AnyArguments { also_sent: None },
             ),
         )
         .unwrap();
@@ -6776,7 +6875,7 @@ async fn an_allow_remembered_after_a_pending_denial_runs_the_retry() {
             remember(
                 true,
                 Lasting::Until { until_ms: later },
-                Covering::AnyArguments,
+                Covering::AnyArguments { also_sent: None },
             ),
         )
         .unwrap();
@@ -6799,7 +6898,11 @@ async fn a_pending_call_denied_for_this_session_refuses_the_sessions_next_calls(
     rig.broker
         .answer(
             pending.id,
-            remember(false, Lasting::Session, Covering::AnyArguments),
+            remember(
+                false,
+                Lasting::Session,
+                Covering::AnyArguments { also_sent: None },
+            ),
         )
         .unwrap();
     answer_kept().await;
@@ -6858,7 +6961,11 @@ async fn a_pending_call_answered_for_a_session_already_ended_remembers_nothing()
     assert!(matches!(
         rig.broker.answer(
             again.id,
-            remember(true, Lasting::Session, Covering::AnyArguments),
+            remember(
+                true,
+                Lasting::Session,
+                Covering::AnyArguments { also_sent: None }
+            ),
         ),
         Err(countersign_core::ask::AnswerError::Malformed { .. })
     ));

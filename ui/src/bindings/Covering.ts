@@ -3,7 +3,7 @@
 /**
  * Which calls of the tool a remembered decision covers.
  */
-export type Covering = { "kind": "anyArguments" } | { "kind": "exactArguments", arguments: string, } | { "kind": "pathUnder", argument: string, prefix: string, 
+export type Covering = { "kind": "anyArguments", alsoSent?: string, } | { "kind": "exactArguments", arguments: string, } | { "kind": "pathUnder", argument: string, prefix: string, 
 /**
  * The other arguments that were absolute paths in the call the person answered
  * (filled in by the backend from that call): a `move_file`'s `destination` beside

@@ -37,7 +37,15 @@ pub enum Lasting {
     rename_all_fields = "camelCase"
 )]
 pub enum Covering {
-    AnyArguments,
+    /// Any arguments. A call that carries fields beyond rmcp's model (`gateway::sent`, judged
+    /// beside its arguments) is covered only with the very fields the person saw on the call
+    /// answered (`also_sent`, compact JSON, filled in by the backend): a yes to `deploy` is not
+    /// a yes to `deploy` with an `x-force` the server may act on.
+    AnyArguments {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[ts(optional)]
+        also_sent: Option<String>,
+    },
     /// Only calls with exactly these arguments (as forwarded, compact JSON); filled in by the
     /// backend from the call being answered.
     ExactArguments {
@@ -157,7 +165,7 @@ impl RememberedDecision {
             tool: tool.into(),
             allow,
             lasting: Lasting::Always,
-            covering: Covering::AnyArguments,
+            covering: Covering::AnyArguments { also_sent: None },
             session: None,
             definition: Value::Object(Map::new()),
             digest: "d".into(),
@@ -425,6 +433,16 @@ fn looks_like_bare_address(text: &str) -> bool {
                 .is_some_and(|w| w.eq_ignore_ascii_case("www.")))
 }
 
+/// The fields beyond rmcp's model a judged call carries (compact JSON), if any: the gate judges
+/// such a call as `[arguments, fields]` (`gateway::sent::judged`), where a plain call's
+/// arguments are an object.
+fn also_sent_with(judged: &Value) -> Option<String> {
+    match judged.as_array().map(Vec::as_slice) {
+        Some([_, fields]) => Some(compact(fields)),
+        _ => None,
+    }
+}
+
 /// `argument` and `also`, as a decision's description names them.
 fn names(argument: &str, also: &[String]) -> String {
     std::iter::once(argument)
@@ -437,7 +455,10 @@ impl Covering {
     /// In words, for the audit log and History.
     pub fn describe(&self) -> String {
         match self {
-            Covering::AnyArguments => "any arguments".to_owned(),
+            Covering::AnyArguments { also_sent: None } => "any arguments".to_owned(),
+            Covering::AnyArguments {
+                also_sent: Some(fields),
+            } => format!("any arguments, with {fields} also sent"),
             Covering::ExactArguments { arguments } => format!("exactly {arguments}"),
             Covering::PathUnder {
                 argument,
@@ -455,7 +476,7 @@ impl Covering {
     /// Whether a call with `arguments` is covered.
     pub fn covers(&self, arguments: &Value) -> bool {
         match self {
-            Covering::AnyArguments => true,
+            Covering::AnyArguments { also_sent } => also_sent_with(arguments) == *also_sent,
             Covering::ExactArguments { arguments: exact } => compact(arguments) == *exact,
             Covering::PathUnder {
                 argument,
@@ -507,6 +528,9 @@ impl Covering {
             Covering::ExactArguments { .. } => Covering::ExactArguments {
                 arguments: compact(arguments),
             },
+            Covering::AnyArguments { .. } => Covering::AnyArguments {
+                also_sent: also_sent_with(arguments),
+            },
             Covering::PathUnder {
                 argument, prefix, ..
             } => {
@@ -527,7 +551,6 @@ impl Covering {
                     also,
                 }
             }
-            any => any,
         };
         if covering.covers(arguments) {
             Ok(covering)
@@ -1151,7 +1174,10 @@ mod tests {
     #[test]
     fn a_decision_lasts_as_chosen_and_only_for_the_tool_the_person_saw() {
         let args = json!({"path": "/p/a"});
-        let mut d = decision(Lasting::Until { until_ms: 100 }, Covering::AnyArguments);
+        let mut d = decision(
+            Lasting::Until { until_ms: 100 },
+            Covering::AnyArguments { also_sent: None },
+        );
         let digest = d.digest.clone();
         assert!(d.applies(&call(&args, &digest, 1, 99)));
         assert!(!d.applies(&call(&args, &digest, 1, 100)));
@@ -1162,10 +1188,10 @@ mod tests {
         assert!(!d.applies(&call(&args, &digest, 1, 49)));
         d.allow = false;
         assert!(d.applies(&call(&args, &digest, 1, 49)));
-        let session = decision(Lasting::Session, Covering::AnyArguments);
+        let session = decision(Lasting::Session, Covering::AnyArguments { also_sent: None });
         assert!(session.applies(&call(&args, &digest, 7, 0)));
         assert!(!session.applies(&call(&args, &digest, 8, 0)));
-        let always = decision(Lasting::Always, Covering::AnyArguments);
+        let always = decision(Lasting::Always, Covering::AnyArguments { also_sent: None });
         let mut other = call(&args, &digest, 1, u64::MAX);
         other.agent = "a2";
         assert!(!always.applies(&other));
@@ -1181,7 +1207,7 @@ mod tests {
     #[test]
     fn a_decision_is_only_for_the_server_it_was_given_for() {
         let args = json!({"path": "/p/a"});
-        let always = decision(Lasting::Always, Covering::AnyArguments);
+        let always = decision(Lasting::Always, Covering::AnyArguments { also_sent: None });
         let digest = always.digest.clone();
         assert!(always.applies(&call(&args, &digest, 1, 0)));
         let mut elsewhere = call(&args, &digest, 1, 0);
