@@ -2251,7 +2251,9 @@ async fn a_call_held_past_the_guard_runs_nothing_once_the_gateway_is_paused() {
 }
 
 /// Completing a resource template's arguments reads what the server holds: a server whose
-/// reads the person denies completes nothing for agents; otherwise completions pass unasked.
+/// reads the person denies completes nothing for agents, nor does one for an agent the person
+/// said "never" to reading that kind of thing; otherwise completions pass unasked. (A "never"
+/// went unheeded before: the agent read the names under a template it was refused.)
 #[tokio::test(flavor = "multi_thread")]
 async fn a_read_policy_of_deny_refuses_completions_too() {
     let mut denied = raw_server();
@@ -2260,21 +2262,50 @@ async fn a_read_policy_of_deny_refuses_completions_too() {
     let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
     let complete = json!({"ref": {"type": "ref/resource", "uri": "file:///{path}"},
         "argument": {"name": "path", "value": "/home/"}});
-    let answer = agent.post(2, "completion/complete", complete.clone()).await;
-    assert!(
+    let refused = |answer: &Value| {
         answer["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("readPolicy denies")),
+            .is_some_and(|m| m.contains("Countersign did not complete arguments"))
+    };
+    let answer = agent.post(2, "completion/complete", complete.clone()).await;
+    assert!(refused(&answer), "{answer}");
+    assert!(
+        answer.to_string().contains("rule: deny reading"),
         "{answer}"
     );
     rig.gateway.shutdown().await;
-    let rig = rig_in(scratch("complete-allowed"), vec![raw_server()]).await;
-    let (mut agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
-    let answer = agent.post(2, "completion/complete", complete).await;
-    assert!(
-        !answer.to_string().contains("readPolicy"),
-        "reached the server: {answer}"
-    );
+    let mut rig = rig_in(scratch("complete-allowed"), vec![raw_server()]).await;
+    let (agent, _) = RawAgent::open(rig.url("raw"), rig.gateway.token(), "raw-agent").await;
+    let agent = std::sync::Arc::new(tokio::sync::Mutex::new(agent));
+    let post = |id: u64, method: &'static str, params: Value| {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.lock().await.post(id, method, params).await })
+    };
+    let answer = post(2, "completion/complete", complete.clone())
+        .await
+        .unwrap();
+    assert!(!refused(&answer), "reached the server: {answer}");
+    // The person says "never" to this agent reading the server's resources.
+    let reading = post(3, "resources/read", json!({"uri": "raw://a"}));
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                false,
+                Lasting::Always,
+                Covering::AnyArguments { also_sent: None },
+            ),
+        )
+        .unwrap();
+    assert!(reading.await.unwrap()["error"].is_object());
+    let answer = post(4, "completion/complete", complete).await.unwrap();
+    assert!(refused(&answer), "{answer}");
+    // Its prompts it may still read, and complete.
+    let prompt = json!({"ref": {"type": "ref/prompt", "name": "p"},
+        "argument": {"name": "x", "value": "a"}});
+    let answer = post(5, "completion/complete", prompt).await.unwrap();
+    assert!(!refused(&answer), "reached the server: {answer}");
     rig.gateway.shutdown().await;
 }
 

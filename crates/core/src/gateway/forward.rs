@@ -705,19 +705,24 @@ impl ServerHandler for Forwarder {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        // Completing a resource template's or a prompt's arguments reads what the server holds
-        // (the names under `file:///{path}`, say): not for an agent the person's `readPolicy`
-        // denies reading. (Under "ask" they run unasked: hosts complete as the person types.)
-        if self.config()?.read_policy == Some(crate::config::ToolRule::Deny) {
-            return Err(McpError::invalid_request(
-                format!(
-                    "Countersign did not complete arguments on {}: the person's readPolicy \
-                     denies agents reading its resources and prompts.",
-                    self.server
-                ),
-                None,
-            ));
-        }
+        let up = self.upstream(&ctx).await?;
+        let (method, target, params) = match &request.r#ref {
+            rmcp::model::Reference::Prompt(prompt) => {
+                ("prompts/get", &prompt.name, json!({"name": prompt.name}))
+            }
+            rmcp::model::Reference::Resource(resource) => (
+                "resources/read",
+                &resource.uri,
+                json!({"uri": resource.uri}),
+            ),
+            _ => {
+                return Err(McpError::invalid_request(
+                    "Countersign does not know what this completion reads, so it is not made",
+                    None,
+                ));
+            }
+        };
+        self.refuse_completion(&up, &ctx, method, target, params)?;
         self.relay(
             ClientRequest::CompleteRequest(CompleteRequest::new(request)),
             ctx,

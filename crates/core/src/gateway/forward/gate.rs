@@ -157,6 +157,58 @@ impl Forwarder {
         }
     }
 
+    /// A completion reads what the read it completes would (the names under `file:///{path}`,
+    /// say): refused, and recorded, where that read would be refused without asking: by the
+    /// server's `readPolicy`, or by a "never" the person remembered for this agent that covers
+    /// it. Where the read would be asked about it runs unasked, since hosts complete as the
+    /// person types.
+    pub(super) fn refuse_completion(
+        &self,
+        up: &Arc<Upstream>,
+        ctx: &RequestContext<RoleServer>,
+        method: &str,
+        target: &str,
+        params: Value,
+    ) -> Result<(), McpError> {
+        let config = &up.server;
+        let who = Who::of(ctx);
+        let definition = approval::definition(method, None, None, None, None);
+        let digest = approval::digest(&definition);
+        let call = approval::Call {
+            agent: &who.id,
+            server: &config.name,
+            endpoint: &up.identity,
+            tool: method,
+            arguments: &params,
+            session: up.session,
+            digest: &digest,
+            now_ms: crate::gateway::Gateway::now_ms(&self.shared),
+        };
+        let Decision::Deny { why, .. } = policy::decide_read(config, &call, &self.shared.settings)
+        else {
+            return Ok(());
+        };
+        let audit = self.shared.broker.audit();
+        if let Err(e) = audit.record_gated(
+            &config.name,
+            Some(&who.name),
+            &who.id,
+            "completion/complete",
+            false,
+            &why,
+        ) {
+            tracing::error!(error = %e, "a refusal went unrecorded");
+        }
+        Err(McpError::invalid_request(
+            format!(
+                "Countersign did not complete arguments of {method} of {target} on {}: reading \
+                 it is refused ({why}).",
+                config.name
+            ),
+            None,
+        ))
+    }
+
     /// Decides one request by policy and carries the decision out: recorded when decided
     /// without asking, else put to the person, and what they chose to remember kept. An allow
     /// the person gave comes back with its question, to record once the request is forwarded.
