@@ -428,6 +428,19 @@ impl Forwarder {
         pick: impl FnOnce(ServerResult) -> Option<T>,
     ) -> Result<T, McpError> {
         let up = self.upstream(&ctx).await?;
+        self.relay_on(up, request, ctx, pick).await
+    }
+
+    /// [`Self::relay`] on `up`: the upstream a read was judged for, so what runs is what was
+    /// judged (looked up again, a server changed meanwhile would be connected afresh and sent
+    /// the read under its new config).
+    async fn relay_on<T>(
+        &self,
+        up: Arc<Upstream>,
+        request: ClientRequest,
+        ctx: RequestContext<RoleServer>,
+        pick: impl FnOnce(ServerResult) -> Option<T>,
+    ) -> Result<T, McpError> {
         let method = request.method().to_owned();
         // Reads were recorded at their gate.
         if !policy::READ_METHODS.contains(&method.as_str()) {
@@ -613,7 +626,8 @@ impl ServerHandler for Forwarder {
             .gate_read(&up, &ctx, "prompts/get", &request.name, params, true)
             .await?;
         let result = self
-            .relay(
+            .relay_on(
+                up.clone(),
                 ClientRequest::GetPromptRequest(GetPromptRequest::new(request)),
                 ctx,
                 |r| match r {
@@ -685,7 +699,8 @@ impl ServerHandler for Forwarder {
             .gate_read(&up, &ctx, "resources/read", &request.uri, params, true)
             .await?;
         let result = self
-            .relay(
+            .relay_on(
+                up.clone(),
                 ClientRequest::ReadResourceRequest(ReadResourceRequest::new(request)),
                 ctx,
                 |r| match r {
@@ -723,7 +738,8 @@ impl ServerHandler for Forwarder {
             }
         };
         self.refuse_completion(&up, &ctx, method, target, params)?;
-        self.relay(
+        self.relay_on(
+            up,
             ClientRequest::CompleteRequest(CompleteRequest::new(request)),
             ctx,
             |r| match r {
@@ -762,7 +778,8 @@ impl ServerHandler for Forwarder {
             .await?;
         let uri = request.uri.clone();
         let result = self
-            .relay(
+            .relay_on(
+                up.clone(),
                 ClientRequest::SubscribeRequest(SubscribeRequest::new(request)),
                 ctx,
                 |_| Some(()),
