@@ -80,7 +80,24 @@ impl UnreadShown {
     }
 }
 
+/// What a start on settings it could not read tells the person.
+const HELD_BACK: &str = "since the decisions it held (a \"never\" among them, perhaps) are \
+                         unknown, until you forget them in Settings no remembered or trusted \
+                         allow runs a tool call on any server without asking you";
+
 impl Settings {
+    /// The defaults, in place of a settings file that could not be read (`where` it is now):
+    /// what it held is unknown, a "never" perhaps, so it stands as one unread decision that
+    /// names no server, and holds back every remembered or trusted allow on every server until
+    /// the person has seen it and forgets it. Starting from the defaults alone, a trusted
+    /// server's reads and read-only tools ran unasked where the person had said "never".
+    fn lost(r#where: &Path) -> Settings {
+        Settings {
+            unread: vec![serde_json::json!({ "lostIn": r#where.display().to_string() })],
+            ..Settings::default()
+        }
+    }
+
     /// The server an unread decision names: `None` when it names none readable (then it may
     /// be about any server).
     fn unread_server(decision: &serde_json::Value) -> Option<&str> {
@@ -203,10 +220,10 @@ impl SettingsStore {
             Some(Err(e)) => {
                 let unread = path.take().unwrap_or_default();
                 (
-                    Settings::default(),
+                    Settings::lost(&unread),
                     Some(format!(
                         "cannot read settings from {}: {e}; nothing is saved there until it \
-                         can be read (changes last until Countersign quits)",
+                         can be read (changes last until Countersign quits), and {HELD_BACK}",
                         unread.display()
                     )),
                 )
@@ -245,9 +262,9 @@ impl SettingsStore {
                         }
                     };
                     (
-                        Settings::default(),
+                        Settings::lost(&aside),
                         Some(format!(
-                            "{}: {e}; using defaults ({kept})",
+                            "{}: {e}; using defaults ({kept}), and {HELD_BACK}",
                             broken.display()
                         )),
                     )
@@ -260,6 +277,16 @@ impl SettingsStore {
         settings
             .remembered
             .retain(|d| d.lasting != Lasting::Session);
+        // A file moved aside leaves none: the hold-back is written at once, so a restart before
+        // any other change still holds back.
+        let lost = settings.unread.iter().any(|d| d.get("lostIn").is_some());
+        if lost
+            && let Some(path) = &path
+            && !path.exists()
+            && let Err(e) = save(path, &settings)
+        {
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the settings' hold-back");
+        }
         let store = SettingsStore {
             path,
             current: Arc::new(RwLock::new(settings)),
@@ -654,12 +681,36 @@ mod tests {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, "{ not json").unwrap();
         let (store, warning) = SettingsStore::load(Some(path.clone()));
-        assert_eq!(store.get(), Settings::default());
-        assert!(warning.unwrap().contains("using defaults"));
+        let warning = warning.unwrap();
+        assert!(warning.contains("using defaults"), "{warning}");
+        assert!(warning.contains("without asking you"), "{warning}");
         assert_eq!(
             std::fs::read_to_string(path.with_extension("json.bad")).unwrap(),
             "{ not json"
         );
+        // What it held is unknown: every allow waits on the person, across a restart too, until
+        // they forget it.
+        assert!(store.holds_back("any server"));
+        assert_eq!(store.get().unread_shown().len(), 1);
+        let (again, warning) = SettingsStore::load(Some(path.clone()));
+        assert!(again.holds_back("x"), "a restart still holds back");
+        assert!(warning.unwrap().contains("forget them in Settings"));
+        store.forget_unread().unwrap();
+        assert!(!store.holds_back("x"));
+        let (forgotten, warning) = SettingsStore::load(Some(path.clone()));
+        assert!(!forgotten.holds_back("x"));
+        assert_eq!(warning, None);
+    }
+
+    #[test]
+    fn an_unreadable_file_holds_back_allows_too() {
+        let path = temp("unreadable");
+        // A folder where the file should be: it cannot be read.
+        std::fs::create_dir_all(&path).unwrap();
+        let (store, warning) = SettingsStore::load(Some(path.clone()));
+        assert!(warning.unwrap().contains("without asking you"));
+        assert!(store.holds_back("desk"));
+        std::fs::remove_dir_all(&path).unwrap();
     }
 
     #[test]
