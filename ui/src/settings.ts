@@ -143,7 +143,7 @@ export class SettingsPane {
       : servers.flatMap((server, i) => [i === 0 ? "" : ", ", el("strong", {}, inlineText(server, 80))]);
     replace(this.heldBack, el("div", { class: "warn-note" },
       el("p", { id: textId },
-        "Some remembered decisions cannot be read here (made by another version of Countersign, or kept in a settings file that could not be read); one may be a denial. Until you forget them, no remembered or trusted allow runs a tool call on ",
+        "Some remembered decisions cannot be read here (made by another version of Countersign, or kept in a file that could not be read); one may be a denial. Until you forget them, no remembered or trusted allow runs a tool call on ",
         ...which,
         " without asking you."),
       el("ul", { class: "unread-list", attrs: { "aria-label": "Decisions that cannot be read" } },

@@ -315,6 +315,23 @@ impl SettingsStore {
             .holds_back(server)
     }
 
+    /// A file that held the person's answers (`lost_in`, where it is now) could not be read:
+    /// as with settings that could not be ([`Settings::lost`]), every remembered or trusted
+    /// allow waits on the person until they forget it in Settings.
+    /// Held back in memory even when that cannot be saved.
+    pub fn hold_back_for(&self, lost_in: &Path) -> Result<(), SettingsError> {
+        let held = Settings::lost(lost_in).unread;
+        let saved = self.update(|s| s.unread.extend(held.clone()));
+        if saved.is_err() {
+            self.current
+                .write()
+                .expect("settings lock")
+                .unread
+                .extend(held);
+        }
+        saved.map(|_| ())
+    }
+
     /// Forgets the remembered decisions that cannot be read: the person has seen that they
     /// are there, and allows run again.
     pub fn forget_unread(&self) -> Result<Settings, SettingsError> {

@@ -3988,6 +3988,53 @@ async fn a_revoke_the_pending_answers_cannot_follow_is_not_made() {
     rig.gateway.shutdown().await;
 }
 
+/// A pending approvals file that cannot be read at a start may have held the person's denial
+/// of a call that a remembered or trusted allow would run: it is moved aside, not written over,
+/// and every such allow waits on the person until they forget it in Settings. (It started
+/// empty, and the allow ran the call the person had denied.)
+#[tokio::test(flavor = "multi_thread")]
+async fn pending_approvals_that_cannot_be_read_hold_back_allows() {
+    let dir = scratch("pending-unreadable");
+    std::fs::write(
+        dir.join("pending-approvals.json"),
+        "[{\"id\": \"p-1\", cut short",
+    )
+    .unwrap();
+    let mut rig = rig_in(dir.clone(), vec![hostile_server("files", None)]).await;
+    assert!(rig.settings.holds_back("files"));
+    assert!(
+        std::fs::read_to_string(dir.join("pending-approvals.json.bad"))
+            .unwrap()
+            .contains("cut short")
+    );
+    // Always allowed by the person, which ran the call unasked before: asked now.
+    let agent = rig.agent("files", "patient-agent", false).await;
+    let first = spawn_call(&agent, "read_file", json!({"path": "/p/a"}));
+    let ask = rig.next_ask().await;
+    rig.broker
+        .answer(
+            ask.id,
+            remember(
+                true,
+                Lasting::Always,
+                Covering::AnyArguments { also_sent: None },
+            ),
+        )
+        .unwrap();
+    assert_ne!(first.await.unwrap().unwrap().is_error, Some(true));
+    let reading = spawn_call(&agent, "read_file", json!({"path": "/p/a"}));
+    let ask = tokio::time::timeout(WAIT, rig.next_ask())
+        .await
+        .expect("held back: asked");
+    rig.broker.answer(ask.id, Answer::Decline).unwrap();
+    assert_eq!(reading.await.unwrap().unwrap().is_error, Some(true));
+    // Forgotten in Settings: it runs unasked again.
+    rig.settings.forget_unread().unwrap();
+    let read = call(&agent, "read_file", json!({"path": "/p/a"})).await;
+    assert_eq!(text(&read), r#"read_file {"path":"/p/a"}"#);
+    rig.gateway.shutdown().await;
+}
+
 /// A pending call's question went with the session it was asked in, and there was no place to
 /// ask it again then (its agent held its share of the server's places): the agent's retry asks
 /// it again once there is. (It was gone from the desktop until the next start, and every retry

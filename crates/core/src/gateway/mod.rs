@@ -246,6 +246,13 @@ impl Gateway {
         let agents =
             registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
         let pending = pending::PendingStore::load(Some(pending_path), crate::ask::decision_ms());
+        // The person's denial of a pending call may be among what could not be read, and a
+        // remembered allow would run the call unasked: every such allow waits on the person.
+        if let Some(lost) = pending.lost()
+            && let Err(e) = settings.hold_back_for(lost)
+        {
+            tracing::error!(error = %e, "cannot hold back allows for the pending approvals lost");
+        }
         let decisions: std::collections::HashSet<u64> =
             settings.get().remembered.iter().map(|d| d.id).collect();
         pending.forget_decisions_but(&decisions);

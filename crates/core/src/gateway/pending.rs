@@ -139,25 +139,42 @@ pub(crate) struct PendingStore {
     /// The approvals waiting with no question on the desktop (it could not be asked again when
     /// its session ended, or the app is quitting): a retry asks them again.
     unasked: Mutex<std::collections::HashSet<String>>,
+    /// Where the file it could not read is now, if it could not: what it held is unknown.
+    lost: Option<PathBuf>,
 }
 
 impl PendingStore {
     /// Reads the file; an unreadable one starts empty (logged): a lost pending approval is a
     /// question asked again, never a yes.
+    /// A file that cannot be read is moved aside (`.bad`), or, if it cannot be moved, not written
+    /// over; either way [`Self::lost`] says where it is, since among what it held may be the
+    /// person's denial of a call that a remembered allow would otherwise run.
     pub(crate) fn load(path: Option<PathBuf>, now_ms: u64) -> PendingStore {
-        let mut entries: Vec<PendingApproval> = path
-            .as_deref()
-            .and_then(|p| match crate::private_fs::read_ours(p) {
-                Ok(bytes) => serde_json::from_slice(&bytes)
-                    .map_err(|e| tracing::warn!(path = %p.display(), error = %e, "pending approvals unreadable; starting empty"))
-                    .ok(),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => {
-                    tracing::warn!(path = %p.display(), error = %e, "pending approvals unreadable; starting empty");
-                    None
-                }
-            })
-            .unwrap_or_default();
+        let mut path = path;
+        let mut lost = None;
+        let read = path.as_deref().map(|p| {
+            crate::private_fs::read_ours(p)
+                .and_then(|bytes| serde_json::from_slice(&bytes).map_err(std::io::Error::other))
+        });
+        let mut entries: Vec<PendingApproval> = match read {
+            None => Vec::new(),
+            Some(Ok(entries)) => entries,
+            Some(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Some(Err(e)) => {
+                let broken = path.clone().unwrap_or_default();
+                let aside = broken.with_extension("json.bad");
+                tracing::warn!(path = %broken.display(), error = %e, "pending approvals unreadable; starting empty, and holding back allows");
+                lost = Some(match std::fs::rename(&broken, &aside) {
+                    Ok(()) => aside,
+                    Err(_) => {
+                        // Not moved aside: not written over either.
+                        path = None;
+                        broken
+                    }
+                });
+                Vec::new()
+            }
+        };
         entries.retain(|e| e.expires_ms > now_ms);
         PendingStore {
             path,
@@ -165,7 +182,13 @@ impl PendingStore {
             changed: tokio::sync::Notify::new(),
             asking_again: Mutex::new(()),
             unasked: Mutex::default(),
+            lost,
         }
+    }
+
+    /// Where the file that could not be read at the start is now, if it could not.
+    pub(crate) fn lost(&self) -> Option<&std::path::Path> {
+        self.lost.as_deref()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PendingApproval>> {
