@@ -229,11 +229,23 @@ pub async fn start_core(options: &Options) -> Result<App, LaunchError> {
     // told.
     private_fs::refuse_foreign(&dirs::own_dirs(), private_fs::euid())
         .map_err(LaunchError::NotYours)?;
-    hold_instance_lock()?;
+    // The lock that cannot be taken (a read-only or full disk) does not keep the person's
+    // Countersign from starting; one held by another Countersign does.
+    let unlocked = match hold_instance_lock() {
+        Ok(()) => None,
+        Err(e @ LaunchError::NoLock(..)) => Some(e),
+        Err(e) => return Err(e),
+    };
     let mut notices: Vec<String> = private_fs::tighten(&dirs::own_dirs())
         .iter()
         .map(|t| format!("Made private: {t}."))
         .collect();
+    if let Some(e) = unlocked {
+        tracing::warn!("{e}");
+        notices.push(format!(
+            "{e}: a second Countersign started on your files would not be stopped."
+        ));
+    }
     let source = config::locate(options.config.clone()).ok_or(LaunchError::NoHome)?;
     let loaded = config::load_or_create(&source, &demo_server_command());
     for error in &loaded.errors {
