@@ -86,7 +86,7 @@ export function lastingText(lasting: Lasting): string {
 export function coveringText(covering: Covering): string {
   switch (covering.kind) {
     case "anyArguments":
-      return covering.alsoSent ? `any arguments, with ${covering.alsoSent} also sent` : "any arguments";
+      return covering.alsoSent ? `any arguments, with ${clipped(covering.alsoSent, 120)} also sent` : "any arguments";
     case "exactArguments":
       return covering.arguments === "" ? "these exact arguments" : `exactly ${covering.arguments}`;
     case "pathUnder":
@@ -94,6 +94,12 @@ export function coveringText(covering: Covering): string {
     case "urlHost":
       return `${argumentNames(covering)}: any URL on ${covering.host}`;
   }
+}
+
+/** `text` cut to `max` characters (code points), marked when cut: the agent wrote it. */
+function clipped(text: string, max: number): string {
+  const chars = [...text];
+  return chars.length > max ? `${chars.slice(0, max).join("")}…` : text;
 }
 
 /** “source”, “destination”: the arguments a path or host decision holds. */

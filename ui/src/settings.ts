@@ -172,6 +172,13 @@ export class SettingsPane {
 /** What can be told of a decision this version cannot read, as nodes of untrusted text: each
  * part it does not hold (or holds in a form not known here) is said to be unknown. */
 function unreadSentence(d: UnreadShown): Node[] {
+  if (d.lostIn) {
+    return [
+      document.createTextNode("Whatever was kept in "),
+      el("code", {}, inlineText(d.lostIn, 200)),
+      document.createTextNode(", which could not be read"),
+    ];
+  }
   const verb = d.allow === true ? " may run " : d.allow === false ? " may not run " : " may or may not run ";
   return [
     d.agentName ? inlineText(d.agentName, 80, "agent-name") : el("em", {}, "An unknown agent"),

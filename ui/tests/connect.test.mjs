@@ -475,6 +475,20 @@ test("A decision that names no server holds back every server's allows", async (
   await app.close();
 });
 
+test("A file that could not be read holds back every server's allows, and says which file", async () => {
+  const lostIn = `/home/me/.config/countersign/settings.json.bad${IMG}`;
+  const app = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: [],
+    unreadShown: [{ agentName: null, server: null, tool: null, allow: null, lostIn }] } });
+  await app.page.getByRole("tab", { name: "Settings" }).click();
+  const section = app.page.getByRole("region", { name: "Remembered decisions" });
+  await section.getByText(/kept in a file that could not be read/).waitFor();
+  await section.getByText(/runs a tool call on any server without asking you\./).waitFor();
+  assert.deepEqual(await section.getByRole("list", { name: "Decisions that cannot be read" }).getByRole("listitem").allTextContents(),
+    [`Whatever was kept in ${lostIn}, which could not be read`]);
+  assert.equal(await section.locator("img,script").count(), 0);
+  await app.close();
+});
+
 test("Settings with nothing remembered shows the empty state", async () => {
   const app = await openApp(env, state());
   await app.page.getByRole("tab", { name: "Settings" }).click();

@@ -57,6 +57,10 @@ pub struct UnreadShown {
     pub server: Option<String>,
     pub tool: Option<String>,
     pub allow: Option<bool>,
+    /// For what stands for a file that could not be read (`Settings::lost`): where it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(optional)]
+    pub lost_in: Option<String>,
 }
 
 impl UnreadShown {
@@ -76,6 +80,7 @@ impl UnreadShown {
             server: text("server").filter(|s| !s.is_empty()),
             tool: text("tool"),
             allow: decision.get("allow").and_then(serde_json::Value::as_bool),
+            lost_in: text("lostIn"),
         }
     }
 }
@@ -321,13 +326,16 @@ impl SettingsStore {
     /// Held back in memory even when that cannot be saved.
     pub fn hold_back_for(&self, lost_in: &Path) -> Result<(), SettingsError> {
         let held = Settings::lost(lost_in).unread;
-        let saved = self.update(|s| s.unread.extend(held.clone()));
+        let hold = |s: &mut Settings| {
+            for placeholder in &held {
+                if !s.unread.contains(placeholder) {
+                    s.unread.push(placeholder.clone());
+                }
+            }
+        };
+        let saved = self.update(hold);
         if saved.is_err() {
-            self.current
-                .write()
-                .expect("settings lock")
-                .unread
-                .extend(held);
+            hold(&mut self.current.write().expect("settings lock"));
         }
         saved.map(|_| ())
     }
@@ -592,6 +600,7 @@ mod tests {
                 server: Some("s".into()),
                 tool: Some("b".into()),
                 allow: Some(false),
+                lost_in: None,
             }]
         );
         let (store, _) = SettingsStore::load(Some(path.clone()));
@@ -708,7 +717,10 @@ mod tests {
         // What it held is unknown: every allow waits on the person, across a restart too, until
         // they forget it.
         assert!(store.holds_back("any server"));
-        assert_eq!(store.get().unread_shown().len(), 1);
+        let shown = store.get().unread_shown();
+        assert_eq!(shown.len(), 1);
+        let aside = path.with_extension("json.bad").display().to_string();
+        assert_eq!(shown[0].lost_in.as_deref(), Some(aside.as_str()));
         let (again, warning) = SettingsStore::load(Some(path.clone()));
         assert!(again.holds_back("x"), "a restart still holds back");
         assert!(warning.unwrap().contains("forget them in Settings"));

@@ -27,7 +27,8 @@ import { rememberPanel } from "./remember";
 
 export type ToolCallAsk = Extract<Ask, { kind: "toolCall" }>;
 
-/** "Always allow": remembered for good, whatever the arguments (until revoked, or the tool changes). */
+/** "Always allow": remembered for good, whatever the arguments (until revoked, or the tool changes);
+ * fields beyond the arguments, if the call carries any, only as they are now (the backend keeps them). */
 const ALWAYS_ALLOW: Answer = {
   action: "remember",
   decision: { allow: true, lasting: { kind: "always" }, covering: { kind: "anyArguments" } },

@@ -4,4 +4,8 @@
  * What can be told of a remembered decision this version cannot read: each field only if it
  * reads as this version's would (untrusted text: it is in the file).
  */
-export type UnreadShown = { agentName: string | null, server: string | null, tool: string | null, allow: boolean | null, };
+export type UnreadShown = { agentName: string | null, server: string | null, tool: string | null, allow: boolean | null, 
+/**
+ * For what stands for a file that could not be read (`Settings::lost`): where it is.
+ */
+lostIn?: string, };

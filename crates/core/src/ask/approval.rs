@@ -225,7 +225,7 @@ impl RememberedDecision {
                 Lasting::Session => self.session == Some(call.session),
                 _ => true,
             }
-            && self.covering.covers(call.arguments)
+            && self.covering.covers_call(self.allow, call.arguments)
     }
 
     /// Whether it decides `call`: it concerns it, and the server and the tool are still what
@@ -433,6 +433,14 @@ fn looks_like_bare_address(text: &str) -> bool {
                 .is_some_and(|w| w.eq_ignore_ascii_case("www.")))
 }
 
+/// A judged call's own arguments, without the fields beyond the model beside them.
+fn plain_arguments(judged: &Value) -> &Value {
+    match judged.as_array().map(Vec::as_slice) {
+        Some([arguments, _]) => arguments,
+        _ => judged,
+    }
+}
+
 /// The fields beyond rmcp's model a judged call carries (compact JSON), if any: the gate judges
 /// such a call as `[arguments, fields]` (`gateway::sent::judged`), where a plain call's
 /// arguments are an object.
@@ -518,6 +526,20 @@ impl Covering {
                     .filter(|t| looks_like_url(t))
                     .all(on_host)
             }
+        }
+    }
+
+    /// Whether a decision with this covering, an allow or a no, covers a call judged as
+    /// `judged`. A no covers at least what it covered without the fields beyond the model: a
+    /// "never" is not dodged by adding one (an `x-anything`), nor by leaving out the one its
+    /// call carried. An allow covers only what the person saw.
+    pub fn covers_call(&self, allow: bool, judged: &Value) -> bool {
+        if allow {
+            return self.covers(judged);
+        }
+        match self {
+            Covering::AnyArguments { .. } => true,
+            _ => self.covers(judged) || self.covers(plain_arguments(judged)),
         }
     }
 
@@ -825,6 +847,35 @@ mod tests {
 
     /// A decision about one argument does not cover a call that carries another by the same
     /// name to a lax reader: the server would read that one.
+    /// Fields beyond the model beside the arguments (judged as `[arguments, fields]`): an
+    /// allow covers only what the person saw; a "never" is not dodged by adding one, nor by
+    /// leaving out the one its call carried.
+    #[test]
+    fn a_no_is_not_dodged_by_a_field_beyond_the_model() {
+        let plain = json!({"path": "/etc/passwd"});
+        let with_field = json!([{"path": "/etc/passwd"}, {"x-anything": 1}]);
+        let under_etc = Covering::PathUnder {
+            argument: "path".into(),
+            prefix: "/etc".into(),
+            also: Vec::new(),
+        };
+        let any = Covering::AnyArguments { also_sent: None };
+        let any_with = Covering::AnyArguments {
+            also_sent: Some(r#"{"x-anything":1}"#.into()),
+        };
+        let exact = Covering::ExactArguments {
+            arguments: compact(&plain),
+        };
+        for covering in [&under_etc, &any, &exact] {
+            assert!(covering.covers_call(false, &with_field), "{covering:?}");
+            assert!(!covering.covers_call(true, &with_field), "{covering:?}");
+            assert!(covering.covers_call(true, &plain), "{covering:?}");
+        }
+        assert!(any_with.covers_call(false, &plain));
+        assert!(!any_with.covers_call(true, &plain));
+        assert!(any_with.covers_call(true, &with_field));
+    }
+
     #[test]
     fn a_path_or_host_decision_covers_no_call_with_a_second_argument_of_its_name() {
         let under = Covering::PathUnder {

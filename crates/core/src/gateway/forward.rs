@@ -720,6 +720,17 @@ impl ServerHandler for Forwarder {
         request: CompleteRequestParams,
         ctx: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        // Refused by the server's rule alone: no server is started for it.
+        if self.config()?.read_policy == Some(crate::config::ToolRule::Deny) {
+            return Err(McpError::invalid_request(
+                format!(
+                    "Countersign did not complete arguments on {}: reading it is refused (rule: \
+                     deny reading).",
+                    self.server
+                ),
+                None,
+            ));
+        }
         let up = self.upstream(&ctx).await?;
         let (method, target, params) = match &request.r#ref {
             rmcp::model::Reference::Prompt(prompt) => {

@@ -245,14 +245,18 @@ impl Gateway {
         let pending_path = token_path.with_file_name("pending-approvals.json");
         let agents =
             registry::AgentStore::open(token_path.with_file_name("agents.json"), token_path)?;
-        let pending = pending::PendingStore::load(Some(pending_path), crate::ask::decision_ms());
         // The person's denial of a pending call may be among what could not be read, and a
         // remembered allow would run the call unasked: every such allow waits on the person.
-        if let Some(lost) = pending.lost()
-            && let Err(e) = settings.hold_back_for(lost)
-        {
-            tracing::error!(error = %e, "cannot hold back allows for the pending approvals lost");
-        }
+        let pending = pending::PendingStore::load(
+            Some(pending_path),
+            crate::ask::decision_ms(),
+            |lost| {
+                settings
+                    .hold_back_for(lost)
+                    .map_err(|e| tracing::error!(error = %e, "cannot save the hold-back for the pending approvals lost"))
+                    .is_ok()
+            },
+        );
         let decisions: std::collections::HashSet<u64> =
             settings.get().remembered.iter().map(|d| d.id).collect();
         pending.forget_decisions_but(&decisions);
@@ -404,10 +408,15 @@ impl Gateway {
                  be saved without it ({e})"
             )
         })?;
-        self.shared
+        let revoked = self
+            .shared
             .settings
             .revoke(id, now_ms)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        // An answer tied to it in the instant between the two (its keeping had just been
+        // saved) goes now; one not saved as gone is left out at the next start.
+        let _ = self.shared.pending.forget_decision(id);
+        Ok(revoked)
     }
 
     /// From the next request on, agent `id`'s token is refused.

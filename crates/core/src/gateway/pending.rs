@@ -139,19 +139,22 @@ pub(crate) struct PendingStore {
     /// The approvals waiting with no question on the desktop (it could not be asked again when
     /// its session ended, or the app is quitting): a retry asks them again.
     unasked: Mutex<std::collections::HashSet<String>>,
-    /// Where the file it could not read is now, if it could not: what it held is unknown.
-    lost: Option<PathBuf>,
 }
 
 impl PendingStore {
     /// Reads the file; an unreadable one starts empty (logged): a lost pending approval is a
     /// question asked again, never a yes.
-    /// A file that cannot be read is moved aside (`.bad`), or, if it cannot be moved, not written
-    /// over; either way [`Self::lost`] says where it is, since among what it held may be the
-    /// person's denial of a call that a remembered allow would otherwise run.
-    pub(crate) fn load(path: Option<PathBuf>, now_ms: u64) -> PendingStore {
+    /// A file that cannot be read may have held the person's denial of a call that a
+    /// remembered allow would otherwise run: `hold_back` is told where it will be (`.bad`
+    /// beside it) and holds back such allows; only once that is saved is the file moved there.
+    /// Until then (and if it cannot be moved) it is not written over, so the next start finds
+    /// it again.
+    pub(crate) fn load(
+        path: Option<PathBuf>,
+        now_ms: u64,
+        hold_back: impl FnOnce(&std::path::Path) -> bool,
+    ) -> PendingStore {
         let mut path = path;
-        let mut lost = None;
         let read = path.as_deref().map(|p| {
             crate::private_fs::read_ours(p)
                 .and_then(|bytes| serde_json::from_slice(&bytes).map_err(std::io::Error::other))
@@ -164,14 +167,9 @@ impl PendingStore {
                 let broken = path.clone().unwrap_or_default();
                 let aside = broken.with_extension("json.bad");
                 tracing::warn!(path = %broken.display(), error = %e, "pending approvals unreadable; starting empty, and holding back allows");
-                lost = Some(match std::fs::rename(&broken, &aside) {
-                    Ok(()) => aside,
-                    Err(_) => {
-                        // Not moved aside: not written over either.
-                        path = None;
-                        broken
-                    }
-                });
+                if !hold_back(&aside) || std::fs::rename(&broken, &aside).is_err() {
+                    path = None;
+                }
                 Vec::new()
             }
         };
@@ -182,13 +180,7 @@ impl PendingStore {
             changed: tokio::sync::Notify::new(),
             asking_again: Mutex::new(()),
             unasked: Mutex::default(),
-            lost,
         }
-    }
-
-    /// Where the file that could not be read at the start is now, if it could not.
-    pub(crate) fn lost(&self) -> Option<&std::path::Path> {
-        self.lost.as_deref()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PendingApproval>> {
@@ -274,7 +266,7 @@ impl PendingStore {
         }
     }
 
-    /// Remembered decision `decision` was revoked: the answers given with it go too, and their
+    /// Remembered decision `decision` was revoked: the allows given with it go too, and their
     /// calls' retries are asked about afresh. (The person's "yes, and for 15 minutes", taken
     /// back before the agent came back for it, is a yes no more.)
     /// Whether that is saved: until it is, a restart brings the answers back, so the caller
@@ -283,10 +275,11 @@ impl PendingStore {
         self.forget_decisions(|d| d == decision)
     }
 
-    /// The answers given with remembered decisions that are gone (revoked while no gateway
-    /// ran, or before their answers' forgetting was saved) go too: a yes no more. A decision
-    /// that merely expired also takes its answer with it this way, at a start: the retry is
-    /// asked about afresh.
+    /// The allows given with remembered decisions that are gone (revoked while no gateway
+    /// ran, or before their answers' forgetting was saved; or lapsed and dropped from Settings
+    /// since) go too: a yes no more, and the retry is asked about afresh. A Deny stays the
+    /// person's word on its call, whatever became of a decision given with it (a "for this
+    /// session" one never outlives a start).
     pub(crate) fn forget_decisions_but(&self, known: &std::collections::HashSet<u64>) {
         let _ = self.forget_decisions(|d| !known.contains(&d));
     }
@@ -294,7 +287,7 @@ impl PendingStore {
     fn forget_decisions(&self, gone: impl Fn(u64) -> bool) -> std::io::Result<()> {
         let mut entries = self.lock();
         let before = entries.len();
-        entries.retain(|e| e.state == PendingState::Waiting || !e.decision.is_some_and(&gone));
+        entries.retain(|e| e.state != PendingState::Allowed || !e.decision.is_some_and(&gone));
         let saved = if entries.len() != before {
             self.save(&entries)
         } else {
@@ -728,9 +721,60 @@ mod tests {
         }
     }
 
+    /// A file that cannot be read is moved aside only once the hold-back is saved: until then
+    /// it is neither moved nor written over, so the next start finds it again.
+    #[test]
+    fn an_unreadable_file_waits_for_its_hold_back() {
+        let dir = std::env::temp_dir().join(format!("cs-pending-lost-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pending-approvals.json");
+        std::fs::write(&path, "[cut short").unwrap();
+        let mut told = None;
+        let store = PendingStore::load(Some(path.clone()), 0, |aside| {
+            told = Some(aside.to_owned());
+            false
+        });
+        assert_eq!(told, Some(dir.join("pending-approvals.json.bad")));
+        store.add(approval("p-1", 100)).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "[cut short");
+        let _ = PendingStore::load(Some(path.clone()), 0, |_| true);
+        assert!(!path.exists());
+        assert_eq!(
+            std::fs::read_to_string(dir.join("pending-approvals.json.bad")).unwrap(),
+            "[cut short"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// At a start, an allow whose decision is gone goes; a Deny stays, whatever became of the
+    /// decision given with it (a "for this session" one is always gone then), and so does an
+    /// allow whose decision is still there or that had none.
+    #[test]
+    fn allows_go_with_their_decisions_and_denials_stay() {
+        let store = PendingStore::load(None, 0, |_| true);
+        for (id, allow, decision) in [
+            ("kept", true, Some(1)),
+            ("revoked", true, Some(2)),
+            ("denied", false, Some(2)),
+            ("once", true, None),
+        ] {
+            store.add(approval(id, 100)).unwrap();
+            store.answer(id, allow, None, 5);
+            if let Some(decision) = decision {
+                store.given_with(id, decision);
+            }
+        }
+        store.forget_decisions_but(&[1].into_iter().collect());
+        let left: Vec<String> = store.lock().iter().map(|e| e.id.clone()).collect();
+        assert_eq!(left, ["kept", "denied", "once"]);
+        store.forget_decision(2).unwrap();
+        assert_eq!(store.lock().len(), 3, "a revoke takes no Deny either");
+    }
+
     #[test]
     fn an_answer_is_used_once_and_only_by_the_same_call() {
-        let store = PendingStore::load(None, 0);
+        let store = PendingStore::load(None, 0, |_| true);
         assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         assert_eq!(
             store.find(&same("a", "s", "e", "t", "{}", "d"), 10),
@@ -786,18 +830,22 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cs-pending-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("pending-approvals.json");
-        let store = PendingStore::load(Some(path.clone()), 0);
+        let store = PendingStore::load(Some(path.clone()), 0, |_| true);
         store.add(approval("p-1", 100)).unwrap();
         store.add(approval("p-2", 50)).unwrap();
         assert_eq!(
             std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
             0o600
         );
-        let again = PendingStore::load(Some(path.clone()), 60);
+        let again = PendingStore::load(Some(path.clone()), 60, |_| true);
         let ids: Vec<String> = again.waiting(60).into_iter().map(|e| e.id).collect();
         assert_eq!(ids, ["p-1"]);
         std::fs::write(&path, "not json").unwrap();
-        assert!(PendingStore::load(Some(path), 0).waiting(0).is_empty());
+        assert!(
+            PendingStore::load(Some(path), 0, |_| true)
+                .waiting(0)
+                .is_empty()
+        );
     }
 
     /// When the person answered is kept with the answer (a denial outweighs an allow
@@ -808,10 +856,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("cs-pending-time-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let path = dir.join("pending-approvals.json");
-        let store = PendingStore::load(Some(path.clone()), 0);
+        let store = PendingStore::load(Some(path.clone()), 0, |_| true);
         assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         store.answer("p-1", false, None, 42);
-        let again = PendingStore::load(Some(path), 0);
+        let again = PendingStore::load(Some(path), 0, |_| true);
         assert_eq!(
             again.find(&same("a", "s", "e", "t", "{}", "d"), 10),
             Found::Answered {
@@ -826,7 +874,7 @@ mod tests {
 
     #[test]
     fn the_store_is_capped() {
-        let store = PendingStore::load(None, 0);
+        let store = PendingStore::load(None, 0, |_| true);
         let of = |agent: usize, id: String| PendingApproval {
             agent: format!("agent-{agent}"),
             ..approval(&id, 100)
@@ -841,7 +889,7 @@ mod tests {
     /// make room as new ones come (they went only at the next start before).
     #[test]
     fn no_agent_fills_the_store_and_what_expired_makes_room() {
-        let store = PendingStore::load(None, 0);
+        let store = PendingStore::load(None, 0, |_| true);
         for i in 0..MAX_PENDING_PER_AGENT {
             assert_eq!(store.add(approval(&format!("p-{i}"), 100)), Ok(()));
         }
@@ -883,7 +931,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let _ = std::fs::remove_file(&dir);
         let path = dir.join("pending-approvals.json");
-        let store = PendingStore::load(Some(path.clone()), 0);
+        let store = PendingStore::load(Some(path.clone()), 0, |_| true);
         assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         store.answer("p-1", true, None, 5);
         let call = same("a", "s", "e", "t", "{}", "d");
@@ -903,7 +951,7 @@ mod tests {
         ));
         assert_eq!(store.find(&call, 10), Found::None);
         assert_eq!(
-            PendingStore::load(Some(path), 10).find(&call, 10),
+            PendingStore::load(Some(path), 10, |_| true).find(&call, 10),
             Found::None
         );
         let _ = std::fs::remove_dir_all(&dir);
