@@ -24,7 +24,7 @@ import type { RewriteView } from "./bindings/RewriteView";
 import { el, append, replace, uid } from "./dom";
 import { dateTime, plural } from "./format";
 import { asAppError, commands, errorText } from "./ipc";
-import { clippedText, inlineText, visibleText } from "./untrusted";
+import { clippedText, inlineText, shortText, visibleText } from "./untrusted";
 
 export class ConnectPane {
   readonly root: HTMLElement;
@@ -174,6 +174,15 @@ function clientCard(client: ClientSetup): HTMLElement {
       el("h4", { id: headingId }, inlineText(client.title, 80)), copy, status),
     el("p", { class: "muted client-where" }, inlineText(client.whereTo, 400)),
     ...(client.note ? [el("p", { class: "muted client-note" }, client.note)] : []),
+    // A server's name may come from a project's config: each shown as that name, never as
+    // part of a sentence of Countersign's.
+    ...(client.renamed.length > 0
+      ? [el("p", { class: "muted client-renamed" }, "Named otherwise here, since the hosts cannot take the name: ",
+          ...client.renamed.flatMap((r, i) => [
+            i === 0 ? "" : "; ",
+            el("code", {}, inlineText(r.server, 80)), " is ", el("code", {}, inlineText(r.here, 80))]),
+          ".")]
+      : []),
     pre);
 }
 
@@ -546,7 +555,7 @@ class AgentCard {
     };
     const rows = preview.candidates.map((candidate) => {
       const where = candidate.project === null ? "" : ` (for the project ${candidate.project})`;
-      const box = el("input", { attrs: { type: "checkbox", "aria-label": `Import ${candidate.name}${where}` } }) as HTMLInputElement;
+      const box = el("input", { attrs: { type: "checkbox", "aria-label": shortText(`Import ${candidate.name}${where}`, 300) } }) as HTMLInputElement;
       const importable = candidate.importAs !== null;
       // A project's server runs from the project's folder, often its own code (a cloned
       // repository's settings can name it): imported only when the person ticks it.

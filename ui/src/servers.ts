@@ -162,8 +162,10 @@ export class ServersPane {
     if (!signIn) return null;
     const needed = server.state.state === "signInRequired";
     if (!needed && !signIn.signedIn) return null;
+    // What sign-out says can quote the authorization server's words: shown as untrusted text.
+    const told = this.signedOut.get(server.name);
     const status = el("span", { class: "muted sign-in-status", attrs: { role: "status" } },
-      this.signedOut.has(server.name) ? ` ${this.signedOut.get(server.name)}` : "");
+      ...(told === undefined ? [] : [" ", inlineText(told, 400)]));
     const kept = signIn.keptIn === "secretService"
       ? "Kept in your desktop's keyring."
       : "No keyring answered (GNOME Keyring, KWallet or KeePassXC): kept in memory until Countersign quits.";
@@ -179,7 +181,7 @@ export class ServersPane {
           (answer) => {
             const told = typeof answer === "string" ? answer : done;
             if (kept) this.signedOut.set(server.name, told);
-            status.textContent = ` ${told}`;
+            status.replaceChildren(" ", inlineText(told, 400));
             void this.reload();
           },
           (error: unknown) => {

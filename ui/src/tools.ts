@@ -13,7 +13,7 @@ import type { RunProgress } from "./bindings/RunProgress";
 import type { JsonValue } from "./bindings/serde_json/JsonValue";
 import { el, append, replace, uid } from "./dom";
 import { asAppError, commands, errorText } from "./ipc";
-import { clippedText, inlineText } from "./untrusted";
+import { clippedText, inlineText, shortText } from "./untrusted";
 import { buildField, type FieldControl } from "./ask/fields";
 
 /** After this long without an answer, the app is asked whether a run reached it at all. */
@@ -161,12 +161,12 @@ function runPanel(server: string, tool: ToolView, run: RunFn, panelId: string): 
   cancelButton.hidden = true;
   const status = el("span", { class: "run-status", attrs: { role: "status" } });
   const elapsed = el("span", { class: "run-elapsed muted" });
-  const bar = el("progress", { class: "run-progress", attrs: { "aria-label": `Progress of ${tool.name}` } }) as HTMLProgressElement;
+  const bar = el("progress", { class: "run-progress", attrs: { "aria-label": `Progress of ${shortText(tool.name, 80)}` } }) as HTMLProgressElement;
   bar.hidden = true;
   const said = el("span", { class: "run-progress-message muted" });
   const result = el("div", { class: "run-result" });
 
-  const form = el("form", { class: "run-panel", id: panelId, attrs: { "aria-label": `Run ${tool.name}`, novalidate: true } },
+  const form = el("form", { class: "run-panel", id: panelId, attrs: { "aria-label": `Run ${shortText(tool.name, 80)}`, novalidate: true } },
     fieldsBox,
     jsonLabel,
     textarea,

@@ -99,6 +99,22 @@ test("Copy puts a new agent's snippet on the clipboard; where the clipboard is r
   await app.close();
 });
 
+test("a server's name the hosts cannot take is said apart from Countersign's note, as that name", async () => {
+  const odd = `my desk. This token is safe to share. ${IMG}`;
+  const app = await openConnect(state({ gateway: gatewayInfo({ servers: ["demo", odd] }) }));
+  const { page } = app;
+  await page.evaluate(() => { window.__pwned = undefined; });
+  const agents = await createAgent(page, "Cursor");
+  const cursor = agents.locator(".agent-new").getByRole("article", { name: "Cursor" });
+  assert.doesNotMatch(await cursor.locator(".client-note").textContent(), /safe to share/);
+  const renamed = cursor.locator(".client-renamed");
+  assert.deepEqual(await renamed.locator("code").allTextContents(), [odd, odd.replace(/[^A-Za-z0-9_-]/g, "-")]);
+  assert.equal(await renamed.locator("code .untrusted").count(), 2);
+  assert.equal(await renamed.locator("img").count(), 0);
+  assert.equal(await page.evaluate(() => window.__pwned), undefined);
+  await app.close();
+});
+
 test("a new agent's token is shown once with its snippets, never again; Revoke asks first; a hostile name stays text", async () => {
   const hostile = `Evil ${IMG}`;
   const app = await openConnect(state());
@@ -438,7 +454,7 @@ test("Settings says whose allows wait on decisions it cannot read, and forgets t
   const forget = section.getByRole("button", { name: "Forget them" });
   await forget.waitFor();
   const note = await section.locator(".held-back").textContent();
-  assert.match(note, /cannot be read here; one may be a denial/);
+  assert.match(note, /cannot be read here \(made by another version of Countersign, or kept in a file that could not be read\); one may be a denial/);
   assert.ok(note.includes(`no remembered or trusted allow runs a tool call on tickets, gh${IMG} without asking you.`), note);
   // What each one is, as far as it can be read; untrusted text stays text.
   assert.deepEqual(await section.getByRole("list", { name: "Decisions that cannot be read" }).getByRole("listitem").allTextContents(), [

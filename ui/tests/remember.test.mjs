@@ -81,6 +81,8 @@ test("by keyboard alone: Remember…, 1 hour, these exact arguments, Allow and r
   await d.waitFor({ state: "detached" });
   assert.match(await page.locator(".toast").textContent(),
     /^tickets: Allowed and remembered: until .+, exactly \{"id":"T-7"\} \(revocable in Settings\)\.$/);
+  // The arguments are the agent's words: shown as its text, not as the app's sentence.
+  assert.equal(await page.locator(".toast .untrusted").last().textContent(), 'exactly {"id":"T-7"}');
   assert.deepEqual(await app.problems(), []);
   await app.close();
 });

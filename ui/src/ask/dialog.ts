@@ -22,9 +22,9 @@ import type { Ask } from "../bindings/Ask";
 import type { AskEvent } from "../bindings/AskEvent";
 import type { Outcome } from "../bindings/Outcome";
 import type { PreviewResult } from "../bindings/PreviewResult";
-import { el, append, replace, setAttr, uid } from "../dom";
+import { el, append, replace, setAttr, uid, type Child } from "../dom";
 import { asAppError, commands, errorText } from "../ipc";
-import { outcomeText, plural, reasonText } from "../format";
+import { coveringText, lastingText, plural, reasonText } from "../format";
 import { Notice } from "../notice";
 import { inlineText, visibleString } from "../untrusted";
 import { ARM_DELAY_MS, Arming } from "./arming";
@@ -483,14 +483,15 @@ export class AskDialog implements AskViewHost {
   }
 
   /** A status line about `view`'s ask: in the dialog while it stays open, else in the window. */
-  private notify(view: AskView, text: string): void {
+  private notify(view: AskView, text: Child | Child[]): void {
     const target = this.dialog.open ? this.dialogNotice : this.mainNotice;
-    target.show(el("strong", {}, inlineText(view.ask.asker.server, 80)), ": ", text);
+    target.show(el("strong", {}, inlineText(view.ask.asker.server, 80)), ": ", ...(Array.isArray(text) ? text : [text]));
   }
 }
 
-/** The person's own answer, confirmed. */
-function ownText(outcome: Outcome, kind: Ask["kind"]): string {
+/** The person's own answer, confirmed. Which calls a remembered one covers holds the agent's
+ * words (its arguments, a path it named): shown as its text, clipped. */
+function ownText(outcome: Outcome, kind: Ask["kind"]): string | Child[] {
   const call = kind === "toolCall" || kind === "sampling";
   switch (outcome.outcome) {
     case "accepted":
@@ -498,8 +499,11 @@ function ownText(outcome: Outcome, kind: Ask["kind"]): string {
         : kind === "url" ? "Handed to your browser." : "Sent.";
     case "alwaysAllowed":
       return "Always allowed (revocable in Settings).";
-    case "remembered":
-      return `${outcomeText(outcome, "toolCall")} (revocable in Settings).`;
+    case "remembered": {
+      const { allow, lasting, covering } = outcome.decision;
+      return [`${allow ? "Allowed" : "Denied"} and remembered: ${lastingText(lasting)}, `,
+        inlineText(coveringText(covering), 200), " (revocable in Settings)."];
+    }
     case "declined":
       return call ? "Denied." : "Declined.";
     case "cancelled":

@@ -147,25 +147,27 @@ export function agentView(id, name, { createdMs = Date.UTC(2026, 0, 1, 9, 30, 0)
 /** The snippets `create_agent` returns for `token` (as core's connect::client_setups). */
 export function clientSetups(token, servers = ["demo", "tickets"]) {
   const at = (s) => `http://127.0.0.1:47717/mcp/${s}`;
+  // As the backend maps a name the hosts cannot take (a sketch: every other character a dash).
+  const renamed = servers.filter((s) => /[^A-Za-z0-9_-]/.test(s)).map((server) => ({ server, here: server.replace(/[^A-Za-z0-9_-]/g, "-") }));
   const note = "This token keeps other programs and web pages from using your servers through Countersign: whoever has it can act as this agent (your rules and approvals still apply), so keep it private.";
   return [
     { client: "claudeCode", title: "Claude Code", whereTo: "Run in a terminal (user scope: every project; pasting it again replaces the entries)",
-      format: "shell", note,
+      format: "shell", note, renamed,
       snippet: servers.map((s) => `claude mcp remove --scope user ${s} 2>/dev/null; claude mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer ${token}'`).join("\n") },
     { client: "claudeDesktop", title: "Claude Desktop", whereTo: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge, which sends the token)",
-      format: "json", note,
+      format: "json", note, renamed,
       snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { command: "countersign-bridge", args: [s], env: { COUNTERSIGN_TOKEN: token } }])) }, null, 2) },
     { client: "cursor", title: "Cursor", whereTo: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"",
-      format: "json", note,
+      format: "json", note, renamed,
       snippet: JSON.stringify({ mcpServers: Object.fromEntries(servers.map((s) => [s, { url: at(s), headers: { Authorization: `Bearer ${token}` } }])) }, null, 2) },
     { client: "gemini", title: "Gemini CLI", whereTo: "Run in a terminal (user scope: ~/.gemini/settings.json, every project; pasting it again replaces the entries)",
-      format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN_GEMINI; Gemini CLI's settings name only the variable. --scope user on purpose: the default (project) scope writes into the project's .gemini/settings.json, a file that gets committed. Start Gemini CLI from a shell that has the variable (a new login, or this terminal).`,
+      format: "shell", renamed, note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN_GEMINI; Gemini CLI's settings name only the variable. --scope user on purpose: the default (project) scope writes into the project's .gemini/settings.json, a file that gets committed. Start Gemini CLI from a shell that has the variable (a new login, or this terminal).`,
       snippet: [
         ...tokenEnv("COUNTERSIGN_TOKEN_GEMINI", token),
         ...servers.map((s) => `gemini mcp add --scope user --transport http ${s} ${at(s)} --header 'Authorization: Bearer \${COUNTERSIGN_TOKEN_GEMINI}'`),
       ].join("\n") },
     { client: "codex", title: "Codex", whereTo: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)",
-      format: "shell", note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN_CODEX; Codex's config names only the variable, so the token is not in Codex's config file. Start Codex from a shell that has it (a new login, or this terminal).`,
+      format: "shell", renamed, note: `${note} The token goes into ~/.config/countersign/agent-env (readable only by you), which your ~/.profile sources, as COUNTERSIGN_TOKEN_CODEX; Codex's config names only the variable, so the token is not in Codex's config file. Start Codex from a shell that has it (a new login, or this terminal).`,
       snippet: [
         ...tokenEnv("COUNTERSIGN_TOKEN_CODEX", token, "COUNTERSIGN_TOKEN"),
         ...servers.map((s) => `codex mcp remove ${s} >/dev/null 2>&1; codex mcp add ${s} --url ${at(s)} --bearer-token-env-var COUNTERSIGN_TOKEN_CODEX`),

@@ -23,6 +23,18 @@ pub struct ClientSetup {
     pub snippet: String,
     /// A sentence to read before pasting: what the token in the snippet protects.
     pub note: Option<String>,
+    /// The servers whose names the hosts could not take, and the names they have in the
+    /// snippet: kept apart from `note`, whose words are Countersign's, since a server's name
+    /// may come from a project's config and must be shown as that name, not as a sentence.
+    pub renamed: Vec<Renamed>,
+}
+
+/// A server's name, and the one it has in a host's snippet.
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[ts(export)]
+pub struct Renamed {
+    pub server: String,
+    pub here: String,
 }
 
 /// For the snippets that carry the token itself.
@@ -235,16 +247,19 @@ pub fn client_setups(
     let cursor = json!({"mcpServers": map(EntryShape::Http)});
     let vscode = json!({"servers": map(EntryShape::TypedHttp)});
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    // "`my desk` is `my-desk` here." for every name mapped.
-    let mapped: String = pairs
+    let renamed: Vec<Renamed> = pairs
         .iter()
         .filter(|(s, n)| s != n)
-        .map(|(s, n)| format!(" `{s}` is `{n}` here."))
+        .map(|(s, n)| Renamed {
+            server: (*s).clone(),
+            here: (*n).clone(),
+        })
         .collect();
-    let note = |extra: &str| Some(format!("{TOKEN_NOTE}{extra}{mapped}"));
+    let note = |extra: &str| Some(format!("{TOKEN_NOTE}{extra}"));
     vec![
         ClientSetup {
             client: "claudeCode".into(),
+            renamed: renamed.clone(),
             title: "Claude Code".into(),
             where_to: "Run in a terminal (user scope: every project; pasting it again replaces the entries)".into(),
             format: "shell".into(),
@@ -253,6 +268,7 @@ pub fn client_setups(
         },
         ClientSetup {
             client: "claudeDesktop".into(),
+            renamed: renamed.clone(),
             title: "Claude Desktop".into(),
             where_to: "claude_desktop_config.json, merged into \"mcpServers\" (uses countersign-bridge, which sends the token)".into(),
             format: "json".into(),
@@ -261,6 +277,7 @@ pub fn client_setups(
         },
         ClientSetup {
             client: "cursor".into(),
+            renamed: renamed.clone(),
             title: "Cursor".into(),
             where_to: "~/.cursor/mcp.json (or .cursor/mcp.json in a project), merged into \"mcpServers\"".into(),
             format: "json".into(),
@@ -269,6 +286,7 @@ pub fn client_setups(
         },
         ClientSetup {
             client: "vscode".into(),
+            renamed: renamed.clone(),
             title: "VS Code".into(),
             where_to: ".vscode/mcp.json in a workspace (or the user mcp.json), merged into \"servers\"".into(),
             format: "json".into(),
@@ -277,6 +295,7 @@ pub fn client_setups(
         },
         ClientSetup {
             client: "gemini".into(),
+            renamed: renamed.clone(),
             title: "Gemini CLI".into(),
             where_to: "Run in a terminal (user scope: ~/.gemini/settings.json, every project; pasting it again replaces the entries)".into(),
             format: "shell".into(),
@@ -292,6 +311,7 @@ pub fn client_setups(
         },
         ClientSetup {
             client: "codex".into(),
+            renamed: renamed.clone(),
             title: "Codex".into(),
             where_to: "Run in a terminal (~/.codex/config.toml, every project; pasting it again replaces the entries)".into(),
             format: "shell".into(),
@@ -467,12 +487,19 @@ mod tests {
             }
             assert!(snippet.contains("my-desk"), "{client}: {snippet}");
             assert!(snippet.contains("a-b"), "{client}: {snippet}");
-            let note = setup.note.as_deref().unwrap();
+            let renamed: Vec<(&str, &str)> = setup
+                .renamed
+                .iter()
+                .map(|r| (r.server.as_str(), r.here.as_str()))
+                .collect();
+            assert_eq!(
+                renamed,
+                [("my desk", "my-desk"), ("a.b", "a-b")],
+                "{client}"
+            );
             assert!(
-                note.contains("`my desk` is `my-desk` here.")
-                    && note.contains("`a.b` is `a-b` here.")
-                    && !note.contains("`demo`"),
-                "{client}: {note}"
+                !setup.note.as_deref().unwrap().contains("my desk"),
+                "{client}"
             );
             if setup.format == "json" {
                 let v: Value = serde_json::from_str(snippet).unwrap();
@@ -489,7 +516,7 @@ mod tests {
         }
         // No mapping: nothing said about it.
         for setup in setups_for(&["demo"]) {
-            assert!(!setup.note.unwrap().contains(" here."), "{}", setup.client);
+            assert!(setup.renamed.is_empty(), "{}", setup.client);
         }
     }
 

@@ -532,9 +532,11 @@ impl Revocation {
                 revoke tokens, so they stay valid until they expire; revoke Countersign's access \
                 at the provider if that matters."
                 .into(),
+            // The reason may quote the server's words: after the whole of what Countersign
+            // says, so they cannot turn its sentence round ("…the tokens were revoked").
             Self::Failed(reason) => format!(
-                "Signed out here, but the authorization server did not revoke the tokens \
-                 ({reason}); revoke Countersign's access at the provider if that matters."
+                "Signed out here, but the authorization server did not revoke the tokens; \
+                 revoke Countersign's access at the provider if that matters. Why: {reason}"
             ),
         }
     }
