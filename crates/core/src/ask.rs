@@ -347,20 +347,29 @@ pub(crate) fn unix_ms() -> u64 {
 }
 
 /// Now, on the clock remembered decisions and pending answers last by: the wall clock, but
-/// never behind the time that has really passed since the app started. A clock set back (by
-/// hand, a VM restored, or a correction) must not stretch a decision the person made "for 15
-/// minutes" by however far it went back; set forward, it ends decisions early, which asks
-/// again. (After a set-back it stays ahead of the wall clock for the rest of the run; a time
-/// the person chose by the wall clock is moved onto it, `Lasting::onto_decision_clock`.)
+/// never behind its own last reading plus the time that has really passed since, so it never
+/// runs backwards. A clock set back (by hand, a VM restored, or a correction, also after it had
+/// been set forward) must not stretch a decision the person made "for 15 minutes" by however
+/// far it went back, nor bring back one that had lapsed; set forward, it ends decisions early,
+/// which asks again. (After a set-back it stays ahead of the wall clock for the rest of the
+/// run; a time the person chose by the wall clock is moved onto it,
+/// `Lasting::onto_decision_clock`. Across a restart, what was written on it ahead of the clock
+/// at the start is judged at load: `settings`, `gateway::pending`.)
 pub(crate) fn decision_ms() -> u64 {
-    static START: std::sync::OnceLock<(u64, u64)> = std::sync::OnceLock::new();
+    // Its last reading, and the time passed (`boot_ms`) at it.
+    static LAST: std::sync::Mutex<Option<(u64, u64)>> = std::sync::Mutex::new(None);
     let wall = unix_ms();
     let passed = boot_ms();
-    let &(wall_then, passed_then) = START.get_or_init(|| (wall, passed));
-    not_behind(wall, wall_then, passed.saturating_sub(passed_then))
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let now = match *last {
+        Some((then, passed_then)) => not_behind(wall, then, passed.saturating_sub(passed_then)),
+        None => wall,
+    };
+    *last = Some((now, passed));
+    now
 }
 
-/// The wall clock `wall`, or if it is behind, the wall clock at start `wall_then` plus the time
+/// The wall clock `wall`, or if it is behind, the clock's last reading `then` plus the time
 /// `passed` since.
 fn not_behind(wall: u64, wall_then: u64, passed: u64) -> u64 {
     wall.max(wall_then.saturating_add(passed))
@@ -402,8 +411,18 @@ mod tests {
             not_behind(then + 7_200_000, then, ten_minutes),
             then + 7_200_000
         );
-        // Never behind the wall clock.
+        // Set forward by a day, then put right: it goes on from where it was, never back (else
+        // an allow made "for 15 minutes" in that day came back once the day came round).
+        let forward = then + 86_400_000;
+        let corrected = then + 2 * ten_minutes;
+        assert_eq!(
+            not_behind(corrected, forward, ten_minutes),
+            forward + ten_minutes
+        );
+        // Never behind the wall clock, nor its own last reading.
         let wall = unix_ms();
-        assert!(decision_ms() >= wall && wall > 0);
+        let first = decision_ms();
+        assert!(first >= wall && wall > 0);
+        assert!(decision_ms() >= first);
     }
 }

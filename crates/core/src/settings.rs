@@ -91,6 +91,30 @@ const HELD_BACK: &str = "since the decisions it held (a \"never\" among them, pe
                          allow runs a tool call on any server without asking you";
 
 impl Settings {
+    /// Decisions made on the decision clock ahead of where it reads now (`now_ms`): the clock
+    /// was set back since (before this start, or it ran ahead in the last run). An allow for a
+    /// time cannot tell how much of it is left, so it goes and the person is asked; waiting
+    /// until the clock caught up with it, it would allow as long again as chosen, later than
+    /// chosen. Anything else is taken as made now: a Deny the person gives from now on is later
+    /// than it, and so outweighs it (`gate::outweighs`), as it would have.
+    fn made_ahead_of(&mut self, now_ms: u64) {
+        self.remembered.retain_mut(|d| {
+            if d.created_ms <= now_ms {
+                return true;
+            }
+            if d.allow && matches!(d.lasting, Lasting::Until { .. }) {
+                tracing::warn!(
+                    id = d.id,
+                    "an allow made ahead of the clock is dropped: it asks again"
+                );
+                return false;
+            }
+            d.created_ms = now_ms;
+            d.last_used_ms = d.last_used_ms.map(|used| used.min(now_ms));
+            true
+        });
+    }
+
     /// The defaults, in place of a settings file that could not be read (`where` it is now):
     /// what it held is unknown, a "never" perhaps, so it stands as one unread decision that
     /// names no server, and holds back every remembered or trusted allow on every server until
@@ -282,6 +306,7 @@ impl SettingsStore {
         settings
             .remembered
             .retain(|d| d.lasting != Lasting::Session);
+        settings.made_ahead_of(crate::ask::decision_ms());
         // A file moved aside leaves none: the hold-back is written at once, so a restart before
         // any other change still holds back.
         let lost = settings.unread.iter().any(|d| d.get("lostIn").is_some());
@@ -505,6 +530,56 @@ fn save(path: &Path, settings: &Settings) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Read back at a start with the clock set back below when they were made: an allow for a
+    /// time goes (how much of it is left cannot be told; kept, it allowed as long again once
+    /// the clock caught up); anything else counts as made now, so a Deny given from now on
+    /// outweighs it.
+    #[test]
+    fn decisions_made_ahead_of_the_clock_are_judged_at_a_start() {
+        let made = |id: u64, allow: bool, lasting: Lasting| {
+            let definition = crate::ask::approval::definition("t", None, None, None, None);
+            RememberedDecision {
+                id,
+                agent: "a".into(),
+                agent_name: "A".into(),
+                server: "s".into(),
+                endpoint: "e".into(),
+                tool: "t".into(),
+                allow,
+                lasting,
+                covering: crate::ask::approval::Covering::AnyArguments { also_sent: None },
+                session: None,
+                digest: crate::ask::approval::digest(&definition),
+                definition,
+                created_ms: 5_000,
+                last_used_ms: Some(6_000),
+                uses: 1,
+                inert: None,
+            }
+        };
+        let quarter = Lasting::Until {
+            until_ms: 5_000 + 900_000,
+        };
+        let mut settings = Settings::default();
+        settings.remembered = vec![
+            made(1, true, quarter.clone()),
+            made(2, false, quarter.clone()),
+            made(3, true, Lasting::Always),
+        ];
+        let mut behind = settings.clone();
+        behind.made_ahead_of(1_000);
+        let kept: Vec<(u64, u64, Option<u64>)> = behind
+            .remembered
+            .iter()
+            .map(|d| (d.id, d.created_ms, d.last_used_ms))
+            .collect();
+        assert_eq!(kept, [(2, 1_000, Some(1_000)), (3, 1_000, Some(1_000))]);
+        // A clock that is not behind changes nothing.
+        let mut on_time = settings.clone();
+        on_time.made_ahead_of(7_000);
+        assert_eq!(on_time, settings);
+    }
 
     fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("cs-settings-{name}-{}", std::process::id()));

@@ -173,6 +173,17 @@ impl PendingStore {
                 Vec::new()
             }
         };
+        // Made ahead of the clock now (it was set back since): as if made now, lasting as long
+        // as it had left, and an answer as if given now, so none outlives its time and a Deny
+        // is not taken for older than an allow made since.
+        for e in entries.iter_mut().filter(|e| e.created_ms > now_ms) {
+            let ahead = e.created_ms - now_ms;
+            e.created_ms = now_ms;
+            e.expires_ms = e.expires_ms.saturating_sub(ahead);
+        }
+        for e in &mut entries {
+            e.answered_ms = e.answered_ms.map(|answered| answered.min(now_ms));
+        }
         entries.retain(|e| e.expires_ms > now_ms);
         PendingStore {
             path,
@@ -747,6 +758,27 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// Read back with the clock set back below when it was made: it lasts as long as it had
+    /// left, and its answer counts as given now.
+    #[test]
+    fn what_was_made_ahead_of_the_clock_lasts_no_longer() {
+        let dir = std::env::temp_dir().join(format!("cs-pending-ahead-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("pending-approvals.json");
+        let mut ahead = approval("p-1", 10_000 + 86_400_000);
+        ahead.created_ms = 10_000;
+        let store = PendingStore::load(Some(path.clone()), 0, |_| true);
+        store.add(ahead).unwrap();
+        store.answer("p-1", false, None, 20_000);
+        // Started again with the clock 9 s behind where it was made.
+        let again = PendingStore::load(Some(path.clone()), 1_000, |_| true);
+        let entry = again.lock()[0].clone();
+        assert_eq!(entry.created_ms, 1_000);
+        assert_eq!(entry.expires_ms, 1_000 + 86_400_000);
+        assert_eq!(entry.answered_ms, Some(1_000));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     /// At a start, an allow whose decision is gone goes; a Deny stays, whatever became of the
     /// decision given with it (a "for this session" one is always gone then), and so does an
     /// allow whose decision is still there or that had none.
@@ -859,7 +891,7 @@ mod tests {
         let store = PendingStore::load(Some(path.clone()), 0, |_| true);
         assert_eq!(store.add(approval("p-1", 100)), Ok(()));
         store.answer("p-1", false, None, 42);
-        let again = PendingStore::load(Some(path), 0, |_| true);
+        let again = PendingStore::load(Some(path), 50, |_| true);
         assert_eq!(
             again.find(&same("a", "s", "e", "t", "{}", "d"), 10),
             Found::Answered {
