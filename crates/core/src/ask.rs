@@ -369,6 +369,31 @@ pub(crate) fn decision_ms() -> u64 {
     now
 }
 
+/// Now, on the clock a remembered Deny ends by: the decision clock ([`decision_ms`]), but
+/// never ahead of its own last reading plus the time that has really passed since (suspended
+/// time included). The computer's clock set forward (by hand, a VM's clock stepped on after a
+/// pause) ends allows early, which asks again, but must not end a "never for an hour" early:
+/// an allow it was holding back would run the call. After such a step it stays behind the
+/// decision clock for the rest of the run, and a Deny lasts that much longer.
+pub(crate) fn patient_ms() -> u64 {
+    static LAST: std::sync::Mutex<Option<(u64, u64)>> = std::sync::Mutex::new(None);
+    let now = decision_ms();
+    let passed = boot_ms();
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    let patient = match *last {
+        Some((then, passed_then)) => not_ahead(now, then, passed.saturating_sub(passed_then)),
+        None => now,
+    };
+    *last = Some((patient, passed));
+    patient
+}
+
+/// The decision clock `now`, or if it is ahead, the patient clock's last reading `then` plus
+/// the time `passed` since.
+fn not_ahead(now: u64, then: u64, passed: u64) -> u64 {
+    now.min(then.saturating_add(passed))
+}
+
 /// The wall clock `wall`, or if it is behind, the clock's last reading `then` plus the time
 /// `passed` since.
 fn not_behind(wall: u64, wall_then: u64, passed: u64) -> u64 {
@@ -419,6 +444,11 @@ mod tests {
             not_behind(corrected, forward, ten_minutes),
             forward + ten_minutes
         );
+        // The patient clock does not take the step forward: a Deny ends no earlier for it.
+        assert_eq!(not_ahead(forward, then, ten_minutes), then + ten_minutes);
+        assert_eq!(not_ahead(then + 5, then, ten_minutes), then + 5);
+        let patient = patient_ms();
+        assert!(patient <= decision_ms() && patient_ms() >= patient);
         // Never behind the wall clock, nor its own last reading.
         let wall = unix_ms();
         let first = decision_ms();

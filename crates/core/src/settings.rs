@@ -85,6 +85,17 @@ impl UnreadShown {
     }
 }
 
+/// Whether decision `d` has lapsed by `now_ms`, and can go from the list: a Deny by the patient
+/// clock too (`crate::ask::patient_ms`), so a clock set forward deletes no "never" before its
+/// time.
+fn lapsed(d: &RememberedDecision, now_ms: u64) -> bool {
+    d.is_expired(if d.allow {
+        now_ms
+    } else {
+        now_ms.min(crate::ask::patient_ms())
+    })
+}
+
 /// What a start on settings it could not read tells the person.
 const HELD_BACK: &str = "since the decisions it held (a \"never\" among them, perhaps) are \
                          unknown, until you forget them in Settings no remembered or trusted \
@@ -453,7 +464,7 @@ impl SettingsStore {
         now_ms: u64,
     ) -> Result<RememberedDecision, SettingsError> {
         self.update(|s| {
-            s.remembered.retain(|d| !d.is_expired(now_ms));
+            s.remembered.retain(|d| !lapsed(d, now_ms));
             // Not an id an unread decision has: a version that reads it would see two.
             let unread_ids = s.unread.iter().filter_map(|d| d.get("id")?.as_u64());
             decision.id = s
@@ -474,7 +485,7 @@ impl SettingsStore {
     /// Revokes decision `id` (and drops expired ones).
     pub fn revoke(&self, id: u64, now_ms: u64) -> Result<Settings, SettingsError> {
         self.update(|s| {
-            s.remembered.retain(|d| d.id != id && !d.is_expired(now_ms));
+            s.remembered.retain(|d| d.id != id && !lapsed(d, now_ms));
         })
     }
 
@@ -492,7 +503,7 @@ impl SettingsStore {
     /// The settings as Settings lists them: expired decisions are gone.
     pub fn current(&self, now_ms: u64) -> Settings {
         let mut settings = self.get();
-        settings.remembered.retain(|d| !d.is_expired(now_ms));
+        settings.remembered.retain(|d| !lapsed(d, now_ms));
         settings
     }
 
@@ -561,12 +572,14 @@ mod tests {
         let quarter = Lasting::Until {
             until_ms: 5_000 + 900_000,
         };
-        let mut settings = Settings::default();
-        settings.remembered = vec![
-            made(1, true, quarter.clone()),
-            made(2, false, quarter.clone()),
-            made(3, true, Lasting::Always),
-        ];
+        let settings = Settings {
+            remembered: vec![
+                made(1, true, quarter.clone()),
+                made(2, false, quarter.clone()),
+                made(3, true, Lasting::Always),
+            ],
+            ..Settings::default()
+        };
         let mut behind = settings.clone();
         behind.made_ahead_of(1_000);
         let kept: Vec<(u64, u64, Option<u64>)> = behind

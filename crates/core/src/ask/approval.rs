@@ -199,6 +199,8 @@ pub struct Call<'a> {
     pub session: u64,
     pub digest: &'a str,
     pub now_ms: u64,
+    /// Now on the clock a Deny ends by (`crate::ask::patient_ms`): never ahead of `now_ms`.
+    pub patient_ms: u64,
 }
 
 impl RememberedDecision {
@@ -219,7 +221,11 @@ impl RememberedDecision {
         self.agent == call.agent
             && self.server == call.server
             && self.tool == call.tool
-            && !self.is_expired(call.now_ms)
+            && !self.is_expired(if self.allow {
+                call.now_ms
+            } else {
+                call.patient_ms.min(call.now_ms)
+            })
             && !self.in_doubt(call.now_ms)
             && match self.lasting {
                 Lasting::Session => self.session == Some(call.session),
@@ -1016,6 +1022,7 @@ mod tests {
             session,
             digest,
             now_ms,
+            patient_ms: now_ms,
         }
     }
 
@@ -1220,6 +1227,27 @@ mod tests {
             Lasting::Until { until_ms: 5_000 }.onto_decision_clock(1_000, 1_003),
             Lasting::Until { until_ms: 5_000 }
         );
+    }
+
+    /// The computer's clock set forward past a "for 15 minutes": the allow ends (asked
+    /// again), the Deny does not, by the patient clock, so an allow it held back stays held.
+    #[test]
+    fn a_clock_set_forward_ends_allows_not_denials() {
+        let quarter = Lasting::Until { until_ms: 900_000 };
+        let allow = decision(quarter.clone(), Covering::AnyArguments { also_sent: None });
+        let deny = RememberedDecision {
+            allow: false,
+            ..allow.clone()
+        };
+        let args = json!({});
+        let digest = allow.digest.clone();
+        let mut stepped = call(&args, &digest, 7, 86_400_000);
+        stepped.patient_ms = 600_000;
+        assert!(!allow.applies(&stepped));
+        assert!(deny.applies(&stepped));
+        // Its time really up: gone too.
+        stepped.patient_ms = 900_000;
+        assert!(!deny.applies(&stepped));
     }
 
     #[test]

@@ -103,6 +103,8 @@ pub(crate) struct Shared {
     pub(crate) previews: preview::Previews,
     /// What time it is for the gate (milliseconds since the Unix epoch); tests set their own.
     pub(crate) clock: std::sync::RwLock<Clock>,
+    /// A test set `clock`: Denies end by it too.
+    pub(crate) clock_set: std::sync::atomic::AtomicBool,
     /// Open upstream sessions by server, capped (`MAX_UPSTREAMS_PER_SERVER`, `forward::upstream`).
     pub(crate) open_upstreams: Mutex<forward::OpenUpstreams>,
     /// The tasks each agent's calls created, by server and agent: an agent's `tasks/*` reach
@@ -295,6 +297,7 @@ impl Gateway {
                 previews: preview::Previews::default(),
                 refusals: Arc::default(),
                 clock: std::sync::RwLock::new(Arc::new(crate::ask::decision_ms)),
+                clock_set: std::sync::atomic::AtomicBool::new(false),
                 open_upstreams: Mutex::default(),
                 own_tasks: Mutex::default(),
                 auth: std::sync::OnceLock::new(),
@@ -693,11 +696,21 @@ impl Gateway {
 
     /// Has the gate tell time by `clock` (remembered decisions expire by it): for tests.
     pub fn set_clock(&self, clock: Clock) {
+        self.shared.clock_set.store(true, Ordering::Relaxed);
         *self.shared.clock.write().unwrap_or_else(|e| e.into_inner()) = clock;
     }
 
     pub(crate) fn now_ms(shared: &Shared) -> u64 {
         (shared.clock.read().unwrap_or_else(|e| e.into_inner()))()
+    }
+
+    /// The clock a Deny ends by (`crate::ask::patient_ms`); a test's clock is both.
+    pub(crate) fn patient_ms(shared: &Shared) -> u64 {
+        if shared.clock_set.load(Ordering::Relaxed) {
+            Self::now_ms(shared)
+        } else {
+            crate::ask::patient_ms()
+        }
     }
 
     pub fn is_paused(&self) -> bool {

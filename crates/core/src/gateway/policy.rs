@@ -162,6 +162,7 @@ mod tests {
             session: 1,
             digest: "d",
             now_ms: 1_000,
+            patient_ms: 1_000,
         }
     }
 

@@ -183,6 +183,7 @@ impl Forwarder {
             session: up.session,
             digest: &digest,
             now_ms: crate::gateway::Gateway::now_ms(&self.shared),
+            patient_ms: crate::gateway::Gateway::patient_ms(&self.shared),
         };
         let Decision::Deny { why, .. } = policy::decide_read(config, &call, &self.shared.settings)
         else {
@@ -243,6 +244,7 @@ impl Forwarder {
             session: up.session,
             digest,
             now_ms,
+            patient_ms: crate::gateway::Gateway::patient_ms(&self.shared),
         };
         let settings = &self.shared.settings;
         let decision = if gated.read {
