@@ -839,11 +839,16 @@ test("screenshot of Connect agents (looked at by a person)", async () => {
   await app.page.getByRole("tab", { name: "Settings" }).click();
   await app.close();
   const app2 = await openApp(env, { ...state(), settings: { mutedServers: [], remembered: allowed.slice(0, 2),
-    unreadShown: [{ agentName: "Cursor", server: "github", tool: "create_issue", allow: false }] } });
+    unreadShown: [{ agentName: "Cursor", server: "github", tool: "create_issue", allow: false },
+      { agentName: null, server: null, tool: null, allow: null, lostIn: "/home/me/.config/countersign/settings.json.bad" }] } });
   await app2.page.getByRole("tab", { name: "Settings" }).click();
   await app2.page.locator(".allowed-list").waitFor();
   await app2.page.screenshot({ path: join(dir, "settings.png") });
   await app2.close();
+  const renamed = await openConnect(state({ gateway: gatewayInfo({ servers: ["demo", "my desk"] }) }));
+  const created = await createAgent(renamed.page, "Cursor");
+  await created.locator(".agent-new").getByRole("article", { name: "Cursor" }).screenshot({ path: join(dir, "connect-renamed.png") });
+  await renamed.close();
   const app3 = await openConnect(state({
     importPreviews: { cursor: cursorImport() },
     rewritePreviews: { vscode: cursorRewrite() },
