@@ -358,9 +358,11 @@ pub(crate) fn unix_ms() -> u64 {
 pub(crate) fn decision_ms() -> u64 {
     // Its last reading, and the time passed (`boot_ms`) at it.
     static LAST: std::sync::Mutex<Option<(u64, u64)>> = std::sync::Mutex::new(None);
+    // Read under the lock: read before it, a reading taken meanwhile by another caller would
+    // be paired with this one's older time passed, and put the clock ahead for good.
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let wall = unix_ms();
     let passed = boot_ms();
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let now = match *last {
         Some((then, passed_then)) => not_behind(wall, then, passed.saturating_sub(passed_then)),
         None => wall,
@@ -377,9 +379,11 @@ pub(crate) fn decision_ms() -> u64 {
 /// decision clock for the rest of the run, and a Deny lasts that much longer.
 pub(crate) fn patient_ms() -> u64 {
     static LAST: std::sync::Mutex<Option<(u64, u64)>> = std::sync::Mutex::new(None);
+    // Both clocks read under this lock (the decision clock's own is only ever taken inside
+    // it), as in `decision_ms`.
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let now = decision_ms();
     let passed = boot_ms();
-    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
     let patient = match *last {
         Some((then, passed_then)) => not_ahead(now, then, passed.saturating_sub(passed_then)),
         None => now,
@@ -396,13 +400,13 @@ fn not_ahead(now: u64, then: u64, passed: u64) -> u64 {
 
 /// The wall clock `wall`, or if it is behind, the clock's last reading `then` plus the time
 /// `passed` since.
-fn not_behind(wall: u64, wall_then: u64, passed: u64) -> u64 {
-    wall.max(wall_then.saturating_add(passed))
+fn not_behind(wall: u64, then: u64, passed: u64) -> u64 {
+    wall.max(then.saturating_add(passed))
 }
 
 /// Milliseconds on a clock nobody sets that counts suspended time too (`CLOCK_BOOTTIME`: a
 /// laptop asleep overnight has passed the night).
-fn boot_ms() -> u64 {
+pub(crate) fn boot_ms() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

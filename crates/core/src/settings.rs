@@ -108,11 +108,15 @@ impl Settings {
     /// until the clock caught up with it, it would allow as long again as chosen, later than
     /// chosen. Anything else is taken as made now: a Deny the person gives from now on is later
     /// than it, and so outweighs it (`gate::outweighs`), as it would have.
-    fn made_ahead_of(&mut self, now_ms: u64) {
+    /// Whether it changed anything (then it is saved at once: left on disk, an allow dropped
+    /// here came back at a later start, once the clock had passed when it was made).
+    fn made_ahead_of(&mut self, now_ms: u64) -> bool {
+        let mut changed = false;
         self.remembered.retain_mut(|d| {
             if d.created_ms <= now_ms {
                 return true;
             }
+            changed = true;
             if d.allow && matches!(d.lasting, Lasting::Until { .. }) {
                 tracing::warn!(
                     id = d.id,
@@ -124,6 +128,7 @@ impl Settings {
             d.last_used_ms = d.last_used_ms.map(|used| used.min(now_ms));
             true
         });
+        changed
     }
 
     /// The defaults, in place of a settings file that could not be read (`where` it is now):
@@ -317,16 +322,15 @@ impl SettingsStore {
         settings
             .remembered
             .retain(|d| d.lasting != Lasting::Session);
-        settings.made_ahead_of(crate::ask::decision_ms());
+        let judged = settings.made_ahead_of(crate::ask::decision_ms());
         // A file moved aside leaves none: the hold-back is written at once, so a restart before
-        // any other change still holds back.
+        // any other change still holds back. So is what was judged made ahead of the clock.
         let lost = settings.unread.iter().any(|d| d.get("lostIn").is_some());
-        if lost
-            && let Some(path) = &path
-            && !path.exists()
+        if let Some(path) = &path
+            && (judged || (lost && !path.exists()))
             && let Err(e) = save(path, &settings)
         {
-            tracing::warn!(path = %path.display(), error = %e, "cannot write the settings' hold-back");
+            tracing::warn!(path = %path.display(), error = %e, "cannot write the settings as read");
         }
         let store = SettingsStore {
             path,
@@ -581,7 +585,7 @@ mod tests {
             ..Settings::default()
         };
         let mut behind = settings.clone();
-        behind.made_ahead_of(1_000);
+        assert!(behind.made_ahead_of(1_000));
         let kept: Vec<(u64, u64, Option<u64>)> = behind
             .remembered
             .iter()
@@ -590,8 +594,27 @@ mod tests {
         assert_eq!(kept, [(2, 1_000, Some(1_000)), (3, 1_000, Some(1_000))]);
         // A clock that is not behind changes nothing.
         let mut on_time = settings.clone();
-        on_time.made_ahead_of(7_000);
+        assert!(!on_time.made_ahead_of(7_000));
         assert_eq!(on_time, settings);
+        // Read at a start: the dropped allow is gone from the file too, so a later start, the
+        // clock put right, does not find it again.
+        let path = temp("ahead");
+        let day_ahead = crate::ask::decision_ms() + 86_400_000;
+        let mut ahead = settings.clone();
+        for d in &mut ahead.remembered {
+            d.created_ms = day_ahead;
+            if let Lasting::Until { until_ms } = &mut d.lasting {
+                *until_ms = day_ahead + 900_000;
+            }
+        }
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        save(&path, &ahead).unwrap();
+        let (store, _) = SettingsStore::load(Some(path.clone()));
+        let ids = |s: &Settings| s.remembered.iter().map(|d| d.id).collect::<Vec<_>>();
+        assert_eq!(ids(&store.get()), [2, 3]);
+        let on_disk = read_settings(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(ids(&on_disk), [2, 3]);
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
     }
 
     fn temp(name: &str) -> PathBuf {

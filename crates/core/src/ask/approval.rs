@@ -209,8 +209,10 @@ impl RememberedDecision {
     }
 
     /// An allow for a time whose clock now reads before it was made: the clock was set back
-    /// since (across a restart, or within a run after it had been set forward), so how much of
-    /// its time is left cannot be told. It allows nothing; a deny still denies.
+    /// since, so how much of its time is left cannot be told. It allows nothing; a deny still
+    /// denies. (The decision clock never runs backwards within a run, and such an allow is
+    /// dropped at a start, `Settings::made_ahead_of`: this holds for one that reaches the gate
+    /// another way, a test's clock say.)
     fn in_doubt(&self, now_ms: u64) -> bool {
         self.allow && matches!(self.lasting, Lasting::Until { .. }) && now_ms < self.created_ms
     }

@@ -109,6 +109,10 @@ pub struct NewAsk {
 
 struct Pending {
     ask: Ask,
+    /// `ask.deadline_ms` on a clock nobody sets that counts suspended time
+    /// (`crate::ask::boot_ms`): the wall clock set back after a sleep does not bring a
+    /// question's time back.
+    deadline_boot_ms: Option<u64>,
     session: u64,
     tx: oneshot::Sender<Outcome>,
 }
@@ -219,6 +223,9 @@ impl Broker {
             deadline_ms: new.timeout.map(|t| now_ms + t.as_millis() as u64),
         };
         let deadline = new.timeout.map(|t| tokio::time::Instant::now() + t);
+        let deadline_boot_ms = new
+            .timeout
+            .map(|t| crate::ask::boot_ms().saturating_add(t.as_millis() as u64));
         let (tx, rx) = oneshot::channel();
         // A question the log cannot hold is not asked: it ends at once as `cancel`, shown to
         // the person (added, then resolved) so they learn why.
@@ -243,6 +250,7 @@ impl Broker {
                     id,
                     Pending {
                         ask,
+                        deadline_boot_ms,
                         session: new.session,
                         tx,
                     },
@@ -379,8 +387,17 @@ impl Broker {
         // is used by nothing, though the dialog said "Allowed").
         // (By the wall clock, as the deadline was set and shown: the decisions' clock, which
         // never falls behind, would be ahead of both after the wall clock was set back.)
-        let deadline = self.lock().pending.get(&id).and_then(|p| p.ask.deadline_ms);
-        if deadline.is_some_and(|deadline| unix_ms() >= deadline) {
+        // And by a clock nobody sets: after a sleep, the wall clock set back would give the
+        // question back time it does not have.
+        let deadlines = self
+            .lock()
+            .pending
+            .get(&id)
+            .map(|p| (p.ask.deadline_ms, p.deadline_boot_ms));
+        if let Some((deadline, deadline_boot)) = deadlines
+            && (deadline.is_some_and(|deadline| unix_ms() >= deadline)
+                || deadline_boot.is_some_and(|deadline| crate::ask::boot_ms() >= deadline))
+        {
             self.withdraw(id, CancelReason::Timeout);
             return Err(AnswerError::NotPending);
         }

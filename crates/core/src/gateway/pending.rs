@@ -176,22 +176,33 @@ impl PendingStore {
         // Made ahead of the clock now (it was set back since): as if made now, lasting as long
         // as it had left, and an answer as if given now, so none outlives its time and a Deny
         // is not taken for older than an allow made since.
+        // Saved at once if so: left on disk, they would last as long as first written at a
+        // later start.
+        let mut judged = false;
         for e in entries.iter_mut().filter(|e| e.created_ms > now_ms) {
             let ahead = e.created_ms - now_ms;
             e.created_ms = now_ms;
             e.expires_ms = e.expires_ms.saturating_sub(ahead);
+            judged = true;
         }
         for e in &mut entries {
-            e.answered_ms = e.answered_ms.map(|answered| answered.min(now_ms));
+            if e.answered_ms.is_some_and(|answered| answered > now_ms) {
+                e.answered_ms = Some(now_ms);
+                judged = true;
+            }
         }
         entries.retain(|e| e.expires_ms > now_ms);
-        PendingStore {
+        let store = PendingStore {
             path,
             entries: Mutex::new(entries),
             changed: tokio::sync::Notify::new(),
             asking_again: Mutex::new(()),
             unasked: Mutex::default(),
+        };
+        if judged {
+            let _ = store.save(&store.lock());
         }
+        store
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<PendingApproval>> {
@@ -776,6 +787,13 @@ mod tests {
         assert_eq!(entry.created_ms, 1_000);
         assert_eq!(entry.expires_ms, 1_000 + 86_400_000);
         assert_eq!(entry.answered_ms, Some(1_000));
+        // Saved so: a later start, the clock put right, does not find it as first written.
+        let later = PendingStore::load(Some(path.clone()), 30_000, |_| true);
+        let entry = later.lock()[0].clone();
+        assert_eq!(
+            (entry.created_ms, entry.expires_ms, entry.answered_ms),
+            (1_000, 1_000 + 86_400_000, Some(1_000))
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

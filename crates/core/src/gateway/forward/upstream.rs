@@ -99,7 +99,7 @@ pub(crate) async fn reap_idle(shared: Arc<Shared>) {
             _ = shared.stop.cancelled() => return,
             _ = tokio::time::sleep(IDLE / 4) => {}
         }
-        let now = crate::ask::unix_ms();
+        let now = crate::ask::boot_ms();
         let mut entries = shared.pool.entries.lock().await;
         entries.retain(|_, cell| match cell.get() {
             Some(up)
@@ -436,7 +436,7 @@ impl Upstream {
     fn is_idle_for(&self, for_ms: u64) -> bool {
         self.in_flight.load(Ordering::SeqCst) == 0
             && !self.relay.calls_in_flight()
-            && crate::ask::unix_ms().saturating_sub(self.last_used.load(Ordering::Relaxed))
+            && crate::ask::boot_ms().saturating_sub(self.last_used.load(Ordering::Relaxed))
                 >= for_ms
     }
 
@@ -519,7 +519,7 @@ impl Upstream {
             retired: retired.clone(),
             tap: tap.clone(),
             session,
-            last_used: AtomicU64::new(crate::ask::unix_ms()),
+            last_used: AtomicU64::new(crate::ask::boot_ms()),
             tools: Mutex::default(),
             sign_in_needed: shared.sign_in_needed.get().cloned(),
             agent: who.id.clone(),
@@ -645,7 +645,7 @@ impl Upstream {
         }
         let _in_flight = InFlight::of(self);
         self.last_used
-            .store(crate::ask::unix_ms(), Ordering::Relaxed);
+            .store(crate::ask::boot_ms(), Ordering::Relaxed);
         let agent_token = ctx.meta.get_progress_token();
         let wants_progress = agent_token.is_some();
         let step = crate::mcp::task::Step::of(&request);

@@ -68,7 +68,9 @@ pub(super) struct Session {
     /// more than one connection (the bridge, a TypeScript SDK agent) can have its
     /// `notifications/cancelled` arrive before the request it withdraws.
     early_cancels: Mutex<std::collections::VecDeque<(RequestId, std::time::Instant)>>,
-    /// When the agent last sent anything on this session (ms since the epoch).
+    /// When the agent last sent anything on this session (`crate::ask::boot_ms`: a clock nobody
+    /// sets, so one set back does not keep a quiet session, and its "for this session"
+    /// decisions, longer).
     pub(super) last_seen: AtomicU64,
     /// The agent's streams open on this session (GET): while one is, the agent is there.
     listening: AtomicU64,
@@ -104,7 +106,7 @@ impl Drop for Listening {
     fn drop(&mut self) {
         self.0
             .last_seen
-            .store(crate::ask::unix_ms(), Ordering::Relaxed);
+            .store(crate::ask::boot_ms(), Ordering::Relaxed);
         self.0.listening.fetch_sub(1, Ordering::Relaxed);
     }
 }
@@ -223,7 +225,7 @@ impl Lanes {
                 in_flight: Mutex::default(),
                 asked: Arc::default(),
                 early_cancels: Mutex::default(),
-                last_seen: AtomicU64::new(crate::ask::unix_ms()),
+                last_seen: AtomicU64::new(crate::ask::boot_ms()),
                 listening: AtomicU64::new(0),
                 ending: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
@@ -285,7 +287,7 @@ impl Lanes {
     /// theirs in flight on the lane, and those of revoked agents; the latter two are returned,
     /// to be ended.
     fn take_quiet(&self) -> Vec<(Arc<LocalSessionManager>, String)> {
-        let now = crate::ask::unix_ms();
+        let now = crate::ask::boot_ms();
         let idle = self.idle_ms.load(Ordering::Relaxed);
         let mut quiet = Vec::new();
         lock(&self.sessions).retain(|(_, id), session| {
@@ -332,7 +334,7 @@ impl Lanes {
         }
         found
             .last_seen
-            .store(crate::ask::unix_ms(), Ordering::Relaxed);
+            .store(crate::ask::boot_ms(), Ordering::Relaxed);
         Found::Mine(found, forwarder)
     }
 }
