@@ -80,21 +80,22 @@ impl UnreadShown {
             server: text("server").filter(|s| !s.is_empty()),
             tool: text("tool"),
             allow: decision.get("allow").and_then(serde_json::Value::as_bool),
-            lost_in: text("lostIn"),
+            lost_in: text(LOST_IN),
         }
     }
 }
 
-/// Whether decision `d` has lapsed by `now_ms`, and can go from the list: a Deny by the patient
-/// clock too (`crate::ask::patient_ms`), so a clock set forward deletes no "never" before its
-/// time.
-fn lapsed(d: &RememberedDecision, now_ms: u64) -> bool {
-    d.is_expired(if d.allow {
-        now_ms
-    } else {
-        now_ms.min(crate::ask::patient_ms())
-    })
+/// Whether a decision has lapsed by `now_ms`, and can go from the list: a Deny by the patient
+/// clock too (`crate::ask::patient_ms`, read once), so a clock set forward deletes no "never"
+/// before its time.
+fn lapsed(now_ms: u64) -> impl Fn(&RememberedDecision) -> bool {
+    let patient = now_ms.min(crate::ask::patient_ms());
+    move |d| d.is_expired(if d.allow { now_ms } else { patient })
 }
+
+/// The key of the unread decision that stands for a file that could not be read
+/// (`Settings::lost`): where that file is.
+const LOST_IN: &str = "lostIn";
 
 /// What a start on settings it could not read tells the person.
 const HELD_BACK: &str = "since the decisions it held (a \"never\" among them, perhaps) are \
@@ -138,7 +139,7 @@ impl Settings {
     /// server's reads and read-only tools ran unasked where the person had said "never".
     fn lost(r#where: &Path) -> Settings {
         Settings {
-            unread: vec![serde_json::json!({ "lostIn": r#where.display().to_string() })],
+            unread: vec![serde_json::json!({ LOST_IN: r#where.display().to_string() })],
             ..Settings::default()
         }
     }
@@ -325,7 +326,7 @@ impl SettingsStore {
         let judged = settings.made_ahead_of(crate::ask::decision_ms());
         // A file moved aside leaves none: the hold-back is written at once, so a restart before
         // any other change still holds back. So is what was judged made ahead of the clock.
-        let lost = settings.unread.iter().any(|d| d.get("lostIn").is_some());
+        let lost = settings.unread.iter().any(|d| d.get(LOST_IN).is_some());
         if let Some(path) = &path
             && (judged || (lost && !path.exists()))
             && let Err(e) = save(path, &settings)
@@ -468,7 +469,8 @@ impl SettingsStore {
         now_ms: u64,
     ) -> Result<RememberedDecision, SettingsError> {
         self.update(|s| {
-            s.remembered.retain(|d| !lapsed(d, now_ms));
+            let lapsed = lapsed(now_ms);
+            s.remembered.retain(|d| !lapsed(d));
             // Not an id an unread decision has: a version that reads it would see two.
             let unread_ids = s.unread.iter().filter_map(|d| d.get("id")?.as_u64());
             decision.id = s
@@ -489,7 +491,8 @@ impl SettingsStore {
     /// Revokes decision `id` (and drops expired ones).
     pub fn revoke(&self, id: u64, now_ms: u64) -> Result<Settings, SettingsError> {
         self.update(|s| {
-            s.remembered.retain(|d| d.id != id && !lapsed(d, now_ms));
+            let lapsed = lapsed(now_ms);
+            s.remembered.retain(|d| d.id != id && !lapsed(d));
         })
     }
 
@@ -507,7 +510,8 @@ impl SettingsStore {
     /// The settings as Settings lists them: expired decisions are gone.
     pub fn current(&self, now_ms: u64) -> Settings {
         let mut settings = self.get();
-        settings.remembered.retain(|d| !lapsed(d, now_ms));
+        let lapsed = lapsed(now_ms);
+        settings.remembered.retain(|d| !lapsed(d));
         settings
     }
 

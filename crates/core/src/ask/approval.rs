@@ -441,22 +441,19 @@ fn looks_like_bare_address(text: &str) -> bool {
                 .is_some_and(|w| w.eq_ignore_ascii_case("www.")))
 }
 
-/// A judged call's own arguments, without the fields beyond the model beside them.
-fn plain_arguments(judged: &Value) -> &Value {
+/// A judged call's own arguments, and the fields beyond rmcp's model beside them if it carries
+/// any: the gate judges such a call as `[arguments, fields]` (`gateway::sent::judged`), where a
+/// plain call's arguments are an object.
+pub(crate) fn judged_parts(judged: &Value) -> (&Value, Option<&Value>) {
     match judged.as_array().map(Vec::as_slice) {
-        Some([arguments, _]) => arguments,
-        _ => judged,
+        Some([arguments, fields]) => (arguments, Some(fields)),
+        _ => (judged, None),
     }
 }
 
-/// The fields beyond rmcp's model a judged call carries (compact JSON), if any: the gate judges
-/// such a call as `[arguments, fields]` (`gateway::sent::judged`), where a plain call's
-/// arguments are an object.
+/// The fields beyond the model a judged call carries, as compact JSON.
 fn also_sent_with(judged: &Value) -> Option<String> {
-    match judged.as_array().map(Vec::as_slice) {
-        Some([_, fields]) => Some(compact(fields)),
-        _ => None,
-    }
+    judged_parts(judged).1.map(compact)
 }
 
 /// `argument` and `also`, as a decision's description names them.
@@ -547,7 +544,7 @@ impl Covering {
         }
         match self {
             Covering::AnyArguments { .. } => true,
-            _ => self.covers(judged) || self.covers(plain_arguments(judged)),
+            _ => self.covers(judged) || self.covers(judged_parts(judged).0),
         }
     }
 

@@ -196,10 +196,8 @@ pub(super) fn judged(arguments: Value, fields: &Map<String, Value>) -> Value {
 /// beyond the model it also carries, if any.
 pub(crate) fn shown(judged: &Value) -> (String, Option<String>) {
     let text = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    match judged.as_array().map(Vec::as_slice) {
-        Some([arguments, fields]) => (text(arguments), Some(text(fields))),
-        _ => (text(judged), None),
-    }
+    let (arguments, fields) = crate::ask::approval::judged_parts(judged);
+    (text(arguments), fields.map(text))
 }
 
 #[cfg(test)]
