@@ -641,10 +641,12 @@ pub fn desktop_double(dir: &Path, name: &str, args: &[&str]) -> Background {
     Background { child, log }
 }
 
-/// The JSON lines a desktop double has logged so far.
+/// The JSON lines a desktop double has logged so far. Only whole lines: a line being written
+/// as the file is read (a `writeln!` may take several writes) is left for the next read.
 pub fn logged(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+    whole
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()

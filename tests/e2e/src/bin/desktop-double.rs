@@ -28,7 +28,9 @@ fn append(log: &PathBuf, line: serde_json::Value) {
         .append(true)
         .open(log)
         .expect("log file");
-    writeln!(file, "{line}").expect("write log");
+    // One write for the whole line, so a reader never sees half of it.
+    file.write_all(format!("{line}\n").as_bytes())
+        .expect("write log");
 }
 
 struct Notifications {
