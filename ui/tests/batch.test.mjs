@@ -303,7 +303,8 @@ test("clipped arguments must be shown whole before their checkbox can be ticked"
   assert.equal(await toggle.getAttribute("aria-expanded"), "false");
   await toggle.click();
   assert.equal(await line.locator("pre").textContent(), JSON.stringify(long, null, 2));
-  assert.equal(await box(page, 2).isDisabled(), false);
+  // Once its end is seen (an observer's callback, so not at once).
+  await page.waitForFunction(() => !document.querySelector('.batch-line[data-ask-id="2"] input[type=checkbox]').disabled);
   await box(page, 2).check();
   await armed(allowSelected(page));
   await allowSelected(page).click();
