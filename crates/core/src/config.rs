@@ -88,6 +88,10 @@ pub struct ServerConfig {
     /// `resources/subscribe`) and prompts (`prompts/get`). Unset: a trusted server's are read
     /// without asking, an untrusted server's ask.
     pub read_policy: Option<ToolRule>,
+    /// Whether an agent's roots reach this server through the gateway. Off unless the person
+    /// says so: a server may take roots as its reach (the reference filesystem server lets them
+    /// replace the directories it was started with), so an agent offering `/` would widen it.
+    pub agent_roots: bool,
     /// How long an agent's tool call waits for the person's approval before the agent is
     /// told the approval is pending in Countersign (and can make the call again later).
     pub approval_wait: Duration,
@@ -239,6 +243,7 @@ impl ServerConfig {
             protocol: ProtocolChoice::Auto,
             tool_policy: BTreeMap::new(),
             read_policy: None,
+            agent_roots: false,
             approval_wait: DEFAULT_APPROVAL_WAIT,
             pending_expiry: DEFAULT_PENDING_EXPIRY,
             oauth: OAuthConfig::default(),
@@ -426,6 +431,8 @@ struct RawServer {
     #[serde(default, deserialize_with = "each_key_once")]
     tool_policy: BTreeMap<String, ToolRule>,
     read_policy: Option<ToolRule>,
+    #[serde(default)]
+    agent_roots: bool,
     approval_wait_secs: Option<u64>,
     pending_approval_secs: Option<u64>,
     #[serde(default)]
@@ -433,7 +440,7 @@ struct RawServer {
 }
 
 /// A server entry's keys: the ones agents' configs share, then Countersign's own.
-const SERVER_KEYS: [&str; 17] = [
+const SERVER_KEYS: [&str; 18] = [
     "type",
     "command",
     "args",
@@ -448,6 +455,7 @@ const SERVER_KEYS: [&str; 17] = [
     "protocol",
     "toolPolicy",
     "readPolicy",
+    "agentRoots",
     "approvalWaitSecs",
     "pendingApprovalSecs",
     "oauth",
@@ -815,6 +823,7 @@ fn build_server(name: &str, raw: RawServer) -> Result<ServerConfig, String> {
         protocol: raw.protocol,
         tool_policy: raw.tool_policy,
         read_policy: raw.read_policy,
+        agent_roots: raw.agent_roots,
         approval_wait: secs(raw.approval_wait_secs, DEFAULT_APPROVAL_WAIT)?,
         pending_expiry: secs(raw.pending_approval_secs, DEFAULT_PENDING_EXPIRY)?,
         oauth,
@@ -961,6 +970,27 @@ mod tests {
         for (config, digest) in golden {
             assert_eq!(config.transport.identity(), digest, "{}", config.name);
         }
+    }
+
+    #[test]
+    fn agents_roots_reach_a_server_only_where_its_entry_says_so() {
+        let text = r#"{"mcpServers": {"files": {"command": "x", "agentRoots": true}, "other": {"command": "y"}}}"#;
+        let loaded = parse(&p(), text);
+        assert!(loaded.errors.is_empty(), "{:?}", loaded.errors);
+        let by_name = |n: &str| loaded.servers.iter().find(|s| s.name == n).unwrap();
+        assert!(by_name("files").agent_roots);
+        assert!(!by_name("other").agent_roots);
+        // A typo is not silently taken for the default.
+        let loaded = parse(
+            &p(),
+            r#"{"mcpServers": {"files": {"command": "x", "agent_roots": true}}}"#,
+        );
+        assert!(loaded.servers.is_empty(), "{:?}", loaded.servers);
+        assert!(
+            loaded.errors[0].message.contains("agentRoots"),
+            "{:?}",
+            loaded.errors
+        );
     }
 
     /// A value in the wrong place is named by its kind, never quoted: it is often a

@@ -4338,9 +4338,10 @@ async fn url_required_is_answered_on_the_desktop_and_the_agent_gets_the_result()
     let _ = agent.cancel().await;
 }
 
-/// An agent that offers roots: its upstream session declares them, and the server's
-/// `roots/list` gets the agent's own answer. An agent that offers none: the server is told
-/// the client has none to give (the TypeScript SDK refuses to ask).
+/// An agent that offers roots, to a server whose entry lets them through (`agentRoots`): its
+/// upstream session declares them, and the server's `roots/list` gets the agent's own answer.
+/// To a server whose entry does not, or from an agent that offers none: the server, which asks
+/// anyway (the TypeScript SDK does unless told to be strict), is refused and learns no root.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
     #[derive(Clone)]
@@ -4365,34 +4366,162 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
     }
     let mut ts = common::ts_stdio_config("ts");
     ts.tool_policy.insert("list_roots".into(), ToolRule::Allow);
-    let rig = rig("roots", vec![ts]).await;
-    let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url("ts"));
-    transport.auth_header = Some(rig.gateway.token().to_owned());
-    let rooted = serve_client_with_lifecycle(
-        RootedAgent,
-        StreamableHttpClientTransport::from_config(transport),
-        ClientLifecycleMode::Initialize,
-    )
-    .await
-    .expect("agent handshake");
-    let mut params = CallToolRequestParams::new("list_roots");
-    params.arguments = Some(Map::new());
-    let result = tokio::time::timeout(WAIT, rooted.peer().call_tool(params))
+    ts.agent_roots = true;
+    // The same server, as its entry stands unless the person says otherwise.
+    let mut kept = common::ts_stdio_config("kept");
+    kept.tool_policy
+        .insert("list_roots".into(), ToolRule::Allow);
+    let rig = rig("roots", vec![ts, kept]).await;
+    let roots_through = async |server: &str| {
+        let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url(server));
+        transport.auth_header = Some(rig.gateway.token().to_owned());
+        let rooted = serve_client_with_lifecycle(
+            RootedAgent,
+            StreamableHttpClientTransport::from_config(transport),
+            ClientLifecycleMode::Initialize,
+        )
         .await
-        .unwrap()
-        .unwrap();
+        .expect("agent handshake");
+        let mut params = CallToolRequestParams::new("list_roots");
+        params.arguments = Some(Map::new());
+        let result = tokio::time::timeout(WAIT, rooted.peer().call_tool(params))
+            .await
+            .unwrap()
+            .unwrap();
+        let _ = rooted.cancel().await;
+        result
+    };
+    let result = roots_through("ts").await;
     assert!(
         text(&result).contains("file:///home/person/project"),
         "{}",
         text(&result)
     );
-    let _ = rooted.cancel().await;
+    let result = roots_through("kept").await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(!text(&result).contains("file://"), "{}", text(&result));
 
     let plain = rig.agent("ts", "plain-agent", false).await;
     let result = call(&plain, "list_roots", json!({})).await;
     assert_eq!(result.is_error, Some(true), "{}", text(&result));
     assert!(!text(&result).contains("file://"), "{}", text(&result));
     let _ = plain.cancel().await;
+}
+
+/// The reference filesystem server takes a client's roots in place of the directories it was
+/// started with. An agent offering `/`-wide roots through the gateway leaves its reach as the
+/// person started it, unless the entry lets agents' roots through (`agentRoots`); then it
+/// takes the agent's, asked at the start and again when the agent says they changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_does_not_widen_the_filesystem_servers_reach_unless_let() {
+    #[derive(Clone)]
+    struct Rooted(std::sync::Arc<std::sync::Mutex<String>>);
+    #[allow(deprecated)]
+    impl rmcp::ClientHandler for Rooted {
+        async fn list_roots(
+            &self,
+            _context: rmcp::service::RequestContext<RoleClient>,
+        ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+            let uri = self.0.lock().unwrap().clone();
+            Ok(serde_json::from_value(json!({"roots": [{"uri": uri}]})).unwrap())
+        }
+        fn get_info(&self) -> ClientConfig {
+            let mut config = ClientConfig::default();
+            config.protocol_version = ProtocolVersion::V_2025_11_25;
+            let mut roots = rmcp::model::RootsCapabilities::default();
+            roots.list_changed = Some(true);
+            config.capabilities.roots = Some(roots);
+            config
+        }
+    }
+    let dir = scratch("fs-roots");
+    let (started, wider, later) = (
+        dir.join("project"),
+        dir.join("elsewhere"),
+        dir.join("later"),
+    );
+    for folder in [&started, &wider, &later] {
+        std::fs::create_dir_all(folder).unwrap();
+    }
+    let script =
+        common::peer_path("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let files = |name: &str, let_through: bool| {
+        let mut config = common::with_test_timeouts(ServerConfig::stdio(
+            name,
+            common::node(),
+            &[script.as_str(), started.to_str().unwrap()],
+        ));
+        config
+            .tool_policy
+            .insert("list_allowed_directories".into(), ToolRule::Allow);
+        config.agent_roots = let_through;
+        config
+    };
+    let rig = rig_in(dir.clone(), vec![files("kept", false), files("let", true)]).await;
+    let roots = std::sync::Arc::new(std::sync::Mutex::new(format!("file://{}", wider.display())));
+    let open = async |server: &str| {
+        let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url(server));
+        transport.auth_header = Some(rig.gateway.token().to_owned());
+        serve_client_with_lifecycle(
+            Rooted(roots.clone()),
+            StreamableHttpClientTransport::from_config(transport),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("agent handshake")
+    };
+    let allowed = async |agent: &rmcp::service::RunningService<RoleClient, Rooted>| {
+        let mut params = CallToolRequestParams::new("list_allowed_directories");
+        params.arguments = Some(Map::new());
+        let result = tokio::time::timeout(WAIT, agent.peer().call_tool(params))
+            .await
+            .unwrap()
+            .unwrap();
+        text(&result)
+    };
+    let started_name = started.file_name().unwrap().to_str().unwrap().to_owned();
+    let wider_name = wider.file_name().unwrap().to_str().unwrap().to_owned();
+
+    // Not let through: the server was never offered roots, so it keeps its own directory,
+    // also after the agent says its roots changed.
+    let kept = open("kept").await;
+    let shown = allowed(&kept).await;
+    assert!(
+        shown.contains(&started_name) && !shown.contains(&wider_name),
+        "{shown}"
+    );
+    kept.peer().notify_roots_list_changed().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let shown = allowed(&kept).await;
+    assert!(
+        shown.contains(&started_name) && !shown.contains(&wider_name),
+        "{shown}"
+    );
+    let _ = kept.cancel().await;
+
+    // Let through: the agent's roots are the server's reach, and when the agent says they
+    // changed, the server asks again.
+    let agent = open("let").await;
+    let reaches = async |only: &str| {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            let shown = allowed(&agent).await;
+            if shown.contains(only) && !shown.contains(&started_name) {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "never took the agent's roots ({only}): {shown}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    reaches(&wider_name).await;
+    *roots.lock().unwrap() = format!("file://{}", later.display());
+    agent.peer().notify_roots_list_changed().await.unwrap();
+    reaches("later").await;
+    let _ = agent.cancel().await;
+    rig.gateway.shutdown().await;
 }
 
 /// A server's `roots/list` during a call answered on a stream (one asking for progress) goes on
@@ -4402,6 +4531,7 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
 async fn a_roots_request_during_a_call_goes_on_its_stream_when_it_has_one() {
     let mut ts = common::ts_stdio_config("ts");
     ts.tool_policy.insert("list_roots".into(), ToolRule::Allow);
+    ts.agent_roots = true;
     let rig = rig("roots-stream", vec![ts]).await;
     let (agent, _) = RawAgent::open_offering(
         rig.url("ts"),

@@ -761,6 +761,22 @@ impl ServerHandler for Forwarder {
         .await
     }
 
+    /// The agent's roots changed: told to its server where they reach it (this session's
+    /// upstream declared roots, `agentRoots`), which then asks for them again. Elsewhere the
+    /// server was offered none, so there is nothing to tell.
+    async fn on_roots_list_changed(
+        &self,
+        _context: rmcp::service::NotificationContext<RoleServer>,
+    ) {
+        let up = self.session_upstream.lock().await.clone();
+        if let Some(up) = up
+            && up.service.service().config.capabilities.roots.is_some()
+            && let Err(e) = up.service.peer().notify_roots_list_changed().await
+        {
+            tracing::debug!(server = self.server, error = %e, "the agent's roots change was not told");
+        }
+    }
+
     async fn set_level(
         &self,
         request: SetLevelRequestParams,

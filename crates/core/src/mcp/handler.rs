@@ -382,17 +382,21 @@ impl ClientHandler for Handler {
     }
 
     /// Roots are a claim about the person's files: Countersign makes none of its own, and
-    /// passes on only an agent's (gateway sessions of agents that declared roots).
+    /// passes on only an agent's (gateway sessions of agents that declared roots, to servers
+    /// whose entry lets them through). Only where this session declared roots: a server that
+    /// asks anyway is refused, not handed the agent's.
     #[allow(deprecated)]
     async fn list_roots(
         &self,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, McpError> {
         let origin = self.raw.origin_of(&context.id);
+        let declared = self.config.capabilities.roots.is_some();
         match self
             .tap
             .relay
             .as_ref()
+            .filter(|_| declared)
             .and_then(|r| r.agent_roots(origin.as_ref()))
         {
             Some(roots) => roots.await.map_err(|e| {

@@ -325,18 +325,18 @@ impl Relay for AgentRelay {
         agent.peer_info()?.capabilities.roots.as_ref()?;
         let lane = self.lane_for(origin);
         Some(Box::pin(async move {
-            match lane {
-                Some(lane) => {
-                    let answer = lane
-                        .request("roots/list", json!({}))
-                        .await
-                        .map_err(|e| e.to_string())?
-                        .map_err(|e| e.to_string())?;
-                    serde_json::from_value(answer)
-                        .map_err(|e| format!("the agent's answer is not a list of roots: {e}"))
-                }
-                None => agent.list_roots().await.map_err(|e| e.to_string()),
+            // The call may end before the agent answers (`StreamEnded`): a server's question of
+            // the agent's roots (taken for the call's over stdio, where the wire does not say,
+            // but maybe asked after a change of them) is then asked again on the session. Left
+            // unanswered, the server would keep the roots it had, maybe wider than the agent's.
+            if let Some(lane) = lane
+                && let Ok(answer) = lane.request("roots/list", json!({})).await
+            {
+                let answer = answer.map_err(|e| e.to_string())?;
+                return serde_json::from_value(answer)
+                    .map_err(|e| format!("the agent's answer is not a list of roots: {e}"));
             }
+            agent.list_roots().await.map_err(|e| e.to_string())
         }))
     }
 

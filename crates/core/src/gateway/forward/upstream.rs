@@ -477,7 +477,8 @@ impl Upstream {
             raw: raw.clone(),
             config: {
                 let mut config = client_config(lifecycle_for(server).1);
-                if who.roots {
+                // Only where the person let agents' roots through (`agentRoots`).
+                if who.roots && server.agent_roots {
                     config.capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
                 }
                 config.capabilities.sampling = who.sampling.clone();
