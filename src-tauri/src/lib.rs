@@ -316,6 +316,14 @@ fn forward_events(handle: tauri::AppHandle, core: &App) {
             let _ = config_handle.emit(CONFIG_EVENT, ());
         }
     });
+    // A decision that could not be saved is told with the notices about Countersign's files.
+    let mut unsaved = core.settings_unsaved_changes();
+    let unsaved_handle = handle.clone();
+    tauri::async_runtime::spawn(async move {
+        while unsaved.changed().await.is_ok() {
+            let _ = unsaved_handle.emit(CONFIG_EVENT, ());
+        }
+    });
     let watcher = core.clone();
     tauri::async_runtime::spawn(async move {
         watcher

@@ -305,6 +305,28 @@ test("a running tool shows the server's progress and the time, and Cancel stops 
   await app.close();
 });
 
+test("a decision that could not be saved is told at the top as it happens, and goes once a change is saved", async () => {
+  const app = await openApp(env, state());
+  const { page, backend } = app;
+  assert.equal(await page.getByRole("region", { name: "About Countersign's files" }).count(), 0);
+  // As core words it (App::config_info), woken by the settings' failed save.
+  backend.config = { ...backend.config, notices: [
+    "Countersign could not save your last change to its settings (cannot save settings to /home/me/.config/countersign/settings.json: No space left on device (os error 28); the change was kept until Countersign quits). A \"never\" you chose is kept until Countersign quits; an allow is not kept, so you will be asked again. This note goes once a change is saved.",
+  ] };
+  await backend.emit("config-event", null);
+  const region = page.getByRole("region", { name: "About Countersign's files" });
+  await region.waitFor();
+  assert.match(await region.textContent(), /could not save your last change.*No space left on device.*kept until Countersign quits/);
+  const dir = join(UI_DIR, "test-results");
+  mkdirSync(dir, { recursive: true });
+  await page.screenshot({ path: join(dir, "unsaved.png") });
+  backend.config = { ...backend.config, notices: [] };
+  await backend.emit("config-event", null);
+  await region.waitFor({ state: "detached" });
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("History's Verify says the audit log is intact, or names the first bad record; files made private are noticed", async () => {
   const log = "/home/me/.local/share/countersign/audit.jsonl";
   const app = await openApp(env, {

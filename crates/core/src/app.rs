@@ -398,6 +398,12 @@ impl App {
     }
 
     /// The settings as the person sees them: expired decisions are gone.
+    /// Fires when a change to the settings could not be saved, or is saved again: the
+    /// shell redraws the notices (`config_info`) on it.
+    pub fn settings_unsaved_changes(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.settings.unsaved_changes()
+    }
+
     pub fn settings(&self) -> Settings {
         self.listed(self.settings.current(crate::ask::decision_ms()))
     }
@@ -453,6 +459,13 @@ impl App {
     pub fn config_info(&self) -> ConfigInfo {
         let state = self.config_state();
         let mut notices = self.notices.clone();
+        if let Some(why) = self.settings.unsaved() {
+            notices.push(format!(
+                "Countersign could not save your last change to its settings ({why}). A \
+                 \"never\" you chose is kept until Countersign quits; an allow is not kept, so \
+                 you will be asked again. This note goes once a change is saved."
+            ));
+        }
         if state.gateway_changed {
             notices.push(
                 "The gateway's settings in the config file changed: they apply when Countersign \
@@ -776,6 +789,52 @@ mod tests {
         );
         app.undo_rewrite(&result.rewrite.id, false).unwrap();
         assert!(!named("Claude Desktop"), "the undo revoked it");
+    }
+
+    /// A decision that could not be saved is told with the notices about Countersign's files,
+    /// and the shell is woken to redraw them; a later save takes the note away.
+    #[tokio::test]
+    async fn a_decision_that_could_not_be_saved_is_told() {
+        use crate::ask::approval::RememberedDecision;
+        let dir = std::env::temp_dir().join(format!("cs-app-unsaved-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let config = LoadedConfig {
+            path: dir.join("config.json"),
+            servers: Vec::new(),
+            gateway: crate::config::GatewayConfig {
+                enabled: false,
+                port: 0,
+            },
+            errors: Vec::new(),
+        };
+        let audit = AuditLog::open(dir.join("audit.jsonl")).unwrap();
+        let data = dir.join("data");
+        let (settings, _) = SettingsStore::load(Some(data.join("settings.json")));
+        let app = App::start(config, audit)
+            .await
+            .with_settings(settings.clone());
+        let mut redraw = app.settings_unsaved_changes();
+        assert!(app.config_info().notices.is_empty());
+        // Where the settings' folder should be, a file: nothing can be saved.
+        let _ = std::fs::remove_dir_all(&data);
+        std::fs::write(&data, b"").unwrap();
+        let never = RememberedDecision::for_test("a", "desk", "", "rm", false);
+        assert!(settings.remember(never, 0).is_err());
+        tokio::time::timeout(std::time::Duration::from_secs(5), redraw.changed())
+            .await
+            .unwrap()
+            .unwrap();
+        let notices = app.config_info().notices;
+        assert_eq!(notices.len(), 1, "{notices:?}");
+        assert!(notices[0].contains("could not save"), "{notices:?}");
+        assert!(
+            notices[0].contains("kept until Countersign quits"),
+            "{notices:?}"
+        );
+        std::fs::remove_file(&data).unwrap();
+        settings.update(|_| {}).unwrap();
+        assert!(app.config_info().notices.is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

@@ -242,6 +242,9 @@ pub struct SettingsError {
 pub struct SettingsStore {
     path: Option<PathBuf>,
     current: Arc<RwLock<Settings>>,
+    /// Why the last save failed, until one succeeds: the person is told (`unsaved`), since the
+    /// change they made in a dialog is gone, or lasts only until Countersign quits.
+    unsaved: Arc<tokio::sync::watch::Sender<Option<String>>>,
 }
 
 impl SettingsStore {
@@ -336,6 +339,7 @@ impl SettingsStore {
         let store = SettingsStore {
             path,
             current: Arc::new(RwLock::new(settings)),
+            unsaved: Arc::default(),
         };
         (store, warning)
     }
@@ -374,11 +378,8 @@ impl SettingsStore {
                 }
             }
         };
-        let saved = self.update(hold);
-        if saved.is_err() {
-            hold(&mut self.current.write().expect("settings lock"));
-        }
-        saved.map(|_| ())
+        // Held in memory even when it cannot be saved: it only holds back.
+        self.change(true, hold).map(|_| ())
     }
 
     /// Forgets the remembered decisions that cannot be read: the person has seen that they
@@ -463,12 +464,16 @@ impl SettingsStore {
     }
 
     /// Keeps `decision` (its id assigned here), dropping expired ones on the way.
+    /// A Deny that cannot be saved is kept all the same, until Countersign quits (it only
+    /// refuses, and the person chose it); an allow that cannot be saved is not kept, so the
+    /// call is asked about again. Either way the failure is kept for the person (`unsaved`).
     pub fn remember(
         &self,
         mut decision: RememberedDecision,
         now_ms: u64,
     ) -> Result<RememberedDecision, SettingsError> {
-        self.update(|s| {
+        let keep_unsaved = !decision.allow;
+        self.change(keep_unsaved, |s| {
             let lapsed = lapsed(now_ms);
             s.remembered.retain(|d| !lapsed(d));
             // Not an id an unread decision has: a version that reads it would see two.
@@ -484,8 +489,8 @@ impl SettingsStore {
                 .max(s.next_decision_id);
             s.next_decision_id = decision.id.saturating_add(1);
             s.remembered.push(decision.clone());
-        })?;
-        Ok(decision)
+        })
+        .map(|_| decision)
     }
 
     /// Revokes decision `id` (and drops expired ones).
@@ -518,17 +523,56 @@ impl SettingsStore {
     /// Applies `change`, saves, and returns the new settings. On a failed save the change is
     /// not kept, so what the app shows is what is on disk.
     pub fn update(&self, change: impl FnOnce(&mut Settings)) -> Result<Settings, SettingsError> {
+        self.change(false, change)
+    }
+
+    /// Makes `change`, in memory only if it is saved (or `keep_unsaved`, then also when it
+    /// cannot be, which the error still reports).
+    fn change(
+        &self,
+        keep_unsaved: bool,
+        change: impl FnOnce(&mut Settings),
+    ) -> Result<Settings, SettingsError> {
         let mut current = self.current.write().expect("settings lock");
         let mut next = current.clone();
         change(&mut next);
-        if let Some(path) = &self.path {
-            save(path, &next).map_err(|source| SettingsError {
+        let saved = match &self.path {
+            Some(path) => save(path, &next).map_err(|source| SettingsError {
                 path: path.display().to_string(),
                 source,
-            })?;
+            }),
+            None => Ok(()),
+        };
+        if saved.is_ok() || keep_unsaved {
+            *current = next.clone();
         }
-        *current = next.clone();
-        Ok(next)
+        drop(current);
+        match saved {
+            Ok(()) => {
+                self.unsaved.send_if_modified(|why| why.take().is_some());
+                Ok(next)
+            }
+            Err(e) => {
+                let kept = if keep_unsaved {
+                    "kept until Countersign quits"
+                } else {
+                    "not made"
+                };
+                self.unsaved
+                    .send_replace(Some(format!("{e}; the change was {kept}")));
+                Err(e)
+            }
+        }
+    }
+
+    /// Why the last change could not be saved, while no save since has succeeded.
+    pub fn unsaved(&self) -> Option<String> {
+        self.unsaved.borrow().clone()
+    }
+
+    /// Fires when [`Self::unsaved`] changes.
+    pub fn unsaved_changes(&self) -> tokio::sync::watch::Receiver<Option<String>> {
+        self.unsaved.subscribe()
     }
 }
 
@@ -642,6 +686,37 @@ mod tests {
         let (again, _) = SettingsStore::load(Some(path));
         assert!(again.is_muted("github"));
         assert!(!again.is_muted("demo"));
+    }
+
+    /// A decision that cannot be saved: a Deny is kept until Countersign quits, an allow is
+    /// not (asked again); either way the person is told, until a save succeeds, which writes
+    /// the Deny kept meanwhile.
+    #[test]
+    fn a_never_that_cannot_be_saved_is_kept_and_told() {
+        let path = temp("unsaved");
+        let (store, _) = SettingsStore::load(Some(path.clone()));
+        let mut told = store.unsaved_changes();
+        let dir = path.parent().unwrap();
+        // A file where the folder should be: no save can succeed.
+        std::fs::write(dir, b"").unwrap();
+        let denial = RememberedDecision::for_test("x", "s", "e", "delete_repo", false);
+        assert!(store.remember(denial, 0).is_err());
+        assert_eq!(store.get().remembered.len(), 1, "the never is kept");
+        assert!(told.has_changed().unwrap());
+        let why = told.borrow_and_update().clone().unwrap();
+        assert!(why.contains("kept until Countersign quits"), "{why}");
+        let allow = RememberedDecision::for_test("x", "s", "e", "read_file", true);
+        assert!(store.remember(allow, 0).is_err());
+        assert_eq!(store.get().remembered.len(), 1, "the allow is not kept");
+        assert!(store.unsaved().unwrap().contains("not made"));
+        std::fs::remove_file(dir).unwrap();
+        store.update(|_| {}).unwrap();
+        assert_eq!(store.unsaved(), None);
+        assert!(told.has_changed().unwrap());
+        let on_disk = read_settings(&std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(on_disk.remembered.len(), 1);
+        assert!(!on_disk.remembered[0].allow);
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// A decision's id is never given again, after it expired or was revoked: Settings revokes

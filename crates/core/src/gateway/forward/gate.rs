@@ -900,8 +900,9 @@ pub(crate) struct Decided<'a> {
     pub read: bool,
 }
 
-/// Keeps what the person chose to remember (a failure to save is logged: the decision was
-/// taken for this call all the same).
+/// Keeps what the person chose to remember. A failure to save is logged and told to the person
+/// (`SettingsStore::unsaved`); the decision was taken for this call all the same, and a Deny
+/// is kept in memory even so.
 pub(crate) fn keep_decision(
     settings: &crate::settings::SettingsStore,
     decided: Decided,
