@@ -57,7 +57,10 @@ pub async fn sign_in(app: State<'_, App>, server: String) -> Result<(), AppError
 }
 
 #[tauri::command]
-pub async fn sign_out(app: State<'_, App>, server: String) -> Result<String, AppError> {
+pub async fn sign_out(
+    app: State<'_, App>,
+    server: String,
+) -> Result<countersign_core::mcp::oauth::SignedOut, AppError> {
     app.sign_out(&server).await
 }
 

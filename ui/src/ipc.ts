@@ -27,6 +27,7 @@ import type { RewriteResult } from "./bindings/RewriteResult";
 import type { ServerView } from "./bindings/ServerView";
 import type { SessionEvent } from "./bindings/SessionEvent";
 import type { Settings } from "./bindings/Settings";
+import type { SignedOut } from "./bindings/SignedOut";
 import type { ToolRun } from "./bindings/ToolRun";
 import type { ToolView } from "./bindings/ToolView";
 import type { RunProgress } from "./bindings/RunProgress";
@@ -47,7 +48,7 @@ export const commands = {
    * sign-in page's address in a URL question), rejects with why not. */
   signIn: (server: string) => invoke<null>("sign_in", { server }),
   /** What became of the tokens at the authorization server, in words. */
-  signOut: (server: string) => invoke<string>("sign_out", { server }),
+  signOut: (server: string) => invoke<SignedOut>("sign_out", { server }),
   // `runId` makes a run happen once: Tauri re-sends an in-flight command when the page
   // reloads (tauri-apps/tauri#14154), and a re-sent destructive call must not run twice.
   runTool: (server: string, tool: string, args: JsonValue, runId: string = crypto.randomUUID()) =>

@@ -4,6 +4,7 @@
 
 import type { ServerView } from "./bindings/ServerView";
 import type { SessionEvent } from "./bindings/SessionEvent";
+import type { SignedOut } from "./bindings/SignedOut";
 import type { ToolView } from "./bindings/ToolView";
 import { el, append, replace, setAttr } from "./dom";
 import { commands, errorText } from "./ipc";
@@ -25,7 +26,7 @@ export class ServersPane {
   private reloads = 0;
   /** What the last sign-out of each server came to (its tokens revoked or not), shown until
    * the next sign-in: the view is drawn anew as the server's state changes. */
-  private readonly signedOut = new Map<string, string>();
+  private readonly signedOut = new Map<string, SignedOut>();
   private toolsLoaded = false;
 
   constructor() {
@@ -162,15 +163,14 @@ export class ServersPane {
     if (!signIn) return null;
     const needed = server.state.state === "signInRequired";
     if (!needed && !signIn.signedIn) return null;
-    // What sign-out says can quote the authorization server's words: shown as untrusted text.
     const told = this.signedOut.get(server.name);
     const status = el("span", { class: "muted sign-in-status", attrs: { role: "status" } },
-      ...(told === undefined ? [] : [" ", inlineText(told, 400)]));
+      ...(told === undefined ? [] : signedOutText(told)));
     const kept = signIn.keptIn === "secretService"
       ? "Kept in your desktop's keyring."
       : "No keyring answered (GNOME Keyring, KWallet or KeePassXC): kept in memory until Countersign quits.";
-    /** `run`'s answer, when it is text, is what the person is told once done; `kept`, it stays
-     * told when the view is drawn again. */
+    /** `run`'s answer, when it is what sign-out tells, is what the person is told once done;
+     * `kept`, it stays told when the view is drawn again. */
     const act = (label: string, run: () => Promise<unknown>, waiting: string, done: string, kept = false) => {
       const button = el("button", { class: "button small", attrs: { type: "button" } }, label) as HTMLButtonElement;
       button.addEventListener("click", () => {
@@ -179,9 +179,9 @@ export class ServersPane {
         this.signedOut.delete(server.name);
         run().then(
           (answer) => {
-            const told = typeof answer === "string" ? answer : done;
+            const told = isSignedOut(answer) ? answer : { told: done, reason: null };
             if (kept) this.signedOut.set(server.name, told);
-            status.replaceChildren(" ", inlineText(told, 400));
+            status.replaceChildren(...signedOutText(told));
             void this.reload();
           },
           (error: unknown) => {
@@ -281,4 +281,15 @@ export class ServersPane {
     }
     setAttr(target, "data-loaded", "true");
   }
+}
+
+function isSignedOut(answer: unknown): answer is SignedOut {
+  return typeof answer === "object" && answer !== null && typeof (answer as SignedOut).told === "string";
+}
+
+/** What sign-out says: Countersign's sentence, then the authorization server's reason (its
+ * words, so shown as untrusted text, after the sentence: they cannot turn it round). */
+function signedOutText(signedOut: SignedOut): Array<Node | string> {
+  return [" ", signedOut.told,
+    ...(signedOut.reason ? [" Why: ", inlineText(signedOut.reason, 300)] : [])];
 }

@@ -522,6 +522,32 @@ test("a remote server that asks for a sign-in: Sign in waits for the browser, a 
   await app.close();
 });
 
+test("a sign-out the authorization server did not carry out: its reason comes after Countersign's sentence, as its text", async () => {
+  const remote = server("notes", { state: "ready", protocolVersion: "2025-11-25", serverName: "notes", serverVersion: "1" }, {
+    endpoint: { kind: "http", host: "notes.example.com", url: "https://notes.example.com/mcp" },
+    signIn: { signedIn: true, keptIn: "secretService", scopes: [] },
+  });
+  const app = await openApp(env, { ...state(), servers: [remote] });
+  const { page, backend } = app;
+  // A hostile server's reason, written to finish Countersign's sentence for it.
+  const reason = "x); the tokens were revoked, nothing more to do (";
+  backend.onSignIn = (cmd) => cmd === "sign_out" && {
+    ok: { told: "Signed out here, but the authorization server did not revoke the tokens; revoke Countersign's access at the provider if that matters.", reason },
+  };
+  await page.getByRole("group", { name: "Sign-in" }).getByRole("button", { name: "Sign out" }).click();
+  await page.waitForFunction(() => document.querySelector(".sign-in-status")?.textContent?.includes("Why:"));
+  const status = page.locator(".sign-in-status");
+  assert.equal(await status.textContent(),
+    " Signed out here, but the authorization server did not revoke the tokens; revoke Countersign's access at the provider if that matters. Why: " + reason);
+  // Only the reason is the server's text.
+  assert.deepEqual(await status.locator(".untrusted").allTextContents(), [reason]);
+  const dir = join(UI_DIR, "test-results");
+  mkdirSync(dir, { recursive: true });
+  await page.getByRole("group", { name: "Sign-in" }).screenshot({ path: join(dir, "signed-out.png") });
+  assert.deepEqual(await app.problems(), []);
+  await app.close();
+});
+
 test("a listing overtaken by a newer state event does not bring the old state back, nor does a late event", async () => {
   // As the app does it: Sign out reconnects, so the listing the page reads afterwards can say
   // "connecting" while the event saying the server wants a sign-in is already on its way, and

@@ -604,7 +604,7 @@ impl App {
 
     /// Forgets the sign-in to a remote server, in the secret store too, and has its
     /// authorization server revoke the tokens; returns what the person is told of that.
-    pub async fn sign_out(&self, server: &str) -> Result<String, AppError> {
+    pub async fn sign_out(&self, server: &str) -> Result<crate::mcp::oauth::SignedOut, AppError> {
         Ok(self.sessions.sign_out(server).await?.told())
     }
 

@@ -134,7 +134,7 @@ export class FakeBackend {
           server.state = { state: "signInRequired", reason: "the server asks you to sign in" };
           server.stateRevision += 1;
           // As core words a revocation the authorization server carried out.
-          return { ok: `Signed out; ${server.endpoint?.host ?? "the server"} revoked Countersign's tokens.` };
+          return { ok: { told: `Signed out; ${server.endpoint?.host ?? "the server"} revoked Countersign's tokens.`, reason: null } };
         }
         return { ok: null };
       }

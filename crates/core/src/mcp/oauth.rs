@@ -308,7 +308,7 @@ impl Auth {
             Ok(revocation) => {
                 tracing::info!(
                     server = name,
-                    told = revocation.told(),
+                    told = ?revocation.told(),
                     "a removed server's sign-in forgotten"
                 )
             }
@@ -522,23 +522,37 @@ pub enum Revocation {
     Failed(String),
 }
 
+/// What the person is told once signed out: Countersign's own sentence, and apart from it the
+/// reason the tokens were not revoked, which may quote the authorization server's words (shown
+/// as its text, after the sentence, so they cannot turn it round: "…the tokens were revoked").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
+#[ts(export)]
+#[serde(rename_all = "camelCase")]
+pub struct SignedOut {
+    pub told: String,
+    pub reason: Option<String>,
+}
+
 impl Revocation {
     /// What the person is told once signed out.
-    pub fn told(&self) -> String {
-        match self {
+    pub fn told(&self) -> SignedOut {
+        let told = match self {
             Self::NothingHeld => "Signed out.".into(),
+            // A host as the URL parser gives it (IDNA, ASCII): no sentence fits in one.
             Self::Revoked { host } => format!("Signed out; {host} revoked Countersign's tokens."),
             Self::NotOffered => "Signed out here. The authorization server offers no way to \
                 revoke tokens, so they stay valid until they expire; revoke Countersign's access \
                 at the provider if that matters."
                 .into(),
-            // The reason may quote the server's words: after the whole of what Countersign
-            // says, so they cannot turn its sentence round ("…the tokens were revoked").
-            Self::Failed(reason) => format!(
-                "Signed out here, but the authorization server did not revoke the tokens; \
-                 revoke Countersign's access at the provider if that matters. Why: {reason}"
-            ),
-        }
+            Self::Failed(_) => "Signed out here, but the authorization server did not revoke \
+                the tokens; revoke Countersign's access at the provider if that matters."
+                .into(),
+        };
+        let reason = match self {
+            Self::Failed(reason) => Some(reason.clone()),
+            _ => None,
+        };
+        SignedOut { told, reason }
     }
 }
 
