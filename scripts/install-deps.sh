@@ -15,6 +15,9 @@
 #   5. ui/node_modules (`npm ci`) when missing or older than ui/package-lock.json.
 #   6. tauri-driver (`cargo install --locked`) only if it is not on PATH.
 #
+# It needs Rust (1.88 or newer) and npm (Node.js 20 or newer) on PATH, and says so first if
+# they are not.
+#
 # Environment: PYTHON (default python3) picks the interpreter for the venv; SKIP_APT=1 skips
 # step 1 (for machines where you are not root and the packages are known to be there).
 set -euo pipefail
@@ -158,7 +161,28 @@ tauri_driver() {
   took "tauri-driver" "$t0"
 }
 
+# Rust and npm are the two things this script does not install (rustup and Node's own
+# installers are not Debian packages, and Debian 12's rustc is older than the workspace needs):
+# said at once, rather than as a failed step halfway.
+toolchain() {
+  local need="1.88" have
+  if ! have="$(cargo --version 2>/dev/null | awk '{print $2}')" || [[ -z "$have" ]]; then
+    step "FAILED: cargo is not on PATH; install Rust $need or newer (https://rustup.rs) first"
+    return 1
+  fi
+  if [[ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]]; then
+    step "FAILED: Rust $have is older than the $need the workspace needs (rustup update)"
+    return 1
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    step "FAILED: npm is not on PATH; install Node.js 20 or newer with npm first"
+    return 1
+  fi
+  step "toolchain: Rust $have, npm $(npm --version)"
+}
+
 T0=$(now)
+toolchain
 if [[ "${SKIP_APT:-0}" == 1 ]]; then step "apt: skipped (SKIP_APT=1)"; else apt_packages; fi
 npm_peers
 npm_hosts
