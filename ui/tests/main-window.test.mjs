@@ -311,7 +311,7 @@ test("a decision that could not be saved is told at the top as it happens, and g
   assert.equal(await page.getByRole("region", { name: "About Countersign's files" }).count(), 0);
   // As core words it (App::config_info), woken by the settings' failed save.
   backend.config = { ...backend.config, notices: [
-    "Countersign could not save your last change to its settings (cannot save settings to /home/me/.config/countersign/settings.json: No space left on device (os error 28); the change was kept until Countersign quits). A \"never\" you chose is kept until Countersign quits; an allow is not kept, so you will be asked again. This note goes once a change is saved.",
+    "Countersign could not save your last change to its settings: cannot save settings to /home/me/.config/countersign/settings.json: No space left on device (os error 28); your \"never\" is kept until Countersign quits. This note goes once a change is saved.",
   ] };
   await backend.emit("config-event", null);
   const region = page.getByRole("region", { name: "About Countersign's files" });

@@ -397,13 +397,13 @@ impl App {
         self
     }
 
-    /// The settings as the person sees them: expired decisions are gone.
     /// Fires when a change to the settings could not be saved, or is saved again: the
     /// shell redraws the notices (`config_info`) on it.
     pub fn settings_unsaved_changes(&self) -> tokio::sync::watch::Receiver<Option<String>> {
         self.settings.unsaved_changes()
     }
 
+    /// The settings as the person sees them: expired decisions are gone.
     pub fn settings(&self) -> Settings {
         self.listed(self.settings.current(crate::ask::decision_ms()))
     }
@@ -461,9 +461,8 @@ impl App {
         let mut notices = self.notices.clone();
         if let Some(why) = self.settings.unsaved() {
             notices.push(format!(
-                "Countersign could not save your last change to its settings ({why}). A \
-                 \"never\" you chose is kept until Countersign quits; an allow is not kept, so \
-                 you will be asked again. This note goes once a change is saved."
+                "Countersign could not save your last change to its settings: {why}. This \
+                 note goes once a change is saved."
             ));
         }
         if state.gateway_changed {
@@ -819,7 +818,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&data);
         std::fs::write(&data, b"").unwrap();
         let never = RememberedDecision::for_test("a", "desk", "", "rm", false);
-        assert!(settings.remember(never, 0).is_err());
+        settings
+            .remember(never, 0)
+            .expect("kept until Countersign quits");
         tokio::time::timeout(std::time::Duration::from_secs(5), redraw.changed())
             .await
             .unwrap()

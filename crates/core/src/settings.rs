@@ -237,6 +237,30 @@ pub struct SettingsError {
     source: std::io::Error,
 }
 
+/// What becomes of a change that cannot be saved, as the person is told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unsaved {
+    /// Not made.
+    Dropped,
+    /// A remembered allow, not made: the call is asked about again.
+    DroppedAllow,
+    /// A remembered Deny: kept in memory, since it only refuses and the person chose it.
+    KeptDeny,
+    /// What holds back allows, kept in memory all the same.
+    KeptHoldBack,
+}
+
+impl Unsaved {
+    fn told(self) -> &'static str {
+        match self {
+            Self::Dropped => "the change was not made",
+            Self::DroppedAllow => "your allow was not kept, so you will be asked again",
+            Self::KeptDeny => "your \"never\" is kept until Countersign quits",
+            Self::KeptHoldBack => "what holds back allows is kept until Countersign quits",
+        }
+    }
+}
+
 /// The settings in memory and on disk. `path: None` keeps them in memory only.
 #[derive(Debug, Clone, Default)]
 pub struct SettingsStore {
@@ -379,7 +403,7 @@ impl SettingsStore {
             }
         };
         // Held in memory even when it cannot be saved: it only holds back.
-        self.change(true, hold).map(|_| ())
+        self.change(Unsaved::KeptHoldBack, hold).map(|_| ())
     }
 
     /// Forgets the remembered decisions that cannot be read: the person has seen that they
@@ -465,15 +489,20 @@ impl SettingsStore {
 
     /// Keeps `decision` (its id assigned here), dropping expired ones on the way.
     /// A Deny that cannot be saved is kept all the same, until Countersign quits (it only
-    /// refuses, and the person chose it); an allow that cannot be saved is not kept, so the
-    /// call is asked about again. Either way the failure is kept for the person (`unsaved`).
+    /// refuses, and the person chose it), and counts as kept; an allow that cannot be saved is
+    /// not kept (an error), so the call is asked about again. Either way the failure is kept
+    /// for the person (`unsaved`).
     pub fn remember(
         &self,
         mut decision: RememberedDecision,
         now_ms: u64,
     ) -> Result<RememberedDecision, SettingsError> {
-        let keep_unsaved = !decision.allow;
-        self.change(keep_unsaved, |s| {
+        let unsaved = if decision.allow {
+            Unsaved::DroppedAllow
+        } else {
+            Unsaved::KeptDeny
+        };
+        let kept = self.change(unsaved, |s| {
             let lapsed = lapsed(now_ms);
             s.remembered.retain(|d| !lapsed(d));
             // Not an id an unread decision has: a version that reads it would see two.
@@ -489,8 +518,12 @@ impl SettingsStore {
                 .max(s.next_decision_id);
             s.next_decision_id = decision.id.saturating_add(1);
             s.remembered.push(decision.clone());
-        })
-        .map(|_| decision)
+        });
+        match kept {
+            Ok(_) => Ok(decision),
+            Err(_) if unsaved == Unsaved::KeptDeny => Ok(decision),
+            Err(e) => Err(e),
+        }
     }
 
     /// Revokes decision `id` (and drops expired ones).
@@ -521,16 +554,17 @@ impl SettingsStore {
     }
 
     /// Applies `change`, saves, and returns the new settings. On a failed save the change is
-    /// not kept, so what the app shows is what is on disk.
+    /// not kept, so what the app shows is what is on disk (but for what `remember` and
+    /// `hold_back_for` keep all the same).
     pub fn update(&self, change: impl FnOnce(&mut Settings)) -> Result<Settings, SettingsError> {
-        self.change(false, change)
+        self.change(Unsaved::Dropped, change)
     }
 
-    /// Makes `change`, in memory only if it is saved (or `keep_unsaved`, then also when it
-    /// cannot be, which the error still reports).
+    /// Makes `change`, in memory only if it is saved (or if `unsaved` says it is kept, then
+    /// also when it cannot be, which the error still reports).
     fn change(
         &self,
-        keep_unsaved: bool,
+        unsaved: Unsaved,
         change: impl FnOnce(&mut Settings),
     ) -> Result<Settings, SettingsError> {
         let mut current = self.current.write().expect("settings lock");
@@ -543,23 +577,21 @@ impl SettingsStore {
             }),
             None => Ok(()),
         };
-        if saved.is_ok() || keep_unsaved {
+        let kept = matches!(unsaved, Unsaved::KeptDeny | Unsaved::KeptHoldBack);
+        if saved.is_ok() || kept {
             *current = next.clone();
         }
-        drop(current);
+        // Told while the lock is held: a save that succeeds in another thread must not clear
+        // the news of one that failed after it.
         match saved {
             Ok(()) => {
                 self.unsaved.send_if_modified(|why| why.take().is_some());
                 Ok(next)
             }
             Err(e) => {
-                let kept = if keep_unsaved {
-                    "kept until Countersign quits"
-                } else {
-                    "not made"
-                };
-                self.unsaved
-                    .send_replace(Some(format!("{e}; the change was {kept}")));
+                let told = format!("{e}; {}", unsaved.told());
+                tracing::warn!("{told}");
+                self.unsaved.send_replace(Some(told));
                 Err(e)
             }
         }
@@ -700,15 +732,16 @@ mod tests {
         // A file where the folder should be: no save can succeed.
         std::fs::write(dir, b"").unwrap();
         let denial = RememberedDecision::for_test("x", "s", "e", "delete_repo", false);
-        assert!(store.remember(denial, 0).is_err());
-        assert_eq!(store.get().remembered.len(), 1, "the never is kept");
+        let kept = store.remember(denial, 0).expect("kept in memory");
+        assert_eq!(store.get().remembered, vec![kept], "the never is kept");
         assert!(told.has_changed().unwrap());
         let why = told.borrow_and_update().clone().unwrap();
         assert!(why.contains("kept until Countersign quits"), "{why}");
         let allow = RememberedDecision::for_test("x", "s", "e", "read_file", true);
         assert!(store.remember(allow, 0).is_err());
         assert_eq!(store.get().remembered.len(), 1, "the allow is not kept");
-        assert!(store.unsaved().unwrap().contains("not made"));
+        let why = told.borrow_and_update().clone().unwrap();
+        assert!(why.contains("asked again"), "{why}");
         std::fs::remove_file(dir).unwrap();
         store.update(|_| {}).unwrap();
         assert_eq!(store.unsaved(), None);

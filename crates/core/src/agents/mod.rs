@@ -370,7 +370,7 @@ fn expired() -> ClientError {
 /// with `url`, and its `url` without a type, SSE, becomes `type: sse`, which Countersign then
 /// declines, saying why). Everything else is left behind: a host's own settings (Gemini's
 /// `trust`, which skips its confirmations, is not Countersign's `trusted`) mean nothing here,
-/// and Countersign's own approval settings (`trusted`, `toolPolicy`, `readPolicy`, waits) are
+/// and Countersign's own approval settings (`trusted`, `toolPolicy`, `readPolicy`, `agentRoots`, waits) are
 /// the person's to set in Countersign, never something an install snippet or a repository's
 /// settings file slips in through an import the preview does not show.
 pub(crate) fn in_our_words(client: ClientKind, value: serde_json::Value) -> serde_json::Value {

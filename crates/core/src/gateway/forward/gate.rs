@@ -770,7 +770,8 @@ pub(super) struct Who {
     pub(super) id: String,
     pub(super) name: String,
     pub(super) declared: Option<String>,
-    /// The agent offers roots: its upstream session declares them, and passes its on.
+    /// The agent offers roots: its upstream session declares them, and passes its on, where
+    /// the server's entry lets them through (`agentRoots`).
     pub(super) roots: bool,
     /// The agent offers sampling (as declared): its upstream session declares the same, and
     /// passes the server's requests on once the person allowed each.
@@ -902,7 +903,7 @@ pub(crate) struct Decided<'a> {
 
 /// Keeps what the person chose to remember. A failure to save is logged and told to the person
 /// (`SettingsStore::unsaved`); the decision was taken for this call all the same, and a Deny
-/// is kept in memory even so.
+/// is kept in memory even so (its id is given, so a pending answer goes with it).
 pub(crate) fn keep_decision(
     settings: &crate::settings::SettingsStore,
     decided: Decided,
@@ -940,7 +941,7 @@ pub(crate) fn keep_decision(
     };
     settings
         .remember(kept, now_ms)
-        .map_err(|e| tracing::warn!(error = %e, "cannot remember a decision"))
+        // A failure is logged and told by the store.
         .ok()
         .map(|kept| kept.id)
 }

@@ -307,6 +307,10 @@ impl AgentRelay {
     }
 }
 
+/// How long a server's question of an agent's roots waits for the agent: roots need no person,
+/// so an agent that has not answered by then will not (its session stream closed, say).
+const AGENT_ROOTS_WAIT: Duration = Duration::from_secs(60);
+
 impl Relay for AgentRelay {
     fn notify(&self, notification: &ServerNotification) {
         match notification {
@@ -324,7 +328,7 @@ impl Relay for AgentRelay {
         let agent = lock(&self.agent).clone()?;
         agent.peer_info()?.capabilities.roots.as_ref()?;
         let lane = self.lane_for(origin);
-        Some(Box::pin(async move {
+        let asked = async move {
             // The call may end before the agent answers (`StreamEnded`): a server's question of
             // the agent's roots (taken for the call's over stdio, where the wire does not say,
             // but maybe asked after a change of them) is then asked again on the session. Left
@@ -337,6 +341,11 @@ impl Relay for AgentRelay {
                     .map_err(|e| format!("the agent's answer is not a list of roots: {e}"));
             }
             agent.list_roots().await.map_err(|e| e.to_string())
+        };
+        Some(Box::pin(async move {
+            tokio::time::timeout(AGENT_ROOTS_WAIT, asked)
+                .await
+                .unwrap_or_else(|_| Err("the agent did not answer in time".into()))
         }))
     }
 

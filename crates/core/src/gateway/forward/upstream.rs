@@ -479,7 +479,10 @@ impl Upstream {
                 let mut config = client_config(lifecycle_for(server).1);
                 // Only where the person let agents' roots through (`agentRoots`).
                 if who.roots && server.agent_roots {
-                    config.capabilities.roots = Some(rmcp::model::RootsCapabilities::default());
+                    // The agent's changes are told on (`Forwarder::on_roots_list_changed`).
+                    let mut roots = rmcp::model::RootsCapabilities::default();
+                    roots.list_changed = Some(true);
+                    config.capabilities.roots = Some(roots);
                 }
                 config.capabilities.sampling = who.sampling.clone();
                 config
