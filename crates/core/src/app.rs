@@ -409,9 +409,12 @@ impl App {
     }
 
     /// `settings` as Settings lists them: each remembered decision that decides nothing now
-    /// says why, so the person is not left wondering why it still asks.
-    fn listed(&self, mut settings: Settings) -> Settings {
+    /// says why, so the person is not left wondering why it still asks, and its times are as
+    /// the person's clock reads them (`Settings::on_the_wall_clock`).
+    fn listed(&self, settings: Settings) -> Settings {
         use crate::ask::approval::Inert;
+        let ahead = crate::ask::decision_ms().saturating_sub(crate::ask::unix_ms());
+        let mut settings = settings.on_the_wall_clock(ahead);
         if !settings.unread.is_empty() {
             settings.unread_shown = Some(settings.unread_shown());
         }

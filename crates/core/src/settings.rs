@@ -103,6 +103,27 @@ const HELD_BACK: &str = "since the decisions it held (a \"never\" among them, pe
                          allow runs a tool call on any server without asking you";
 
 impl Settings {
+    /// The decisions' times as the person's clock reads them, for Settings to show: they are
+    /// kept on the decision clock, which runs `ahead_ms` ahead of the wall clock after the
+    /// computer's clock was set back (`crate::ask::decision_ms`), so "until 15:30" would read
+    /// later than it ends by as much. (Under a second apart, the clocks only round differently.)
+    pub fn on_the_wall_clock(mut self, ahead_ms: u64) -> Settings {
+        if ahead_ms < 1_000 {
+            return self;
+        }
+        let back = |ms: u64| ms.saturating_sub(ahead_ms);
+        for d in &mut self.remembered {
+            if let Lasting::Until { until_ms } = d.lasting {
+                d.lasting = Lasting::Until {
+                    until_ms: back(until_ms),
+                };
+            }
+            d.created_ms = back(d.created_ms);
+            d.last_used_ms = d.last_used_ms.map(back);
+        }
+        self
+    }
+
     /// Decisions made on the decision clock ahead of where it reads now (`now_ms`): the clock
     /// was set back since (before this start, or it ran ahead in the last run). An allow for a
     /// time cannot tell how much of it is left, so it goes and the person is asked; waiting
@@ -630,6 +651,33 @@ mod tests {
     /// time goes (how much of it is left cannot be told; kept, it allowed as long again once
     /// the clock caught up); anything else counts as made now, so a Deny given from now on
     /// outweighs it.
+    /// After the computer's clock was set back, "for 15 minutes" chosen at 15:15 by the
+    /// person's clock ends at 15:30 by it: Settings says so, not 15:30 plus how far it went back.
+    #[test]
+    fn settings_show_times_on_the_persons_clock() {
+        let mut decision = RememberedDecision::for_test("x", "s", "e", "t", true);
+        decision.lasting = Lasting::Until {
+            until_ms: 10_000_000,
+        };
+        decision.created_ms = 9_100_000;
+        decision.last_used_ms = Some(9_200_000);
+        let settings = Settings {
+            remembered: vec![decision.clone()],
+            ..Settings::default()
+        };
+        let shown = settings.clone().on_the_wall_clock(3_600_000);
+        let d = &shown.remembered[0];
+        assert_eq!(
+            d.lasting,
+            Lasting::Until {
+                until_ms: 6_400_000
+            }
+        );
+        assert_eq!((d.created_ms, d.last_used_ms), (5_500_000, Some(5_600_000)));
+        // The clocks less than a second apart: as kept.
+        assert_eq!(settings.clone().on_the_wall_clock(999), settings);
+    }
+
     #[test]
     fn decisions_made_ahead_of_the_clock_are_judged_at_a_start() {
         let made = |id: u64, allow: bool, lasting: Lasting| {
