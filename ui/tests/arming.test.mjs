@@ -47,22 +47,30 @@ async function early(app, makeAsk, action, attempts = 5) {
 test("a click before the question has been on screen for 500 ms does nothing; one after answers", async () => {
   const app = await openApp(env, {});
   const { page, backend } = app;
-  // Where Allow once will be: the same layout as any such call.
-  await backend.addAsk(call(1));
+  // Where Allow once will be: the same layout as any such call. Read as the question appears
+  // (in the page's same turn), it is visibly unarmed.
+  const first = call(1);
+  backend.asks.push(first);
+  const atFirst = await page.evaluate(async (ask) => {
+    await window.__emit("ask-event", { event: "added", ask });
+    return [...document.querySelectorAll("dialog[open] button")]
+      .find((b) => b.textContent.trim() === "Allow once").getAttribute("aria-disabled");
+  }, first);
+  assert.equal(atFirst, "true", "visibly unarmed at first");
   const at = await buttonAt(page, "Allow once");
-  assert.equal(await dialog(page).getByRole("button", { name: "Allow once" }).getAttribute("aria-disabled"), "true",
-    "visibly unarmed at first");
   await page.keyboard.press("Escape");
   await dialog(page).waitFor({ state: "detached" });
   backend.calls = [];
 
+  const once = dialog(page).getByRole("button", { name: "Allow once" });
+  let unarmed;
   const shown = await early(app, (i) => call(10 + i), async () => {
     await page.mouse.click(at.x, at.y);
+    unarmed = await once.getAttribute("aria-disabled");
   });
   await sleep(150);
   assert.deepEqual(backend.answers, [], "the early click did nothing");
-  const once = dialog(page).getByRole("button", { name: "Allow once" });
-  assert.equal(await once.getAttribute("aria-disabled"), "true");
+  assert.equal(unarmed, "true");
   // Armed a little after 500 ms (and not long after): then the same click answers.
   await armed(once, 1500);
   await page.mouse.click(at.x, at.y);
@@ -114,8 +122,7 @@ test("a press that began before arming does not count when released after", asyn
     await page.mouse.move(at.x, at.y);
     await page.mouse.down();
   });
-  await sleep(700);
-  assert.equal(await dialog(page).getByRole("button", { name: "Allow once" }).getAttribute("aria-disabled"), "false");
+  await armed(dialog(page).getByRole("button", { name: "Allow once" }));
   await page.mouse.up();
   await sleep(100);
   assert.deepEqual(backend.answers, [], "a click whose press began unarmed is no yes");
@@ -128,11 +135,12 @@ test("a press that began before arming does not count when released after", asyn
     await dialog(page).getByRole("button", { name: "Allow once" }).focus();
     await page.keyboard.down(" ");
   });
-  await sleep(700);
+  await armed(dialog(page).getByRole("button", { name: "Allow once" }));
   await page.keyboard.up(" ");
   await sleep(100);
   assert.deepEqual(backend.answers, [], "a Space pressed before arming is no yes");
   // Pressed afresh, it is.
+  await armed(dialog(page).getByRole("button", { name: "Allow once" }));
   await page.keyboard.press(" ");
   const [answer] = await waitForAnswers(backend, 1);
   assert.equal(answer.answer.action, "accept");
@@ -190,14 +198,16 @@ test("the window brought forward re-arms the question waiting in it: an Enter at
   const submit = dialog(page).getByRole("button", { name: "Submit" });
   await armed(submit);
   // The window loses the keyboard to another one, then is brought forward with focus in the field.
-  await page.evaluate(() => {
+  const rearmed = await page.evaluate(() => {
     window.dispatchEvent(new FocusEvent("blur"));
     window.dispatchEvent(new FocusEvent("focus"));
+    return [...document.querySelectorAll("dialog[open] button")]
+      .find((b) => b.textContent.trim() === "Submit").getAttribute("aria-disabled");
   });
+  assert.equal(rearmed, "true", "disarmed as the window came forward");
   await page.keyboard.press("Enter");
   await sleep(200);
   assert.deepEqual(backend.answers, [], "an Enter at once submitted the form");
-  assert.equal(await submit.getAttribute("aria-disabled"), "true");
   await armed(submit);
   await page.keyboard.press("Enter");
   const [answer] = await waitForAnswers(backend, 1);
@@ -289,11 +299,19 @@ test("a question moved on screen by another's arrival arms afresh: a click aimed
   await armed(once);
   const before = await centre(once);
   // Another question arrives: the queue bar and a notice appear above the shown one, which moves.
-  await backend.addAsk(call(141, { receivedAtMs: 2 }));
+  // Disarmed in the same turn as it moved, not a frame later: read before the page draws again.
+  const next = call(141, { receivedAtMs: 2 });
+  backend.asks.push(next);
+  const disarmed = await page.evaluate(async (ask) => {
+    await window.__emit("ask-event", { event: "added", ask });
+    const shown = document.querySelector('dialog[open] [data-ask-id="140"]');
+    return [...shown.querySelectorAll("button")].find((b) => b.textContent.trim() === "Allow once")
+      .getAttribute("aria-disabled");
+  }, next);
+  assert.equal(disarmed, "true", "disarmed as it moved");
   await d.locator(".queue:not([hidden])").waitFor();
   const at = await centre(once);
   assert.notDeepEqual(at, before, "the shown question moved");
-  assert.equal(await once.getAttribute("aria-disabled"), "true", "disarmed as it moved");
   await page.mouse.click(at.x, at.y);
   await sleep(100);
   assert.equal(backend.answers.length, 0);
@@ -310,13 +328,20 @@ test("switching questions in the queue arms the one shown afresh", async () => {
   const d = dialog(page);
   const once = d.getByRole("button", { name: "Allow once" }).filter({ visible: true });
   await armed(once);
-  await d.getByRole("button", { name: "Next question" }).click();
-  await page.locator('[data-ask-id="131"]:not([hidden])').waitFor();
-  const at = await centre(once);
-  await page.mouse.click(at.x, at.y);
-  assert.equal(await once.getAttribute("aria-disabled"), "true");
+  // Next, and at once (the page's same turn) a click on the question it brings: nothing.
+  const unarmed = await page.evaluate(() => {
+    const button = (root, name) => [...root.querySelectorAll("button")]
+      .find((b) => (b.getAttribute("aria-label") ?? b.textContent.trim()) === name);
+    button(document.querySelector("dialog[open]"), "Next question").click();
+    const allow = button(document.querySelector('[data-ask-id="131"]:not([hidden])'), "Allow once");
+    const state = allow.getAttribute("aria-disabled");
+    allow.click();
+    return state;
+  });
+  assert.equal(unarmed, "true");
   await sleep(100);
   assert.equal(backend.answers.length, 0);
+  const at = await centre(once);
   await armed(once);
   await page.mouse.click(at.x, at.y);
   const [answer] = await waitForAnswers(backend, 1);

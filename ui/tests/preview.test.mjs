@@ -71,13 +71,21 @@ test("Preview waits for the arming, shows a hostile diff as text, and answers no
   const { page, backend } = app;
   backend.onPreview = () => ({ ok: { text: diff, isError: false, clipped: false } });
   const before = await page.evaluate((m) => document.querySelectorAll(m).length, MARKUP);
-  await backend.addAsk(editCall({ id: 3 }));
+  // Clicked in the dialog's first moment (the page's same turn), before it arms, Preview runs
+  // nothing: it sends the agent's arguments, and a server could ignore dryRun. Once armed, it runs.
+  const ask = editCall({ id: 3 });
+  backend.asks.push(ask);
+  const unarmed = await page.evaluate(async (a) => {
+    await window.__emit("ask-event", { event: "added", ask: a });
+    const preview = [...document.querySelectorAll("dialog[open] button")]
+      .find((b) => b.textContent.trim() === "Preview");
+    const state = preview.getAttribute("aria-disabled");
+    preview.click();
+    return state;
+  }, ask);
+  assert.equal(unarmed, "true");
   const d = dialog(page);
   const button = d.getByRole("button", { name: "Preview", exact: true });
-  // Clicked in the dialog's first moment, before it arms, Preview runs nothing: it sends the
-  // agent's arguments, and a server could ignore dryRun. Once armed, it runs.
-  assert.equal(await button.getAttribute("aria-disabled"), "true");
-  await button.click({ force: true });
   await page.waitForTimeout(100);
   assert.deepEqual(previewCalls(backend), [], "a click as the dialog appears runs nothing");
   await armed(button);

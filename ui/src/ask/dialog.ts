@@ -161,15 +161,34 @@ export class AskDialog implements AskViewHost {
 
   /** Redraws from the backend's list of pending asks: drops what is gone, adds what is new. */
   sync(asks: Ask[]): void {
-    const pending = new Set(asks.map((a) => a.id));
-    for (const id of [...this.views.keys()]) {
-      if (!pending.has(id)) this.remove(id);
-    }
-    const sorted = [...asks].sort((a, b) => a.receivedAtMs - b.receivedAtMs || a.id - b.id);
-    for (const ask of sorted) this.add(ask, false);
+    this.keepingPlace(() => {
+      const pending = new Set(asks.map((a) => a.id));
+      for (const id of [...this.views.keys()]) {
+        if (!pending.has(id)) this.remove(id);
+      }
+      const sorted = [...asks].sort((a, b) => a.receivedAtMs - b.receivedAtMs || a.id - b.id);
+      for (const ask of sorted) this.add(ask, false);
+    });
   }
 
   onEvent(event: AskEvent): void {
+    this.keepingPlace(() => this.take(event));
+  }
+
+  /** Makes `change` (other questions come or gone, a notice shown), and if it moved the
+   * question on screen, arms that one afresh at once: the observer (`moved`) would too, but
+   * only at the next frame, and a click aimed elsewhere landing in between would answer it. */
+  private keepingPlace(change: () => void): void {
+    const shown = this.dialog.open ? this.batch ?? this.current : null;
+    const before = shown?.root.getBoundingClientRect();
+    change();
+    if (shown === null || before === undefined || !this.dialog.open) return;
+    if ((this.batch ?? this.current) !== shown) return; // another is shown: armed as shown
+    const after = shown.root.getBoundingClientRect();
+    if (after.top !== before.top || after.left !== before.left) this.arming.show(shown);
+  }
+
+  private take(event: AskEvent): void {
     if (event.event === "added") {
       this.add(event.ask, true);
     } else if (event.event === "resolved") {
