@@ -482,19 +482,27 @@ impl App {
     /// A dialog's button once it works (see `press_in_dialog`), to click when the click's own
     /// reply may never come (the app dies at that click, on purpose).
     pub async fn armed_button(&self, button: &str) -> Element {
-        let button = self
-            .find_xpath(&format!(
-                "//dialog[@open]//button[normalize-space()='{button}']"
-            ))
-            .await;
+        // Found afresh on each look, and only where it is shown: the question just answered
+        // stays in the page (hidden, its buttons disabled) until the app's reply comes, and a
+        // button found there once would never arm.
+        let xpath = format!(
+            "//dialog[@open]//button[normalize-space()='{button}'][not(ancestor-or-self::*[@hidden])]"
+        );
         let deadline = Instant::now() + Duration::from_secs(10);
-        while button.attr("aria-disabled").await.ok().flatten().as_deref() == Some("true")
-            || !button.is_enabled().await.unwrap_or(false)
-        {
-            assert!(Instant::now() < deadline, "the dialog's button never armed");
+        loop {
+            if let Ok(found) = self.client.find(Locator::XPath(&xpath)).await
+                && found.attr("aria-disabled").await.ok().flatten().as_deref() != Some("true")
+                && found.is_enabled().await.unwrap_or(false)
+            {
+                return found;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the dialog's button {button} never armed\n{}",
+                self.page_said().await
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        button
     }
 
     pub async fn press_escape(&self) {

@@ -407,7 +407,8 @@ async fn e2e_url_consent_opens_exactly_that_url() {
     app.gone(DIALOG).await;
     let reply = app.wait_result_contains("connect_account", "accept").await;
     let deadline = Instant::now() + std::time::Duration::from_secs(10);
-    while !record.exists() {
+    // Its line written whole: the shell makes the file before `printf` fills it.
+    while !std::fs::read_to_string(&record).is_ok_and(|t| t.ends_with('\n')) {
         assert!(Instant::now() < deadline, "the opener was never called");
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }

@@ -468,8 +468,11 @@ async fn e2e_start_at_login_writes_and_removes_the_autostart_entry() {
         .click()
         .await
         .unwrap();
+    // Written whole (its last line is `Terminal=`): the file is made first and filled after.
     eventually("the autostart entry is written", async || {
         entries().len() == 1
+            && std::fs::read_to_string(&entries()[0])
+                .is_ok_and(|e| e.contains("[Desktop Entry]") && e.contains("Terminal="))
     })
     .await;
     let entry = std::fs::read_to_string(&entries()[0]).unwrap();
@@ -1043,7 +1046,14 @@ async fn e2e_many_questions_are_a_queue_with_the_buttons_in_view_and_decline_all
     app.snapshot("queue").await;
     println!("screenshot: {}", app.dir.join("queue.png").display());
     app.client.set_window_rect(0, 0, 720, 520).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The window manager's part: done once the page's viewport has shrunk, then laid out.
+    eventually("the window is made smaller", async || {
+        shown_buttons(&app).await["width"]
+            .as_f64()
+            .is_some_and(|w| w <= 720.0)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_in_view(&shown_buttons(&app).await, "720x520");
     app.find_xpath("//dialog[@open]//button[normalize-space()='List all']")
         .await
@@ -1073,10 +1083,17 @@ async fn e2e_many_questions_are_a_queue_with_the_buttons_in_view_and_decline_all
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
     };
-    let refused: Vec<Value> = records()
-        .into_iter()
-        .filter(|r| r["event"] == "refused")
-        .collect();
+    let refused = || -> Vec<Value> {
+        records()
+            .into_iter()
+            .filter(|r| r["event"] == "refused")
+            .collect()
+    };
+    eventually("the five over the cap are recorded", async || {
+        refused().len() >= 5
+    })
+    .await;
+    let refused = refused();
     assert_eq!(refused.len(), 5, "{refused:#?}");
     for r in &refused {
         assert_eq!(r["server"], "ts", "{r}");

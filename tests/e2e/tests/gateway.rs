@@ -207,25 +207,35 @@ async fn e2e_gateway_allow_once_then_the_desks_question_deletes_the_ticket() {
     std::fs::write(&out, png).unwrap();
     println!("screenshot: {}", out.display());
 
+    let approval_id = app
+        .find(&format!("{DIALOG} section.ask:not([hidden])"))
+        .await
+        .attr("data-ask-id")
+        .await
+        .unwrap()
+        .expect("the approval's id");
     app.press_in_dialog("Allow once").await;
-    // The desk asks its own question, on behalf of the agent.
-    let checkbox = app.find(&format!("{DIALOG} input[type=checkbox]")).await;
-    let meta = app
-        .find(&format!("{DIALOG} .ask-meta"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    // The desk asks its own question, on behalf of the agent: the question shown, once the
+    // approval's own reply has come (until then it stays in the page, and this one is hidden).
+    let shown = app
+        .find(&format!(
+            "{DIALOG} section.ask:not([hidden]):not([data-ask-id='{approval}'])",
+            approval = approval_id
+        ))
+        .await;
+    let in_shown = async |css: &str| {
+        shown
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css} in the question shown: {e}"))
+    };
+    let checkbox = in_shown("input[type=checkbox]").await;
+    let meta = in_shown(".ask-meta").await.text().await.unwrap();
     assert!(
         meta.contains(&format!("for agent {SHARED} (calls itself {AGENT})")),
         "the question names the agent: {meta:?}"
     );
-    let title = app
-        .find(&format!("{DIALOG} .ask-title"))
-        .await
-        .text()
-        .await
-        .unwrap();
+    let title = in_shown(".ask-title").await.text().await.unwrap();
     assert_eq!(title, "demo asks");
     checkbox.click().await.unwrap();
     assert!(checkbox.is_selected().await.unwrap(), "ticked");
