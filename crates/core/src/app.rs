@@ -657,6 +657,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A config in `dir` with no servers and the gateway off.
+    fn no_servers(dir: &std::path::Path) -> LoadedConfig {
+        LoadedConfig {
+            path: dir.join("config.json"),
+            servers: Vec::new(),
+            gateway: crate::config::GatewayConfig {
+                enabled: false,
+                port: 0,
+            },
+            errors: Vec::new(),
+        }
+    }
+
     /// The shell opens only what `answer` returns: a URL question's address, once consent is
     /// recorded, and only a web address the policy passes.
     #[tokio::test]
@@ -665,15 +678,7 @@ mod tests {
         use crate::ask::{AskKind, Asker, Endpoint};
         let dir = std::env::temp_dir().join(format!("cs-app-answer-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let config = LoadedConfig {
-            path: dir.join("config.json"),
-            servers: Vec::new(),
-            gateway: crate::config::GatewayConfig {
-                enabled: false,
-                port: 0,
-            },
-            errors: Vec::new(),
-        };
+        let config = no_servers(&dir);
         let app = App::start(config, AuditLog::open(dir.join("audit.jsonl")).unwrap()).await;
         let desk = || Asker {
             server: "desk".into(),
@@ -800,15 +805,7 @@ mod tests {
         use crate::ask::approval::RememberedDecision;
         let dir = std::env::temp_dir().join(format!("cs-app-unsaved-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        let config = LoadedConfig {
-            path: dir.join("config.json"),
-            servers: Vec::new(),
-            gateway: crate::config::GatewayConfig {
-                enabled: false,
-                port: 0,
-            },
-            errors: Vec::new(),
-        };
+        let config = no_servers(&dir);
         let audit = AuditLog::open(dir.join("audit.jsonl")).unwrap();
         let data = dir.join("data");
         let (settings, _) = SettingsStore::load(Some(data.join("settings.json")));
