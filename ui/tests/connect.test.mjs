@@ -162,7 +162,12 @@ test("a new agent's token is shown once with its snippets, never again; Revoke a
   // Done: the token is gone from the page, and a reload does not bring it back.
   await created.getByRole("button", { name: "Done" }).click();
   assert.equal(await agents.locator(".agent-new").count(), 0);
+  const read = backend.calls.filter((c) => c.cmd === "gateway_info").length;
   await page.getByRole("tabpanel", { name: "Connect agents" }).getByRole("button", { name: "Refresh" }).click();
+  // Drawn again from what the backend says now (the page says "Loading…" until then).
+  await page.waitForFunction(() => ![...document.querySelectorAll(".connect p[role=status]")]
+    .some((p) => p.textContent === "Loading…"));
+  assert.ok(backend.calls.filter((c) => c.cmd === "gateway_info").length > read, "Refresh read the gateway again");
   await agents.getByRole("listitem").filter({ hasText: hostile }).waitFor();
   assert.equal((await page.locator(".connect").textContent()).includes(token), false);
 
