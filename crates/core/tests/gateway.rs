@@ -133,6 +133,24 @@ impl Rig {
         self.agent_with(server, name, false, token).await
     }
 
+    /// An agent of `handler`'s own (it answers the server's requests), holding the gateway's
+    /// token, after a 2025-11-25 handshake.
+    async fn open_with<H: rmcp::ClientHandler>(
+        &self,
+        server: &str,
+        handler: H,
+    ) -> RunningService<RoleClient, H> {
+        let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(server));
+        config.auth_header = Some(self.gateway.token().to_owned());
+        serve_client_with_lifecycle(
+            handler,
+            StreamableHttpClientTransport::from_config(config),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("agent handshake")
+    }
+
     async fn agent_with(&self, server: &str, name: &str, modern: bool, token: &str) -> Agent {
         let mut config = StreamableHttpClientTransportConfig::with_uri(self.url(server));
         config.auth_header = Some(token.to_owned());
@@ -2009,15 +2027,7 @@ async fn listening_agent(
     let mut info = ClientConfig::default();
     info.client_info.name = "listener".into();
     info.protocol_version = ProtocolVersion::V_2025_11_25;
-    let mut config = StreamableHttpClientTransportConfig::with_uri(rig.url(server));
-    config.auth_header = Some(rig.gateway.token().to_owned());
-    let agent = serve_client_with_lifecycle(
-        Listening { info, heard },
-        StreamableHttpClientTransport::from_config(config),
-        ClientLifecycleMode::Initialize,
-    )
-    .await
-    .expect("handshake");
+    let agent = rig.open_with(server, Listening { info, heard }).await;
     (agent, hearing)
 }
 
@@ -4373,15 +4383,7 @@ async fn an_agents_roots_are_offered_to_its_upstream_and_nobody_elses() {
         .insert("list_roots".into(), ToolRule::Allow);
     let rig = rig("roots", vec![ts, kept]).await;
     let roots_through = async |server: &str| {
-        let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url(server));
-        transport.auth_header = Some(rig.gateway.token().to_owned());
-        let rooted = serve_client_with_lifecycle(
-            RootedAgent,
-            StreamableHttpClientTransport::from_config(transport),
-            ClientLifecycleMode::Initialize,
-        )
-        .await
-        .expect("agent handshake");
+        let rooted = rig.open_with(server, RootedAgent).await;
         let mut params = CallToolRequestParams::new("list_roots");
         params.arguments = Some(Map::new());
         let result = tokio::time::timeout(WAIT, rooted.peer().call_tool(params))
@@ -4459,17 +4461,7 @@ async fn an_agent_does_not_widen_the_filesystem_servers_reach_unless_let() {
     };
     let rig = rig_in(dir.clone(), vec![files("kept", false), files("let", true)]).await;
     let roots = std::sync::Arc::new(std::sync::Mutex::new(format!("file://{}", wider.display())));
-    let open = async |server: &str| {
-        let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url(server));
-        transport.auth_header = Some(rig.gateway.token().to_owned());
-        serve_client_with_lifecycle(
-            Rooted(roots.clone()),
-            StreamableHttpClientTransport::from_config(transport),
-            ClientLifecycleMode::Initialize,
-        )
-        .await
-        .expect("agent handshake")
-    };
+    let open = async |server: &str| rig.open_with(server, Rooted(roots.clone())).await;
     let allowed = async |agent: &rmcp::service::RunningService<RoleClient, Rooted>| {
         let mut params = CallToolRequestParams::new("list_allowed_directories");
         params.arguments = Some(Map::new());
@@ -4854,15 +4846,7 @@ async fn a_sampling_request_reaches_the_agent_only_when_the_person_allows_it() {
     let mut rig = rig_in(dir.clone(), vec![ts]).await;
     let agent = ModelAgent::default();
     let asked = agent.asked.clone();
-    let mut transport = StreamableHttpClientTransportConfig::with_uri(rig.url("ts"));
-    transport.auth_header = Some(rig.gateway.token().to_owned());
-    let modelled = serve_client_with_lifecycle(
-        agent,
-        StreamableHttpClientTransport::from_config(transport),
-        ClientLifecycleMode::Initialize,
-    )
-    .await
-    .expect("agent handshake");
+    let modelled = rig.open_with("ts", agent).await;
     let ask_model = |prompt: &str| {
         let peer = modelled.peer().clone();
         let mut params = CallToolRequestParams::new("ask_model");
