@@ -6168,6 +6168,87 @@ async fn a_sessions_request_naming_an_older_revision_takes_the_lane_and_a_later_
     rig.gateway.shutdown().await;
 }
 
+/// A session's request that carries another revision's headers or lifecycle keys, which rmcp
+/// would run all the same, gets the server's own fields: rmcp's typed answer drops them, and
+/// nothing puts them back now (the swap that did is gone), so each must take the lane. Under
+/// a handshake version `Mcp-Method` and `Mcp-Name` are no matter to rmcp; a 2026-07-28
+/// agent's self-contained request is served without the session whatever session header it
+/// carries; and a version named in `_meta` with the same header runs on the session.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_sessions_request_in_another_revisions_dress_gets_the_servers_own_fields() {
+    let mut raw = raw_server();
+    raw.trusted = true;
+    let rig = rig("lane-dress", vec![raw]).await;
+    let agent = rig.raw_agent("raw", "dressed-agent").await;
+    let vendor = json!({"kept": true, "n": 7});
+    let session = agent.session.clone().unwrap();
+    let on_session = |headers: &[(&str, &str)], body: String| {
+        let mut request = agent
+            .http
+            .post(&agent.url)
+            .header("authorization", format!("Bearer {}", agent.token))
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &session);
+        for (header, value) in headers {
+            request = request.header(*header, *value);
+        }
+        request.body(body).send()
+    };
+    let call = r#"{"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"a": 1}}}"#;
+    let (status, _, body) = answer_of(
+        on_session(
+            &[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ],
+            call.to_owned(),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["result"]["x-vendor"], vendor, "standard headers: {body}");
+
+    let partial = r#"{"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta":
+        {"io.modelcontextprotocol/protocolVersion": "2025-11-25"}}}"#;
+    let (status, _, body) = answer_of(
+        on_session(
+            &[("mcp-protocol-version", "2025-11-25")],
+            partial.to_owned(),
+        )
+        .await
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer.pointer("/result/tools/0/x-vendor"),
+        Some(&vendor),
+        "a version named in _meta: {body}"
+    );
+
+    let response = sessionless_request(&rig, "raw", "6", "tools/list", json!({}), None, &[])
+        .header("mcp-session-id", &session)
+        .send()
+        .await
+        .unwrap();
+    let (status, _, body) = answer_of(response).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        answer.pointer("/result/tools/0/x-vendor"),
+        Some(&vendor),
+        "a 2026-07-28 request with a session header: {body}"
+    );
+    rig.gateway.shutdown().await;
+}
+
 /// The agent cancels a call that waits for the person, on the lane: the question is
 /// withdrawn as the agent's, nothing runs, and the call's answer still comes.
 #[tokio::test(flavor = "multi_thread")]

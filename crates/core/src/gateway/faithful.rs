@@ -4,37 +4,26 @@
 //! The upstream's raw result is read off the wire beside rmcp (`RawRequests::with_results`)
 //! and kept as the bytes it came in: the agent gets those bytes, not a rewrite of them (numbers
 //! past 64 bits, escapes and key order stay as the server wrote them). Shaping for the agent's
-//! revision and swapping into rmcp's message read only the top level ([`members`]).
-//! [`swap`], around each agent request the lane hands to rmcp, gives the request its own
-//! [`Kept`] (in the request's extensions, which rmcp hands the handler); the forwarder keeps the
-//! raw result there under the JSON-RPC id of the agent's request it answers, and `swap` puts it
-//! in place of the typed result of the response with that id, in plain JSON bodies and in SSE
-//! events alike. Nothing in a message selects what is swapped in: a kept result can only
-//! replace the response to the request it was kept for, on the HTTP exchange that carried
-//! that request, and it is gone with that exchange. Results the gateway makes itself (a
-//! denial) are never kept and pass untouched.
+//! revision reads only the top level ([`members`]).
 //!
-//! The lane answers a session's requests and a 2026-07-28 agent's calls and reads itself with
-//! the kept result (`Kept::take_for`), and those never pass through `swap`; what still does is
-//! what rmcp answers: a request whose headers or lifecycle keys rmcp judges (a session's
-//! request naming 2026-07-28 or a version rmcp does not know, or carrying the 2026 revision's
-//! headers, a 2026 request with a header the lane leaves to rmcp), the 2026 revision's tasks,
-//! and `initialize`'s 2025-11-25 task capability.
+//! The lane gives each request it runs (a session's `initialize` and requests, and a
+//! 2026-07-28 agent's self-contained ones) its own [`Kept`], in the request's extensions,
+//! which the handler is handed; the forwarder keeps the raw result there under the JSON-RPC
+//! id of the agent's request it answers, and the lane writes its answer with it
+//! (`Kept::take_for`). So the agent's answer is made from the server's own bytes, never
+//! rewritten from rmcp's typed result: nothing in a message selects a kept result, which
+//! answers only the request it was kept for, and is gone with that request. Results the
+//! gateway makes itself (a denial) are never kept.
+//!
+//! What rmcp still answers (a request whose headers the lane does not judge as rmcp would, see
+//! `lane`) has no `Kept`, and its answer is rmcp's typed one.
 
 use std::sync::{Arc, Mutex};
 
-use axum::body::{Body, Bytes};
-use axum::extract::Request;
-use axum::http::header;
-use axum::response::Response;
-use futures::StreamExt;
 use rmcp::model::RequestId;
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
-
-/// A plain JSON response larger than this is refused rather than held in memory whole.
-const MAX_BODY: usize = 64 * 1024 * 1024;
 
 /// Raw results waiting for the responses of one HTTP request, by the agent's request id.
 #[derive(Clone, Default)]
@@ -44,7 +33,7 @@ pub(crate) struct Kept(Arc<Mutex<Vec<KeptResult>>>);
 type KeptResult = (Value, Box<RawValue>);
 
 impl Kept {
-    /// The `Kept` of the HTTP exchange that carried request `ctx`, if it came through [`swap`].
+    /// The `Kept` of request `ctx`, if the lane runs it.
     fn of(ctx: &RequestContext<RoleServer>) -> Option<&Kept> {
         ctx.extensions
             .get::<http::request::Parts>()
@@ -65,10 +54,6 @@ impl Kept {
         kept.push((id, raw));
     }
 
-    fn is_empty(&self) -> bool {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
-    }
-
     fn take(&self, id: &Value) -> Option<Box<RawValue>> {
         let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let i = kept.iter().position(|(k, _)| k == id)?;
@@ -78,145 +63,6 @@ impl Kept {
     /// The raw result kept for request `id`, once (the lane answers with it itself).
     pub(crate) fn take_for(&self, id: &RequestId) -> Option<Box<RawValue>> {
         self.take(&serde_json::to_value(id).ok()?)
-    }
-
-    /// One JSON-RPC message (or batch) as text, with the results kept for it in place of
-    /// the typed ones; `None` when there is nothing to replace. A single message has only its
-    /// result replaced, the rest of it going on as written.
-    fn swap_message(&self, text: &[u8]) -> Option<Vec<u8>> {
-        if self.is_empty() {
-            return None;
-        }
-        let one = std::str::from_utf8(text).ok().and_then(Members::read);
-        if let Some(message) = one {
-            let id: Value = serde_json::from_str(message.get("id")?.get()).ok()?;
-            message.get("result")?;
-            let edits = Edits {
-                replace: vec![("result", self.take(&id)?)],
-                ..Edits::default()
-            };
-            return message.write(&edits).map(|m| m.get().as_bytes().to_vec());
-        }
-        self.swap_whole(text)
-    }
-
-    /// [`Self::swap_message`] for a batch, or a message with a key written twice: read whole.
-    fn swap_whole(&self, text: &[u8]) -> Option<Vec<u8>> {
-        let mut message: Value = serde_json::from_slice(text).ok()?;
-        let swapped = match &mut message {
-            Value::Array(batch) => batch.iter_mut().fold(false, |s, m| self.swap_one(m) | s),
-            one => self.swap_one(one),
-        };
-        swapped.then(|| serde_json::to_vec(&message).ok()).flatten()
-    }
-
-    fn swap_one(&self, message: &mut Value) -> bool {
-        let Some(id) = message.get("id") else {
-            return false;
-        };
-        if message.get("result").is_none() {
-            return false;
-        }
-        match self
-            .take(id)
-            .and_then(|raw| serde_json::from_str(raw.get()).ok())
-        {
-            Some(raw) => {
-                message["result"] = raw;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-/// Has `answer` (rmcp) answer `request` with its own [`Kept`]; the responses get the raw
-/// results.
-pub(crate) async fn swap<F: Future<Output = Response>>(
-    mut request: Request,
-    answer: impl FnOnce(Request) -> F,
-) -> Response {
-    let kept = Kept::default();
-    request.extensions_mut().insert(kept.clone());
-    let response = answer(request).await;
-    let content_type = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    if content_type.starts_with("application/json") {
-        // A JSON body is written once the handler is done, so whatever it kept is kept now.
-        if kept.is_empty() {
-            return response;
-        }
-        let (mut parts, body) = response.into_parts();
-        let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-            Ok(bytes) => bytes,
-            Err(e) => {
-                tracing::warn!(error = %e, "gateway: an answer too large to pass on");
-                parts.headers.remove(header::CONTENT_LENGTH);
-                return Response::from_parts(parts, Body::empty());
-            }
-        };
-        let body = match kept.swap_message(&bytes) {
-            Some(swapped) => {
-                parts.headers.remove(header::CONTENT_LENGTH);
-                Body::from(swapped)
-            }
-            None => Body::from(bytes),
-        };
-        Response::from_parts(parts, body)
-    } else if content_type.starts_with("text/event-stream") {
-        let (parts, body) = response.into_parts();
-        let mut events = SseEvents::default();
-        let stream = body.into_data_stream().map(move |chunk| match chunk {
-            Ok(chunk) => Ok::<Bytes, axum::Error>(events.push(&chunk, &kept)),
-            Err(e) => Err(e),
-        });
-        Response::from_parts(parts, Body::from_stream(stream))
-    } else {
-        response
-    }
-}
-
-/// Reassembles SSE events across chunks and rewrites their `data:` lines.
-#[derive(Default)]
-struct SseEvents {
-    pending: Vec<u8>,
-}
-
-impl SseEvents {
-    /// Returns the complete events in `pending + chunk`, rewritten; keeps a partial one.
-    fn push(&mut self, chunk: &[u8], kept: &Kept) -> Bytes {
-        if self.pending.is_empty() && kept.is_empty() {
-            // Nothing to swap: pass the chunk on as it came, whole events or not.
-            return Bytes::copy_from_slice(chunk);
-        }
-        self.pending.extend_from_slice(chunk);
-        let Some(end) = last_event_end(&self.pending) else {
-            return Bytes::new();
-        };
-        let complete: Vec<u8> = self.pending.drain(..end).collect();
-        if kept.is_empty() {
-            return Bytes::from(complete);
-        }
-        let mut out = Vec::with_capacity(complete.len());
-        for line in complete.split_inclusive(|b| *b == b'\n') {
-            let body = line.strip_suffix(b"\n").unwrap_or(line);
-            let body = body.strip_suffix(b"\r").unwrap_or(body);
-            match body.strip_prefix(b"data:") {
-                Some(data) => {
-                    let data = data.strip_prefix(b" ").unwrap_or(data);
-                    match kept.swap_message(data) {
-                        Some(swapped) => push_sse_data(&mut out, &swapped),
-                        None => out.extend_from_slice(line),
-                    }
-                }
-                None => out.extend_from_slice(line),
-            }
-        }
-        Bytes::from(out)
     }
 }
 
@@ -239,13 +85,6 @@ pub(crate) fn push_sse_data(out: &mut Vec<u8>, message: &[u8]) {
         let crlf = rest[end] == b'\r' && rest.get(end + 1) == Some(&b'\n');
         rest = &rest[end + 1 + usize::from(crlf)..];
     }
-}
-
-/// The end (exclusive) of the last complete event: just after a blank line.
-fn last_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = memchr::memmem::rfind(buf, b"\n\n").map(|i| i + 2);
-    let crlf = memchr::memmem::rfind(buf, b"\r\n\r\n").map(|i| i + 4);
-    lf.max(crlf)
 }
 
 /// The keys of results a 2026-07-28 agent may cache (listings and reads).
@@ -491,6 +330,8 @@ use members::{Edits, Members};
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::body::Bytes;
+    use futures::StreamExt;
 
     /// The messages an agent's SSE reader (the one rmcp's client uses) reads from `events`.
     async fn read_sse(events: Vec<u8>) -> Vec<Value> {
@@ -530,79 +371,17 @@ mod tests {
         RequestId::Number(n)
     }
 
+    /// A kept result is the answer of its own request alone, and only once: not of another
+    /// id, nor of a string id that spells the same number.
     #[test]
-    fn a_kept_result_replaces_the_response_to_its_request_in_json_and_in_sse_split_anywhere() {
-        let kept = Kept::default();
-        kept.insert(
-            &id(7),
-            raw(json!({"tools": [{"name": "a", "x-vendor": {"k": 1}}]})),
-        );
-        let typed = json!({"jsonrpc": "2.0", "id": 7, "result": {"tools": [{"name": "a"}]}});
-        let swapped = kept.swap_message(typed.to_string().as_bytes()).unwrap();
-        assert_eq!(
-            std::str::from_utf8(&swapped).unwrap(),
-            r#"{"jsonrpc":"2.0","id":7,"result":{"tools":[{"name":"a","x-vendor":{"k":1}}]}}"#
-        );
-        let swapped: Value = serde_json::from_slice(&swapped).unwrap();
-        assert_eq!(swapped["id"], 7);
-        assert_eq!(swapped["result"]["tools"][0]["x-vendor"]["k"], 1);
-        // Taken once.
-        assert!(kept.is_empty());
-
-        for split in [1, 10, 40] {
-            kept.insert(&id(8), raw(json!({"content": [], "x-extra": split})));
-            let event = format!(
-                "id: 0\ndata: {}\n\n",
-                json!({"jsonrpc": "2.0", "id": 8, "result": {"content": []}})
-            );
-            let bytes = event.as_bytes();
-            let mut events = SseEvents::default();
-            let mut out = events.push(&bytes[..split], &kept).to_vec();
-            out.extend_from_slice(&events.push(&bytes[split..], &kept));
-            let text = String::from_utf8(out).unwrap();
-            assert!(text.starts_with("id: 0\ndata: "), "{text}");
-            assert!(text.ends_with("\n\n"), "{text}");
-            let data = text.lines().nth(1).unwrap().strip_prefix("data: ").unwrap();
-            let data: Value = serde_json::from_str(data).unwrap();
-            assert_eq!(data["result"]["x-extra"], split);
-        }
-    }
-
-    #[test]
-    fn nothing_in_a_message_selects_a_kept_result_but_its_own_id() {
+    fn a_kept_result_is_taken_by_its_own_id_once() {
         let kept = Kept::default();
         kept.insert(&id(1), raw(json!({"secret": "agent A's tickets"})));
-        // Another id, a string id that spells the same number, an error, a notification, and
-        // the old marker a server could forge: none of them gets the kept result.
-        for other in [
-            json!({"jsonrpc": "2.0", "id": 2, "result": {"_meta": {"dev.countersign/raw": 0}}}),
-            json!({"jsonrpc": "2.0", "id": "1", "result": {}}),
-            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": 1, "message": "x"}}),
-            json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"id": 1}}),
-        ] {
-            assert!(
-                kept.swap_message(other.to_string().as_bytes()).is_none(),
-                "{other}"
-            );
-        }
-        // A result whose key is written with an escape is still the result of id 1.
-        let escaped = br#"{"jsonrpc":"2.0","id":1,"\u0072esult":{"typed":true}}"#;
-        let swapped: Value = serde_json::from_slice(&kept.swap_message(escaped).unwrap()).unwrap();
-        assert_eq!(swapped["result"]["secret"], "agent A's tickets");
-    }
-
-    #[test]
-    fn with_nothing_kept_messages_pass_untouched() {
-        let kept = Kept::default();
-        assert!(
-            kept.swap_message(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#)
-                .is_none()
-        );
-        let mut events = SseEvents::default();
-        let out = events.push(b"data: {\"a\":1}\n\n", &kept);
-        assert_eq!(&out[..], b"data: {\"a\":1}\n\n");
-        // Not even whole events are waited for.
-        assert_eq!(&events.push(b"data: {", &kept)[..], b"data: {");
+        assert!(kept.take_for(&id(2)).is_none());
+        assert!(kept.take_for(&RequestId::String("1".into())).is_none());
+        let taken = kept.take_for(&id(1)).expect("kept for request 1");
+        assert_eq!(taken.get(), r#"{"secret":"agent A's tickets"}"#);
+        assert!(kept.take_for(&id(1)).is_none(), "taken once");
     }
 
     fn raw(value: Value) -> Box<RawValue> {

@@ -19,12 +19,14 @@
 //!
 //! The agent's other requests on a known session take this way too (`OTHER_METHODS`), read as
 //! rmcp reads them and run through rmcp's own dispatch on the same `Forwarder`; the answer
-//! carries the server's result as sent, so these need no swapping (`faithful`). What stays
-//! rmcp's: `initialize` (which makes the session), notifications and answers to rmcp's own
-//! requests, GET and DELETE, and a request whose headers or `_meta` rmcp would have to judge (a
-//! protocol version rmcp does not know or one without the handshake, the 2026 revision's
-//! headers and lifecycle keys). Another version of the handshake's is run as the session's, as
-//! rmcp runs it.
+//! carries the server's result as sent (`faithful`). So does `initialize`, which makes the
+//! session in the endpoint's own rmcp session manager (`open`). What stays rmcp's carries no
+//! result of a server's: notifications and answers to rmcp's own requests, GET and DELETE,
+//! the 2026 revision's `server/discover` (the gateway's own answer), subscriptions and tasks,
+//! and a request the lane cannot judge as rmcp would, which rmcp refuses (a body, content
+//! type or `Accept` it refuses, a version header unknown or contradicting the request, a
+//! session it does not know). A request of the latter kind that rmcp would run after all (a
+//! header given twice with the same value, which rmcp reads once) gets rmcp's typed answer.
 //!
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
@@ -58,6 +60,7 @@ use tokio_util::sync::CancellationToken;
 use super::forward::{CallAnswer, Forwarder, ProgressTo};
 use super::{Endpoint, Shared, sent};
 
+mod open;
 mod read;
 mod sessions;
 mod stream;
@@ -113,54 +116,16 @@ pub(crate) async fn serve(
         }
         return response;
     }
-    let Some(session_id) = header_str(request.headers(), SESSION_HEADER).map(str::to_owned) else {
-        let (mut parts, body) = request.into_parts();
-        let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-            Ok(bytes) => bytes,
-            Err(_) => {
-                return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
-            }
-        };
-        // A 2026-07-28 agent's self-contained request: run here, with a `Forwarder` of its
-        // own as rmcp would make for it.
-        if let Some(Message::Run {
-            id,
-            raw_id,
-            work: work @ (Work::Call(_) | Work::CallOnStream(_) | Work::Request { .. }),
-            unmodeled,
-        }) = read::read_sessionless(&bytes)
-            && sessionless_headers(&parts.headers, work.method(), work.name())
-        {
-            if let Some(unmodeled) = unmodeled {
-                parts.extensions.insert(unmodeled);
-            }
-            let forwarder = Forwarder::new(shared.clone(), server.to_owned());
-            let caller = Caller::Sessionless(lanes.sessionless_peer());
-            return run(caller, forwarder, parts, id, raw_id, work, true).await;
-        }
-        sent::mark(&mut parts, &bytes);
-        // Perhaps an `initialize`: its Forwarder leaves its handle, and the answer names the
-        // session it made.
-        let opening = Opening::default();
-        parts.extensions.insert(opening.clone());
-        let request = Request::from_parts(parts, Body::from(bytes));
-        let response = by_rmcp(request, endpoint).await;
-        // (rmcp ends by itself the session it made for an `initialize` that failed.)
-        if let (Some(session), Some((forwarder, peer))) = (
-            header_str(response.headers(), SESSION_HEADER),
-            opening.0.get(),
-        ) {
-            lanes.open(server, session, forwarder.clone(), peer.clone());
-        }
-        return response;
-    };
-    let (session, forwarder) = match lanes.find(server, &session_id, request.extensions()) {
-        Found::Mine(session, forwarder) => (session, forwarder),
-        Found::NotYours => return not_yours(),
-        Found::Unknown => return to_rmcp(request, endpoint).await,
-    };
-    let Some(samples) = plain_headers(request.headers(), &session.peer) else {
-        return to_rmcp(request, endpoint).await;
+    let session_id = header_str(request.headers(), SESSION_HEADER).map(str::to_owned);
+    let found = session_id
+        .as_ref()
+        .map(|session| lanes.find(server, session, request.extensions()));
+    if let Some(Found::NotYours) = found {
+        return not_yours();
+    }
+    let samples = match &found {
+        Some(Found::Mine(session, _)) => plain_headers(request.headers(), &session.peer),
+        _ => None,
     };
     let (mut parts, body) = request.into_parts();
     let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
@@ -169,7 +134,25 @@ pub(crate) async fn serve(
             return (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response();
         }
     };
-    match read(&bytes) {
+    let (session, forwarder, samples) = match (found, samples) {
+        (Some(Found::Mine(session, forwarder)), Some(samples)) => (session, forwarder, samples),
+        // Not a plain request on a session the lane knows: a 2026-07-28 agent's
+        // self-contained request (which rmcp serves without a session, whatever session
+        // header it carries), an `initialize`, or rmcp's to judge.
+        (found, _) => {
+            let (parts, bytes) = match self_contained(shared, server, parts, bytes).await {
+                Ok(answered) => return answered,
+                Err(back) => back,
+            };
+            if found.is_none()
+                && let Some(initialize) = open::initialize(&parts.headers, &bytes)
+            {
+                return open::open(shared, server, parts, &bytes, initialize).await;
+            }
+            return pass_on(parts, bytes, endpoint).await;
+        }
+    };
+    match read(&bytes, header_str(&parts.headers, VERSION_HEADER)) {
         Some(Message::Run {
             id,
             raw_id,
@@ -228,6 +211,34 @@ pub(crate) async fn serve(
     }
 }
 
+/// A 2026-07-28 agent's self-contained request, run here with a `Forwarder` of its own as
+/// rmcp would make for it; else the request back.
+async fn self_contained(
+    shared: &Arc<Shared>,
+    server: &str,
+    mut parts: http::request::Parts,
+    bytes: Bytes,
+) -> Result<Response, (http::request::Parts, Bytes)> {
+    let Some(Message::Run {
+        id,
+        raw_id,
+        work: work @ (Work::Call(_) | Work::CallOnStream(_) | Work::Request { .. }),
+        unmodeled,
+    }) = read::read_sessionless(&bytes)
+    else {
+        return Err((parts, bytes));
+    };
+    if !sessionless_headers(&parts.headers, work.method(), work.name()) {
+        return Err((parts, bytes));
+    }
+    if let Some(unmodeled) = unmodeled {
+        parts.extensions.insert(unmodeled);
+    }
+    let forwarder = Forwarder::new(shared.clone(), server.to_owned());
+    let caller = Caller::Sessionless(shared.lanes.sessionless_peer());
+    Ok(run(caller, forwarder, parts, id, raw_id, work, true).await)
+}
+
 /// Another agent's token with a session's id (random, but it may leak) reaches nothing of that
 /// session: not its calls, its stream, its end, nor the answers and cancellations it owes or
 /// sends its server. To that agent the session does not exist, in rmcp's very words for a
@@ -240,23 +251,7 @@ fn not_yours() -> Response {
 async fn pass_on(mut parts: http::request::Parts, bytes: Bytes, endpoint: Endpoint) -> Response {
     sent::mark(&mut parts, &bytes);
     let request = Request::from_parts(parts, Body::from(bytes));
-    by_rmcp(request, endpoint).await
-}
-
-/// rmcp's way for a POST not read yet.
-async fn to_rmcp(request: Request, endpoint: Endpoint) -> Response {
-    match sent::read(request).await {
-        Ok(request) => by_rmcp(request, endpoint).await,
-        Err(refused) => refused,
-    }
-}
-
-/// rmcp answers a POST: with the server's own results in place of its typed ones (`faithful`).
-async fn by_rmcp(request: Request, endpoint: Endpoint) -> Response {
-    super::faithful::swap(request, |request| async move {
-        endpoint.handle(request).await.into_response()
-    })
-    .await
+    endpoint.handle(request).await.into_response()
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
@@ -264,11 +259,6 @@ async fn by_rmcp(request: Request, endpoint: Endpoint) -> Response {
 /// handshake's, and none of the 2026 revision's standard headers. If so, whether the agent
 /// offers sampling.
 fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
-    let json_in = header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|v| {
-        v.split(';')
-            .next()
-            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
-    });
     let info = peer.peer_info()?;
     // rmcp checks a session's version header only for being a version it knows and runs the
     // request as the session's (whose own version is one of these); one naming 2026-07-28 or
@@ -278,11 +268,9 @@ fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
             .iter()
             .any(|known| known.as_str().as_bytes() == v.as_bytes() && known.has_initialize())
     });
-    let plain = json_in
-        && accepts_both(headers)
-        && version_ok
-        && !headers.contains_key("mcp-method")
-        && !headers.contains_key("mcp-name");
+    // (rmcp reads the revision's `Mcp-Method` and `Mcp-Name` only under a version header
+    // naming 2026-07-28 or later, so they are no matter here.)
+    let plain = json_in(headers) && accepts_both(headers) && version_ok;
     plain.then_some(info.capabilities.sampling.is_some())
 }
 
@@ -320,17 +308,65 @@ fn sessionless_headers(headers: &HeaderMap, method: &str, name: Option<&str>) ->
         && name_agrees
 }
 
-/// Whether the agent accepts both answer kinds (else rmcp says 406).
+/// Whether the body is said to be JSON (else rmcp says 415).
+fn json_in(headers: &HeaderMap) -> bool {
+    header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|v| {
+        v.split(';')
+            .next()
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
+/// Whether the agent accepts both answer kinds (else rmcp says 406), read as rmcp 3.11 reads
+/// `Accept` (its `accepted_media_types`, private there): every `Accept` header, lists split
+/// outside quoted strings, and a kind given an explicit quality of zero is not accepted.
 fn accepts_both(headers: &HeaderMap) -> bool {
-    let accept = header_str(headers, header::ACCEPT.as_str()).unwrap_or("");
-    let accepts = |kind: &str| {
-        accept.split(',').any(|a| {
-            a.split(';')
-                .next()
-                .is_some_and(|e| e.trim().eq_ignore_ascii_case(kind))
-        })
-    };
-    accepts("application/json") && accepts("text/event-stream")
+    let (mut json, mut sse) = (false, false);
+    let values = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok());
+    for entry in values.flat_map(|value| split_unquoted(value, ',')) {
+        let mut parts = split_unquoted(entry, ';');
+        let Some(essence) = parts.next().map(str::trim) else {
+            continue;
+        };
+        let acceptable = parts.all(|parameter| match parameter.split_once('=') {
+            Some((name, value)) if name.trim().eq_ignore_ascii_case("q") => {
+                quality_is_acceptable(value.trim())
+            }
+            _ => true,
+        });
+        json |= acceptable && essence.eq_ignore_ascii_case("application/json");
+        sse |= acceptable && essence.eq_ignore_ascii_case("text/event-stream");
+    }
+    json && sse
+}
+
+/// `value` split at `delimiter` outside quoted strings (a quoted-pair keeps an escaped quote).
+fn split_unquoted(value: &str, delimiter: char) -> impl Iterator<Item = &str> {
+    let (mut quoted, mut escaped) = (false, false);
+    value.split(move |c| {
+        if escaped {
+            escaped = false;
+        } else if quoted && c == '\\' {
+            escaped = true;
+        } else if c == '"' {
+            quoted = !quoted;
+        } else if !quoted && c == delimiter {
+            return true;
+        }
+        false
+    })
+}
+
+/// A weight that fails RFC 9110's grammar is ignored; only an explicit zero excludes.
+fn quality_is_acceptable(quality: &str) -> bool {
+    let (whole, fraction) = quality.split_once('.').unwrap_or((quality, ""));
+    if fraction.len() > 3 || !fraction.bytes().all(|d| d.is_ascii_digit()) {
+        return true;
+    }
+    whole != "0" || fraction.bytes().any(|d| d != b'0')
 }
 
 /// What the lane does for a request.

@@ -14,10 +14,6 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use axum::body::Body;
-use axum::extract::Request;
-use axum::http::{Method, StatusCode};
-use axum::response::{IntoResponse, Response};
 use rmcp::model::{CallToolRequest, ClientRequest, CustomRequest, RequestId};
 use rmcp::service::{RequestContext, RoleServer};
 use serde::Deserialize;
@@ -88,21 +84,8 @@ pub(crate) fn same_name_in_another_case_style(a: &str, b: &str) -> bool {
     squash(a) == squash(b)
 }
 
-/// A POST for rmcp's way, its body read: a `tools/call` with fields rmcp does not model
-/// carries them on. A body over the cap is refused here.
-pub(crate) async fn read(request: Request) -> Result<Request, Response> {
-    if request.method() != Method::POST {
-        return Ok(request);
-    }
-    let (mut parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, MAX_BODY)
-        .await
-        .map_err(|_| (StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large").into_response())?;
-    mark(&mut parts, &bytes);
-    Ok(Request::from_parts(parts, Body::from(bytes)))
-}
-
-/// The same, for a request whose body is in hand.
+/// Notes on a POST for rmcp's way, whose body is in hand, what a `tools/call` carries beyond
+/// rmcp's model, so that it goes on.
 pub(crate) fn mark(parts: &mut http::request::Parts, bytes: &[u8]) {
     if let Some(unmodeled) = unmodeled(bytes) {
         parts.extensions.insert(unmodeled);

@@ -1,75 +1,12 @@
-//! Fuzzing the gateway's reading of its own responses to an agent: SSE cut anywhere, any
-//! message, any result.
+//! Fuzzing the gateway's shaping of a server's raw result for the agent: any result.
 
 use proptest::prelude::*;
-use rmcp::model::RequestId;
 use serde_json::json;
 
-use super::{Kept, SseEvents, shape_plain_call_result, shape_result, shape_tree};
-use crate::fuzzing::{chunked, corpus, json, key};
-
-/// An SSE body: events with `data:` lines holding messages (or anything), comments, blanks,
-/// CRLF and LF.
-fn sse_body() -> impl Strategy<Value = Vec<u8>> {
-    let line = prop_oneof![
-        json().prop_map(|v| format!("data: {v}")),
-        (0i64..5, json()).prop_map(|(id, r)| format!(
-            "data: {}",
-            json!({"jsonrpc": "2.0", "id": id, "result": r})
-        )),
-        "(id|event|retry): [a-z0-9]{0,6}",
-        ": [^\r\n]{0,10}",
-        "[^\r\n]{0,12}",
-        Just(String::new()),
-    ];
-    (proptest::collection::vec(line, 0..12), any::<bool>()).prop_map(|(lines, crlf)| {
-        let end = if crlf { "\r\n" } else { "\n" };
-        lines
-            .iter()
-            .flat_map(|l| [l.as_str(), end])
-            .collect::<String>()
-            .into_bytes()
-    })
-}
-
-/// With a result kept for a request this stream does not answer, every byte of `body`
-/// passes as it came, however it is cut: nothing is swapped into another request's response.
-fn sse_unchanged(body: &[u8], pieces: &[Vec<u8>]) -> Result<(), TestCaseError> {
-    let kept = Kept::default();
-    kept.insert(
-        &RequestId::Number(1_000_000),
-        serde_json::value::to_raw_value(&json!({"kept": true})).unwrap(),
-    );
-    let mut events = SseEvents::default();
-    let mut out = Vec::new();
-    for piece in pieces {
-        out.extend_from_slice(&events.push(piece, &kept));
-    }
-    out.extend_from_slice(&events.pending);
-    prop_assert_eq!(out, body.to_vec());
-    Ok(())
-}
+use super::{shape_plain_call_result, shape_result, shape_tree};
+use crate::fuzzing::{json, key};
 
 proptest! {
-    #[test]
-    fn fuzz_sse_passes_unchanged_unless_it_answers_the_kept_request(
-        (body, pieces) in sse_body().prop_flat_map(|b| (Just(b.clone()), chunked(b)))
-    ) {
-        sse_unchanged(&body, &pieces)?;
-    }
-
-    /// Any bytes as a message, with a result kept to swap in.
-    #[test]
-    fn fuzz_messages_and_results_are_read_without_a_panic(
-        bytes in proptest::collection::vec(any::<u8>(), 0..128),
-        message in json(),
-    ) {
-        let kept = Kept::default();
-        kept.insert(&RequestId::Number(0), serde_json::value::to_raw_value(&json!({})).unwrap());
-        let _ = kept.swap_message(&bytes);
-        let _ = kept.swap_message(message.to_string().as_bytes());
-    }
-
     /// Shaping a result read only as far as it needs gives what shaping it whole gives: any
     /// result, written compact, pretty, or with every key escaped.
     #[test]
@@ -123,29 +60,6 @@ proptest! {
     }
 }
 
-proptest! {
-    /// Swapping a kept result into a message read only at its top level gives what swapping
-    /// it into the message read whole gives, for any message (or bytes).
-    #[test]
-    fn fuzz_swapping_into_the_bytes_is_swapping_into_the_tree(
-        message in prop_oneof![
-            (prop_oneof![Just(json!(0)), Just(json!(1)), Just(json!("0")), json()], json())
-                .prop_map(|(id, result)| json!({"jsonrpc": "2.0", "id": id, "result": result})),
-            json(),
-        ],
-        kept_result in json(),
-    ) {
-        let text = message.to_string();
-        let swap = |whole: bool| {
-            let kept = Kept::default();
-            kept.insert(&RequestId::Number(0), serde_json::value::to_raw_value(&kept_result).unwrap());
-            let out = if whole { kept.swap_whole(text.as_bytes()) } else { kept.swap_message(text.as_bytes()) };
-            out.map(|out| serde_json::from_slice::<serde_json::Value>(&out).unwrap())
-        };
-        prop_assert_eq!(swap(false), swap(true));
-    }
-}
-
 /// A result made of the keys shaping looks at, with the values it tells apart.
 fn result() -> impl Strategy<Value = serde_json::Value> {
     const SHAPED: &[&str] = &[
@@ -192,15 +106,4 @@ fn escape_keys(value: &serde_json::Value) -> String {
         })
         .collect();
     format!("{{{}}}", members.join(","))
-}
-
-/// The committed cases: SSE bodies as servers stream them, cut every 1, 2 and 5 bytes.
-#[test]
-fn fuzz_corpus_sse() {
-    for (name, body) in corpus("sse") {
-        for size in [1, 2, 5] {
-            let pieces: Vec<Vec<u8>> = body.chunks(size).map(<[u8]>::to_vec).collect();
-            sse_unchanged(&body, &pieces).unwrap_or_else(|e| panic!("{name}/{size}: {e}"));
-        }
-    }
 }

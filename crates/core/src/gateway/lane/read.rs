@@ -30,12 +30,29 @@ struct Envelope<'a> {
 /// The keys of a call's `_meta`.
 type MetaShape<'a> = HashMap<std::borrow::Cow<'a, str>, serde::de::IgnoredAny>;
 
-/// Whether a call's `_meta` keeps it off the lane: the 2026 revision's per-request protocol
-/// version, client info or capabilities (rmcp judges those against the headers, and may serve
-/// the request without the session).
-fn meta_is_rmcps(meta: &MetaShape) -> bool {
+/// Whether a request's `_meta` carries any of the 2026 revision's lifecycle keys (its
+/// per-request protocol version, client info or capabilities).
+fn has_lifecycle_keys(meta: &MetaShape) -> bool {
     meta.keys()
         .any(|key| key.starts_with("io.modelcontextprotocol/"))
+}
+
+/// Whether rmcp runs a request on its session whose `_meta` carries lifecycle keys, under
+/// version header `version` (its `is_legacy_request` and
+/// `validate_request_protocol_version_meta`): not when the keys are the 2026 revision's full
+/// set (rmcp serves that without the session), and a version the `_meta` names must be one
+/// with the handshake, and the header's.
+fn runs_on_session(meta: &RequestMetaObject, version: Option<&str>) -> bool {
+    if meta
+        .missing_required_keys(&ProtocolVersion::V_2026_07_28)
+        .is_empty()
+    {
+        return false;
+    }
+    match meta.protocol_version() {
+        None => true,
+        Some(named) => named.has_initialize() && version == Some(named.as_str()),
+    }
 }
 
 fn asks_progress(meta: &MetaShape) -> bool {
@@ -67,14 +84,15 @@ pub(super) enum Message {
     Answer(String, AgentAnswer),
 }
 
-/// Reads a message far enough to tell whether it is the lane's.
-pub(super) fn read(bytes: &[u8]) -> Option<Message> {
+/// Reads a message on a session far enough to tell whether it is the lane's; `version` is the
+/// request's version header.
+pub(super) fn read(bytes: &[u8], version: Option<&str>) -> Option<Message> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     let Some(method) = envelope.method else {
         return read_answer(&envelope);
     };
     match method {
-        "tools/call" => read_call(envelope.id?, envelope.params?, false),
+        "tools/call" => read_call(envelope.id?, envelope.params?, Some(version)),
         method if envelope.id.is_some() && task::METHODS.contains(&method) => {
             let method = task::METHODS.iter().copied().find(|m| *m == method)?;
             let raw_id = envelope.id?;
@@ -97,15 +115,18 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
         }
         method if envelope.id.is_some() && OTHER_METHODS.contains(&method) => {
             let raw_id = envelope.id?;
+            let mut lifecycle = false;
             if let Some(params) = envelope.params {
                 let shape: ParamsShape = serde_json::from_str(params.get()).ok()?;
-                if let Some(meta) = shape.meta
-                    && meta_is_rmcps(&serde_json::from_str::<MetaShape>(meta.get()).ok()?)
-                {
-                    return None;
+                if let Some(meta) = shape.meta {
+                    lifecycle =
+                        has_lifecycle_keys(&serde_json::from_str::<MetaShape>(meta.get()).ok()?);
                 }
             }
             let request = read_as_rmcp(bytes)?;
+            if lifecycle && !runs_on_session(request.request.get_meta(), version) {
+                return None;
+            }
             let streamed = request.request.get_meta().get_progress_token().is_some();
             Some(run_request(raw_id, request, streamed))
         }
@@ -121,7 +142,7 @@ pub(super) fn read(bytes: &[u8]) -> Option<Message> {
 pub(super) fn read_sessionless(bytes: &[u8]) -> Option<Message> {
     let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
     match envelope.method? {
-        "tools/call" => read_call(envelope.id?, envelope.params?, true),
+        "tools/call" => read_call(envelope.id?, envelope.params?, None),
         method if OTHER_METHODS.contains(&method) && !SESSION_ONLY_METHODS.contains(&method) => {
             let raw_id = envelope.id?;
             let request = read_as_rmcp(bytes)?;
@@ -173,16 +194,23 @@ const SESSION_ONLY_METHODS: &[&str] = &[
 ];
 
 /// A `tools/call` request, member by member, once: what keeps it off the lane, makes it a
-/// task or goes upstream beside rmcp's model is read from here. On a session (`sessionless`
-/// false) its `_meta` must carry none of the 2026 revision's lifecycle keys; without one it
-/// must carry them all, for 2026-07-28.
-fn read_call(raw_id: &RawValue, params: &RawValue, sessionless: bool) -> Option<Message> {
+/// task or goes upstream beside rmcp's model is read from here. On a session (`session` names
+/// the request's version header, if any) any lifecycle keys of the 2026 revision in its
+/// `_meta` must be ones rmcp runs on the session ([`runs_on_session`]); without one it must
+/// carry them all, for 2026-07-28.
+fn read_call(
+    raw_id: &RawValue,
+    params: &RawValue,
+    session: Option<Option<&str>>,
+) -> Option<Message> {
+    let sessionless = session.is_none();
     let members: Members = serde_json::from_str(params.get()).ok()?;
     let meta = match members.get("_meta") {
         Some(meta) => serde_json::from_str::<MetaShape>(meta.get()).ok()?,
         None => MetaShape::new(),
     };
-    if meta_is_rmcps(&meta) != sessionless {
+    let lifecycle = has_lifecycle_keys(&meta);
+    if sessionless && !lifecycle {
         return None;
     }
     let progress = asks_progress(&meta);
@@ -199,6 +227,15 @@ fn read_call(raw_id: &RawValue, params: &RawValue, sessionless: bool) -> Option<
     let unmodeled = beyond_the_model(id.clone(), &members);
     let params: CallToolRequestParams = serde_json::from_str(params.get()).ok()?;
     if sessionless && !speaks_2026_07_28(params.meta.as_ref()?) {
+        return None;
+    }
+    if let Some(version) = session
+        && lifecycle
+        && !params
+            .meta
+            .as_ref()
+            .is_some_and(|meta| runs_on_session(meta, version))
+    {
         return None;
     }
     let work = match task {
@@ -267,7 +304,7 @@ mod tests {
     use serde_json::json;
 
     fn read_json(message: serde_json::Value) -> Option<Message> {
-        read(message.to_string().as_bytes())
+        read(message.to_string().as_bytes(), None)
     }
 
     #[test]
@@ -351,7 +388,10 @@ mod tests {
         );
         // The lifecycle keys go to the forwarder with the call, as rmcp hands them on.
         assert!(params.meta.as_ref().unwrap().client_info().is_some());
-        assert!(read(plain.as_bytes()).is_none(), "no session's");
+        assert!(
+            read(plain.as_bytes(), Some("2026-07-28")).is_none(),
+            "no session's"
+        );
         let progress = call(
             json!(2),
             json!({"name": "echo", "_meta": meta(json!({"progressToken": 5}))}),
@@ -449,7 +489,10 @@ mod tests {
             assert_eq!(raw_id.get(), r#""r\u0041""#, "the id as the agent wrote it");
             // The lifecycle keys go to the forwarder with the request, as rmcp hands them on.
             assert!(request.get_meta().client_info().is_some(), "{method}");
-            assert!(read(sent.as_bytes()).is_none(), "{method}: no session's");
+            assert!(
+                read(sent.as_bytes(), Some("2026-07-28")).is_none(),
+                "{method}: no session's"
+            );
             let older = sent_as(
                 method,
                 params.clone(),
@@ -531,7 +574,28 @@ mod tests {
         ] {
             assert!(read_json(not_ours.clone()).is_none(), "{not_ours}");
         }
-        assert!(read(b"{not json").is_none());
+        assert!(read(b"{not json", None).is_none());
+        // Some lifecycle keys on a session, as rmcp runs them there: a version named only with
+        // the same version header, and one with the handshake.
+        for method in ["tools/call", "tools/list"] {
+            let partial = json!({"jsonrpc": "2.0", "id": 3, "method": method,
+                "params": {"name": "echo", "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2025-11-25"}}})
+            .to_string();
+            let on_session = read(partial.as_bytes(), Some("2025-11-25"));
+            assert!(matches!(on_session, Some(Message::Run { .. })), "{method}");
+            assert!(read(partial.as_bytes(), None).is_none(), "{method}");
+            assert!(
+                read(partial.as_bytes(), Some("2025-06-18")).is_none(),
+                "{method}"
+            );
+            let client_only = json!({"jsonrpc": "2.0", "id": 3, "method": method,
+                "params": {"name": "echo", "_meta": {
+                    "io.modelcontextprotocol/clientInfo": {"name": "a", "version": "1"}}}})
+            .to_string();
+            let on_session = read(client_only.as_bytes(), None);
+            assert!(matches!(on_session, Some(Message::Run { .. })), "{method}");
+        }
         let with_progress = read_json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
             "params": {"name": "echo", "_meta": {"progressToken": 0}}}));
         assert!(

@@ -243,6 +243,11 @@ impl Lanes {
         manager
     }
 
+    /// `server`'s session manager, while its endpoint stands.
+    pub(super) fn manager(&self, server: &str) -> Option<Arc<LocalSessionManager>> {
+        lock(&self.managers).get(server).and_then(Weak::upgrade)
+    }
+
     /// How long a session may stay quiet before it ends.
     pub(crate) fn set_session_idle(&self, idle: std::time::Duration) {
         self.idle_ms
