@@ -25,8 +25,10 @@
 //! the 2026 revision's `server/discover` (the gateway's own answer), subscriptions and tasks,
 //! and a request the lane cannot judge as rmcp would, which rmcp refuses (a body, content
 //! type or `Accept` it refuses, a version header unknown or contradicting the request, a
-//! session it does not know). A request of the latter kind that rmcp would run after all (a
-//! header given twice with the same value, which rmcp reads once) gets rmcp's typed answer.
+//! session it does not know). A request of the latter kind that rmcp would run after all gets
+//! rmcp's typed answer: a version header given twice with the same value (which rmcp reads
+//! once), or a request whose `_meta` carries the 2026 revision's lifecycle keys in full but
+//! names an older revision (which rmcp serves without a session, in that revision).
 //!
 //! An agent's own 2025-11-25 tasks take this way too, sampling or not: a task-augmented call
 //! and `tasks/*`. rmcp's server side models tasks only in their 2026 form and would drop the
@@ -76,9 +78,9 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 use sent::MAX_BODY;
 
-/// Serves one request to `server`'s endpoint: on the lane when it is a plain request on a
-/// session the lane knows, or a 2026-07-28 agent's self-contained tool call; else through
-/// rmcp.
+/// Serves one request to `server`'s endpoint: on the lane when it is a request on a session
+/// the lane knows, a 2026-07-28 agent's self-contained call or read, or an `initialize`, each
+/// with headers the lane judges as rmcp would; else through rmcp.
 pub(crate) async fn serve(
     shared: &Arc<Shared>,
     server: &str,

@@ -595,9 +595,11 @@ impl Gateway {
     }
 
     fn router(&self, addr: SocketAddr) -> axum::Router {
+        // The origins `guard` lets through, so rmcp's own check agrees with it.
         let origins = vec![
             format!("http://127.0.0.1:{}", addr.port()),
             format!("http://localhost:{}", addr.port()),
+            format!("http://[::1]:{}", addr.port()),
         ];
         {
             let mut endpoints = self.endpoints.write().unwrap_or_else(|e| e.into_inner());

@@ -102,9 +102,11 @@ pub(super) async fn open(
     let worker_manager = manager.clone();
     let worker_session = session.clone();
     tokio::spawn(async move {
-        if let Ok(running) = rmcp::service::serve_server_with_ct(service, transport, stopped).await
-        {
-            let _ = running.waiting().await;
+        match rmcp::service::serve_server_with_ct(service, transport, stopped).await {
+            Ok(running) => {
+                let _ = running.waiting().await;
+            }
+            Err(e) => tracing::debug!(error = %e, "gateway: a session that did not start"),
         }
         let _ = worker_manager.close_session(&worker_session).await;
     });
@@ -187,12 +189,27 @@ mod tests {
         assert!(initialize(&headers(&[]), &body).is_some());
         let same = headers(&[("mcp-protocol-version", "2025-11-25")]);
         assert!(initialize(&same, &body).is_some());
-        for refused in [
-            headers(&[("mcp-protocol-version", "2025-06-18")]),
-            headers(&[("mcp-protocol-version", "1999-01-01")]),
-        ] {
-            assert!(initialize(&refused, &body).is_none(), "{refused:?}");
-        }
+        let refused = headers(&[("mcp-protocol-version", "2025-06-18")]);
+        assert!(
+            initialize(&refused, &body).is_none(),
+            "not the body's version"
+        );
+        // A version rmcp does not know, the body's own: refused, unless the request names a
+        // version in its `_meta` too.
+        let unknown = initialize_naming("1999-01-01");
+        let naming = headers(&[("mcp-protocol-version", "1999-01-01")]);
+        assert!(
+            initialize(&naming, &unknown).is_none(),
+            "an unknown version"
+        );
+        let mut in_meta: serde_json::Value = serde_json::from_slice(&unknown).unwrap();
+        in_meta["params"]["_meta"] =
+            json!({"io.modelcontextprotocol/protocolVersion": "1999-01-01"});
+        let in_meta = in_meta.to_string().into_bytes();
+        assert!(
+            initialize(&naming, &in_meta).is_some(),
+            "named in _meta too"
+        );
         let modern = initialize_naming("2026-07-28");
         let told = headers(&[
             ("mcp-protocol-version", "2026-07-28"),
