@@ -257,9 +257,8 @@ async fn pass_on(mut parts: http::request::Parts, bytes: Bytes, endpoint: Endpoi
 }
 
 /// Headers that need no judging beyond what rmcp already judged for the session: JSON in,
-/// both answer kinds accepted (else rmcp says 406/415), no protocol version or one of the
-/// handshake's, and none of the 2026 revision's standard headers. If so, whether the agent
-/// offers sampling.
+/// both answer kinds accepted (else rmcp says 406/415), and no protocol version or one of the
+/// handshake's. If so, whether the agent offers sampling.
 fn plain_headers(headers: &HeaderMap, peer: &Peer<RoleServer>) -> Option<bool> {
     let info = peer.peer_info()?;
     // rmcp checks a session's version header only for being a version it knows and runs the
