@@ -88,15 +88,15 @@ pub(crate) async fn serve(
     endpoint: Endpoint,
 ) -> Response {
     let lanes = &shared.lanes;
+    // A session's requests, its stream (GET) and its end (DELETE) are its owner's alone.
+    let session_id = header_str(request.headers(), SESSION_HEADER).map(str::to_owned);
+    let found = session_id
+        .as_ref()
+        .map(|session| lanes.find(server, session, request.extensions()));
+    if let Some(Found::NotYours) = found {
+        return not_yours();
+    }
     if request.method() != Method::POST {
-        // A GET (the session's stream) or a DELETE (its end) is the session's owner's alone.
-        let session = header_str(request.headers(), SESSION_HEADER).map(str::to_owned);
-        let found = session
-            .as_ref()
-            .map(|session| lanes.find(server, session, request.extensions()));
-        if let Some(Found::NotYours) = found {
-            return not_yours();
-        }
         let deleting = request.method() == Method::DELETE;
         let listening = request.method() == Method::GET;
         let response = endpoint.handle(request).await.into_response();
@@ -112,18 +112,11 @@ pub(crate) async fn serve(
         // Ended by its agent: the lane's calls on it end too, and it takes no more.
         if deleting
             && response.status().is_success()
-            && let Some(session) = session
+            && let Some(session) = session_id
         {
             lanes.close(server, &session);
         }
         return response;
-    }
-    let session_id = header_str(request.headers(), SESSION_HEADER).map(str::to_owned);
-    let found = session_id
-        .as_ref()
-        .map(|session| lanes.find(server, session, request.extensions()));
-    if let Some(Found::NotYours) = found {
-        return not_yours();
     }
     let samples = match &found {
         Some(Found::Mine(session, _)) => plain_headers(request.headers(), &session.peer),
@@ -857,7 +850,10 @@ mod tests {
             &["Application/JSON;q=0.5,text/event-stream;q=1"],
             &["text/event-stream;x=\"a,b\", application/json;q=0.001"],
             // A kind listed again with a zero quality is still listed acceptably once.
-            &["application/json, text/event-stream", "text/event-stream;q=0"],
+            &[
+                "application/json, text/event-stream",
+                "text/event-stream;q=0",
+            ],
         ] {
             assert!(accepting(both), "{both:?}");
         }

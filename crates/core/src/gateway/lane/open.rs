@@ -23,13 +23,12 @@ use crate::gateway::Shared;
 use crate::gateway::faithful::Kept;
 use crate::gateway::forward::Forwarder;
 
-/// An `initialize` request the lane may answer: the message as rmcp reads it.
-pub(super) fn initialize(headers: &HeaderMap, bytes: &[u8]) -> Option<ClientJsonRpcMessage> {
+/// An `initialize` request the lane may answer, read as rmcp reads it.
+pub(super) fn initialize(headers: &HeaderMap, bytes: &[u8]) -> Option<Initialize> {
     if !json_in(headers) || !accepts_both(headers) {
         return None;
     }
-    let message: ClientJsonRpcMessage = serde_json::from_slice(bytes).ok()?;
-    let ClientJsonRpcMessage::Request(request) = &message else {
+    let ClientJsonRpcMessage::Request(request) = serde_json::from_slice(bytes).ok()? else {
         return None;
     };
     let ClientRequest::InitializeRequest(init) = &request.request else {
@@ -57,10 +56,12 @@ pub(super) fn initialize(headers: &HeaderMap, bytes: &[u8]) -> Option<ClientJson
             }
         }
     }
-    Some(message)
+    Some(request)
 }
 
-/// Makes the session and answers `message` (an `initialize`, see [`initialize`]) in JSON,
+type Initialize = rmcp::model::JsonRpcRequest<ClientRequest>;
+
+/// Makes the session and answers `request` (an `initialize`, see [`initialize`]) in JSON,
 /// naming the session as rmcp does (even when the handshake failed: rmcp ends that session by
 /// itself).
 pub(super) async fn open(
@@ -68,13 +69,10 @@ pub(super) async fn open(
     server: &str,
     mut parts: http::request::Parts,
     bytes: &Bytes,
-    message: ClientJsonRpcMessage,
+    mut request: Initialize,
 ) -> Response {
     let Some(manager) = shared.lanes.manager(server) else {
         return (StatusCode::NOT_FOUND, "Not Found").into_response();
-    };
-    let ClientJsonRpcMessage::Request(mut request) = message else {
-        return (StatusCode::BAD_REQUEST, "Bad Request").into_response();
     };
     crate::gateway::sent::mark(&mut parts, bytes);
     let opening = Opening::default();
