@@ -12,7 +12,7 @@ mod released;
 mod tray;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use tauri::{Emitter, Manager, RunEvent, WindowEvent};
 
@@ -24,6 +24,9 @@ pub struct Desktop {
     pub tray: Arc<AtomicBool>,
     /// The main window has keyboard focus: the person sees new questions, so no notification.
     pub focused: Arc<AtomicBool>,
+    /// Counts the window's focus changes, so a wait begun when it lost the focus can tell
+    /// whether it has been in the background all along.
+    pub focus_changes: Arc<AtomicU64>,
 }
 
 /// Event names the UI listens to.
@@ -134,6 +137,7 @@ pub fn run() {
             let desktop = Desktop {
                 tray: tray::watch_host(&handle, icon),
                 focused: Arc::new(AtomicBool::new(false)),
+                focus_changes: Arc::new(AtomicU64::new(0)),
             };
             // The window is made here, not from the config at start, so that a start in the
             // tray makes none; without a tray host to open it from, it is made anyway. At
@@ -147,9 +151,7 @@ pub fn run() {
                     open_unless_a_tray_host_comes(handle.clone(), desktop.tray.clone());
                 }
             } else if let Some(window) = main_window(&handle) {
-                desktop
-                    .focused
-                    .store(window.is_focused().unwrap_or(false), Ordering::SeqCst);
+                focus_changed(&handle, &desktop, window.is_focused().unwrap_or(false));
             }
             forward_events(handle.clone(), &core);
             notify_new_asks(handle.clone(), &core, desktop.focused.clone());
@@ -419,7 +421,7 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
     match event {
         WindowEvent::Focused(focused) => {
             if let Some(desktop) = window.try_state::<Desktop>() {
-                desktop.focused.store(*focused, Ordering::SeqCst);
+                focus_changed(window.app_handle(), &desktop, *focused);
             }
         }
         // With a tray to get it back from, closing the window keeps the app (and the
@@ -433,6 +435,8 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
         WindowEvent::Destroyed => {
             if let Some(desktop) = window.try_state::<Desktop>() {
                 desktop.focused.store(false, Ordering::SeqCst);
+                // Its own wait (below) now ends nothing: the window is gone, not behind.
+                desktop.focus_changes.fetch_add(1, Ordering::SeqCst);
             }
             // Closed to the tray: what WebKit keeps for the window goes too.
             #[cfg(target_os = "linux")]
@@ -441,6 +445,22 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
             }
         }
         _ => {}
+    }
+}
+
+/// The window gained or lost the keyboard focus. Behind another program's window for a while,
+/// it gives back the code it is not running, as it does in the tray.
+#[cfg_attr(not(target_os = "linux"), allow(unused_variables))]
+fn focus_changed(handle: &tauri::AppHandle, desktop: &Desktop, focused: bool) {
+    desktop.focused.store(focused, Ordering::SeqCst);
+    let change = desktop.focus_changes.fetch_add(1, Ordering::SeqCst) + 1;
+    #[cfg(target_os = "linux")]
+    if !focused {
+        released::give_back_idle_code_in_the_background(
+            handle,
+            desktop.focus_changes.clone(),
+            change,
+        );
     }
 }
 

@@ -18,6 +18,9 @@ use tauri::Manager;
 /// How long the window must stay closed first: closing and opening it again at once keeps
 /// the process it already has.
 const AFTER: Duration = Duration::from_secs(5);
+/// How long the window must stay behind another program's first: switching away and back
+/// keeps what it runs.
+const IN_THE_BACKGROUND: Duration = Duration::from_secs(30);
 /// How often to look again while the window's web process is still winding down.
 const TRIES: u32 = 6;
 const NETWORK_PROCESS: &str = "WebKitNetworkProcess";
@@ -62,6 +65,28 @@ pub(crate) fn give_back_idle_code_later(handle: &tauri::AppHandle) {
         tokio::time::sleep(AFTER).await;
         if handle.webview_windows().is_empty() {
             give_back_idle_code("started in the tray");
+        }
+    });
+}
+
+/// With the window open but behind another program's (it lost the keyboard focus, a minimised
+/// window included) for [`IN_THE_BACKGROUND`]: what the app's process holds is then mostly
+/// code it ran to draw the window and will run again only when the person comes back to it,
+/// so it is given back as in the tray; coming back reads it from the page cache again. The
+/// page itself is WebKit's web process, which is not ours to page out. Measured in
+/// BENCHMARKS.md ("Memory"). Desktops do the same to a minimised program's memory.
+pub(crate) fn give_back_idle_code_in_the_background(
+    handle: &tauri::AppHandle,
+    focus_changes: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    change: u64,
+) {
+    let handle = handle.clone();
+    tauri::async_runtime::spawn(async move {
+        tokio::time::sleep(IN_THE_BACKGROUND).await;
+        // No focus change since (it came back, or was closed): the window stayed behind.
+        let behind = focus_changes.load(std::sync::atomic::Ordering::SeqCst) == change;
+        if behind && !handle.webview_windows().is_empty() {
+            give_back_idle_code("window in the background");
         }
     });
 }

@@ -731,6 +731,53 @@ impl App {
         }
     }
 
+    /// Switches to another program: its window (`other-program`) takes the X keyboard focus
+    /// until the returned handle is dropped; waits until the page has lost it.
+    pub async fn switch_away(&self) -> OtherProgram {
+        let mut child = Command::new(target_dir().join("debug/other-program"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("other-program is built (cargo build -p countersign-e2e --bins)");
+        let mut said = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut said,
+        )
+        .unwrap();
+        assert_eq!(said.trim(), "focused", "other-program took no focus");
+        let deadline = Instant::now() + WAIT;
+        while self.has_focus().await {
+            assert!(Instant::now() < deadline, "the window kept the focus");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        OtherProgram(child)
+    }
+
+    /// Gives the X keyboard focus back to the app's window, as switching back to it would;
+    /// waits until the page has it.
+    pub async fn refocus(&self) {
+        let window = Command::new("xdotool")
+            .args(["search", "--onlyvisible", "--name", "^Countersign$"])
+            .output()
+            .expect("xdotool (Debian package xdotool) runs");
+        let window = String::from_utf8_lossy(&window.stdout)
+            .lines()
+            .next()
+            .map(str::to_owned)
+            .expect("the app's window is on the display");
+        let status = Command::new("xdotool")
+            .args(["windowfocus", &window])
+            .status()
+            .expect("xdotool runs");
+        assert!(status.success(), "xdotool windowfocus failed");
+        let deadline = Instant::now() + WAIT;
+        while !self.has_focus().await {
+            assert!(Instant::now() < deadline, "the window did not get the focus back");
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// Closes the window the way a window manager's close button does (there is none under
     /// Xvfb): a `WM_DELETE_WINDOW` message, sent by `close-window` (src/bin/close-window.rs).
     pub fn close_window(&self) {
@@ -772,6 +819,16 @@ impl App {
     /// The app's log (its stderr, passed through by tauri-driver).
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("driver.log")).unwrap_or_default()
+    }
+}
+
+/// Another program's window, holding the focus it took until dropped.
+pub struct OtherProgram(Child);
+
+impl Drop for OtherProgram {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

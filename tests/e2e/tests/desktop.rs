@@ -874,6 +874,58 @@ async fn e2e_closed_to_the_tray_no_webkit_process_is_left_and_the_window_comes_b
     drop(host);
 }
 
+/// A window left behind another program's gives back the code the app is not running, as the
+/// tray does (`released::give_back_idle_code_in_the_background`), 30 s after it lost the
+/// focus; switching away and back before then keeps it. The window still works: a question
+/// that comes meanwhile is drawn, and answered once the person is back.
+#[tokio::test]
+async fn e2e_a_window_left_in_the_background_gives_back_idle_code() {
+    let app = App::start("background", ts_server()).await;
+    app.find("#app[data-ready]").await;
+    let pid = app.app_pid().expect("the app runs");
+    let given_back = || {
+        app.log()
+            .matches(r#"when="window in the background""#)
+            .count()
+    };
+    assert!(app.has_focus().await, "the window starts focused");
+
+    // Away and back within the wait: that wait ends nothing.
+    let other = app.switch_away().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    app.refocus().await;
+    drop(other);
+    // Away for good.
+    let _other = app.switch_away().await;
+    let away = Instant::now();
+    let open_file_backed = file_backed_kib(pid);
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    eventually("the idle code is given back", async || given_back() > 0).await;
+    let behind_file_backed = file_backed_kib(pid);
+    assert!(
+        away.elapsed() >= Duration::from_secs(30),
+        "given back {:?} after the window lost the focus",
+        away.elapsed()
+    );
+    assert!(
+        behind_file_backed < open_file_backed / 2,
+        "file-backed memory {open_file_backed} KiB in front, {behind_file_backed} KiB behind"
+    );
+    // The first wait, had it not ended when the window came back, would have given back too,
+    // about 5 s before the second.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(given_back(), 1, "given back once: {}", app.log());
+
+    // A question while the window is behind: drawn, and answered when the person is back.
+    ask_confirm(&app, "while you were away").await;
+    app.refocus().await;
+    app.press_in_dialog("Decline").await;
+    app.gone(DIALOG).await;
+    let resolution = app.first_resolution().await;
+    assert_eq!(resolution["outcome"], "declined", "{resolution}");
+    app.close().await;
+}
+
 /// A process's proportional set size of file-backed pages (code, read-only data), in KiB.
 fn file_backed_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
