@@ -22,7 +22,8 @@
 #                     (default 20000; the test command runs 256 each and the committed corpus)
 #   make e2e-runs     runs made in the real app RUNS times in a row (200) without a retry, each
 #                     reaching the app once, short-lived dialogs seen from the page
-#   make memory       the app's processes by PSS: window open, closed to the tray, opened again
+#   make memory       the app's processes by PSS: window open (in front, then behind another
+#                     program's), closed to the tray, opened again
 #   make bench-gateway the gateway's forwarding overhead beside mcp-proxy and supergateway
 #                     (installs those two under target/bench-peers; prints figures, asserts none)
 

@@ -4,9 +4,10 @@
 # open, then closed to the tray (and a minute later), then opened again, then started in the
 # tray as start at login does (and a minute later). Uses the release build when there is one
 # (`make package` builds it), else the debug build, and says which. Runs under Xvfb inside a
-# D-Bus session when there is no display; the tray host is the tests' desktop double.
-# Prints figures, asserts nothing. Needs root: the app keeps its memory from other processes,
-# the user's own included (`launch::keep_memory_private`), so only root reads its PSS.
+# D-Bus session when there is no display; the tray host is the tests' desktop double. Also
+# measures the window left open behind another program's. Prints figures, asserts nothing.
+# Needs root: the app keeps its memory from other processes, the user's own included
+# (`launch::keep_memory_private`), so only root reads its PSS.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -72,6 +73,16 @@ holdings() {
 echo "Countersign's memory ($profile build), idle with the demo server; settle ${SETTLE:=10} s each"
 sleep "$SETTLE"
 measure "window open"
+# The person switches to another program (its window takes the focus) and leaves this one
+# behind it: after 30 s the app gives back the code it is not running (`released.rs`).
+exec 3> >(target/debug/other-program > "$dir/other.out")
+until grep -q focused "$dir/other.out" 2>/dev/null; do sleep 0.1; done
+sleep "${BEHIND:=40}"
+measure "window open, behind another program's, ${BEHIND} s later"
+holdings
+sleep "${LATER:=60}"
+measure "still behind, ${LATER} s later"
+exec 3>&-
 target/debug/close-window Countersign > /dev/null
 sleep "$SETTLE"
 measure "closed to the tray"
