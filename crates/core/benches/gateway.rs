@@ -225,11 +225,14 @@ fn role_desk_stdio() {
 /// `$COUNTERSIGN_BENCH_UPSTREAM` as its bytes, with its method and headers, over one
 /// keep-alive client; the answer comes back as it streams. No parse, no gate, no audit, no
 /// session of its own: what any HTTP-to-HTTP proxy pays, the two loopback hops and an HTTP
-/// server and client. Prints its URL, serves until stdin closes.
+/// server and client. Its agents' connections have TCP_NODELAY, as the gateway's always do
+/// (`gateway/peer.rs`): an answer streamed in two writes would otherwise wait out the agent's
+/// delayed ACK, about 40 ms, on a kept connection. Prints its URL, serves until stdin closes.
 fn role_relay() {
     use axum::body::Body;
     use axum::extract::Request;
     use axum::response::Response;
+    use axum::serve::ListenerExt;
     runtime().block_on(async {
         let upstream = std::env::var(UPSTREAM_ENV).expect("the desk's URL");
         let client = reqwest::Client::new();
@@ -274,11 +277,11 @@ fn role_relay() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
-        if nodelay() {
-            set_nodelay_on_listener(&listener);
-        }
         let addr = listener.local_addr().expect("addr");
         println!("http://{addr}{}", countersign_demo_server::MCP_PATH);
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::select! {
             _ = axum::serve(listener, router) => {}
             _ = wait_for_stdin_eof() => {}
@@ -965,13 +968,6 @@ fn spawn_gateway_and_desk(protocol: &str) -> Result<(Proc, Proc, Endpoint), Stri
 
 /// Row F: the relay that does no work in front of the HTTP desk.
 async fn row_floor(calls: usize) -> Result<Measured, String> {
-    if std::env::var_os(KEEPALIVE_ENV).is_some() {
-        // Seen once (2026-12-05): the agents stopped mid-row with an answer unread in the
-        // relay's send queue; not yet understood, so not measured rather than left to hang.
-        return Err(
-            "not measured with keep-alive agents (the relay stalled; BENCHMARKS.md)".into(),
-        );
-    }
     let (desk, desk_url) = spawn_role("desk-http", &[])?;
     let (relay, url) = spawn_role("relay", &[(UPSTREAM_ENV, desk_url.as_str())])?;
     let sides = Sides {
