@@ -76,7 +76,8 @@ measure "window open"
 # The person switches to another program (its window takes the focus) and leaves this one
 # behind it: after 30 s the app gives back the code it is not running (`released.rs`).
 exec 3> >(target/debug/other-program > "$dir/other.out")
-until grep -q focused "$dir/other.out" 2>/dev/null; do sleep 0.1; done
+for _ in $(seq 150); do grep -q focused "$dir/other.out" 2>/dev/null && break; sleep 0.1; done
+grep -q focused "$dir/other.out" || { echo "other-program took no focus" >&2; exit 1; }
 sleep "${BEHIND:=40}"
 measure "window open, behind another program's, ${BEHIND} s later"
 holdings

@@ -435,7 +435,8 @@ fn on_window_event(window: &tauri::Window, event: &WindowEvent) {
         WindowEvent::Destroyed => {
             if let Some(desktop) = window.try_state::<Desktop>() {
                 desktop.focused.store(false, Ordering::SeqCst);
-                // Its own wait (below) now ends nothing: the window is gone, not behind.
+                // A wait begun when it lost the focus (`focus_changed`) now gives back
+                // nothing: the window is gone, not behind, and closing has its own.
                 desktop.focus_changes.fetch_add(1, Ordering::SeqCst);
             }
             // Closed to the tray: what WebKit keeps for the window goes too.

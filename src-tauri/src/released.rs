@@ -1,4 +1,5 @@
-//! What the window leaves behind once it is closed to the tray.
+//! What the window leaves behind once it is closed to the tray, or while it stays behind
+//! another program's.
 //!
 //! Releasing the window ends WebKit's web process, but not its network process: WebKitGTK
 //! keeps that for as long as the web context, which Tauri keeps for the app's life
@@ -8,8 +9,8 @@
 //! process crashes (the page is served from the app, and keeps no cookies, cache or storage,
 //! so nothing of it is lost). Only the app's own children are looked at, by the executable
 //! they run. Then the code only the window ran is given back to the kernel
-//! (`countersign_core::idle_memory`), as it is after a start in the tray. Measured in
-//! BENCHMARKS.md ("Memory").
+//! (`countersign_core::idle_memory`), as it is after a start in the tray and while the window
+//! stays behind another program's. Measured in BENCHMARKS.md ("Memory").
 
 use std::time::Duration;
 
@@ -69,12 +70,14 @@ pub(crate) fn give_back_idle_code_later(handle: &tauri::AppHandle) {
     });
 }
 
-/// With the window open but behind another program's (it lost the keyboard focus, a minimised
-/// window included) for [`IN_THE_BACKGROUND`]: what the app's process holds is then mostly
-/// code it ran to draw the window and will run again only when the person comes back to it,
-/// so it is given back as in the tray; coming back reads it from the page cache again. The
-/// page itself is WebKit's web process, which is not ours to page out. Measured in
-/// BENCHMARKS.md ("Memory"). Desktops do the same to a minimised program's memory.
+/// With the window open but behind another program's (without the keyboard focus, as a
+/// minimised window is too) for [`IN_THE_BACKGROUND`]: what the app's process holds is then
+/// mostly code it ran to draw the window and will run again only when the person comes back
+/// to it, so it is given back as in the tray. Coming back reads it from the files again, some
+/// of it from the disk, since the kernel drops from its cache a page only this process mapped
+/// (about 20 ms of CPU, BENCHMARKS.md "Memory"). The page itself is WebKit's web process,
+/// which is not ours to page out. Windows trims a minimised program's working set the same
+/// way.
 pub(crate) fn give_back_idle_code_in_the_background(
     handle: &tauri::AppHandle,
     focus_changes: std::sync::Arc<std::sync::atomic::AtomicU64>,

@@ -734,14 +734,17 @@ impl App {
     /// Switches to another program: its window (`other-program`) takes the X keyboard focus
     /// until the returned handle is dropped; waits until the page has lost it.
     pub async fn switch_away(&self) -> OtherProgram {
-        let mut child = Command::new(target_dir().join("debug/other-program"))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("other-program is built (cargo build -p countersign-e2e --bins)");
+        let mut other = OtherProgram(
+            Command::new(target_dir().join("debug/other-program"))
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("other-program is built (cargo build -p countersign-e2e --bins)"),
+        );
+        // It says `focused`, or exits within its own deadline.
         let mut said = String::new();
         std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut std::io::BufReader::new(other.0.stdout.take().unwrap()),
             &mut said,
         )
         .unwrap();
@@ -751,7 +754,7 @@ impl App {
             assert!(Instant::now() < deadline, "the window kept the focus");
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        OtherProgram(child)
+        other
     }
 
     /// Gives the X keyboard focus back to the app's window, as switching back to it would;
@@ -773,7 +776,10 @@ impl App {
         assert!(status.success(), "xdotool windowfocus failed");
         let deadline = Instant::now() + WAIT;
         while !self.has_focus().await {
-            assert!(Instant::now() < deadline, "the window did not get the focus back");
+            assert!(
+                Instant::now() < deadline,
+                "the window did not get the focus back"
+            );
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }

@@ -895,9 +895,9 @@ async fn e2e_a_window_left_in_the_background_gives_back_idle_code() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     app.refocus().await;
     drop(other);
-    // Away for good.
-    let _other = app.switch_away().await;
+    // Away for good: the wait starts once the app has seen the focus go, so after this.
     let away = Instant::now();
+    let _other = app.switch_away().await;
     let open_file_backed = file_backed_kib(pid);
     tokio::time::sleep(Duration::from_secs(25)).await;
     eventually("the idle code is given back", async || given_back() > 0).await;
@@ -911,8 +911,7 @@ async fn e2e_a_window_left_in_the_background_gives_back_idle_code() {
         behind_file_backed < open_file_backed / 2,
         "file-backed memory {open_file_backed} KiB in front, {behind_file_backed} KiB behind"
     );
-    // The first wait, had it not ended when the window came back, would have given back too,
-    // about 5 s before the second.
+    // And once: nothing else gives it back while the window stays behind.
     tokio::time::sleep(Duration::from_secs(8)).await;
     assert_eq!(given_back(), 1, "given back once: {}", app.log());
 
