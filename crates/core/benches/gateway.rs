@@ -170,7 +170,6 @@ fn nodelay() -> bool {
 
 /// `serve_http` as the desk crate has it, with TCP_NODELAY on every accepted connection.
 async fn desk_http_nodelay() {
-    use axum::serve::ListenerExt;
     use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
     use rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService,
@@ -182,7 +181,16 @@ async fn desk_http_nodelay() {
             Default::default(),
             StreamableHttpServerConfig::default(),
         );
-    let router = axum::Router::new().nest_service(countersign_demo_server::MCP_PATH, service);
+    serve_with_nodelay(
+        axum::Router::new().nest_service(countersign_demo_server::MCP_PATH, service),
+    )
+    .await;
+}
+
+/// Serves `router` on a loopback port with TCP_NODELAY on every accepted connection, prints
+/// its URL (with the desk's path), and serves until stdin closes.
+async fn serve_with_nodelay(router: axum::Router) {
+    use axum::serve::ListenerExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -232,7 +240,6 @@ fn role_relay() {
     use axum::body::Body;
     use axum::extract::Request;
     use axum::response::Response;
-    use axum::serve::ListenerExt;
     runtime().block_on(async {
         let upstream = std::env::var(UPSTREAM_ENV).expect("the desk's URL");
         let client = reqwest::Client::new();
@@ -273,19 +280,7 @@ fn role_relay() {
                     .expect("a response")
             }
         };
-        let router = axum::Router::new().fallback(relay);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        println!("http://{addr}{}", countersign_demo_server::MCP_PATH);
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
-        tokio::select! {
-            _ = axum::serve(listener, router) => {}
-            _ = wait_for_stdin_eof() => {}
-        }
+        serve_with_nodelay(axum::Router::new().fallback(relay)).await;
     });
 }
 
