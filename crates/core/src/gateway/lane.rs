@@ -831,8 +831,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// A sessionless request is the lane's only when every header the revision has is given
-    /// once, plainly, and agrees with the request; anything else is left for rmcp to judge.
     /// `Accept` as rmcp reads it, the SDKs' own value or any other spelling of it.
     #[test]
     fn accept_is_read_as_rmcp_reads_it() {
@@ -868,6 +866,8 @@ mod tests {
         }
     }
 
+    /// A sessionless request is the lane's only when every header the revision has is given
+    /// once, plainly, and agrees with the request; anything else is left for rmcp to judge.
     #[test]
     fn a_sessionless_requests_headers_must_agree_with_it_once_and_plainly() {
         let headers = |pairs: &[(&'static str, &'static str)]| {
